@@ -1,0 +1,313 @@
+// Command mcp-reconnect keeps the MCP servers of an OpenCode server
+// connected. See `mcp-reconnect --help`.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// exitError carries an exit code through cobra.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(stderr, "mcp-reconnect:", err)
+		return 1
+	}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "mcp-reconnect",
+		Short: "Keep the MCP servers of an OpenCode server connected",
+		Long: `mcp-reconnect watches an OpenCode server and brings its failed MCP servers
+back by itself, per project directory, with backoff, within a connect budget.
+
+It only touches directories that are in use (reading MCP status starts MCP
+servers in OpenCode), only retries servers OpenCode reports as "failed", and
+never re-enables a server you disabled.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newWatch(), newStatus(), newReconnect(), newVersion())
+	return root
+}
+
+// watchFlags are the flags shared by watch (and, later, run).
+type watchFlags struct {
+	url, username, password string
+	directories             []string
+	statusAddr              string
+	statusPublic            bool
+	initialDelay, maxDelay  time.Duration
+	idleInterval            time.Duration
+	jitter                  float64
+	maxConcurrent           int
+	fastAttempts            int
+	slowInterval            time.Duration
+	logLevel, logFormat     string
+}
+
+func (f *watchFlags) register(fs *pflag.FlagSet) {
+	d := reconnect.DefaultConfig
+	fs.StringVar(&f.url, "url", "http://127.0.0.1:4096", "OpenCode server URL [$OPENCODE_URL]")
+	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user [$OPENCODE_SERVER_USERNAME]")
+	fs.StringVar(&f.password, "password", "", "HTTP basic auth password; prefer the environment, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
+	fs.StringArrayVar(&f.directories, "directory", nil, "project directory to watch from the start (repeatable) [$MCP_RECONNECT_DIRECTORY, colon-separated]")
+	fs.StringVar(&f.statusAddr, "status-addr", "127.0.0.1:4097", "listen address of the daemon's status API; empty disables it [$MCP_RECONNECT_STATUS_ADDR]")
+	fs.BoolVar(&f.statusPublic, "status-public", false, "allow a non-loopback --status-addr [$MCP_RECONNECT_STATUS_PUBLIC]")
+	fs.DurationVar(&f.initialDelay, "initial-delay", d.Backoff.Initial, "first retry after a failure is seen or a wake [$MCP_RECONNECT_INITIAL_DELAY]")
+	fs.DurationVar(&f.maxDelay, "max-delay", d.Backoff.Max, "backoff cap [$MCP_RECONNECT_MAX_DELAY]")
+	fs.DurationVar(&f.idleInterval, "idle-interval", d.IdleInterval, "re-check period while nothing is failing [$MCP_RECONNECT_IDLE_INTERVAL]")
+	fs.Float64Var(&f.jitter, "jitter", d.Backoff.Jitter, "each delay is multiplied by a factor in [1-j, 1+j] [$MCP_RECONNECT_JITTER]")
+	fs.IntVar(&f.maxConcurrent, "max-concurrent", d.MaxConcurrent, "connect calls in flight at once, across all directories [$MCP_RECONNECT_MAX_CONCURRENT]")
+	fs.IntVar(&f.fastAttempts, "fast-attempts", d.Backoff.FastAttempts, "attempts in one fast episode [$MCP_RECONNECT_FAST_ATTEMPTS]")
+	fs.DurationVar(&f.slowInterval, "slow-interval", d.Backoff.SlowInterval, "retry period after a fast episode fails; 0 gives up until healthy or woken [$MCP_RECONNECT_SLOW_INTERVAL]")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error [$MCP_RECONNECT_LOG_LEVEL]")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
+}
+
+// envNames maps flags to the environment variables that set them when the
+// flag is not given. Flags win over the environment.
+var envNames = map[string]string{
+	"url":      "OPENCODE_URL",
+	"username": "OPENCODE_SERVER_USERNAME",
+	"password": "OPENCODE_SERVER_PASSWORD",
+}
+
+func envName(flag string) string {
+	if n, ok := envNames[flag]; ok {
+		return n
+	}
+	return "MCP_RECONNECT_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// applyEnv sets every flag that was not given on the command line from its
+// environment variable, with an error that names the variable.
+func applyEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		v, ok := os.LookupEnv(envName(f.Name))
+		if !ok || v == "" {
+			return
+		}
+		if f.Value.Type() == "stringArray" {
+			for _, part := range strings.Split(v, ":") {
+				if part != "" {
+					if e := f.Value.Set(part); e != nil {
+						err = e
+					}
+				}
+			}
+			return
+		}
+		if e := f.Value.Set(v); e != nil {
+			shown := v
+			if f.Name == "password" {
+				shown = "(hidden)"
+			}
+			err = fmt.Errorf("$%s=%q: %w", envName(f.Name), shown, e)
+		}
+	})
+	return err
+}
+
+func (f *watchFlags) engineConfig() reconnect.Config {
+	c := reconnect.DefaultConfig
+	c.Backoff.Initial = f.initialDelay
+	c.Backoff.Max = f.maxDelay
+	c.Backoff.Jitter = f.jitter
+	c.Backoff.FastAttempts = f.fastAttempts
+	c.Backoff.SlowInterval = f.slowInterval
+	c.IdleInterval = f.idleInterval
+	c.MaxConcurrent = f.maxConcurrent
+	return c
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func newWatch() *cobra.Command {
+	var f watchFlags
+	cmd := &cobra.Command{
+		Use:   "watch [flags]",
+		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
+		Long: `watch attaches to a running OpenCode server (opencode serve, or a TUI started
+with --port) and reconnects its failed MCP servers until stopped with
+SIGINT or SIGTERM.
+
+Every flag can also be set from the environment variable shown in brackets;
+a flag given on the command line wins.`,
+		Example: `  OPENCODE_SERVER_PASSWORD=… mcp-reconnect watch --url http://127.0.0.1:4096
+  mcp-reconnect watch --directory ~/src/project --log-level debug`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
+			if err != nil {
+				return err
+			}
+			ec := f.engineConfig()
+			if err := ec.Validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return daemon.Run(ctx, daemon.Config{
+				URL: f.url, Username: f.username, Password: f.password,
+				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
+				Engine: ec, Version: versionString(),
+			}, log)
+		},
+	}
+	f.register(cmd.Flags())
+	return cmd
+}
+
+func statusAddrFlag(cmd *cobra.Command, addr *string) {
+	cmd.Flags().StringVar(addr, "status-addr", "127.0.0.1:4097", "the daemon's status API [$MCP_RECONNECT_STATUS_ADDR]")
+}
+
+func newStatus() *cobra.Command {
+	var addr string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show what the daemon sees, per directory and server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			c := &statusapi.Client{Addr: addr}
+			st, err := c.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeIndentedJSON(cmd.OutOrStdout(), st)
+			}
+			return statusapi.WriteTable(cmd.OutOrStdout(), st, time.Now())
+		},
+	}
+	statusAddrFlag(cmd, &addr)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func newReconnect() *cobra.Command {
+	var addr, dir string
+	cmd := &cobra.Command{
+		Use:   "reconnect [--directory D] [NAME...]",
+		Short: "Retry failed MCP servers now, with a fresh backoff",
+		Long: `reconnect asks the running daemon to start a fresh episode now for the named
+MCP servers (all failed ones when none is named), in one directory (armed if
+it was not) or in every armed directory. Servers that are not "failed" are
+left alone.`,
+		RunE: func(cmd *cobra.Command, names []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			if dir != "" {
+				abs, err := absDir(dir)
+				if err != nil {
+					return err
+				}
+				dir = abs
+			}
+			c := &statusapi.Client{Addr: addr}
+			res, err := c.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names})
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, r := range res.Results {
+				for _, d := range r.Directories {
+					fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", r.URL, d)
+					n++
+				}
+			}
+			if n == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no directory is armed; pass --directory to arm one")
+			}
+			return nil
+		},
+	}
+	statusAddrFlag(cmd, &addr)
+	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed)")
+	return cmd
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "mcp-reconnect", versionString())
+		},
+	}
+}

@@ -1,0 +1,157 @@
+// Package daemon assembles the watcher: an OpenCode client, its event
+// stream, the reconnect engine and the status API, run together until the
+// context ends. It holds no policy of its own.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+// Config is everything `watch` needs.
+type Config struct {
+	// URL of the OpenCode server.
+	URL string
+	// Username and Password for its basic auth.
+	Username, Password string
+	// Directories armed from the start.
+	Directories []string
+	// StatusAddr is where the status API listens; empty disables it.
+	StatusAddr string
+	// StatusPublic allows a non-loopback StatusAddr.
+	StatusPublic bool
+	// Engine holds the reconnect tunables.
+	Engine reconnect.Config
+	// Version is reported by GET /status.
+	Version string
+	// Ready, if set, receives the status API's bound address once serving.
+	Ready func(statusAddr string)
+}
+
+// Run watches one OpenCode server until ctx ends. It returns early only for
+// a configuration error or refused credentials.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	client, err := opencode.New(cfg.URL, opencode.Options{Username: cfg.Username, Password: cfg.Password})
+	if err != nil {
+		return err
+	}
+	dirs := make([]string, 0, len(cfg.Directories))
+	for _, d := range cfg.Directories {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return fmt.Errorf("--directory %q: %w", d, err)
+		}
+		dirs = append(dirs, abs)
+	}
+	if cfg.StatusAddr != "" {
+		if err := statusapi.CheckAddr(cfg.StatusAddr, cfg.StatusPublic); err != nil {
+			return err
+		}
+	}
+
+	// One health read tells a wrong password apart from a server that is
+	// not up yet: the first is fatal, the second is waited out.
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	h, err := client.Health(hctx)
+	cancel()
+	switch {
+	case errors.Is(err, opencode.ErrUnauthorized):
+		return err
+	case err != nil:
+		log.Warn("opencode not reachable yet; waiting for it", "url", client.URL(), "err", err)
+	default:
+		log.Info("watching opencode", "url", client.URL(), "version", h.Version)
+	}
+
+	m := metrics.New()
+	broker := statusapi.NewBroker()
+	eng, err := reconnect.New(cfg.Engine, client, reconnect.Options{URL: client.URL(), Log: log, Metrics: m, OnEvent: broker.Publish})
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := eng.Arm(d, "--directory"); err != nil {
+			return err
+		}
+	}
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	var apiWait func() error
+	if cfg.StatusAddr != "" {
+		api := &statusapi.Server{Sources: []statusapi.Source{eng}, Broker: broker, Metrics: m, Version: cfg.Version, Log: log}
+		bound, wait, err := api.Serve(ctx, cfg.StatusAddr)
+		if err != nil {
+			return fmt.Errorf("%w (is another mcp-reconnect running? pass --status-addr)", err)
+		}
+		apiWait = wait
+		log.Info("status api listening", "addr", bound)
+		if cfg.Ready != nil {
+			cfg.Ready(bound)
+		}
+	}
+
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = eng.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		streamLoop(ctx, client, eng, m, broker, log)
+	}()
+	wg.Wait()
+	if apiWait != nil {
+		return apiWait()
+	}
+	return nil
+}
+
+// streamLoop feeds /global/event into the engine and keeps its state.
+func streamLoop(ctx context.Context, client *opencode.Client, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger) {
+	var wasUnauthorized bool
+	_ = client.Stream(ctx, opencode.StreamOptions{
+		Log: log,
+		OnConnect: func(n int) {
+			eng.SetStream(true, nil)
+			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: n})
+			wasUnauthorized = false
+			if n > 1 {
+				// Events may have been missed while the stream was down.
+				m.StreamReconnects.Inc()
+				log.Info("event stream reconnected", "url", client.URL())
+				eng.Resync()
+			}
+		},
+		OnDrop: func(err error) {
+			eng.SetStream(false, err)
+			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL(), Error: errString(err)})
+			if errors.Is(err, opencode.ErrUnauthorized) {
+				if !wasUnauthorized {
+					log.Error("opencode refused the credentials", "err", err)
+				}
+				wasUnauthorized = true
+				return
+			}
+			log.Debug("event stream dropped", "url", client.URL(), "err", err)
+		},
+	}, eng.HandleEvent)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,250 @@
+// Package opencode is a typed client for the few OpenCode server routes the
+// daemon uses (health, MCP status and connect, config, the global event
+// stream). Every call has a timeout and a body limit, and every failure is
+// sorted into what the caller can do about it: ErrUnavailable (try later),
+// ErrUnauthorized (tell the user, stop hammering) or ErrNotFound.
+package opencode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Errors a call can match with errors.Is.
+var (
+	// ErrUnavailable: the server could not be reached, timed out, answered
+	// 5xx or sent something that is not the expected JSON. Retry later and
+	// treat nothing as learned.
+	ErrUnavailable = errors.New("opencode unavailable")
+	// ErrUnauthorized: the server answered 401 or 403.
+	ErrUnauthorized = errors.New("opencode refused the credentials")
+	// ErrNotFound: the server answered 404 (for connect: no such MCP server).
+	ErrNotFound = errors.New("not found")
+)
+
+// maxBody bounds every response body the client reads.
+const maxBody = 4 << 20
+
+// Defaults for Client's timeouts.
+const (
+	// DefaultTimeout bounds a status, health or config call. The first
+	// request for a directory waits until every MCP server there made its
+	// first attempt, which takes up to 60 s for a silent remote URL, so a
+	// short timeout here only turns a slow start into "unavailable", which
+	// the engine handles.
+	DefaultTimeout = 15 * time.Second
+	// DefaultConnectTimeout bounds a connect call: OpenCode answers only
+	// when its attempt is over, up to 60 s (30 s streamable HTTP, 30 s SSE).
+	DefaultConnectTimeout = 75 * time.Second
+)
+
+// Client talks to one OpenCode server. Its zero value is not usable; use New.
+type Client struct {
+	base           *url.URL
+	username       string
+	password       string
+	http           *http.Client
+	timeout        time.Duration
+	connectTimeout time.Duration
+}
+
+// Options configure a Client. Zero fields take the defaults.
+type Options struct {
+	// Username for HTTP basic auth (default "opencode").
+	Username string
+	// Password for HTTP basic auth; empty sends no credentials.
+	Password string
+	// Timeout bounds each ordinary call (default DefaultTimeout).
+	Timeout time.Duration
+	// ConnectTimeout bounds each connect call (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// Transport replaces the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// New returns a client for the server at rawURL.
+func New(rawURL string, o Options) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("opencode url %q: want http://host:port", Redact(rawURL))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("opencode url %q: put credentials in --username/--password, not in the URL", Redact(rawURL))
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	c := &Client{
+		base:           u,
+		username:       o.Username,
+		password:       o.Password,
+		timeout:        o.Timeout,
+		connectTimeout: o.ConnectTimeout,
+	}
+	if c.username == "" {
+		c.username = "opencode"
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.connectTimeout <= 0 {
+		c.connectTimeout = DefaultConnectTimeout
+	}
+	tr := o.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// One daemon may keep thousands of directories; keep enough idle
+		// connections that each status read does not open a new one.
+		t.MaxIdleConns = 64
+		t.MaxIdleConnsPerHost = 32
+		t.ResponseHeaderTimeout = 0 // the per-call context bounds it
+		tr = t
+	}
+	c.http = &http.Client{
+		Transport: tr,
+		// OpenCode never redirects; following one could carry the
+		// credentials to another host.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c, nil
+}
+
+// URL is the server's base URL, safe to log.
+func (c *Client) URL() string { return c.base.String() }
+
+// Redact removes any userinfo from a URL string, for messages.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
+}
+
+// Error is a failed call. It matches ErrUnavailable, ErrUnauthorized or
+// ErrNotFound with errors.Is, and never holds a credential.
+type Error struct {
+	// Op names the call, e.g. "GET /mcp".
+	Op string
+	// URL is the server's base URL.
+	URL string
+	// Status is the HTTP status, or 0 when none was received.
+	Status int
+	// Detail is a short description (a truncated body or a transport error).
+	Detail string
+	kind   error
+	cause  error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "opencode at %s: %s", e.URL, e.Op)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, " answered %d", e.Status)
+	}
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	}
+	if errors.Is(e.kind, ErrUnauthorized) {
+		b.WriteString(" (set --password or OPENCODE_SERVER_PASSWORD, and --username or OPENCODE_SERVER_USERNAME if not \"opencode\")")
+	}
+	return b.String()
+}
+
+// Is matches the error's kind.
+func (e *Error) Is(target error) bool { return target == e.kind }
+
+// Unwrap returns the transport error, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
+// do sends one request and decodes a JSON answer into out (when non-nil).
+// op names the route for messages ("POST /mcp/{name}/connect"); escPath is
+// the path with every variable segment already escaped with url.PathEscape,
+// so a server name holding a slash stays one segment.
+func (c *Client) do(ctx context.Context, timeout time.Duration, op, method, escPath string, query url.Values, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := *c.base
+	u.RawPath = c.base.EscapedPath() + escPath
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
+	}
+	u.Path = p
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return &Error{Op: op, URL: c.URL(), Detail: "bad request: " + err.Error(), kind: ErrUnavailable}
+	}
+	if c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return &Error{Op: op, URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+	}
+	if len(body) > maxBody {
+		return &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
+	case resp.StatusCode == http.StatusNotFound:
+		return &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrNotFound}
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrUnavailable}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "answer is not the expected JSON: " + err.Error(), kind: ErrUnavailable}
+	}
+	return nil
+}
+
+// ctxErr prefers the context's reason (a deadline) over a transport message.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func transportDetail(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return "timed out"
+	}
+	return err.Error()
+}
+
+// snippet is the start of a body, for an error message. OpenCode's error
+// bodies name the route and server, never a credential.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

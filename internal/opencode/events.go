@@ -1,0 +1,221 @@
+package opencode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
+)
+
+// Event types the daemon acts on.
+const (
+	EventServerConnected  = "server.connected"
+	EventHeartbeat        = "server.heartbeat"
+	EventToolsChanged     = "mcp.tools.changed"
+	EventInstanceDisposed = "server.instance.disposed"
+	EventGlobalDisposed   = "global.disposed"
+)
+
+// Event is one message of /global/event, reduced to what the daemon uses.
+type Event struct {
+	// Directory the event belongs to; "" or "global" for none.
+	Directory string
+	// Type is payload.type, e.g. "mcp.tools.changed".
+	Type string
+	// Server is properties.server (mcp.tools.changed).
+	Server string
+	// PropDirectory is properties.directory (server.instance.disposed).
+	PropDirectory string
+}
+
+// ParseEvent decodes one data field of /global/event:
+// {"directory": D, "payload": {"type": T, "properties": {...}}}.
+func ParseEvent(data []byte) (Event, error) {
+	var raw struct {
+		Directory json.RawMessage `json:"directory"`
+		Payload   *struct {
+			Type       string          `json:"type"`
+			Properties json.RawMessage `json:"properties"`
+		} `json:"payload"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return Event{}, fmt.Errorf("event is not a JSON object: %w", err)
+	}
+	if raw.Payload == nil || raw.Payload.Type == "" {
+		return Event{}, errors.New("event has no payload.type")
+	}
+	ev := Event{Type: raw.Payload.Type}
+	if len(raw.Directory) > 0 {
+		// A non-string directory is ignored, not fatal: the event may still wake things globally.
+		_ = json.Unmarshal(raw.Directory, &ev.Directory)
+	}
+	if len(raw.Payload.Properties) > 0 {
+		var props map[string]json.RawMessage
+		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
+			if v, ok := props["server"]; ok {
+				_ = json.Unmarshal(v, &ev.Server)
+			}
+			if v, ok := props["directory"]; ok {
+				_ = json.Unmarshal(v, &ev.PropDirectory)
+			}
+		}
+	}
+	return ev, nil
+}
+
+// StreamOptions tune Stream.
+type StreamOptions struct {
+	// Silence is how long the stream may stay quiet before it is dropped
+	// and re-subscribed: three heartbeat periods (default 30s; OpenCode
+	// sends a heartbeat about every 10 s).
+	Silence time.Duration
+	// Backoff spaces reconnects (default 500ms doubling to 30s, jitter 0.2).
+	Backoff backoff.Policy
+	// OnConnect runs after each successful subscribe, with the attempt
+	// count (1 for the first).
+	OnConnect func(n int)
+	// OnDrop runs when a subscription ends, with the reason.
+	OnDrop func(err error)
+	// Log receives debug lines; nil discards them.
+	Log *slog.Logger
+}
+
+// Stream subscribes to /global/event and hands every parsed event to fn,
+// reconnecting with backoff when the stream drops, errors or stays silent
+// past opts.Silence, until ctx ends. Unparsable events are skipped. fn is
+// called from Stream's goroutine and must not block for long.
+func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
+	if opts.Silence <= 0 {
+		opts.Silence = 30 * time.Second
+	}
+	if opts.Backoff.Initial <= 0 {
+		opts.Backoff = backoff.Policy{Initial: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	failures := 0
+	connects := 0
+	for {
+		got, err := c.subscribe(ctx, opts.Silence, func() {
+			connects++
+			if opts.OnConnect != nil {
+				opts.OnConnect(connects)
+			}
+		}, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if opts.OnDrop != nil {
+			opts.OnDrop(err)
+		}
+		if got {
+			failures = 0
+		}
+		failures++
+		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
+		log.Debug("event stream ended", "url", c.URL(), "err", err, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errSilent ends a subscription that stayed quiet too long.
+var errSilent = errors.New("event stream silent for three heartbeat periods")
+
+// subscribe runs one subscription. got reports whether any event arrived,
+// which resets the reconnect backoff.
+func (c *Client) subscribe(ctx context.Context, silence time.Duration, connected func(), fn func(Event)) (got bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	u := *c.base
+	u.Path = c.base.Path + "/global/event"
+	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	if c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+
+	// The watchdog ends the request when nothing arrives for too long,
+	// including a server that accepts the request and never answers.
+	alive := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTimer(silence)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-alive:
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+				t.Reset(silence)
+			case <-t.C:
+				cancel(errSilent)
+				return
+			}
+		}
+	}()
+	poke := func() {
+		select {
+		case alive <- struct{}{}:
+		default:
+		}
+	}
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}
+		}
+		return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: err}
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return false, &Error{Op: "GET /global/event", URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
+	case resp.StatusCode != http.StatusOK:
+		return false, &Error{Op: "GET /global/event", URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
+	}
+	poke()
+	connected()
+	r := sse.NewReader(bufio.NewReader(resp.Body))
+	for {
+		frame, err := r.Next()
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
+			return got, &Error{Op: "GET /global/event", URL: c.URL(), Detail: "stream ended: " + err.Error(), kind: ErrUnavailable, cause: err}
+		}
+		poke()
+		got = true
+		ev, err := ParseEvent(frame.Data)
+		if err != nil {
+			continue
+		}
+		fn(ev)
+	}
+}

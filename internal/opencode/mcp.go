@@ -1,0 +1,131 @@
+package opencode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+)
+
+// The MCP statuses OpenCode 1.18.34 reports.
+const (
+	StatusConnected               = "connected"
+	StatusDisabled                = "disabled"
+	StatusFailed                  = "failed"
+	StatusNeedsAuth               = "needs_auth"
+	StatusNeedsClientRegistration = "needs_client_registration"
+)
+
+// ServerStatus is one MCP server's state as GET /mcp reports it.
+type ServerStatus struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Health is the answer of GET /global/health.
+type Health struct {
+	Healthy bool   `json:"healthy"`
+	Version string `json:"version"`
+}
+
+// Health reads /global/health. It does not touch any directory.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	err := c.do(ctx, c.timeout, "GET /global/health", "GET", "/global/health", nil, &h)
+	return h, err
+}
+
+func dirQuery(dir string) url.Values { return url.Values{"directory": {dir}} }
+
+// MCPStatus reads GET /mcp for dir. Reading it creates dir's instance and
+// starts its MCP servers if they are not running: call it only for
+// directories in use.
+func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, c.timeout, "GET /mcp", "GET", "/mcp", dirQuery(dir), &raw); err != nil {
+		return nil, err
+	}
+	st, err := ParseStatus(raw)
+	if err != nil {
+		return nil, &Error{Op: "GET /mcp", URL: c.URL(), Status: 200, Detail: err.Error(), kind: ErrUnavailable}
+	}
+	return st, nil
+}
+
+// ParseStatus decodes the body of GET /mcp. Anything but a JSON object of
+// objects with a string "status" is an error: an answer that cannot be
+// understood must never read as "no servers".
+func ParseStatus(body []byte) (map[string]ServerStatus, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("status is not a JSON object: %w", err)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("status is null, not a JSON object")
+	}
+	out := make(map[string]ServerStatus, len(m))
+	for name, v := range m {
+		var s struct {
+			Status *string `json:"status"`
+			Error  any     `json:"error"`
+		}
+		if err := json.Unmarshal(v, &s); err != nil || s.Status == nil {
+			return nil, fmt.Errorf("status of server %q has no string \"status\"", name)
+		}
+		st := ServerStatus{Status: *s.Status}
+		switch e := s.Error.(type) {
+		case string:
+			st.Error = e
+		case nil:
+		default:
+			b, _ := json.Marshal(e)
+			st.Error = string(b)
+		}
+		out[name] = st
+	}
+	return out, nil
+}
+
+// Connect asks OpenCode to connect one MCP server in dir. OpenCode answers
+// when its attempt is over, whether or not the server came up: read
+// MCPStatus for the outcome. An unknown name gives ErrNotFound.
+func (c *Client) Connect(ctx context.Context, dir, name string) error {
+	return c.do(ctx, c.connectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir), nil)
+}
+
+// MCPEntry is what the daemon keeps of one configured MCP server. Remote
+// headers are deliberately not decoded: they may hold secrets and the
+// daemon never needs them.
+type MCPEntry struct {
+	// Type is "local" or "remote".
+	Type string `json:"type"`
+	// URL is a remote server's endpoint.
+	URL string `json:"url,omitempty"`
+	// Enabled is false when the config disables the server.
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// MCPConfig reads the resolved MCP section of GET /config for dir.
+func (c *Client) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
+	var cfg struct {
+		MCP map[string]MCPEntry `json:"mcp"`
+	}
+	if err := c.do(ctx, c.timeout, "GET /config", "GET", "/config", dirQuery(dir), &cfg); err != nil {
+		return nil, err
+	}
+	if cfg.MCP == nil {
+		cfg.MCP = map[string]MCPEntry{}
+	}
+	return cfg.MCP, nil
+}
+
+// Names returns the keys of a status map in order, for stable output.
+func Names[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

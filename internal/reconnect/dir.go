@@ -1,0 +1,382 @@
+package reconnect
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// dir is one armed directory. Its fields are guarded by Engine.mu; only its
+// own loop goroutine reads status and starts connects for it.
+type dir struct {
+	path    string
+	armedBy string
+	armedAt time.Time
+	cancel  context.CancelFunc
+	// wake tells the loop that next moved earlier.
+	wake chan struct{}
+	// results carries finished connects back to the loop.
+	results chan connectResult
+
+	// next is the latest time the next status check may run; zero while a
+	// check is running and nothing asked for another.
+	next         time.Time
+	lastActivity time.Time
+	lastCheck    time.Time
+	lastErr      string
+	unauthorized bool
+	servers      map[string]*server
+	// kinds maps server name → "local", "remote" or "" (unknown), from
+	// GET /config, so remote connects use their share of the budget.
+	kinds map[string]string
+}
+
+// server is one MCP server's episode in one directory.
+type server struct {
+	status, err   string
+	attempts      int
+	slow          bool
+	stopped       bool // slow-interval 0 and the fast episode is spent
+	connecting    bool
+	nextAttempt   time.Time // zero: due at the next check
+	slotRetry     time.Time // set while waiting for a connect slot
+	lastAttempt   time.Time
+	lastReconnect time.Time
+}
+
+func (s *server) tier() string {
+	switch {
+	case s.stopped:
+		return TierStopped
+	case s.slow:
+		return TierSlow
+	}
+	return TierFast
+}
+
+// reset starts a fresh episode.
+func (s *server) reset() {
+	s.attempts, s.slow, s.stopped = 0, false, false
+	s.nextAttempt, s.slotRetry = time.Time{}, time.Time{}
+}
+
+type connectResult struct {
+	name string
+	err  error
+}
+
+// earlier returns the earlier of two times, where zero means "never".
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// wakeBy makes the next check run no later than t. It never moves an
+// already scheduled check later. Caller holds Engine.mu.
+func (d *dir) wakeBy(t time.Time) {
+	if n := earlier(d.next, t); !n.Equal(d.next) {
+		d.next = n
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *dir) snapshot() DirSnapshot {
+	ds := DirSnapshot{Directory: d.path, ArmedBy: d.armedBy, ArmedAt: d.armedAt, LastCheck: d.lastCheck,
+		NextCheck: d.next, LastError: d.lastErr, Servers: []ServerSnapshot{}}
+	for _, name := range sortedKeys(d.servers) {
+		s := d.servers[name]
+		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.attempts, Connecting: s.connecting,
+			NextAttempt: s.nextAttempt, LastAttempt: s.lastAttempt, LastReconnect: s.lastReconnect, Hint: hint(s.status, name)}
+		if s.status == opencode.StatusFailed {
+			ss.Tier = s.tier()
+		}
+		ds.Servers = append(ds.Servers, ss)
+	}
+	return ds
+}
+
+// loop is the directory's one goroutine: it sleeps until the next check or
+// slot retry, runs it, and collects finished connects. Because only this
+// goroutine checks, a wake during a check is honoured after it, never as a
+// second check in parallel.
+func (e *Engine) loop(ctx context.Context, d *dir) {
+	var connects sync.WaitGroup
+	defer connects.Wait()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		at := d.next
+		for _, s := range d.servers {
+			at = earlier(at, s.slotRetry)
+		}
+		e.mu.Unlock()
+		if at.IsZero() {
+			at = time.Now().Add(e.cfg.IdleInterval)
+		}
+		timer.Reset(time.Until(at))
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case r := <-d.results:
+			e.finishConnect(d, r)
+		case <-timer.C:
+			now := time.Now()
+			e.mu.Lock()
+			due := !d.next.IsZero() && !now.Before(d.next)
+			e.mu.Unlock()
+			if due {
+				e.check(ctx, d, &connects)
+			} else {
+				e.retrySlots(ctx, d, &connects)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// check is one reconcile of the directory: read status, update every
+// server's episode, connect the failed servers that are due, and set the
+// time of the next check.
+func (e *Engine) check(ctx context.Context, d *dir, connects *sync.WaitGroup) {
+	e.mu.Lock()
+	d.next = time.Time{}
+	e.mu.Unlock()
+
+	e.metrics.StatusReads.Inc()
+	st, err := e.oc.MCPStatus(ctx, d.path)
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	e.mu.Lock()
+	d.lastCheck = now
+	if err != nil {
+		// Rule 9: an unreadable status is no news. Keep every counter and
+		// look again after the idle interval.
+		e.metrics.StatusReadFailures.Inc()
+		d.lastErr = err.Error()
+		if errors.Is(err, opencode.ErrUnauthorized) {
+			if !d.unauthorized {
+				e.log.Error("opencode refused the credentials", "url", e.url, "directory", d.path, "err", err)
+			}
+			d.unauthorized = true
+		} else {
+			e.log.Debug("status unavailable", "url", e.url, "directory", d.path, "err", err)
+		}
+		d.next = earlier(d.next, now.Add(e.cfg.IdleInterval))
+		e.mu.Unlock()
+		return
+	}
+	d.lastErr, d.unauthorized = "", false
+	due, evs := e.reconcile(d, st, now)
+	needKinds := false
+	for _, name := range due {
+		if _, ok := d.kinds[name]; !ok {
+			needKinds = true
+		}
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+
+	if needKinds {
+		e.learnKinds(ctx, d, due)
+	}
+	e.startConnects(ctx, d, due, connects)
+}
+
+// reconcile folds one status read into the directory's memory and returns
+// the failed servers whose attempt is due now, plus events to publish. It
+// sets d.next to the earliest due attempt, capped at the idle interval.
+// Caller holds Engine.mu.
+func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (due []string, evs []Event) {
+	for name := range d.servers {
+		if _, ok := st[name]; !ok {
+			// Removed from the config: forget it; it starts afresh if it
+			// comes back.
+			delete(d.servers, name)
+			delete(d.kinds, name)
+		}
+	}
+	next := now.Add(e.cfg.IdleInterval)
+	for _, name := range opencode.Names(st) {
+		cur := st[name]
+		s := d.servers[name]
+		if s == nil {
+			s = &server{}
+			d.servers[name] = s
+		}
+		prev := s.status
+		s.status, s.err = cur.Status, cur.Error
+		if cur.Status != opencode.StatusFailed {
+			// Rule 1: only failed is retried. Any other state ends the
+			// episode.
+			if s.attempts > 0 && cur.Status == opencode.StatusConnected {
+				s.lastReconnect = now
+				e.metrics.Reconnects.Inc()
+				e.log.Info("reconnected MCP server", "url", e.url, "directory", d.path, "server", name, "attempts", s.attempts)
+				evs = append(evs, Event{Time: now, Type: EventReconnected, Directory: d.path, Server: name, Attempt: s.attempts})
+			}
+			if h := hint(cur.Status, name); h != "" && prev != cur.Status {
+				e.log.Warn("MCP server needs the user", "url", e.url, "directory", d.path, "server", name, "status", cur.Status, "hint", h)
+				evs = append(evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
+			}
+			s.reset()
+			continue
+		}
+		switch {
+		case s.connecting, s.stopped:
+		case s.slotRetry.After(now):
+			// Waiting for a connect slot; retrySlots handles it.
+		case s.nextAttempt.IsZero() || !now.Before(s.nextAttempt):
+			due = append(due, name)
+		default:
+			next = earlier(next, s.nextAttempt)
+		}
+	}
+	d.next = earlier(d.next, next)
+	return due, evs
+}
+
+// learnKinds reads the directory's MCP config once, to tell remote servers
+// from local ones. A failure leaves them unknown (treated as local).
+func (e *Engine) learnKinds(ctx context.Context, d *dir, names []string) {
+	cfg, err := e.oc.MCPConfig(ctx, d.path)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, n := range names {
+		d.kinds[n] = ""
+	}
+	if err != nil {
+		e.log.Debug("config unavailable", "url", e.url, "directory", d.path, "err", err)
+		return
+	}
+	for n, entry := range cfg {
+		if _, ok := d.servers[n]; ok {
+			d.kinds[n] = entry.Type
+		}
+	}
+}
+
+// retrySlots tries again to connect servers that found no free slot. It
+// reads no status: their status is at most a slot wait old.
+func (e *Engine) retrySlots(ctx context.Context, d *dir, connects *sync.WaitGroup) {
+	now := time.Now()
+	var due []string
+	e.mu.Lock()
+	for _, name := range sortedKeys(d.servers) {
+		s := d.servers[name]
+		if !s.slotRetry.IsZero() && !now.Before(s.slotRetry) {
+			s.slotRetry = time.Time{}
+			due = append(due, name)
+		}
+	}
+	e.mu.Unlock()
+	e.startConnects(ctx, d, due, connects)
+}
+
+// startConnects connects each due server that gets a budget slot; the rest
+// wait a short jittered while, uncharged.
+func (e *Engine) startConnects(ctx context.Context, d *dir, due []string, connects *sync.WaitGroup) {
+	if len(due) == 0 {
+		return
+	}
+	now := time.Now()
+	var evs []Event
+	e.mu.Lock()
+	for _, name := range due {
+		s := d.servers[name]
+		if s == nil || s.connecting {
+			continue
+		}
+		remote := d.kinds[name] == "remote"
+		if !e.budget.TryAcquire(remote) {
+			s.slotRetry = now.Add(e.slotWait())
+			continue
+		}
+		s.connecting = true
+		s.slotRetry = time.Time{}
+		s.attempts++
+		s.lastAttempt = now
+		e.metrics.Attempts.Inc()
+		e.metrics.InFlightConnects.Inc()
+		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", name, "attempt", s.attempts, "tier", s.tier())
+		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: name, Attempt: s.attempts, Tier: s.tier(), Error: s.err})
+		connects.Add(1)
+		go func() {
+			defer connects.Done()
+			err := e.oc.Connect(ctx, d.path, name)
+			e.budget.Release(remote)
+			e.metrics.InFlightConnects.Dec()
+			select {
+			case d.results <- connectResult{name: name, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+}
+
+// finishConnect schedules the re-check of a server whose connect returned:
+// its own delay after this attempt, or the slow tier once the fast episode
+// is spent.
+func (e *Engine) finishConnect(d *dir, r connectResult) {
+	now := time.Now()
+	var evs []Event
+	e.mu.Lock()
+	s := d.servers[r.name]
+	if s == nil {
+		e.mu.Unlock()
+		return
+	}
+	s.connecting = false
+	if errors.Is(r.err, opencode.ErrNotFound) {
+		// OpenCode no longer knows it: forget it like a removed server.
+		delete(d.servers, r.name)
+		delete(d.kinds, r.name)
+		e.mu.Unlock()
+		return
+	}
+	if r.err != nil {
+		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", r.name, "err", r.err)
+	}
+	p := e.cfg.Backoff
+	delay, again := p.After(s.attempts)
+	if p.Slow(s.attempts) && !s.slow {
+		s.slow = true
+		e.metrics.GiveUps.Inc()
+		attrs := []any{"url", e.url, "directory", d.path, "server", r.name, "attempts", s.attempts, "error", s.err}
+		if again {
+			e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
+		} else {
+			e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
+		}
+		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.attempts, Error: s.err})
+	}
+	if !again {
+		s.stopped = true
+		s.nextAttempt = time.Time{}
+	} else {
+		s.nextAttempt = now.Add(p.Jittered(delay))
+		next := s.nextAttempt
+		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.attempts, Tier: s.tier(), Next: &next})
+		d.wakeBy(s.nextAttempt)
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+}

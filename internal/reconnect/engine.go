@@ -1,0 +1,447 @@
+// Package reconnect is the engine that keeps one OpenCode server's MCP
+// servers connected. It is a small level-triggered controller: for each
+// armed project directory one loop reads GET /mcp, compares it with what it
+// wants (every server that OpenCode reports as failed connected again) and
+// acts, following the schedule in package backoff. Events from OpenCode only
+// arm directories and wake loops; they are never the source of truth.
+package reconnect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// OpenCode is what the engine needs from an OpenCode server; *opencode.Client
+// implements it.
+type OpenCode interface {
+	MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error)
+	Connect(ctx context.Context, dir, name string) error
+	MCPConfig(ctx context.Context, dir string) (map[string]opencode.MCPEntry, error)
+}
+
+// Config is the engine's tunables. Start from DefaultConfig; Validate once.
+type Config struct {
+	// Backoff is the per-server schedule: initial delay, cap, jitter, fast
+	// attempts and slow interval.
+	Backoff backoff.Policy
+	// IdleInterval is the re-check period while nothing is due (default 30s).
+	IdleInterval time.Duration
+	// MaxConcurrent bounds connect calls in flight across all directories
+	// (default 2).
+	MaxConcurrent int
+	// SlotWait is how long a server that found no free connect slot waits
+	// (jittered ±50%) before it tries again, uncharged (default 250ms).
+	SlotWait time.Duration
+}
+
+// DefaultConfig has the SPEC's defaults.
+var DefaultConfig = Config{
+	Backoff:       backoff.Default,
+	IdleInterval:  30 * time.Second,
+	MaxConcurrent: 2,
+	SlotWait:      250 * time.Millisecond,
+}
+
+// Validate reports the first setting that cannot work, naming its flag.
+func (c Config) Validate() error {
+	if err := c.Backoff.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.IdleInterval <= 0:
+		return errors.New("idle-interval must be positive")
+	case c.MaxConcurrent < 1:
+		return errors.New("max-concurrent must be at least 1")
+	case c.SlotWait <= 0:
+		return errors.New("slot wait must be positive")
+	}
+	return nil
+}
+
+// Engine watches the armed directories of one OpenCode server.
+type Engine struct {
+	cfg     Config
+	oc      OpenCode
+	url     string
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	budget  *Budget
+	onEvent func(Event)
+
+	mu      sync.Mutex
+	ctx     context.Context // set by Run; nil before and after
+	dirs    map[string]*dir
+	pending map[string]string // armed before Run: dir → reason
+	stream  StreamState
+	wg      sync.WaitGroup
+}
+
+// Options are the engine's collaborators. Zero fields get harmless defaults.
+type Options struct {
+	// URL names the OpenCode server in snapshots, events and logs.
+	URL string
+	// Log receives the engine's log lines.
+	Log *slog.Logger
+	// Metrics counts what the engine does.
+	Metrics *metrics.Metrics
+	// Budget is shared by every engine of one daemon (default: a budget of
+	// Config.MaxConcurrent for this engine alone).
+	Budget *Budget
+	// OnEvent receives every event; it must not block.
+	OnEvent func(Event)
+}
+
+// New returns an engine; call Run to start it.
+func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, log: o.Log, metrics: o.Metrics, budget: o.Budget, onEvent: o.OnEvent,
+		dirs: map[string]*dir{}, pending: map[string]string{}}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.metrics == nil {
+		e.metrics = metrics.New()
+	}
+	if e.budget == nil {
+		e.budget = NewBudget(cfg.MaxConcurrent)
+	}
+	if e.onEvent == nil {
+		e.onEvent = func(Event) {}
+	}
+	return e, nil
+}
+
+// Run runs the engine until ctx ends, then stops every loop and waits for
+// it. Directories armed before Run start with it.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.ctx != nil {
+		e.mu.Unlock()
+		return errors.New("reconnect: engine already running")
+	}
+	e.ctx = ctx
+	var evs []Event
+	for d, reason := range e.pending {
+		evs = append(evs, e.armLocked(d, reason))
+	}
+	e.pending = nil
+	e.mu.Unlock()
+	e.publish(evs...)
+
+	<-ctx.Done()
+
+	e.mu.Lock()
+	for _, d := range e.dirs {
+		d.cancel()
+	}
+	e.dirs = map[string]*dir{}
+	e.metrics.ArmedDirectories.Set(0)
+	e.mu.Unlock()
+	e.wg.Wait()
+	return nil
+}
+
+func (e *Engine) publish(evs ...Event) {
+	for _, ev := range evs {
+		if ev.Type == "" {
+			continue
+		}
+		ev.URL = e.url
+		e.onEvent(ev)
+	}
+}
+
+// validDir reports whether an event's directory is a project directory the
+// engine may arm: OpenCode uses "global" (and "") for events of no directory.
+func validDir(d string) bool {
+	return d != "" && filepath.IsAbs(d) && !strings.ContainsRune(d, 0)
+}
+
+// Arm starts watching dir (idempotent). Its first check runs initial-delay
+// later. reason is shown in status ("--directory", "mcp.tools.changed", …).
+func (e *Engine) Arm(d, reason string) error {
+	if !validDir(d) {
+		return fmt.Errorf("directory %q is not an absolute path", d)
+	}
+	e.mu.Lock()
+	if e.ctx == nil {
+		if e.pending != nil {
+			e.pending[d] = reason
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	ev := e.armLocked(d, reason)
+	e.mu.Unlock()
+	e.publish(ev)
+	return nil
+}
+
+// armLocked arms d if it is not armed; it returns the "armed" event, or a
+// zero Event when d was armed already.
+func (e *Engine) armLocked(path, reason string) Event {
+	if _, ok := e.dirs[path]; ok || e.ctx.Err() != nil {
+		return Event{}
+	}
+	now := time.Now()
+	ctx, cancel := context.WithCancel(e.ctx)
+	d := &dir{
+		path:         path,
+		armedBy:      reason,
+		armedAt:      now,
+		cancel:       cancel,
+		wake:         make(chan struct{}, 1),
+		results:      make(chan connectResult),
+		servers:      map[string]*server{},
+		kinds:        map[string]string{},
+		lastActivity: now,
+		next:         now.Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)),
+	}
+	e.dirs[path] = d
+	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
+	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.loop(ctx, d)
+	}()
+	return Event{Time: now, Type: EventArmed, Directory: path, Reason: reason}
+}
+
+// Disarm stops watching dir and forgets it: no request for it is made
+// until it is armed again.
+func (e *Engine) Disarm(path, reason string) {
+	e.mu.Lock()
+	ev := e.disarmLocked(path, reason)
+	e.mu.Unlock()
+	e.publish(ev)
+}
+
+func (e *Engine) disarmLocked(path, reason string) Event {
+	delete(e.pending, path)
+	d, ok := e.dirs[path]
+	if !ok {
+		return Event{}
+	}
+	d.cancel()
+	delete(e.dirs, path)
+	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
+	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)
+	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
+}
+
+// DisarmAll forgets every directory (global.disposed). The engine keeps
+// running and arms again on later events.
+func (e *Engine) DisarmAll(reason string) {
+	e.mu.Lock()
+	var evs []Event
+	for _, p := range sortedKeys(e.dirs) {
+		evs = append(evs, e.disarmLocked(p, reason))
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+}
+
+// HandleEvent applies one OpenCode event: arming, waking, disposing.
+func (e *Engine) HandleEvent(ev opencode.Event) {
+	switch {
+	case ev.Type == opencode.EventToolsChanged:
+		e.toolsChanged(ev.Directory, ev.Server)
+	case ev.Type == opencode.EventInstanceDisposed:
+		d := ev.PropDirectory
+		if d == "" {
+			d = ev.Directory
+		}
+		e.Disarm(d, ev.Type)
+	case ev.Type == opencode.EventGlobalDisposed:
+		e.DisarmAll(ev.Type)
+	case isActivity(ev.Type):
+		e.activity(ev.Directory, ev.Type)
+	}
+	// Everything else, project.* events included, arms nothing: those name
+	// directories nobody may be using, and reading their status would
+	// start their MCP servers.
+}
+
+// isActivity reports whether an event means a client is using its
+// directory (and so MCP runs there anyway).
+func isActivity(t string) bool {
+	return strings.HasPrefix(t, "session.") || strings.HasPrefix(t, "message.")
+}
+
+// toolsChanged arms dir, or wakes it initial-delay from now unless the
+// server named is in the slow tier.
+func (e *Engine) toolsChanged(path, serverName string) {
+	if !validDir(path) {
+		return
+	}
+	e.mu.Lock()
+	if e.ctx == nil {
+		e.mu.Unlock()
+		return
+	}
+	d, ok := e.dirs[path]
+	if !ok {
+		ev := e.armLocked(path, opencode.EventToolsChanged)
+		e.mu.Unlock()
+		e.publish(ev)
+		return
+	}
+	if s := d.servers[serverName]; serverName != "" && s != nil && s.tier() != TierFast {
+		// A permanently broken server must not keep its directory busy.
+		e.mu.Unlock()
+		return
+	}
+	d.wakeBy(time.Now().Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)))
+	e.mu.Unlock()
+}
+
+// activity arms dir, or wakes it at most once per idle interval.
+func (e *Engine) activity(path, reason string) {
+	if !validDir(path) {
+		return
+	}
+	e.mu.Lock()
+	if e.ctx == nil {
+		e.mu.Unlock()
+		return
+	}
+	d, ok := e.dirs[path]
+	if !ok {
+		ev := e.armLocked(path, reason)
+		e.mu.Unlock()
+		e.publish(ev)
+		return
+	}
+	now := time.Now()
+	if now.Sub(d.lastActivity) >= e.cfg.IdleInterval {
+		d.lastActivity = now
+		d.wakeBy(now.Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)))
+	}
+	e.mu.Unlock()
+}
+
+// Resync wakes every armed directory initial-delay from now: after the
+// event stream was re-subscribed, events may have been missed.
+func (e *Engine) Resync() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.dirs {
+		d.wakeBy(time.Now().Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)))
+	}
+}
+
+// ReconnectResult says what an explicit reconnect did.
+type ReconnectResult struct {
+	URL         string   `json:"url"`
+	Directories []string `json:"directories"`
+}
+
+// Reconnect starts a fresh episode now for the named servers (all when
+// names is empty) in path, arming it if needed, or in every armed directory
+// when path is empty. Only servers OpenCode reports as failed are
+// connected.
+func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error) {
+	res := ReconnectResult{URL: e.url, Directories: []string{}}
+	if path != "" && !validDir(path) {
+		return res, fmt.Errorf("directory %q is not an absolute path", path)
+	}
+	e.mu.Lock()
+	if e.ctx == nil {
+		e.mu.Unlock()
+		return res, errors.New("reconnect: engine not running")
+	}
+	var evs []Event
+	targets := sortedKeys(e.dirs)
+	if path != "" {
+		evs = append(evs, e.armLocked(path, "reconnect"))
+		targets = []string{path}
+	}
+	now := time.Now()
+	for _, p := range targets {
+		d := e.dirs[p]
+		if d == nil {
+			continue
+		}
+		for name, s := range d.servers {
+			if len(names) == 0 || contains(names, name) {
+				s.reset()
+			}
+		}
+		d.wakeBy(now)
+		res.Directories = append(res.Directories, p)
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+	return res, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SetStream records the event stream's state for Snapshot.
+func (e *Engine) SetStream(connected bool, err error) {
+	e.mu.Lock()
+	now := time.Now()
+	if connected {
+		if !e.stream.Connected && !e.stream.Since.IsZero() {
+			e.stream.Reconnects++
+		}
+		e.stream.Connected, e.stream.Since, e.stream.LastError = true, now, ""
+	} else {
+		if e.stream.Connected || e.stream.Since.IsZero() {
+			e.stream.Since = now
+		}
+		e.stream.Connected = false
+		if err != nil {
+			e.stream.LastError = err.Error()
+		}
+	}
+	e.mu.Unlock()
+}
+
+// Snapshot copies the engine's state.
+func (e *Engine) Snapshot() Snapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Snapshot{URL: e.url, Stream: e.stream, Directories: []DirSnapshot{}}
+	for _, p := range sortedKeys(e.dirs) {
+		s.Directories = append(s.Directories, e.dirs[p].snapshot())
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// slotWait is how long a server waits for a connect slot, jittered ±50%.
+func (e *Engine) slotWait() time.Duration {
+	f := 0.5 + rand.Float64()
+	return time.Duration(float64(e.cfg.SlotWait) * f)
+}

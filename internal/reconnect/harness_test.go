@@ -1,0 +1,162 @@
+package reconnect
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rig is an engine wired to an in-process fake OpenCode over an in-memory
+// pipe, inside a synctest bubble.
+type rig struct {
+	t      *testing.T
+	fake   *fakeopencode.Server
+	client *opencode.Client
+	eng    *Engine
+	start  time.Time
+	mu     sync.Mutex
+	events []Event
+}
+
+// noJitter is the default config without jitter, so times are exact.
+func noJitter() Config {
+	c := DefaultConfig
+	c.Backoff.Jitter = 0
+	return c
+}
+
+// newRig starts the engine; call only inside synctest.Test. Everything is
+// stopped by t.Cleanup before the bubble ends.
+func newRig(t *testing.T, fake *fakeopencode.Server, cfg Config, budget *Budget) *rig {
+	t.Helper()
+	tr, stopFake := fake.Serve()
+	client, err := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr, Password: fake.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, fake: fake, client: client, start: time.Now()}
+	r.eng, err = New(cfg, client, Options{URL: fakeopencode.URL, Budget: budget, OnEvent: func(ev Event) {
+		r.mu.Lock()
+		r.events = append(r.events, ev)
+		r.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.eng.Run(ctx)
+	}()
+	synctest.Wait()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		stopFake()
+	})
+	return r
+}
+
+// at advances the fake clock to d after the rig started and lets every
+// goroutine settle.
+func (r *rig) at(d time.Duration) {
+	r.t.Helper()
+	if wait := time.Until(r.start.Add(d)); wait > 0 {
+		time.Sleep(wait)
+	}
+	synctest.Wait()
+}
+
+// connectTimes is when each connect for name in dir was received, relative
+// to the rig's start.
+func (r *rig) connectTimes(dir, name string) []time.Duration {
+	var out []time.Duration
+	for _, q := range r.fake.Requests() {
+		if q.Route == "/mcp/{name}/connect" && q.Directory == dir && q.Name == name {
+			out = append(out, q.Time.Sub(r.start))
+		}
+	}
+	return out
+}
+
+func (r *rig) eventsOf(typ string) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	for _, e := range r.events {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *rig) server(dir, name string) ServerSnapshot {
+	for _, d := range r.eng.Snapshot().Directories {
+		if d.Directory == dir {
+			for _, s := range d.Servers {
+				if s.Name == name {
+					return s
+				}
+			}
+		}
+	}
+	r.t.Fatalf("no server %q in %q in snapshot", name, dir)
+	return ServerSnapshot{}
+}
+
+func secs(ds ...float64) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = time.Duration(d * float64(time.Second))
+	}
+	return out
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stream subscribes the engine to the fake's /global/event, as the daemon
+// does, until the test ends.
+func (r *rig) stream() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.client.Stream(ctx, opencode.StreamOptions{}, r.eng.HandleEvent)
+	}()
+	synctest.Wait()
+	r.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// perDirRequests counts requests that name a directory.
+func (r *rig) perDirRequests() []fakeopencode.Request {
+	var out []fakeopencode.Request
+	for _, q := range r.fake.Requests() {
+		if q.Directory != "" {
+			out = append(out, q)
+		}
+	}
+	return out
+}

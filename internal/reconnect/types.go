@@ -1,0 +1,115 @@
+package reconnect
+
+import (
+	"strings"
+	"time"
+)
+
+// Event types the engine publishes (the daemon's own /events).
+const (
+	EventArmed          = "armed"
+	EventDisarmed       = "disarmed"
+	EventAttempt        = "reconnect.attempt"
+	EventReconnected    = "reconnected"
+	EventGaveUp         = "gave_up"
+	EventBackingOff     = "backing_off"
+	EventStreamUp       = "stream.connected"
+	EventStreamDown     = "stream.disconnected"
+	EventNeedsUserInput = "needs_user"
+)
+
+// Event is something the engine did or saw, for /events and tests.
+type Event struct {
+	Time      time.Time `json:"time"`
+	Type      string    `json:"type"`
+	URL       string    `json:"url,omitempty"`
+	Directory string    `json:"directory,omitempty"`
+	Server    string    `json:"server,omitempty"`
+	// Attempt is the attempt number in the current episode.
+	Attempt int `json:"attempt,omitempty"`
+	// Tier is "fast" or "slow" for attempt and backing_off events.
+	Tier string `json:"tier,omitempty"`
+	// Next is when the next attempt is due (backing_off).
+	Next *time.Time `json:"next,omitempty"`
+	// Reason says why a directory was armed or disarmed, or what the user must do.
+	Reason string `json:"reason,omitempty"`
+	// Error is the last error OpenCode reported for the server.
+	Error string `json:"error,omitempty"`
+}
+
+// Tiers of a failing server.
+const (
+	TierFast    = "fast"
+	TierSlow    = "slow"
+	TierStopped = "stopped" // slow-interval 0: no attempt until reset
+)
+
+// Snapshot is what the engine knows, for GET /status.
+type Snapshot struct {
+	URL         string        `json:"url"`
+	Stream      StreamState   `json:"stream"`
+	Directories []DirSnapshot `json:"directories"`
+}
+
+// StreamState describes the /global/event subscription.
+type StreamState struct {
+	Connected  bool      `json:"connected"`
+	Since      time.Time `json:"since,omitzero"`
+	Reconnects int       `json:"reconnects"`
+	LastError  string    `json:"last_error,omitempty"`
+}
+
+// DirSnapshot is one armed directory.
+type DirSnapshot struct {
+	Directory string    `json:"directory"`
+	ArmedBy   string    `json:"armed_by"`
+	ArmedAt   time.Time `json:"armed_at"`
+	LastCheck time.Time `json:"last_check,omitzero"`
+	NextCheck time.Time `json:"next_check,omitzero"`
+	// LastError is set while the last status read failed.
+	LastError string           `json:"last_error,omitempty"`
+	Servers   []ServerSnapshot `json:"servers"`
+}
+
+// ServerSnapshot is one MCP server in one directory.
+type ServerSnapshot struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Attempts made in the current episode.
+	Attempts      int       `json:"attempts"`
+	Tier          string    `json:"tier,omitempty"`
+	Connecting    bool      `json:"connecting,omitempty"`
+	NextAttempt   time.Time `json:"next_attempt,omitzero"`
+	LastAttempt   time.Time `json:"last_attempt,omitzero"`
+	LastReconnect time.Time `json:"last_reconnect,omitzero"`
+	// Hint tells the user what to do when the daemon cannot help.
+	Hint string `json:"hint,omitempty"`
+}
+
+// hint is the advice for statuses only the user can fix.
+func hint(status, name string) string {
+	switch status {
+	case "needs_auth":
+		return "run: opencode mcp auth " + shellQuote(name)
+	case "needs_client_registration":
+		return "the server needs a registered OAuth client: add clientId to its config in opencode.json"
+	}
+	return ""
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe
+// characters, so a hint can be pasted as it is.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

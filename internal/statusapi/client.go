@@ -1,0 +1,75 @@
+package statusapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client talks to a running daemon's status API.
+type Client struct {
+	// Addr is host:port of the API.
+	Addr string
+	// HTTP defaults to a client with a 10 s timeout.
+	HTTP *http.Client
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 10 * time.Second}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return fmt.Errorf("no mcp-reconnect daemon answers at %s (start one with `mcp-reconnect watch`, or pass --status-addr): %w", c.Addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return fmt.Errorf("reading %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("mcp-reconnect at %s: %s %s answered %d: %s", c.Addr, method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("mcp-reconnect at %s: %s %s: %w", c.Addr, method, path, err)
+	}
+	return nil
+}
+
+// Status reads GET /status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	err := c.do(ctx, "GET", "/status", nil, &s)
+	return s, err
+}
+
+// Reconnect calls POST /reconnect.
+func (c *Client) Reconnect(ctx context.Context, req ReconnectRequest) (ReconnectResponse, error) {
+	var r ReconnectResponse
+	err := c.do(ctx, "POST", "/reconnect", req, &r)
+	return r, err
+}

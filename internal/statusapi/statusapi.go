@@ -1,0 +1,270 @@
+// Package statusapi is the daemon's own small HTTP API: GET /status (JSON),
+// GET /metrics (Prometheus), GET /events (SSE of the daemon's events) and
+// POST /reconnect. The status and reconnect commands are its clients.
+package statusapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
+)
+
+// Source is one watched OpenCode server; *reconnect.Engine implements it.
+type Source interface {
+	Snapshot() reconnect.Snapshot
+	Reconnect(dir string, names []string) (reconnect.ReconnectResult, error)
+}
+
+// Status is the body of GET /status.
+type Status struct {
+	Version string               `json:"version"`
+	Time    time.Time            `json:"time"`
+	Servers []reconnect.Snapshot `json:"servers"`
+}
+
+// ReconnectRequest is the body of POST /reconnect.
+type ReconnectRequest struct {
+	// Directory limits the reconnect to one directory (armed if needed);
+	// empty means every armed directory.
+	Directory string `json:"directory,omitempty"`
+	// Servers limits it to these names; empty means every failed server.
+	Servers []string `json:"servers,omitempty"`
+}
+
+// ReconnectResponse is the answer of POST /reconnect.
+type ReconnectResponse struct {
+	Results []reconnect.ReconnectResult `json:"results"`
+}
+
+// Server serves the API.
+type Server struct {
+	Sources []Source
+	Broker  *Broker
+	Metrics *metrics.Metrics
+	Version string
+	Log     *slog.Logger
+}
+
+// Handler returns the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", s.status)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("POST /reconnect", s.reconnect)
+	return sameOrigin(mux)
+}
+
+// sameOrigin refuses requests a web page in a browser sends to another
+// origin, so a page cannot drive POST /reconnect or read status.
+func sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !strings.HasSuffix(o, "://"+r.Host) {
+			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st := Status{Version: s.Version, Time: time.Now(), Servers: []reconnect.Snapshot{}}
+	for _, src := range s.Sources {
+		st.Servers = append(st.Servers, src.Snapshot())
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) reconnect(w http.ResponseWriter, r *http.Request) {
+	// Requiring JSON forces a CORS preflight on any browser page, which we
+	// never answer.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		http.Error(w, "POST /reconnect takes Content-Type: application/json", http.StatusUnsupportedMediaType)
+		return
+	}
+	var req ReconnectRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		http.Error(w, "bad request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp := ReconnectResponse{Results: []reconnect.ReconnectResult{}}
+	for _, src := range s.Sources {
+		res, err := src.Reconnect(req.Directory, req.Servers)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	ch, cancel := s.Broker.Subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, ": mcp-reconnect events\n\n")
+	fl.Flush()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			b, _ := json.Marshal(ev)
+			if sse.Write(w, ev.Type, b) != nil {
+				return
+			}
+			fl.Flush()
+		case <-keepAlive.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+	}
+}
+
+// Broker fans the engine's events out to /events subscribers. Publish
+// never blocks: a subscriber that falls behind loses events.
+type Broker struct {
+	mu     sync.Mutex
+	subs   map[chan reconnect.Event]struct{}
+	closed bool
+}
+
+// NewBroker returns an empty broker.
+func NewBroker() *Broker { return &Broker{subs: map[chan reconnect.Event]struct{}{}} }
+
+// Publish sends ev to every subscriber.
+func (b *Broker) Publish(ev reconnect.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// Subscribe returns a channel of events and a function to stop.
+func (b *Broker) Subscribe() (<-chan reconnect.Event, func()) {
+	ch := make(chan reconnect.Event, 256)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	b.subs[ch] = struct{}{}
+	return ch, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if _, ok := b.subs[ch]; ok {
+			delete(b.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// Close ends every subscription.
+func (b *Broker) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for ch := range b.subs {
+		delete(b.subs, ch)
+		close(ch)
+	}
+}
+
+// CheckAddr refuses a non-loopback listen address unless allowed: the API
+// can trigger connects and shows directory names.
+func CheckAddr(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("status-addr %q: %w", addr, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("status-addr %q is not a loopback address; pass --status-public to serve it beyond this machine", addr)
+	}
+	return nil
+}
+
+// Serve listens on addr and serves until ctx ends. It returns once the
+// listener is bound (ready) or failed; the server runs in a goroutine the
+// returned wait function waits for.
+func (s *Server) Serve(ctx context.Context, addr string) (bound string, wait func() error, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("status api: %w", err)
+	}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() {
+		err := hs.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		s.Broker.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	return ln.Addr().String(), func() error {
+		<-stopped
+		return <-errc
+	}, nil
+}

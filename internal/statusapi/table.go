@@ -1,0 +1,77 @@
+package statusapi
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable renders a status for people: one block per OpenCode server,
+// one line per directory and server.
+func WriteTable(w io.Writer, st Status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, s := range st.Servers {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		stream := "disconnected"
+		if s.Stream.Connected {
+			stream = "connected"
+		}
+		if !s.Stream.Since.IsZero() {
+			stream += " " + ago(now, s.Stream.Since)
+		}
+		if s.Stream.LastError != "" && !s.Stream.Connected {
+			stream += " (" + s.Stream.LastError + ")"
+		}
+		fmt.Fprintf(tw, "opencode %s\tevents: %s\n", s.URL, stream)
+		if len(s.Directories) == 0 {
+			fmt.Fprintln(tw, "  no directory armed yet (one is armed when it is used, or with --directory)")
+			continue
+		}
+		fmt.Fprintln(tw, "  SERVER\tSTATUS\tATTEMPTS\tTIER\tNEXT\tNOTE")
+		for _, d := range s.Directories {
+			note := "armed by " + d.ArmedBy
+			if d.LastError != "" {
+				note = "status unavailable: " + d.LastError
+			}
+			fmt.Fprintf(tw, "  %s\t\t\t\t\t%s\n", d.Directory, note)
+			for _, sv := range d.Servers {
+				next := ""
+				if !sv.NextAttempt.IsZero() && sv.Status == "failed" {
+					next = "in " + sv.NextAttempt.Sub(now).Round(time.Second).String()
+				}
+				if sv.Connecting {
+					next = "connecting"
+				}
+				note := sv.Hint
+				if note == "" {
+					note = sv.Error
+				}
+				if note == "" && !sv.LastReconnect.IsZero() {
+					note = "reconnected " + ago(now, sv.LastReconnect)
+				}
+				attempts := ""
+				if sv.Attempts > 0 {
+					attempts = fmt.Sprint(sv.Attempts)
+				}
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", sv.Name, sv.Status, attempts, sv.Tier, next, oneLine(note))
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String() + " ago"
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,423 @@
+// Package e2e tests mcp-reconnect against the real opencode binary (npm
+// opencode-linux-x64, pinned in scripts/install-opencode.sh) and real MCP
+// servers built from test/mcpserver. Each test runs its own hermetic
+// OpenCode (temp HOME and XDG dirs, a password, its own port and project
+// directories).
+//
+// The binary is found through $OPENCODE_BIN or the repo's .cache/opencode.
+// Without it the tests skip, except under CI=true, where they fail.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	// bins holds the binaries built once by TestMain.
+	reconnectBin, mcpServerBin string
+	opencodeBin                string
+	buildErr                   error
+)
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "mcpr-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	reconnectBin = filepath.Join(tmp, "mcp-reconnect")
+	mcpServerBin = filepath.Join(tmp, "mcpserver")
+	for bin, pkg := range map[string]string{reconnectBin: "./cmd/mcp-reconnect", mcpServerBin: "./test/mcpserver"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = repoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	opencodeBin = os.Getenv("OPENCODE_BIN")
+	if opencodeBin == "" {
+		opencodeBin = filepath.Join(repoRoot(), ".cache", "opencode", "node_modules", "opencode-linux-x64", "bin", "opencode")
+	}
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+// needOpenCode skips when the binary is absent, unless CI is set.
+func needOpenCode(t *testing.T) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	if _, err := os.Stat(opencodeBin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("opencode binary missing at %s under CI: run scripts/install-opencode.sh (make test does)", opencodeBin)
+		}
+		t.Skipf("opencode binary missing at %s: run `make test`, which installs it", opencodeBin)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// logBuffer collects a process's output for failure messages and scans.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// OpenCode is one hermetic opencode serve.
+type OpenCode struct {
+	URL      string
+	Port     int
+	Password string
+	Home     string
+	cmd      *exec.Cmd
+	Log      *logBuffer
+}
+
+// hermeticEnv is an environment that never reads or writes the user's
+// OpenCode config and makes no network call.
+func hermeticEnv(home string) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + home,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
+		"XDG_STATE_HOME=" + filepath.Join(home, "state"),
+		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"OPENCODE_DISABLE_MODELS_FETCH=1",
+		"OPENCODE_DISABLE_AUTOUPDATE=1",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+	}
+	return env
+}
+
+// seedConfigDir stops OpenCode's hidden `npm install @opencode-ai/plugin`
+// (see the facts): it is skipped when node_modules/ and a lock listing the
+// dependency exist.
+func seedConfigDir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock := `{"name":"opencode","lockfileVersion":3,"requires":true,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.34"}}}}`
+	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), []byte(lock), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startOpenCode starts `opencode serve` on port (0: a free one) and waits
+// until it is healthy.
+func startOpenCode(t *testing.T, port int, home string) *OpenCode {
+	t.Helper()
+	needOpenCode(t)
+	if port == 0 {
+		port = freePort(t)
+	}
+	if home == "" {
+		home = t.TempDir()
+		seedConfigDir(t, filepath.Join(home, "config", "opencode"))
+	}
+	oc := &OpenCode{Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: "e2e-secret-" + fmt.Sprint(port), Home: home, Log: &logBuffer{}}
+	oc.cmd = exec.Command(opencodeBin, "serve", "--port", fmt.Sprint(port), "--hostname", "127.0.0.1")
+	oc.cmd.Env = append(hermeticEnv(home), "OPENCODE_SERVER_PASSWORD="+oc.Password)
+	oc.cmd.Dir = home
+	oc.cmd.Stdout, oc.cmd.Stderr = oc.Log, oc.Log
+	oc.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := oc.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.Kill)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		// Short timeouts: a request in the first half second can hang.
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		code, _, err := oc.do(ctx, "GET", "/global/health", "")
+		cancel()
+		if err == nil && code == 200 {
+			return oc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("opencode on port %d not healthy after 60 s (last: %d %v); output:\n%s", port, code, err, oc.Log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Kill ends OpenCode and its MCP children (its process group).
+func (o *OpenCode) Kill() {
+	if o.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-o.cmd.Process.Pid, syscall.SIGKILL)
+	_ = o.cmd.Wait()
+}
+
+func (o *OpenCode) do(ctx context.Context, method, path, dir string) (int, []byte, error) {
+	u := o.URL + path
+	if dir != "" {
+		u += "?directory=" + url.QueryEscape(dir)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.SetBasicAuth("opencode", o.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+type mcpStatus struct {
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// Status reads GET /mcp for dir (which starts its MCP servers, like a client).
+func (o *OpenCode) Status(t *testing.T, dir string) map[string]mcpStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	code, body, err := o.do(ctx, "GET", "/mcp", dir)
+	if err != nil || code != 200 {
+		t.Fatalf("GET /mcp for %s: %d %v %s", dir, code, err, body)
+	}
+	var st map[string]mcpStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("GET /mcp body %s: %v", body, err)
+	}
+	return st
+}
+
+// WaitStatus polls GET /mcp until name has status want, or fails after
+// timeout with what it saw.
+func (o *OpenCode) WaitStatus(t *testing.T, dir, name, want string, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last map[string]mcpStatus
+	for time.Since(start) < timeout {
+		last = o.Status(t, dir)
+		if last[name].Status == want {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("server %q in %s: not %q within %v; last status %+v", name, dir, want, timeout, last)
+	return 0
+}
+
+// Project is a project directory with an opencode.json.
+type Project struct {
+	Dir    string
+	LogDir string
+}
+
+// newProject writes opencode.json with the given MCP section into a new
+// directory whose name has a space and a non-ASCII letter.
+func newProject(t *testing.T, mcp map[string]any) *Project {
+	t.Helper()
+	root := t.TempDir()
+	p := &Project{Dir: filepath.Join(root, "my projéct"), LogDir: filepath.Join(root, "logs")}
+	for _, d := range []string{p.Dir, p.LogDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := json.MarshalIndent(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": mcp}, "", "  ")
+	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// StdioServer is the config of a local test server logging to the project.
+func (p *Project) StdioServer(name string) map[string]any {
+	return map[string]any{"type": "local", "command": []string{mcpServerBin, "-transport", "stdio", "-name", name, "-log", p.ServerLog(name)}}
+}
+
+// ServerLog is where the test server called name writes its events.
+func (p *Project) ServerLog(name string) string {
+	return filepath.Join(p.LogDir, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".jsonl")
+}
+
+type serverEvent struct {
+	Event string `json:"event"`
+	PID   int    `json:"pid"`
+	Tool  string `json:"tool"`
+}
+
+// ServerEvents reads a test server's event log (none when it never ran).
+func (p *Project) ServerEvents(t *testing.T, name string) []serverEvent {
+	t.Helper()
+	f, err := os.Open(p.ServerLog(name))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []serverEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var ev serverEvent
+		if json.Unmarshal(sc.Bytes(), &ev) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// Starts counts the processes of a test server that started.
+func (p *Project) Starts(t *testing.T, name string) []int {
+	var pids []int
+	for _, ev := range p.ServerEvents(t, name) {
+		if ev.Event == "start" {
+			pids = append(pids, ev.PID)
+		}
+	}
+	return pids
+}
+
+// Watcher is a running `mcp-reconnect watch`.
+type Watcher struct {
+	StatusAddr string
+	cmd        *exec.Cmd
+	Log        *logBuffer
+	done       chan struct{}
+}
+
+// startWatch runs mcp-reconnect watch against oc with extra flags.
+func startWatch(t *testing.T, oc *OpenCode, password string, args ...string) *Watcher {
+	t.Helper()
+	w := &Watcher{StatusAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Log: &logBuffer{}, done: make(chan struct{})}
+	all := append([]string{"watch", "--url", oc.URL, "--status-addr", w.StatusAddr, "--log-level", "debug"}, args...)
+	w.cmd = exec.Command(reconnectBin, all...)
+	w.cmd.Env = append(os.Environ(), "OPENCODE_SERVER_PASSWORD="+password)
+	w.cmd.Stdout, w.cmd.Stderr = w.Log, w.Log
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = w.cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-w.done:
+		case <-time.After(10 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-w.done
+			t.Errorf("watch did not stop within 10 s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("watch output:\n%s", w.Log)
+		}
+	})
+	return w
+}
+
+// WaitLog waits for a line containing s in the watcher's output.
+func (w *Watcher) WaitLog(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if strings.Contains(w.Log.String(), s) {
+			return
+		}
+		select {
+		case <-w.done:
+			t.Fatalf("watch exited before logging %q; output:\n%s", s, w.Log)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("watch did not log %q within %v; output:\n%s", s, timeout, w.Log)
+}
+
+// StatusJSON runs `mcp-reconnect status --json` against the watcher.
+func (w *Watcher) StatusJSON(t *testing.T) map[string]any {
+	t.Helper()
+	out, err := exec.Command(reconnectBin, "status", "--json", "--status-addr", w.StatusAddr).Output()
+	if err != nil {
+		t.Fatalf("mcp-reconnect status: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return m
+}
+
+// killPID kills one process (a stdio MCP server) as a crash would.
+func killPID(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+}
+
+// rewriteProject replaces the project's MCP section (servers need the
+// project's log paths, known only after newProject).
+func rewriteProject(t *testing.T, p *Project, mcp map[string]any) *Project {
+	t.Helper()
+	b, _ := json.MarshalIndent(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": mcp}, "", "  ")
+	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

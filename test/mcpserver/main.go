@@ -1,0 +1,127 @@
+// Command mcpserver is an MCP server for mcp-reconnect's tests, built with
+// the official Go SDK. It serves stdio or streamable HTTP and offers tools
+// the tests drive: echo, and crash (the process exits at once). It appends
+// one JSON line per event (start, initialize, tool call) to -log, so tests
+// can see what OpenCode sent it, and can start late or refuse for a while.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type logger struct {
+	mu   sync.Mutex
+	path string
+}
+
+// write appends one event line; failures are reported on stderr only,
+// never on stdout (that is the stdio transport).
+func (l *logger) write(kind string, fields map[string]any) {
+	if l.path == "" {
+		return
+	}
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	fields["event"] = kind
+	fields["pid"] = os.Getpid()
+	fields["time"] = time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(fields)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcpserver: log:", err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(append(b, '\n'))
+}
+
+type echoIn struct {
+	Text string `json:"text" jsonschema:"the text to echo back"`
+}
+
+func main() {
+	transport := flag.String("transport", "stdio", "stdio or http")
+	addr := flag.String("addr", "127.0.0.1:0", "listen address for http")
+	name := flag.String("name", "mcpserver", "server name reported in initialize")
+	logPath := flag.String("log", "", "append JSON event lines here")
+	startDelay := flag.Duration("start-delay", 0, "wait this long before serving")
+	refuseFor := flag.Duration("refuse-for", 0, "http: answer 503 to every request for this long after start")
+	flag.Parse()
+
+	l := &logger{path: *logPath}
+	time.Sleep(*startDelay)
+	started := time.Now()
+
+	s := mcp.NewServer(&mcp.Implementation{Name: *name, Version: "test"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+		l.write("tool", map[string]any{"tool": "echo", "text": in.Text})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Exit the server process at once"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		l.write("tool", map[string]any{"tool": "crash"})
+		os.Exit(3)
+		return nil, nil, nil
+	})
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "initialize" {
+				l.write("initialize", nil)
+			}
+			return next(ctx, method, req)
+		}
+	})
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch *transport {
+	case "stdio":
+		l.write("start", map[string]any{"transport": "stdio"})
+		if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "mcpserver:", err)
+		}
+	case "http":
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			log.Fatalf("mcpserver: %v", err)
+		}
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if time.Since(started) < *refuseFor {
+				l.write("refused", nil)
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+		l.write("start", map[string]any{"transport": "http", "addr": ln.Addr().String()})
+		fmt.Fprintln(os.Stderr, "mcpserver listening on", ln.Addr().String())
+		hs := &http.Server{Handler: refuse, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			<-ctx.Done()
+			_ = hs.Close()
+		}()
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Fatalf("mcpserver: %v", err)
+		}
+	default:
+		log.Fatalf("mcpserver: unknown -transport %q", *transport)
+	}
+}
