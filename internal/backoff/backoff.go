@@ -39,19 +39,19 @@ var Default = Policy{
 	SlowInterval: 5 * time.Minute,
 }
 
-// Validate reports the first setting that cannot work.
+// Validate reports the first setting that cannot work, named by its flag.
 func (p Policy) Validate() error {
 	switch {
 	case p.Initial <= 0:
-		return errors.New("initial delay must be positive")
+		return errors.New("--initial-delay must be positive")
 	case p.Max < p.Initial:
-		return fmt.Errorf("max delay %s is below initial delay %s", p.Max, p.Initial)
+		return fmt.Errorf("--max-delay %s is below --initial-delay %s", p.Max, p.Initial)
 	case p.Jitter < 0 || p.Jitter >= 1:
-		return fmt.Errorf("jitter %v must be in [0, 1)", p.Jitter)
+		return fmt.Errorf("--jitter %v must be in [0, 1)", p.Jitter)
 	case p.FastAttempts < 0:
-		return errors.New("fast attempts must not be negative")
+		return errors.New("--fast-attempts must not be negative")
 	case p.SlowInterval < 0:
-		return errors.New("slow interval must not be negative")
+		return errors.New("--slow-interval must not be negative")
 	}
 	return nil
 }

@@ -61,9 +61,9 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.IdleInterval <= 0:
-		return errors.New("idle-interval must be positive")
+		return errors.New("--idle-interval must be positive")
 	case c.MaxConcurrent < 1:
-		return errors.New("max-concurrent must be at least 1")
+		return errors.New("--max-concurrent must be at least 1")
 	case c.SlotWait <= 0:
 		return errors.New("slot wait must be positive")
 	}

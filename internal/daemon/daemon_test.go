@@ -1,0 +1,144 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func fastConfig() reconnect.Config {
+	c := reconnect.DefaultConfig
+	c.Backoff.Initial = 10 * time.Millisecond
+	c.Backoff.Max = 50 * time.Millisecond
+	return c
+}
+
+// The assembled daemon arms, recovers a crash, serves its API, keeps
+// secrets out of its logs and stops cleanly (goleak checks the last).
+func TestRunRecoversAndStops(t *testing.T) {
+	fake := fakeopencode.New(map[string]fakeopencode.Spec{
+		"remote": {Type: "remote", URL: "http://127.0.0.1:1/mcp", Headers: map[string]string{"Authorization": "Bearer header-secret"}},
+		"local":  {},
+	})
+	fake.Password = "pw-secret"
+	fake.SetHeartbeat(time.Second)
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{URL: hs.URL, Password: "pw-secret", StatusAddr: "127.0.0.1:0", Engine: fastConfig(),
+			Directories: []string{"/p/one"}, Ready: func(a string) { ready <- a }}, log)
+	}()
+	addr := <-ready
+	waitFor(t, func() bool { return fake.Subscribers() == 1 && fake.Count("/mcp", "/p/one", "") > 0 })
+	fake.SetAfterConnect("/p/one", "local", "connected")
+	fake.SetAfterConnect("/p/one", "remote", "connected")
+	fake.SetStatus("/p/one", "remote", "failed", "Connection closed")
+	fake.Crash("/p/one", "local")
+	waitFor(t, func() bool { return strings.Count(logs.String(), "reconnected MCP server") == 2 })
+
+	c := &statusapi.Client{Addr: addr}
+	st, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := st.Servers[0].Directories; len(d) != 1 || d[0].ArmedBy != "--directory" {
+		t.Fatalf("status directories = %+v", d)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	for _, secret := range []string{"pw-secret", "header-secret"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("a secret (%s) reached the logs", secret)
+		}
+	}
+}
+
+func TestRunRefusesWrongPasswordClearly(t *testing.T) {
+	fake := fakeopencode.New(nil)
+	fake.Password = "right"
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	err := Run(context.Background(), Config{URL: hs.URL, Password: "wrong-pw", Engine: reconnect.DefaultConfig}, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "OPENCODE_SERVER_PASSWORD") || strings.Contains(err.Error(), "wrong-pw") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := fake.Count("401", "", ""); n != 1 {
+		t.Fatalf("%d refused requests, want 1", n)
+	}
+}
+
+func TestRunRejectsPublicStatusAddr(t *testing.T) {
+	err := Run(context.Background(), Config{URL: "http://127.0.0.1:1", StatusAddr: "0.0.0.0:4097", Engine: reconnect.DefaultConfig}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "--status-public") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// An OpenCode that is not up yet is waited for, not fatal.
+func TestRunWaitsForOpenCode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var logs syncBuffer
+	err := Run(ctx, Config{URL: "http://127.0.0.1:1", Engine: reconnect.DefaultConfig}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("Run = %v, want nil after the context ends", err)
+	}
+	if !strings.Contains(logs.String(), "waiting for it") {
+		t.Fatalf("logs = %s", logs.String())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
