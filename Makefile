@@ -33,8 +33,10 @@ lint:
 demo: opencode
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) run ./cmd/mcp-reconnect-demo
 
+# bench measures the daemon at scale against the in-process fake (about
+# two minutes); see BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/reconnect/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 
 clean:
 	rm -rf bin .cache

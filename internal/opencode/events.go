@@ -185,7 +185,7 @@ func (c *Client) subscribe(ctx context.Context, silence time.Duration, connected
 		}
 	}
 
-	resp, err := c.http.Do(req)
+	resp, err := c.long.Do(req)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}

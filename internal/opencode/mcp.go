@@ -32,7 +32,7 @@ type Health struct {
 // Health reads /global/health. It does not touch any directory.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	err := c.do(ctx, c.timeout, "GET /global/health", "GET", "/global/health", nil, &h)
+	err := c.doJSON(ctx, c.http, c.timeout, "GET /global/health", "GET", "/global/health", nil, &h)
 	return h, err
 }
 
@@ -42,8 +42,8 @@ func dirQuery(dir string) url.Values { return url.Values{"directory": {dir}} }
 // starts its MCP servers if they are not running: call it only for
 // directories in use.
 func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	var raw json.RawMessage
-	if err := c.do(ctx, c.timeout, "GET /mcp", "GET", "/mcp", dirQuery(dir), &raw); err != nil {
+	raw, err := c.do(ctx, c.http, c.timeout, "GET /mcp", "GET", "/mcp", dirQuery(dir))
+	if err != nil {
 		return nil, err
 	}
 	st, err := ParseStatus(raw)
@@ -57,30 +57,26 @@ func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerSt
 // objects with a string "status" is an error: an answer that cannot be
 // understood must never read as "no servers".
 func ParseStatus(body []byte) (map[string]ServerStatus, error) {
-	var m map[string]json.RawMessage
+	var m map[string]*struct {
+		Status *string         `json:"status"`
+		Error  json.RawMessage `json:"error"`
+	}
 	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("status is not a JSON object: %w", err)
+		return nil, fmt.Errorf("status is not a JSON object of server states: %w", err)
 	}
 	if m == nil {
 		return nil, fmt.Errorf("status is null, not a JSON object")
 	}
 	out := make(map[string]ServerStatus, len(m))
 	for name, v := range m {
-		var s struct {
-			Status *string `json:"status"`
-			Error  any     `json:"error"`
-		}
-		if err := json.Unmarshal(v, &s); err != nil || s.Status == nil {
+		if v == nil || v.Status == nil {
 			return nil, fmt.Errorf("status of server %q has no string \"status\"", name)
 		}
-		st := ServerStatus{Status: *s.Status}
-		switch e := s.Error.(type) {
-		case string:
-			st.Error = e
-		case nil:
-		default:
-			b, _ := json.Marshal(e)
-			st.Error = string(b)
+		st := ServerStatus{Status: *v.Status}
+		if len(v.Error) > 0 && string(v.Error) != "null" {
+			if json.Unmarshal(v.Error, &st.Error) != nil {
+				st.Error = string(v.Error) // not a string: keep it readable
+			}
 		}
 		out[name] = st
 	}
@@ -91,7 +87,8 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 // when its attempt is over, whether or not the server came up: read
 // MCPStatus for the outcome. An unknown name gives ErrNotFound.
 func (c *Client) Connect(ctx context.Context, dir, name string) error {
-	return c.do(ctx, c.connectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir), nil)
+	_, err := c.do(ctx, c.long, c.connectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir))
+	return err
 }
 
 // MCPEntry is what the daemon keeps of one configured MCP server. Remote
@@ -111,7 +108,7 @@ func (c *Client) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry
 	var cfg struct {
 		MCP map[string]MCPEntry `json:"mcp"`
 	}
-	if err := c.do(ctx, c.timeout, "GET /config", "GET", "/config", dirQuery(dir), &cfg); err != nil {
+	if err := c.doJSON(ctx, c.http, c.timeout, "GET /config", "GET", "/config", dirQuery(dir), &cfg); err != nil {
 		return nil, err
 	}
 	if cfg.MCP == nil {

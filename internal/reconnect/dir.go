@@ -178,7 +178,7 @@ func (e *Engine) check(ctx context.Context, d *dir, connects *sync.WaitGroup) {
 		} else {
 			e.log.Debug("status unavailable", "url", e.url, "directory", d.path, "err", err)
 		}
-		d.next = earlier(d.next, now.Add(e.cfg.IdleInterval))
+		d.next = earlier(d.next, e.idleAt(now))
 		e.mu.Unlock()
 		return
 	}
@@ -212,7 +212,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			delete(d.kinds, name)
 		}
 	}
-	next := now.Add(e.cfg.IdleInterval)
+	next := e.idleAt(now)
 	for _, name := range opencode.Names(st) {
 		cur := st[name]
 		s := d.servers[name]
@@ -373,6 +373,10 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		s.nextAttempt = time.Time{}
 	} else {
 		s.nextAttempt = now.Add(p.Jittered(delay))
+		if s.slow {
+			// Slow-tier attempts are idle work too: batch them like idle checks.
+			s.nextAttempt = e.onGrid(s.nextAttempt)
+		}
 		next := s.nextAttempt
 		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.attempts, Tier: s.tier(), Next: &next})
 		d.wakeBy(s.nextAttempt)

@@ -209,7 +209,7 @@ func (e *Engine) armLocked(path, reason string) Event {
 		servers:      map[string]*server{},
 		kinds:        map[string]string{},
 		lastActivity: now,
-		next:         now.Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)),
+		next:         now.Add(e.wakeDelay()),
 	}
 	e.dirs[path] = d
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
@@ -306,7 +306,7 @@ func (e *Engine) toolsChanged(path, serverName string) {
 		e.mu.Unlock()
 		return
 	}
-	d.wakeBy(time.Now().Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)))
+	d.wakeBy(time.Now().Add(e.wakeDelay()))
 	e.mu.Unlock()
 }
 
@@ -330,7 +330,7 @@ func (e *Engine) activity(path, reason string) {
 	now := time.Now()
 	if now.Sub(d.lastActivity) >= e.cfg.IdleInterval {
 		d.lastActivity = now
-		d.wakeBy(now.Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)))
+		d.wakeBy(now.Add(e.wakeDelay()))
 	}
 	e.mu.Unlock()
 }
@@ -341,7 +341,7 @@ func (e *Engine) Resync() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range e.dirs {
-		d.wakeBy(time.Now().Add(e.cfg.Backoff.Jittered(e.cfg.Backoff.Initial)))
+		d.wakeBy(time.Now().Add(e.wakeDelay()))
 	}
 }
 
@@ -444,4 +444,38 @@ func sortedKeys[V any](m map[string]V) []string {
 func (e *Engine) slotWait() time.Duration {
 	f := 0.5 + rand.Float64()
 	return time.Duration(float64(e.cfg.SlotWait) * f)
+}
+
+// wakeDelay is the delay from an arming or a wake to the check it causes:
+// initial-delay, jittered downwards only. Jitter spreads the checks of many
+// directories woken together (a re-subscribed event stream), and never
+// makes a woken check later than initial-delay, so the time from a crash
+// event to its connect stays within initial-delay plus the call itself.
+func (e *Engine) wakeDelay() time.Duration {
+	p := e.cfg.Backoff
+	return time.Duration(float64(p.Initial) * (1 - p.Jitter*rand.Float64()))
+}
+
+// idleAt is when an idle re-check after now is due: the idle interval,
+// jittered like every other delay (without it, directories armed together
+// check together forever), then rounded up to a whole grid step. The
+// rounding batches the checks of many directories into one wake-up of the
+// process: on a small VM, a status read that wakes an idle process costs
+// far more CPU than one made while it is awake, and idle checks are what
+// the daemon mostly does (BENCHMARKS.md: half the idle CPU at scale).
+func (e *Engine) idleAt(now time.Time) time.Time {
+	return e.onGrid(now.Add(e.cfg.Backoff.Jittered(e.cfg.IdleInterval)))
+}
+
+// onGrid rounds t up to the idle grid: one second, or a tenth of the idle
+// interval when that is shorter.
+func (e *Engine) onGrid(t time.Time) time.Time {
+	grid := min(time.Second, e.cfg.IdleInterval/10)
+	if grid <= 0 {
+		return t
+	}
+	if r := t.Truncate(grid); !r.Equal(t) {
+		return r.Add(grid)
+	}
+	return t
 }

@@ -141,7 +141,10 @@ func TestScheduleJitterBounds(t *testing.T) {
 						t.Errorf("%s = %v, outside [%v, %v]", what, d, lo, hi)
 					}
 				}
-				check("first attempt", got[0], time.Second)
+				// A wake is jittered downwards only: [0.8 s, 1 s].
+				if got[0] < 800*time.Millisecond || got[0] > time.Second {
+					t.Errorf("first attempt at %v, outside [0.8s, 1s]", got[0])
+				}
 				for i := 1; i < len(got); i++ {
 					check(fmt.Sprintf("gap %d", i), got[i]-got[i-1], cfg.Backoff.Base(i))
 				}

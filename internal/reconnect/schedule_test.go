@@ -1,6 +1,7 @@
 package reconnect
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,6 +37,42 @@ func TestScheduleDefaults(t *testing.T) {
 		}
 		if n := len(r.eventsOf(EventGaveUp)); n != 1 {
 			t.Fatalf("gave_up events = %d, want 1", n)
+		}
+	})
+}
+
+// The engine makes exactly the requests its schedule implies, no more: 50
+// directories × 10 servers, one failing for good, over 11 minutes.
+func TestRequestsAreExactlyTheSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		specs := map[string]fakeopencode.Spec{}
+		for i := range 9 {
+			specs[fmt.Sprintf("ok%d", i)] = fakeopencode.Spec{}
+		}
+		specs["dead"] = fakeopencode.Spec{Status: "failed", Error: "Connection closed"}
+		fake := fakeopencode.New(specs)
+		cfg := noJitter()
+		cfg.MaxConcurrent = 1000 // no slot waits, so times are exact
+		r := newRig(t, fake, cfg, nil)
+		const dirs = 50
+		for i := range dirs {
+			_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
+		}
+		r.at(11 * time.Minute)
+		// Per directory: status reads at 1, 2, 4, 8, 16 s, then every 30 s
+		// from 46 s to 646 s (21); connects at 1, 2, 4, 8, 16, 316, 616 s;
+		// one config read to learn the failing server's kind.
+		if got, want := fake.Count("/mcp", "", ""), dirs*26; got != want {
+			t.Errorf("status reads = %d, want %d", got, want)
+		}
+		if got, want := fake.Count("/mcp/{name}/connect", "", ""), dirs*7; got != want {
+			t.Errorf("connects = %d, want %d", got, want)
+		}
+		if got, want := fake.Count("/config", "", ""), dirs; got != want {
+			t.Errorf("config reads = %d, want %d", got, want)
+		}
+		if got := len(fake.Requests()); got != dirs*34 {
+			t.Errorf("requests = %d, want %d", got, dirs*34)
 		}
 	})
 }

@@ -1,0 +1,200 @@
+// Package bench measures the mcp-reconnect daemon at scale: the real binary
+// (built here) against the in-process fake OpenCode on loopback. Run it with
+// `make bench`; results go to BENCHMARKS.md. It is a benchmark, not a test:
+// it asserts nothing about speed.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+)
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// BenchmarkScale: 1,000 armed directories × 10 servers, 10% failing for
+// good, default flags. After the fast episodes it measures an idle window
+// (BENCH_IDLE, default 60s, after BENCH_WARMUP, default 40s), then crashes one server in each of 200
+// directories and measures the delay from each mcp.tools.changed to its
+// connect call.
+func BenchmarkScale(b *testing.B) {
+	const dirs, perDir = 1000, 10
+	idle := envDuration("BENCH_IDLE", 60*time.Second)
+	bin := filepath.Join(b.TempDir(), "mcp-reconnect")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/mcp-reconnect").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	for range b.N {
+		specs := map[string]fakeopencode.Spec{}
+		for i := range perDir - 1 {
+			specs[fmt.Sprintf("s%d", i)] = fakeopencode.Spec{}
+		}
+		specs["dead"] = fakeopencode.Spec{Status: "failed", Error: "Connection closed"}
+		fake := fakeopencode.New(specs)
+		fake.SetHeartbeat(10 * time.Second)
+		hs := httptest.NewServer(fake)
+		var list []string
+		for i := range dirs {
+			list = append(list, fmt.Sprintf("/bench/dir %04d", i))
+		}
+		statusAddr := freeAddr(b)
+		cmd := exec.Command(bin, "watch", "--url", hs.URL, "--status-addr", statusAddr, "--log-level", "warn")
+		cmd.Env = append(os.Environ(), "MCP_RECONNECT_DIRECTORY="+strings.Join(list, ":"))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+
+		// Fast episodes: 1+2+4+8+16 s, stretched by the connect budget.
+		time.Sleep(envDuration("BENCH_WARMUP", 40*time.Second))
+		fake.ResetRequests()
+		cpu0, t0 := cpuTicks(b, pid), time.Now()
+		time.Sleep(idle)
+		cpu1, t1 := cpuTicks(b, pid), time.Now()
+		window := t1.Sub(t0)
+		reads := fake.Count("/mcp", "", "")
+		connects := fake.Count("/mcp/{name}/connect", "", "")
+		configs := fake.Count("/config", "", "")
+		perMin := func(n int) float64 { return float64(n) / window.Minutes() }
+		cpuPct := float64(cpu1-cpu0) / clockTicks / window.Seconds() * 100
+		goroutines := scrape(b, statusAddr, "go_goroutines")
+
+		// Event to connect: crash s0 in 200 directories, 50 ms apart.
+		fake.ResetRequests()
+		sent := map[string]time.Time{}
+		order := rand.Perm(dirs)[:200]
+		for _, i := range order {
+			d := list[i]
+			fake.SetAfterConnect(d, "s0", "connected")
+			sent[d] = time.Now()
+			fake.Crash(d, "s0")
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second)
+		var lat []time.Duration
+		for _, r := range fake.Requests() {
+			if r.Route == "/mcp/{name}/connect" && r.Name == "s0" {
+				if t, ok := sent[r.Directory]; ok {
+					lat = append(lat, r.Time.Sub(t))
+					delete(sent, r.Directory)
+				}
+			}
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		rss := peakRSS(b, pid)
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		hs.Close()
+
+		if len(sent) != 0 {
+			b.Errorf("%d crashes were never connected", len(sent))
+		}
+		p50, p99 := pct(lat, 0.50), pct(lat, 0.99)
+		b.ReportMetric(rss, "peak-RSS-MiB")
+		b.ReportMetric(cpuPct, "idle-CPU-%core")
+		b.ReportMetric(goroutines, "goroutines")
+		b.ReportMetric(perMin(reads), "status-reads/min")
+		b.ReportMetric(perMin(connects), "connects/min")
+		b.ReportMetric(perMin(configs), "config-reads/min")
+		b.ReportMetric(float64(p50.Milliseconds()), "event-to-connect-p50-ms")
+		b.ReportMetric(float64(p99.Milliseconds()), "event-to-connect-p99-ms")
+		fmt.Printf("\n| measure | value | target |\n|---|---|---|\n")
+		fmt.Printf("| peak RSS of the daemon | %.1f MiB | ≤ 40 MiB |\n", rss)
+		fmt.Printf("| CPU while idle | %.2f %% of a core | ≤ 1 %% |\n", cpuPct)
+		fmt.Printf("| goroutines | %.0f | |\n", goroutines)
+		fmt.Printf("| status reads per minute (idle) | %.0f | %d (1,000 dirs / 30 s idle interval) |\n", perMin(reads), dirs*2)
+		fmt.Printf("| connects per minute (idle) | %.0f | 0 (the slow tier's next attempts fall 5 min after the 16 s one) |\n", perMin(connects))
+		fmt.Printf("| config reads per minute (idle) | %.0f | 0 |\n", perMin(configs))
+		fmt.Printf("| mcp.tools.changed → connect p50 | %v | |\n", p50.Round(time.Millisecond))
+		fmt.Printf("| mcp.tools.changed → connect p99 | %v | ≤ 1.1 s (initial-delay + 100 ms) |\n", p99.Round(time.Millisecond))
+		fmt.Printf("| idle window | %v | |\n\n", window.Round(time.Second))
+	}
+}
+
+// clockTicks is USER_HZ, 100 on Linux.
+const clockTicks = 100.0
+
+func cpuTicks(b *testing.B, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name in parentheses; utime and stime are
+	// fields 14 and 15.
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}
+
+func peakRSS(b *testing.B, pid int) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func scrape(b *testing.B, addr, metric string) float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), metric+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, int(float64(len(d))*p))]
+}
+
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
