@@ -35,7 +35,7 @@ func envDuration(name string, def time.Duration) time.Duration {
 // good, default flags. After the fast episodes it measures an idle window
 // (BENCH_IDLE, default 60s, after BENCH_WARMUP, default 40s), then crashes one server in each of 200
 // directories and measures the delay from each mcp.tools.changed to its
-// connect call.
+// connect call. BENCH_ARGS adds flags to the daemon's command line.
 func BenchmarkScale(b *testing.B) {
 	const dirs, perDir = 1000, 10
 	idle := envDuration("BENCH_IDLE", 60*time.Second)
@@ -57,7 +57,8 @@ func BenchmarkScale(b *testing.B) {
 			list = append(list, fmt.Sprintf("/bench/dir %04d", i))
 		}
 		statusAddr := freeAddr(b)
-		cmd := exec.Command(bin, "watch", "--url", hs.URL, "--status-addr", statusAddr, "--log-level", "warn")
+		args := append([]string{"watch", "--url", hs.URL, "--status-addr", statusAddr, "--log-level", "warn"}, strings.Fields(os.Getenv("BENCH_ARGS"))...)
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "MCP_RECONNECT_DIRECTORY="+strings.Join(list, ":"))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
