@@ -10,22 +10,17 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
 
 var (
@@ -55,10 +50,7 @@ func TestMain(m *testing.M) {
 			buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	opencodeBin = os.Getenv("OPENCODE_BIN")
-	if opencodeBin == "" {
-		opencodeBin = filepath.Join(repoRoot(), ".cache", "opencode", "node_modules", "opencode-linux-x64", "bin", "opencode")
-	}
+	opencodeBin = ochost.Binary(repoRoot())
 	code := m.Run()
 	os.RemoveAll(tmp)
 	os.Exit(code)
@@ -80,175 +72,51 @@ func needOpenCode(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ochost.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
-// logBuffer collects a process's output for failure messages and scans.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// OpenCode is one hermetic opencode serve.
+// OpenCode wraps a hermetic opencode serve with test helpers.
 type OpenCode struct {
-	URL      string
-	Port     int
-	Password string
-	Home     string
-	cmd      *exec.Cmd
-	Log      *logBuffer
+	*ochost.OpenCode
+	t *testing.T
 }
 
-// hermeticEnv is an environment that never reads or writes the user's
-// OpenCode config and makes no network call.
-func hermeticEnv(home string) []string {
-	env := []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
-		"XDG_DATA_HOME=" + filepath.Join(home, "data"),
-		"XDG_STATE_HOME=" + filepath.Join(home, "state"),
-		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
-		"OPENCODE_DISABLE_MODELS_FETCH=1",
-		"OPENCODE_DISABLE_AUTOUPDATE=1",
-		"OPENCODE_DISABLE_LSP_DOWNLOAD=1",
-	}
-	return env
-}
-
-// seedConfigDir stops OpenCode's hidden `npm install @opencode-ai/plugin`
-// (see the facts): it is skipped when node_modules/ and a lock listing the
-// dependency exist.
-func seedConfigDir(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	lock := `{"name":"opencode","lockfileVersion":3,"requires":true,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.34"}}}}`
-	if err := os.WriteFile(filepath.Join(dir, "package-lock.json"), []byte(lock), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// startOpenCode starts `opencode serve` on port (0: a free one) and waits
-// until it is healthy.
+// startOpenCode starts `opencode serve` on port (0: a free one) in home
+// ("": a new one), and ends it when the test ends.
 func startOpenCode(t *testing.T, port int, home string) *OpenCode {
 	t.Helper()
 	needOpenCode(t)
-	if port == 0 {
-		port = freePort(t)
-	}
-	if home == "" {
-		home = t.TempDir()
-		seedConfigDir(t, filepath.Join(home, "config", "opencode"))
-	}
-	oc := &OpenCode{Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: "e2e-secret-" + fmt.Sprint(port), Home: home, Log: &logBuffer{}}
-	oc.cmd = exec.Command(opencodeBin, "serve", "--port", fmt.Sprint(port), "--hostname", "127.0.0.1")
-	oc.cmd.Env = append(hermeticEnv(home), "OPENCODE_SERVER_PASSWORD="+oc.Password)
-	oc.cmd.Dir = home
-	oc.cmd.Stdout, oc.cmd.Stderr = oc.Log, oc.Log
-	oc.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := oc.cmd.Start(); err != nil {
+	oc, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: port, Home: home})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(oc.Kill)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		// Short timeouts: a request in the first half second can hang.
-		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-		code, _, err := oc.do(ctx, "GET", "/global/health", "")
-		cancel()
-		if err == nil && code == 200 {
-			return oc
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("opencode on port %d not healthy after 60 s (last: %d %v); output:\n%s", port, code, err, oc.Log)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// Kill ends OpenCode and its MCP children (its process group).
-func (o *OpenCode) Kill() {
-	if o.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-o.cmd.Process.Pid, syscall.SIGKILL)
-	_ = o.cmd.Wait()
-}
-
-func (o *OpenCode) do(ctx context.Context, method, path, dir string) (int, []byte, error) {
-	u := o.URL + path
-	if dir != "" {
-		u += "?directory=" + url.QueryEscape(dir)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.SetBasicAuth("opencode", o.Password)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-type mcpStatus struct {
-	Status string `json:"status"`
-	Error  string `json:"error"`
+	return &OpenCode{OpenCode: oc, t: t}
 }
 
 // Status reads GET /mcp for dir (which starts its MCP servers, like a client).
-func (o *OpenCode) Status(t *testing.T, dir string) map[string]mcpStatus {
+func (o *OpenCode) Status(t *testing.T, dir string) map[string]ochost.MCPStatus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	code, body, err := o.do(ctx, "GET", "/mcp", dir)
-	if err != nil || code != 200 {
-		t.Fatalf("GET /mcp for %s: %d %v %s", dir, code, err, body)
-	}
-	var st map[string]mcpStatus
-	if err := json.Unmarshal(body, &st); err != nil {
-		t.Fatalf("GET /mcp body %s: %v", body, err)
+	st, err := o.OpenCode.Status(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return st
 }
 
-// WaitStatus polls GET /mcp until name has status want, or fails after
-// timeout with what it saw.
+// WaitStatus polls until name in dir has status want, or fails the test
+// with what it saw.
 func (o *OpenCode) WaitStatus(t *testing.T, dir, name, want string, timeout time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	var last map[string]mcpStatus
-	for time.Since(start) < timeout {
-		last = o.Status(t, dir)
-		if last[name].Status == want {
-			return time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
+	d, err := o.OpenCode.WaitStatus(dir, name, want, timeout)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("server %q in %s: not %q within %v; last status %+v", name, dir, want, timeout, last)
-	return 0
+	return d
 }
 
 // Project is a project directory with an opencode.json.
@@ -328,14 +196,14 @@ func (p *Project) Starts(t *testing.T, name string) []int {
 type Watcher struct {
 	StatusAddr string
 	cmd        *exec.Cmd
-	Log        *logBuffer
+	Log        *ochost.Buffer
 	done       chan struct{}
 }
 
 // startWatch runs mcp-reconnect watch against oc with extra flags.
 func startWatch(t *testing.T, oc *OpenCode, password string, args ...string) *Watcher {
 	t.Helper()
-	w := &Watcher{StatusAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Log: &logBuffer{}, done: make(chan struct{})}
+	w := &Watcher{StatusAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Log: &ochost.Buffer{}, done: make(chan struct{})}
 	all := append([]string{"watch", "--url", oc.URL, "--status-addr", w.StatusAddr, "--log-level", "debug"}, args...)
 	w.cmd = exec.Command(reconnectBin, all...)
 	w.cmd.Env = append(os.Environ(), "OPENCODE_SERVER_PASSWORD="+password)
