@@ -224,6 +224,10 @@ func startWatch(t *testing.T, oc *OpenCode, password string, args ...string) *Wa
 			<-w.done
 			t.Errorf("watch did not stop within 10 s of SIGTERM")
 		}
+		// Secrets never reach the daemon's output, in any test.
+		if strings.Contains(w.Log.String(), password) || strings.Contains(w.Log.String(), oc.Password) {
+			t.Errorf("a password appears in the watcher's output")
+		}
 		if t.Failed() {
 			t.Logf("watch output:\n%s", w.Log)
 		}
@@ -288,4 +292,79 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// HTTPServer is a streamable-HTTP test MCP server process.
+type HTTPServer struct {
+	Port int
+	URL  string
+	Log  string
+	cmd  *exec.Cmd
+	args []string
+}
+
+// newHTTPServer reserves a port for an HTTP test server without starting it.
+func newHTTPServer(t *testing.T, logPath string, args ...string) *HTTPServer {
+	t.Helper()
+	port := freePort(t)
+	s := &HTTPServer{Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Log: logPath, args: args}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start starts (or restarts) the server on its port.
+func (s *HTTPServer) Start(t *testing.T) {
+	t.Helper()
+	args := append([]string{"-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", s.Port), "-log", s.Log}, s.args...)
+	s.cmd = exec.Command(mcpServerBin, args...)
+	out := &ochost.Buffer{}
+	s.cmd.Stderr = out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "listening") {
+		if time.Now().After(deadline) {
+			t.Fatalf("test MCP server on %d did not start: %s", s.Port, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server, if running.
+func (s *HTTPServer) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// RemoteServer is the config of a remote server.
+func RemoteServer(url string) map[string]any {
+	return map[string]any{"type": "remote", "url": url}
+}
+
+// Count counts a server's log events of one kind.
+func (p *Project) Count(t *testing.T, name, event string) int {
+	n := 0
+	for _, ev := range p.ServerEvents(t, name) {
+		if ev.Event == event {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitStarts waits until the test server called name has started n
+// processes (a crash is followed by a reconnect that spawns a new one).
+func (p *Project) WaitStarts(t *testing.T, name string, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(p.Starts(t, name)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("server %q in %s: %d processes started within %v, want %d", name, p.Dir, len(p.Starts(t, name)), timeout, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -63,6 +63,7 @@ func main() {
 	logPath := flag.String("log", "", "append JSON event lines here")
 	startDelay := flag.Duration("start-delay", 0, "wait this long before serving")
 	refuseFor := flag.Duration("refuse-for", 0, "http: answer 503 to every request for this long after start")
+	requireAuth := flag.Bool("require-auth", false, "http: answer every MCP request 401 and offer OAuth discovery with dynamic client registration")
 	flag.Parse()
 
 	l := &logger{path: *logPath}
@@ -103,7 +104,13 @@ func main() {
 			log.Fatalf("mcpserver: %v", err)
 		}
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		base := "http://" + ln.Addr().String()
 		refuse := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			l.write("request", map[string]any{"method": r.Method, "path": r.URL.Path})
+			if *requireAuth {
+				serveAuth(w, r, base)
+				return
+			}
 			if time.Since(started) < *refuseFor {
 				l.write("refused", nil)
 				http.Error(w, "not ready", http.StatusServiceUnavailable)
@@ -123,5 +130,32 @@ func main() {
 		}
 	default:
 		log.Fatalf("mcpserver: unknown -transport %q", *transport)
+	}
+}
+
+// serveAuth plays an MCP server behind OAuth: the MCP endpoint answers 401
+// pointing at its protected-resource metadata, whose authorization server
+// offers dynamic client registration. OpenCode then marks the server
+// needs_auth.
+func serveAuth(w http.ResponseWriter, r *http.Request, base string) {
+	writeJSON := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	switch r.URL.Path {
+	case "/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp":
+		writeJSON(map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}})
+	case "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration":
+		writeJSON(map[string]any{
+			"issuer": base, "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
+			"registration_endpoint": base + "/register", "response_types_supported": []string{"code"},
+			"code_challenge_methods_supported": []string{"S256"},
+		})
+	case "/register":
+		w.WriteHeader(http.StatusCreated)
+		writeJSON(map[string]any{"client_id": "test-client", "redirect_uris": []string{"http://127.0.0.1:19876/mcp/oauth/callback"}})
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
 	}
 }
