@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 }
 
 // needOpenCode skips when the binary is absent, unless CI is set.
-func needOpenCode(t *testing.T) {
+func needOpenCode(t testing.TB) {
 	t.Helper()
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -70,7 +70,7 @@ func needOpenCode(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	p, err := ochost.FreePort()
 	if err != nil {
@@ -82,12 +82,11 @@ func freePort(t *testing.T) int {
 // OpenCode wraps a hermetic opencode serve with test helpers.
 type OpenCode struct {
 	*ochost.OpenCode
-	t *testing.T
 }
 
 // startOpenCode starts `opencode serve` on port (0: a free one) in home
 // ("": a new one), and ends it when the test ends.
-func startOpenCode(t *testing.T, port int, home string) *OpenCode {
+func startOpenCode(t testing.TB, port int, home string) *OpenCode {
 	t.Helper()
 	needOpenCode(t)
 	oc, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: port, Home: home})
@@ -95,11 +94,11 @@ func startOpenCode(t *testing.T, port int, home string) *OpenCode {
 		t.Fatal(err)
 	}
 	t.Cleanup(oc.Kill)
-	return &OpenCode{OpenCode: oc, t: t}
+	return &OpenCode{OpenCode: oc}
 }
 
 // Status reads GET /mcp for dir (which starts its MCP servers, like a client).
-func (o *OpenCode) Status(t *testing.T, dir string) map[string]ochost.MCPStatus {
+func (o *OpenCode) Status(t testing.TB, dir string) map[string]ochost.MCPStatus {
 	t.Helper()
 	st, err := o.OpenCode.Status(dir)
 	if err != nil {
@@ -110,7 +109,7 @@ func (o *OpenCode) Status(t *testing.T, dir string) map[string]ochost.MCPStatus 
 
 // WaitStatus polls until name in dir has status want, or fails the test
 // with what it saw.
-func (o *OpenCode) WaitStatus(t *testing.T, dir, name, want string, timeout time.Duration) time.Duration {
+func (o *OpenCode) WaitStatus(t testing.TB, dir, name, want string, timeout time.Duration) time.Duration {
 	t.Helper()
 	d, err := o.OpenCode.WaitStatus(dir, name, want, timeout)
 	if err != nil {
@@ -127,7 +126,7 @@ type Project struct {
 
 // newProject writes opencode.json with the given MCP section into a new
 // directory whose name has a space and a non-ASCII letter.
-func newProject(t *testing.T, mcp map[string]any) *Project {
+func newProject(t testing.TB, mcp map[string]any) *Project {
 	t.Helper()
 	root := t.TempDir()
 	p := &Project{Dir: filepath.Join(root, "my projéct"), LogDir: filepath.Join(root, "logs")}
@@ -160,7 +159,7 @@ type serverEvent struct {
 }
 
 // ServerEvents reads a test server's event log (none when it never ran).
-func (p *Project) ServerEvents(t *testing.T, name string) []serverEvent {
+func (p *Project) ServerEvents(t testing.TB, name string) []serverEvent {
 	t.Helper()
 	f, err := os.Open(p.ServerLog(name))
 	if os.IsNotExist(err) {
@@ -182,7 +181,7 @@ func (p *Project) ServerEvents(t *testing.T, name string) []serverEvent {
 }
 
 // Starts counts the processes of a test server that started.
-func (p *Project) Starts(t *testing.T, name string) []int {
+func (p *Project) Starts(t testing.TB, name string) []int {
 	var pids []int
 	for _, ev := range p.ServerEvents(t, name) {
 		if ev.Event == "start" {
@@ -201,7 +200,7 @@ type Watcher struct {
 }
 
 // startWatch runs mcp-reconnect watch against oc with extra flags.
-func startWatch(t *testing.T, oc *OpenCode, password string, args ...string) *Watcher {
+func startWatch(t testing.TB, oc *OpenCode, password string, args ...string) *Watcher {
 	t.Helper()
 	w := &Watcher{StatusAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Log: &ochost.Buffer{}, done: make(chan struct{})}
 	all := append([]string{"watch", "--url", oc.URL, "--status-addr", w.StatusAddr, "--log-level", "debug"}, args...)
@@ -236,7 +235,7 @@ func startWatch(t *testing.T, oc *OpenCode, password string, args ...string) *Wa
 }
 
 // WaitLog waits for a line containing s in the watcher's output.
-func (w *Watcher) WaitLog(t *testing.T, s string, timeout time.Duration) {
+func (w *Watcher) WaitLog(t testing.TB, s string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -253,7 +252,7 @@ func (w *Watcher) WaitLog(t *testing.T, s string, timeout time.Duration) {
 }
 
 // StatusJSON runs `mcp-reconnect status --json` against the watcher.
-func (w *Watcher) StatusJSON(t *testing.T) map[string]any {
+func (w *Watcher) StatusJSON(t testing.TB) map[string]any {
 	t.Helper()
 	out, err := exec.Command(reconnectBin, "status", "--json", "--status-addr", w.StatusAddr).Output()
 	if err != nil {
@@ -267,7 +266,7 @@ func (w *Watcher) StatusJSON(t *testing.T) map[string]any {
 }
 
 // killPID kills one process (a stdio MCP server) as a crash would.
-func killPID(t *testing.T, pid int) {
+func killPID(t testing.TB, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %d: %v", pid, err)
@@ -276,7 +275,7 @@ func killPID(t *testing.T, pid int) {
 
 // rewriteProject replaces the project's MCP section (servers need the
 // project's log paths, known only after newProject).
-func rewriteProject(t *testing.T, p *Project, mcp map[string]any) *Project {
+func rewriteProject(t testing.TB, p *Project, mcp map[string]any) *Project {
 	t.Helper()
 	b, _ := json.MarshalIndent(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": mcp}, "", "  ")
 	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.json"), b, 0o600); err != nil {
@@ -285,7 +284,7 @@ func rewriteProject(t *testing.T, p *Project, mcp map[string]any) *Project {
 	return p
 }
 
-func mustJSON(t *testing.T, v any) string {
+func mustJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -304,7 +303,7 @@ type HTTPServer struct {
 }
 
 // newHTTPServer reserves a port for an HTTP test server without starting it.
-func newHTTPServer(t *testing.T, logPath string, args ...string) *HTTPServer {
+func newHTTPServer(t testing.TB, logPath string, args ...string) *HTTPServer {
 	t.Helper()
 	port := freePort(t)
 	s := &HTTPServer{Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Log: logPath, args: args}
@@ -313,7 +312,7 @@ func newHTTPServer(t *testing.T, logPath string, args ...string) *HTTPServer {
 }
 
 // Start starts (or restarts) the server on its port.
-func (s *HTTPServer) Start(t *testing.T) {
+func (s *HTTPServer) Start(t testing.TB) {
 	t.Helper()
 	args := append([]string{"-transport", "http", "-addr", fmt.Sprintf("127.0.0.1:%d", s.Port), "-log", s.Log}, s.args...)
 	s.cmd = exec.Command(mcpServerBin, args...)
@@ -346,7 +345,7 @@ func RemoteServer(url string) map[string]any {
 }
 
 // Count counts a server's log events of one kind.
-func (p *Project) Count(t *testing.T, name, event string) int {
+func (p *Project) Count(t testing.TB, name, event string) int {
 	n := 0
 	for _, ev := range p.ServerEvents(t, name) {
 		if ev.Event == event {
@@ -358,7 +357,7 @@ func (p *Project) Count(t *testing.T, name, event string) int {
 
 // WaitStarts waits until the test server called name has started n
 // processes (a crash is followed by a reconnect that spawns a new one).
-func (p *Project) WaitStarts(t *testing.T, name string, n int, timeout time.Duration) {
+func (p *Project) WaitStarts(t testing.TB, name string, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for len(p.Starts(t, name)) < n {

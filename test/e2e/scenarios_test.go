@@ -166,7 +166,7 @@ func TestWatchSurvivesOpenCodeRestart(t *testing.T) {
 
 	oc.Kill()
 	time.Sleep(time.Second)
-	oc2 := &OpenCode{t: t}
+	oc2 := &OpenCode{}
 	var err error
 	oc2.OpenCode, err = ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
 	if err != nil {

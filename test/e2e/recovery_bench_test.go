@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+)
+
+// BenchmarkRecovery measures, on the real opencode with default flags, the
+// seconds from a stdio server crash to `connected`, and from a late remote
+// server becoming reachable to `connected`. The remote server was down when
+// its directory was armed and first used, and comes up 2 to 14 s later (within the fast episode: a server that
+// comes up after the fifth attempt waits for the slow tier, 5 min), so
+// the runs land in different phases of the backoff (attempts 1, 2, 4, 8 and
+// 16 s after arming). Run with `make bench`; results in BENCHMARKS.md.
+func BenchmarkRecovery(b *testing.B) {
+	const runs = 7
+	lateBy := []time.Duration{2 * time.Second, 3 * time.Second, 5 * time.Second, 7 * time.Second, 10 * time.Second, 12 * time.Second, 14 * time.Second}
+	b.Run("stdio-crash", func(b *testing.B) {
+		for range b.N {
+			oc := startOpenCode(b, 0, "")
+			w := startWatch(b, oc, oc.Password)
+			w.WaitLog(b, "watching opencode", 15*time.Second)
+			var took []time.Duration
+			for i := range runs {
+				p := newProject(b, nil)
+				name := fmt.Sprintf("s%d", i)
+				rewriteProject(b, p, map[string]any{name: p.StdioServer(name)})
+				oc.Status(b, p.Dir)
+				start := time.Now()
+				killPID(b, p.Starts(b, name)[0])
+				p.WaitStarts(b, name, 2, 60*time.Second)
+				oc.WaitStatus(b, p.Dir, name, "connected", 60*time.Second)
+				took = append(took, time.Since(start))
+			}
+			report(b, took)
+		}
+	})
+	b.Run("late-remote", func(b *testing.B) {
+		for range b.N {
+			oc := startOpenCode(b, 0, "")
+			var took []time.Duration
+			for i := range runs {
+				p := newProject(b, nil)
+				name := fmt.Sprintf("r%d", i)
+				srv := newHTTPServer(b, p.ServerLog(name))
+				rewriteProject(b, p, map[string]any{name: RemoteServer(srv.URL)})
+				w := startWatch(b, oc, oc.Password, "--directory", p.Dir)
+				w.WaitLog(b, "watching opencode", 15*time.Second)
+				oc.Status(b, p.Dir)
+				time.Sleep(lateBy[i])
+				srv.Start(b)
+				start := time.Now()
+				oc.WaitStatus(b, p.Dir, name, "connected", 60*time.Second)
+				took = append(took, time.Since(start))
+			}
+			report(b, took)
+		}
+	})
+}
+
+func report(b *testing.B, took []time.Duration) {
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	med, mx := took[len(took)/2], took[len(took)-1]
+	b.ReportMetric(med.Seconds(), "median-s")
+	b.ReportMetric(mx.Seconds(), "max-s")
+	fmt.Printf("%s: runs %v → median %.2fs, max %.2fs\n", b.Name(), took, med.Seconds(), mx.Seconds())
+}
