@@ -561,3 +561,22 @@ func TestOddNamesRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// Rule 2: each directory has its own loop and counters; the same server
+// name failing in two directories keeps two independent schedules.
+func TestDirectoriesNeverShareBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm("/a", "test")
+		r.at(3 * time.Second) // a: attempts at 1 and 2 s
+		_ = r.eng.Arm("/b", "test")
+		r.at(40 * time.Second)
+		if got, want := r.connectTimes("/a", "f"), secs(1, 2, 4, 8, 16); !equalDurations(got, want) {
+			t.Errorf("/a connects = %v, want %v", got, want)
+		}
+		if got, want := r.connectTimes("/b", "f"), secs(4, 5, 7, 11, 19); !equalDurations(got, want) {
+			t.Errorf("/b connects = %v, want %v", got, want)
+		}
+	})
+}
