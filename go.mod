@@ -3,6 +3,8 @@ module github.com/mcp-reconnect/mcp-reconnect
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
+	github.com/creack/pty v1.1.24
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2

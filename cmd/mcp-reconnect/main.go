@@ -75,7 +75,7 @@ never re-enables a server you disabled.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newWatch(), newStatus(), newReconnect(), newVersion())
+	root.AddCommand(newRun(), newWatch(), newStatus(), newReconnect(), newDoctor(), newVersion())
 	return root
 }
 
@@ -92,6 +92,8 @@ type watchFlags struct {
 	fastAttempts            int
 	slowInterval            time.Duration
 	logLevel, logFormat     string
+	logFile                 string
+	config                  string
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
@@ -111,6 +113,17 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.slowInterval, "slow-interval", d.Backoff.SlowInterval, "retry period after a fast episode fails; 0 gives up until healthy or woken [$MCP_RECONNECT_SLOW_INTERVAL]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error [$MCP_RECONNECT_LOG_LEVEL]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
+	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
+	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
+}
+
+// load applies the environment, then the config file, to every flag not
+// given on the command line: flags > env > file > defaults.
+func (f *watchFlags) load(fs *pflag.FlagSet) error {
+	if err := applyEnv(fs); err != nil {
+		return err
+	}
+	return applyConfigFile(fs, f.config, fs.Changed("config"))
 }
 
 // envNames maps flags to the environment variables that set them when the
@@ -129,7 +142,8 @@ func envName(flag string) string {
 }
 
 // applyEnv sets every flag that was not given on the command line from its
-// environment variable, with an error that names the variable.
+// environment variable, with an error that names the variable. A flag set
+// this way counts as given, so the config file cannot override it.
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -143,14 +157,14 @@ func applyEnv(fs *pflag.FlagSet) error {
 		if f.Value.Type() == "stringArray" {
 			for _, part := range strings.Split(v, ":") {
 				if part != "" {
-					if e := f.Value.Set(part); e != nil {
+					if e := fs.Set(f.Name, part); e != nil {
 						err = e
 					}
 				}
 			}
 			return
 		}
-		if e := f.Value.Set(v); e != nil {
+		if e := fs.Set(f.Name, v); e != nil {
 			shown := v
 			if f.Name == "password" {
 				shown = "(hidden)"
@@ -203,13 +217,14 @@ a flag given on the command line wins.`,
   mcp-reconnect watch --directory ~/src/project --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd.Flags()); err != nil {
+			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
-			log, err := newLogger(cmd.ErrOrStderr(), f.logLevel, f.logFormat)
+			log, closeLog, err := f.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
+			defer closeLog()
 			ec := f.engineConfig()
 			if err := ec.Validate(); err != nil {
 				return err

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
@@ -30,6 +31,10 @@ type Config struct {
 	StatusAddr string
 	// StatusPublic allows a non-loopback StatusAddr.
 	StatusPublic bool
+	// StatusAddrFallback listens on a free loopback port when StatusAddr
+	// is taken (run: several wrapped TUIs each have a daemon), instead of
+	// failing.
+	StatusAddrFallback bool
 	// Engine holds the reconnect tunables.
 	Engine reconnect.Config
 	// Version is reported by GET /status.
@@ -92,6 +97,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.StatusAddr != "" {
 		api := &statusapi.Server{Sources: []statusapi.Source{eng}, Broker: broker, Metrics: m, Version: cfg.Version, Log: log}
 		bound, wait, err := api.Serve(ctx, cfg.StatusAddr)
+		if err != nil && cfg.StatusAddrFallback && errors.Is(err, syscall.EADDRINUSE) {
+			log.Info("status address taken; using a free port", "wanted", cfg.StatusAddr)
+			bound, wait, err = api.Serve(ctx, "127.0.0.1:0")
+		}
 		if err != nil {
 			return fmt.Errorf("%w (is another mcp-reconnect running? pass --status-addr)", err)
 		}

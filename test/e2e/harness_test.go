@@ -10,8 +10,11 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,4 +369,20 @@ func (p *Project) WaitStarts(t testing.TB, name string, n int, timeout time.Dura
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func newRequest(ctx context.Context, url string) (*http.Request, error) {
+	return http.NewRequestWithContext(ctx, "GET", url, nil)
+}
+
+// listenBusy holds a loopback port open; call the function to free it.
+func listenBusy(t testing.TB) (func(), int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() { l.Close() }, l.Addr().(*net.TCPAddr).Port
 }

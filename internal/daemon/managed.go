@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// HealthTimeout bounds the wait for a launched OpenCode to answer.
+const HealthTimeout = 60 * time.Second
+
+// Managed runs the command in plan and, when it is an OpenCode server,
+// watches it with cfg until it exits. It returns the exit code the wrapper
+// should exit with: the child's own, or 128+N when signal N killed it, or 1
+// when OpenCode never became healthy (err then says why).
+func Managed(ctx context.Context, plan *launch.Plan, cfg Config, stdio launch.IO, log *slog.Logger) (int, error) {
+	child, err := launch.Start(plan, stdio)
+	if err != nil {
+		return 1, err
+	}
+	stopForward := child.Forward()
+	defer stopForward()
+	log.Info("started", "command", plan.Args[0], "pid", child.PID(), "url", plan.URL, "generated_password", plan.GeneratedPassword)
+	if plan.URL == "" {
+		// Not a server (opencode mcp auth …, --version): just pass it through.
+		code := child.ExitCode()
+		return code, nil
+	}
+
+	cfg.URL, cfg.Password = plan.URL, plan.Password
+	client, err := opencode.New(cfg.URL, opencode.Options{Username: cfg.Username, Password: cfg.Password})
+	if err != nil {
+		child.Signal(syscall.SIGTERM)
+		return child.ExitCode(), err
+	}
+	if err := waitHealthy(ctx, client, child); err != nil {
+		if errors.Is(err, errChildExited) {
+			log.Info("opencode exited before it was healthy", "how", child.Describe())
+			return child.ExitCode(), nil
+		}
+		child.Signal(syscall.SIGTERM)
+		code := child.ExitCode()
+		if code == 0 {
+			code = 1
+		}
+		msg := err.Error()
+		if tail := child.Tail.Lines(20); tail != "" {
+			msg += "; its last output:\n" + tail
+		}
+		return code, errors.New(msg)
+	}
+
+	dctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := Run(dctx, cfg, log); err != nil {
+			// The child keeps running without its watcher: say so where the
+			// user can find it, but never kill their session for it.
+			log.Error("watcher stopped", "err", err)
+		}
+	}()
+	select {
+	case <-child.Done():
+	case <-ctx.Done():
+		child.Signal(syscall.SIGTERM)
+		<-child.Done()
+	}
+	log.Info("opencode ended; stopping", "how", child.Describe())
+	stop()
+	wg.Wait()
+	return child.ExitCode(), nil
+}
+
+var errChildExited = errors.New("opencode exited")
+
+// waitHealthy polls /global/health with short timeouts (a request in the
+// first half second after the port opens can hang) until it answers, the
+// child exits, or HealthTimeout passes.
+func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child) error {
+	deadline := time.Now().Add(HealthTimeout)
+	var last error
+	for {
+		hctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+		_, err := c.Health(hctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v)", c.URL(), HealthTimeout, last)
+		}
+		select {
+		case <-child.Done():
+			return errChildExited
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

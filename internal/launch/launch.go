@@ -1,0 +1,374 @@
+// Package launch runs the OpenCode that `mcp-reconnect run` manages: it
+// picks a loopback port and a password when the user gave none, passes the
+// password through the environment (never the command line), gives the
+// child the terminal, forwards signals, and reports how the child ended.
+package launch
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// PasswordEnv is the variable OpenCode reads its server password from.
+const PasswordEnv = "OPENCODE_SERVER_PASSWORD"
+
+// Plan is what will be started: the final argument list and environment,
+// and where the server will listen.
+type Plan struct {
+	// Path and Args are the command to run (Args[0] is the command name).
+	Path string
+	Args []string
+	// Env is the child's environment.
+	Env []string
+	// URL is where the OpenCode server will answer; empty when COMMAND is
+	// not OpenCode and gave no --port.
+	URL string
+	// Password is the server password the child gets.
+	Password string
+	// GeneratedPassword is true when the daemon made the password up.
+	GeneratedPassword bool
+}
+
+// IsOpenCode reports whether the command is OpenCode: its base name is
+// "opencode" (or starts with "opencode-", as the npm package's binary).
+func IsOpenCode(command string) bool {
+	base := filepath.Base(command)
+	return base == "opencode" || strings.HasPrefix(base, "opencode-") || strings.HasPrefix(base, "opencode.")
+}
+
+// Serves reports whether an OpenCode command line starts a server the
+// daemon can watch: the TUI (no subcommand, or a project directory), `serve`
+// or `web`. Anything else (`opencode mcp auth`, `--version`, `run`, …) is
+// passed through untouched, so an alias of opencode to the wrapper keeps
+// every subcommand working.
+func Serves(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return true
+		case a == "--help" || a == "-h" || a == "--version" || a == "-v":
+			return false
+		case strings.HasPrefix(a, "-"):
+			if valueFlags[strings.TrimLeft(a, "-")] {
+				i++ // its value is not a subcommand
+			}
+			continue
+		case a == "serve" || a == "web":
+			return true
+		default:
+			fi, err := os.Stat(a)
+			return err == nil && fi.IsDir()
+		}
+	}
+	return true
+}
+
+// valueFlags are OpenCode's global and TUI flags that take a value.
+var valueFlags = map[string]bool{
+	"port": true, "hostname": true, "log-level": true, "model": true, "m": true, "session": true, "s": true,
+	"prompt": true, "agent": true, "cors": true, "mdns-domain": true,
+}
+
+// portArg finds --port N or --port=N in args (before a "--").
+func portArg(args []string) (port string, host string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		switch {
+		case a == "--port" && i+1 < len(args):
+			port = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--port="):
+			port = strings.TrimPrefix(a, "--port=")
+		case a == "--hostname" && i+1 < len(args):
+			host = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--hostname="):
+			host = strings.TrimPrefix(a, "--hostname=")
+		}
+	}
+	return port, host
+}
+
+// NewPlan decides how to start command. env is the environment to pass on
+// (the user's, unchanged but for the password); password is the one the
+// user configured, or "" to use $OPENCODE_SERVER_PASSWORD from env, or to
+// generate one.
+func NewPlan(command []string, env []string, password string) (*Plan, error) {
+	if len(command) == 0 {
+		return nil, errors.New("run: no command given; usage: mcp-reconnect run [flags] -- opencode [ARGS...]")
+	}
+	path, err := exec.LookPath(command[0])
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	p := &Plan{Path: path, Args: append([]string(nil), command...)}
+	if password == "" {
+		password = lookupEnv(env, PasswordEnv)
+	}
+	if password == "" {
+		password, err = newPassword()
+		if err != nil {
+			return nil, err
+		}
+		p.GeneratedPassword = true
+	}
+	p.Password = password
+	p.Env = setEnv(env, PasswordEnv, password)
+
+	port, host := portArg(command[1:])
+	if port == "" && IsOpenCode(command[0]) && Serves(command[1:]) {
+		free, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("run: picking a port: %w", err)
+		}
+		port = strconv.Itoa(free)
+		p.Args = insertBeforeDashes(p.Args, "--port", port)
+	}
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return nil, fmt.Errorf("run: --port %q is not a port number", port)
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		p.URL = "http://" + net.JoinHostPort(host, port)
+	}
+	return p, nil
+}
+
+func insertBeforeDashes(args []string, extra ...string) []string {
+	for i, a := range args {
+		if i > 0 && a == "--" {
+			out := append([]string(nil), args[:i]...)
+			out = append(out, extra...)
+			return append(out, args[i:]...)
+		}
+	}
+	return append(args, extra...)
+}
+
+func lookupEnv(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+func setEnv(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != key {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
+
+func newPassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("run: generating a password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Child is a started command.
+type Child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	// Tail holds the end of the child's output when it was not a terminal.
+	Tail *Tail
+}
+
+// IO is where the child's standard streams go. The defaults are the
+// wrapper's own, so a TUI gets the terminal itself.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Start starts the plan. The child stays in the wrapper's process group, so
+// keys typed at the terminal (Ctrl-C) and window resizes reach it from the
+// kernel exactly as without the wrapper; Forward relays signals sent to the
+// wrapper itself. If the wrapper dies, the child gets SIGTERM.
+func Start(p *Plan, stdio IO) (*Child, error) {
+	cmd := exec.Command(p.Path, p.Args[1:]...)
+	cmd.Args = p.Args
+	cmd.Env = p.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	if cmd.Stdin == nil {
+		cmd.Stdin = os.Stdin
+	}
+	tail := NewTail(64 << 10)
+	// Keep the last output for the error message when the server never
+	// comes up, unless the stream is a terminal (a TUI needs the real one).
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+		if !isTerminal(os.Stdout) {
+			cmd.Stdout = io.MultiWriter(os.Stdout, tail)
+		}
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+		if !isTerminal(os.Stderr) {
+			cmd.Stderr = io.MultiWriter(os.Stderr, tail)
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run: starting %s: %w", p.Args[0], err)
+	}
+	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// Done is closed when the child has exited.
+func (c *Child) Done() <-chan struct{} { return c.done }
+
+// PID is the child's process id.
+func (c *Child) PID() int { return c.cmd.Process.Pid }
+
+// Signal sends sig to the child if it still runs.
+func (c *Child) Signal(sig os.Signal) {
+	select {
+	case <-c.done:
+	default:
+		_ = c.cmd.Process.Signal(sig)
+	}
+}
+
+// ExitCode is the child's exit code once Done is closed: its own code, or
+// 128+N when signal N killed it.
+func (c *Child) ExitCode() int {
+	<-c.done
+	var ee *exec.ExitError
+	if errors.As(c.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if c.err != nil {
+		return 1
+	}
+	return 0
+}
+
+// Describe says how the child ended, for a log line.
+func (c *Child) Describe() string {
+	<-c.done
+	var ee *exec.ExitError
+	if errors.As(c.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exited with code %d", ee.ExitCode())
+	}
+	if c.err != nil {
+		return c.err.Error()
+	}
+	return "exited with code 0"
+}
+
+// Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
+// it exits. SIGINT is relayed only when stdin is not a terminal: at a
+// terminal, Ctrl-C already reaches the child (it shares the foreground
+// process group), and a second copy would make a TUI see two.
+func (c *Child) Forward() (stop func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	interactive := isTerminal(os.Stdin)
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-c.done:
+				return
+			case s := <-sigs:
+				if s == syscall.SIGINT && interactive {
+					continue
+				}
+				c.Signal(s)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(quit)
+		wg.Wait()
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// Tail keeps the last bytes written to it.
+type Tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+// NewTail keeps at most max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+// Lines returns the last n lines.
+func (t *Tail) Lines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimRight(string(t.buf), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
