@@ -1,7 +1,66 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
 
 func newDoctor() *cobra.Command {
-	return &cobra.Command{Use: "doctor", Short: "Check that this OpenCode can be reached, authenticated and used", Hidden: true}
+	var f watchFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor [--url URL] [--directory D]",
+		Short: "Check that mcp-reconnect can reach, authenticate to and use this OpenCode",
+		Long: `doctor checks that the OpenCode server is reachable, accepts the credentials,
+runs a version mcp-reconnect knows, and still offers (in its own GET /doc)
+every route, MCP status and event the daemon relies on. It then lists the
+MCP servers that need attention: those the running daemon sees in armed
+directories, and those of each --directory (reading a directory's status
+starts its MCP servers, so only the ones you name are read).
+
+It exits 0 only when nothing failed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.load(cmd.Flags()); err != nil {
+				return err
+			}
+			c, err := opencode.New(f.url, opencode.Options{Username: f.username, Password: f.password})
+			if err != nil {
+				return err
+			}
+			var dirs []string
+			for _, d := range f.directories {
+				abs, err := absDir(d)
+				if err != nil {
+					return err
+				}
+				dirs = append(dirs, abs)
+			}
+			o := doctor.Options{Directories: dirs}
+			if f.statusAddr != "" {
+				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
+			}
+			checks := doctor.Run(cmd.Context(), c, o)
+			if asJSON {
+				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {
+					return err
+				}
+			} else {
+				doctor.Write(cmd.OutOrStdout(), checks)
+			}
+			if !doctor.Healthy(checks) {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags())
+	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval", "log-level", "log-format", "log-file", "status-public"} {
+		_ = cmd.Flags().MarkHidden(name)
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	return cmd
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +95,17 @@ func TestStatusWithoutDaemon(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "mcp-reconnect watch") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
+}
+
+// TestMain keeps the user's own config file and state out of these tests.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcpr-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -126,3 +126,8 @@ func Names[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Doc reads GET /doc, the server's OpenAPI description.
+func (c *Client) Doc(ctx context.Context) ([]byte, error) {
+	return c.do(ctx, c.http, c.timeout, "GET /doc", "GET", "/doc", nil)
+}

@@ -69,6 +69,7 @@ type Server struct {
 	statusOverride func(dir string) (code int, body string, hang bool)
 	heartbeat      time.Duration
 	statusDelay    time.Duration
+	doc            []byte
 
 	connecting, maxConnecting int
 	reading                   map[string]int
@@ -112,6 +113,13 @@ func (s *Server) SetHeartbeat(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.heartbeat = d
+}
+
+// SetDoc sets what GET /doc answers (404 when unset).
+func (s *Server) SetDoc(doc []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.doc = doc
 }
 
 // SetStatusDelay makes every GET /mcp take d.
@@ -310,6 +318,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux.HandleFunc("POST /mcp/{name}/connect", s.connect)
 	mux.HandleFunc("GET /config", s.configRoute)
 	mux.HandleFunc("GET /global/event", s.events)
+	mux.HandleFunc("GET /doc", func(w http.ResponseWriter, r *http.Request) {
+		s.record(r, "/doc", "")
+		s.mu.Lock()
+		doc := s.doc
+		s.mu.Unlock()
+		if doc == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	})
 	mux.ServeHTTP(w, r)
 }
 

@@ -1,0 +1,276 @@
+// Package doctor answers "can mcp-reconnect reach, authenticate and use
+// this OpenCode?": reachability, credentials, version, whether the server's
+// own API description (/doc) still offers every route, status value and
+// event the daemon relies on (so an OpenCode upgrade that breaks us is
+// caught by a command, not by a silent failure), and which servers need
+// attention.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+// TestedVersion is the OpenCode release the daemon is tested against.
+const TestedVersion = "1.18.34"
+
+// Severity of a check.
+const (
+	OK   = "ok"
+	Warn = "warn"
+	Fail = "FAIL"
+)
+
+// Check is one line of the report.
+type Check struct {
+	Severity string `json:"severity"`
+	Name     string `json:"name"`
+	Detail   string `json:"detail"`
+}
+
+// Route is a method and path of OpenCode's API.
+type Route struct{ Method, Path string }
+
+// Needs is what the daemon uses of OpenCode's API.
+type Needs struct {
+	Routes   []Route
+	Statuses []string
+	Events   []string
+}
+
+// Used is what this version of the daemon calls and understands.
+var Used = Needs{
+	Routes: []Route{
+		{"GET", "/global/health"}, {"GET", "/global/event"}, {"GET", "/mcp"},
+		{"POST", "/mcp/{name}/connect"}, {"GET", "/config"},
+	},
+	Statuses: []string{opencode.StatusConnected, opencode.StatusDisabled, opencode.StatusFailed, opencode.StatusNeedsAuth, opencode.StatusNeedsClientRegistration},
+	// server.heartbeat is sent but not described in /doc; without it the
+	// stream is merely re-subscribed after each silent 30 s.
+	Events: []string{opencode.EventToolsChanged, opencode.EventInstanceDisposed, opencode.EventGlobalDisposed, opencode.EventServerConnected},
+}
+
+// CheckDoc compares an OpenAPI document with what the daemon needs.
+func CheckDoc(doc []byte, need Needs) []Check {
+	var d struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil || d.Paths == nil {
+		return []Check{{Fail, "api description", fmt.Sprintf("GET /doc is not an OpenAPI document (%v)", err)}}
+	}
+	var checks []Check
+	var missing []string
+	for _, r := range need.Routes {
+		if _, ok := d.Paths[r.Path][strings.ToLower(r.Method)]; !ok {
+			missing = append(missing, r.Method+" "+r.Path)
+		}
+	}
+	if len(missing) > 0 {
+		checks = append(checks, Check{Fail, "api routes", "OpenCode no longer offers " + strings.Join(missing, ", ")})
+	} else {
+		checks = append(checks, Check{OK, "api routes", fmt.Sprintf("all %d routes the daemon uses are offered", len(need.Routes))})
+	}
+
+	statuses := map[string]bool{}
+	events := map[string]bool{}
+	for name, raw := range d.Components.Schemas {
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		if strings.HasPrefix(name, "MCPStatus") {
+			if m, ok := v.(map[string]any); ok {
+				if props, ok := m["properties"].(map[string]any); ok {
+					for _, s := range enumOf(props["status"]) {
+						statuses[s] = true
+					}
+				}
+			}
+		}
+		collectEnums(v, events)
+	}
+	var gone, unknown []string
+	for _, s := range need.Statuses {
+		if !statuses[s] {
+			gone = append(gone, s)
+		}
+	}
+	for s := range statuses {
+		if !contains(need.Statuses, s) {
+			unknown = append(unknown, s)
+		}
+	}
+	sort.Strings(unknown)
+	switch {
+	case len(gone) > 0:
+		checks = append(checks, Check{Fail, "mcp statuses", "OpenCode no longer reports " + strings.Join(gone, ", ")})
+	case len(unknown) > 0:
+		checks = append(checks, Check{Warn, "mcp statuses", "OpenCode reports statuses the daemon does not know and will never retry: " + strings.Join(unknown, ", ")})
+	default:
+		checks = append(checks, Check{OK, "mcp statuses", strings.Join(need.Statuses, ", ")})
+	}
+	var noEvent []string
+	for _, e := range need.Events {
+		if !events[e] {
+			noEvent = append(noEvent, e)
+		}
+	}
+	if len(noEvent) > 0 {
+		checks = append(checks, Check{Fail, "events", "OpenCode no longer publishes " + strings.Join(noEvent, ", ")})
+	} else {
+		checks = append(checks, Check{OK, "events", strings.Join(need.Events, ", ")})
+	}
+	return checks
+}
+
+func enumOf(v any) []string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	list, _ := m["enum"].([]any)
+	var out []string
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// collectEnums gathers every string enum value in a schema tree.
+func collectEnums(v any, into map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, s := range enumOf(t) {
+			into[s] = true
+		}
+		for _, x := range t {
+			collectEnums(x, into)
+		}
+	case []any:
+		for _, x := range t {
+			collectEnums(x, into)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Options for Run.
+type Options struct {
+	// Daemon, when set, is asked which directories are armed.
+	Daemon *statusapi.Client
+	// Directories are read directly (GET /mcp starts their MCP servers:
+	// only the ones the user names).
+	Directories []string
+}
+
+// Run performs every check against the OpenCode behind c.
+func Run(ctx context.Context, c *opencode.Client, o Options) []Check {
+	var checks []Check
+	h, err := c.Health(ctx)
+	switch {
+	case errors.Is(err, opencode.ErrUnauthorized):
+		return append(checks, Check{OK, "reachable", c.URL()}, Check{Fail, "authenticated", err.Error()})
+	case err != nil:
+		return append(checks, Check{Fail, "reachable", err.Error() + " (is OpenCode running there? set --url or OPENCODE_URL)"})
+	}
+	checks = append(checks, Check{OK, "reachable", c.URL()}, Check{OK, "authenticated", "credentials accepted"})
+	if h.Version == TestedVersion {
+		checks = append(checks, Check{OK, "version", h.Version})
+	} else {
+		checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", h.Version, TestedVersion)})
+	}
+	doc, err := c.Doc(ctx)
+	if err != nil {
+		checks = append(checks, Check{Fail, "api description", err.Error()})
+	} else {
+		checks = append(checks, CheckDoc(doc, Used)...)
+	}
+
+	if o.Daemon != nil {
+		st, err := o.Daemon.Status(ctx)
+		if err != nil {
+			checks = append(checks, Check{Warn, "daemon", fmt.Sprintf("no mcp-reconnect daemon at %s: armed directories unknown", o.Daemon.Addr)})
+		} else {
+			for _, s := range st.Servers {
+				if s.URL != c.URL() {
+					continue
+				}
+				checks = append(checks, Check{OK, "daemon", fmt.Sprintf("watching, %d directories armed", len(s.Directories))})
+				for _, d := range s.Directories {
+					for _, sv := range d.Servers {
+						checks = append(checks, serverCheck(d.Directory, sv.Name, sv.Status, sv.Error, sv.Attempts)...)
+					}
+				}
+			}
+		}
+	}
+	for _, d := range o.Directories {
+		st, err := c.MCPStatus(ctx, d)
+		if err != nil {
+			checks = append(checks, Check{Fail, "directory " + d, err.Error()})
+			continue
+		}
+		for _, name := range opencode.Names(st) {
+			checks = append(checks, serverCheck(d, name, st[name].Status, st[name].Error, 0)...)
+		}
+	}
+	return checks
+}
+
+func serverCheck(dir, name, status, errText string, attempts int) []Check {
+	label := fmt.Sprintf("%s: %s", dir, name)
+	switch status {
+	case opencode.StatusFailed:
+		detail := "failed"
+		if errText != "" {
+			detail += ": " + errText
+		}
+		if attempts > 0 {
+			detail += fmt.Sprintf(" (mcp-reconnect has tried %d times)", attempts)
+		}
+		return []Check{{Fail, label, detail}}
+	case opencode.StatusNeedsAuth:
+		return []Check{{Fail, label, "needs_auth: run opencode mcp auth " + name}}
+	case opencode.StatusNeedsClientRegistration:
+		return []Check{{Fail, label, "needs_client_registration: add a clientId for it in opencode.json"}}
+	}
+	return nil
+}
+
+// Healthy reports whether no check failed.
+func Healthy(checks []Check) bool {
+	for _, c := range checks {
+		if c.Severity == Fail {
+			return false
+		}
+	}
+	return true
+}
+
+// Write prints the checks, one per line.
+func Write(w io.Writer, checks []Check) {
+	for _, c := range checks {
+		fmt.Fprintf(w, "%-4s  %-16s %s\n", c.Severity, c.Name, c.Detail)
+	}
+}

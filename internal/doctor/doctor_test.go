@@ -1,0 +1,125 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+)
+
+func refDoc(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/opencode-1.18.34-openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// edit applies f to the decoded reference document.
+func edit(t *testing.T, f func(d map[string]any)) []byte {
+	var d map[string]any
+	if err := json.Unmarshal(refDoc(t), &d); err != nil {
+		t.Fatal(err)
+	}
+	f(d)
+	b, _ := json.Marshal(d)
+	return b
+}
+
+func TestReferenceDocFits(t *testing.T) {
+	checks := CheckDoc(refDoc(t), Used)
+	if !Healthy(checks) {
+		t.Fatalf("the 1.18.34 description does not fit: %+v", checks)
+	}
+	for _, c := range checks {
+		if c.Severity != OK {
+			t.Errorf("not ok: %+v", c)
+		}
+	}
+}
+
+func TestMissingRouteFails(t *testing.T) {
+	doc := edit(t, func(d map[string]any) {
+		delete(d["paths"].(map[string]any)["/mcp/{name}/connect"].(map[string]any), "post")
+	})
+	checks := CheckDoc(doc, Used)
+	if Healthy(checks) || !strings.Contains(describe(checks), "POST /mcp/{name}/connect") {
+		t.Fatalf("checks = %s", describe(checks))
+	}
+}
+
+func TestStatusChangesAreCaught(t *testing.T) {
+	schemas := func(d map[string]any) map[string]any {
+		return d["components"].(map[string]any)["schemas"].(map[string]any)
+	}
+	doc := edit(t, func(d map[string]any) { delete(schemas(d), "MCPStatusNeedsAuth") })
+	if c := describe(CheckDoc(doc, Used)); !strings.Contains(c, "FAIL mcp statuses") || !strings.Contains(c, "needs_auth") {
+		t.Fatalf("a status gone: %s", c)
+	}
+	doc = edit(t, func(d map[string]any) {
+		schemas(d)["MCPStatusPaused"] = map[string]any{"type": "object", "properties": map[string]any{"status": map[string]any{"type": "string", "enum": []any{"paused"}}}}
+	})
+	c := CheckDoc(doc, Used)
+	if !Healthy(c) || !strings.Contains(describe(c), "warn mcp statuses") || !strings.Contains(describe(c), "paused") {
+		t.Fatalf("a new status: %s", describe(c))
+	}
+}
+
+func TestGarbageDoc(t *testing.T) {
+	for _, doc := range []string{"", "[]", "null", "<html>", `{"paths": 3}`} {
+		if Healthy(CheckDoc([]byte(doc), Used)) {
+			t.Errorf("CheckDoc(%q) is healthy", doc)
+		}
+	}
+}
+
+func FuzzCheckDoc(f *testing.F) {
+	f.Add([]byte(`{"paths":{"/mcp":{"get":{}}},"components":{"schemas":{"MCPStatusX":{"properties":{"status":{"enum":["x"]}}}}}}`))
+	f.Add([]byte(`{"paths":{},"components":{"schemas":{"A":[{"enum":[1,"b"]}]}}}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checks := CheckDoc(doc, Used)
+		if len(checks) == 0 {
+			t.Fatal("no verdict")
+		}
+	})
+}
+
+func describe(checks []Check) string {
+	var b strings.Builder
+	for _, c := range checks {
+		b.WriteString(c.Severity + " " + c.Name + ": " + c.Detail + "\n")
+	}
+	return b.String()
+}
+
+func TestRunAgainstFake(t *testing.T) {
+	fake := fakeopencode.New(map[string]fakeopencode.Spec{"gh": {Status: "needs_auth"}, "ok": {}})
+	fake.Password = "pw"
+	fake.SetDoc(refDoc(t))
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	c, _ := opencode.New(hs.URL, opencode.Options{Password: "pw"})
+	checks := Run(context.Background(), c, Options{Directories: []string{"/p"}})
+	d := describe(checks)
+	if Healthy(checks) || !strings.Contains(d, "opencode mcp auth gh") {
+		t.Fatalf("checks:\n%s", d)
+	}
+	if fake.Count("/mcp", "/q", "") != 0 {
+		t.Fatal("doctor read a directory nobody named")
+	}
+	wrong, _ := opencode.New(hs.URL, opencode.Options{Password: "nope"})
+	checks = Run(context.Background(), wrong, Options{})
+	if Healthy(checks) || !strings.Contains(describe(checks), "OPENCODE_SERVER_PASSWORD") {
+		t.Fatalf("wrong password:\n%s", describe(checks))
+	}
+	down, _ := opencode.New("http://127.0.0.1:1", opencode.Options{})
+	if checks := Run(context.Background(), down, Options{}); Healthy(checks) || !strings.Contains(describe(checks), "--url") {
+		t.Fatalf("unreachable:\n%s", describe(checks))
+	}
+}
