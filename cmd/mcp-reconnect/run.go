@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +13,7 @@ import (
 
 func newRun() *cobra.Command {
 	var f watchFlags
+	var startTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARGS...]",
 		Short: "Launch OpenCode and keep its MCP servers connected while it runs",
@@ -58,7 +60,7 @@ untouched, so this alias is all it takes:
 			code, err := daemon.Managed(cmd.Context(), plan, daemon.Config{
 				Username: f.username, Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
 				StatusAddrFallback: !cmd.Flags().Changed("status-addr"), Engine: ec, Version: versionString(),
-			}, launch.IO{}, log)
+			}, startTimeout, launch.IO{}, log)
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", err)
 				if code == 0 {
@@ -73,6 +75,7 @@ untouched, so this alias is all it takes:
 	}
 	f.register(cmd.Flags())
 	_ = cmd.Flags().MarkHidden("url") // the URL is the child's
+	cmd.Flags().DurationVar(&startTimeout, "start-timeout", daemon.DefaultStartTimeout, "how long OpenCode may take to answer /global/health after it starts [$MCP_RECONNECT_START_TIMEOUT]")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }

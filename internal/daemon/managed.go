@@ -13,14 +13,15 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// HealthTimeout bounds the wait for a launched OpenCode to answer.
-const HealthTimeout = 60 * time.Second
+// DefaultStartTimeout bounds the wait for a launched OpenCode to answer.
+const DefaultStartTimeout = 60 * time.Second
 
 // Managed runs the command in plan and, when it is an OpenCode server,
 // watches it with cfg until it exits. It returns the exit code the wrapper
 // should exit with: the child's own, or 128+N when signal N killed it, or 1
 // when OpenCode never became healthy (err then says why).
-func Managed(ctx context.Context, plan *launch.Plan, cfg Config, stdio launch.IO, log *slog.Logger) (int, error) {
+// startTimeout (0: DefaultStartTimeout) bounds the wait for its health.
+func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout time.Duration, stdio launch.IO, log *slog.Logger) (int, error) {
 	child, err := launch.Start(plan, stdio)
 	if err != nil {
 		return 1, err
@@ -40,7 +41,10 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, stdio launch.IO
 		child.Signal(syscall.SIGTERM)
 		return child.ExitCode(), err
 	}
-	if err := waitHealthy(ctx, client, child); err != nil {
+	if startTimeout <= 0 {
+		startTimeout = DefaultStartTimeout
+	}
+	if err := waitHealthy(ctx, client, child, startTimeout); err != nil {
 		if errors.Is(err, errChildExited) {
 			log.Info("opencode exited before it was healthy", "how", child.Describe())
 			return child.ExitCode(), nil
@@ -84,9 +88,9 @@ var errChildExited = errors.New("opencode exited")
 
 // waitHealthy polls /global/health with short timeouts (a request in the
 // first half second after the port opens can hang) until it answers, the
-// child exits, or HealthTimeout passes.
-func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child) error {
-	deadline := time.Now().Add(HealthTimeout)
+// child exits, or timeout passes.
+func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		hctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
@@ -97,7 +101,7 @@ func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child) e
 		}
 		last = err
 		if time.Now().After(deadline) {
-			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v)", c.URL(), HealthTimeout, last)
+			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", c.URL(), timeout, last)
 		}
 		select {
 		case <-child.Done():

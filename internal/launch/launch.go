@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // PasswordEnv is the variable OpenCode reads its server password from.
@@ -244,6 +245,9 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// When output is copied through a pipe (not a terminal), a grandchild
+	// that outlives the child can hold the pipe open; do not wait for it.
+	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run: starting %s: %w", p.Args[0], err)
 	}
@@ -293,7 +297,7 @@ func (c *Child) Describe() string {
 	var ee *exec.ExitError
 	if errors.As(c.err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by " + ws.Signal().String()
+			return fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
 		}
 		return fmt.Sprintf("exited with code %d", ee.ExitCode())
 	}

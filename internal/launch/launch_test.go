@@ -121,3 +121,16 @@ func TestTail(t *testing.T) {
 		t.Fatalf("Lines(2) = %q", got)
 	}
 }
+
+// The user's OPENCODE_CONFIG_CONTENT (JSON or JSONC) reaches the child
+// untouched: the daemon has nothing to add to it.
+func TestConfigContentPassesUntouched(t *testing.T) {
+	content := "{\n  // a comment\n  \"plugin\": [\"x\"], \"mcp\": {\"a\": {\"type\": \"local\", \"command\": [\"y\"]}},\n}"
+	p, err := NewPlan([]string{fakeOpenCode(t)}, []string{"OPENCODE_CONFIG_CONTENT=" + content}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lookupEnv(p.Env, "OPENCODE_CONFIG_CONTENT"); got != content {
+		t.Fatalf("OPENCODE_CONFIG_CONTENT = %q", got)
+	}
+}

@@ -43,6 +43,13 @@ func startRun(t testing.TB, home, dir string, env []string, flags []string, comm
 	t.Cleanup(func() {
 		_ = w.cmd.Process.Kill()
 		<-w.done
+		// Secrets never reach the wrapper's log or output.
+		b, _ := os.ReadFile(w.logFile)
+		for _, kv := range env {
+			if k, v, _ := strings.Cut(kv, "="); strings.Contains(k, "PASSWORD") && (strings.Contains(string(b), v) || strings.Contains(w.out.String(), v)) {
+				t.Errorf("the password in %s reached the wrapper's log or output", k)
+			}
+		}
 		if t.Failed() {
 			b, _ := os.ReadFile(w.logFile)
 			t.Logf("wrapper output:\n%s\nwrapper log:\n%s", w.out, b)
@@ -281,4 +288,75 @@ func waitFile(t testing.TB, path, s string, timeout time.Duration) {
 	}
 	b, _ := os.ReadFile(path)
 	t.Fatalf("%s has no %q within %v:\n%s", path, s, timeout, b)
+}
+
+// A server that never becomes healthy: run says so with its last output,
+// stops it, and exits non-zero.
+func TestRunNeverHealthy(t *testing.T) {
+	needOpenCode(t)
+	home := hermeticHome(t)
+	port := freePort(t)
+	script := "echo starting up; echo 'fatal: cannot bind' >&2; sleep 60"
+	w := startRun(t, home, home, nil, []string{"--start-timeout", "2s"}, "sh", "-c", script, "--port", fmt.Sprint(port))
+	code := w.wait(t, 20*time.Second)
+	out := w.out.String()
+	if code == 0 || !strings.Contains(out, "did not become healthy within 2s") || !strings.Contains(out, "fatal: cannot bind") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// If OpenCode dies, the wrapper stops, reports it, exits with 128+9 and
+// leaves none of its MCP servers behind.
+func TestRunChildKilled(t *testing.T) {
+	needOpenCode(t)
+	home := hermeticHome(t)
+	p := newProject(t, nil)
+	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
+	port := freePort(t)
+	const password = "run-kill-password"
+	w := startRun(t, home, p.Dir, []string{"OPENCODE_SERVER_PASSWORD=" + password}, nil, opencodeBin, "serve", "--port", fmt.Sprint(port))
+	w.waitLog(t, "watching opencode", 60*time.Second)
+	oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: password}}
+	oc.Status(t, p.Dir)
+	kids := childPIDs(w.cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("wrapper children = %v, want the one opencode", kids)
+	}
+	child := kids[0]
+	_ = syscall.Kill(child, syscall.SIGKILL)
+	if code := w.wait(t, 15*time.Second); code != 128+9 {
+		t.Fatalf("exit code = %d, want 137", code)
+	}
+	w.waitLog(t, "killed by signal 9", time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesMentioning(p.LogDir)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("MCP servers left behind: %v", processesMentioning(p.LogDir))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// childPIDs lists the live children of ppid.
+func childPIDs(ppid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var parent int
+		if _, err := fmt.Sscanf(s[i+2:], "%s %d", &state, &parent); err == nil && parent == ppid && state != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
