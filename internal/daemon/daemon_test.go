@@ -1,18 +1,17 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -20,23 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func fastConfig() reconnect.Config {
 	c := reconnect.DefaultConfig
@@ -56,7 +38,7 @@ func TestRunRecoversAndStops(t *testing.T) {
 	fake.SetHeartbeat(time.Second)
 	hs := httptest.NewServer(fake)
 	defer hs.Close()
-	var logs syncBuffer
+	var logs ochost.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -122,7 +104,7 @@ func TestRunRejectsPublicStatusAddr(t *testing.T) {
 func TestRunWaitsForOpenCode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	var logs syncBuffer
+	var logs ochost.Buffer
 	err := Run(ctx, Config{URL: "http://127.0.0.1:1", Engine: reconnect.DefaultConfig}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatalf("Run = %v, want nil after the context ends", err)

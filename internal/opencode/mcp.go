@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 )
 
 // The MCP statuses OpenCode 1.18.34 reports.
@@ -118,14 +119,7 @@ func (c *Client) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry
 }
 
 // Names returns the keys of a status map in order, for stable output.
-func Names[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Doc reads GET /doc, the server's OpenAPI description.
 func (c *Client) Doc(ctx context.Context) ([]byte, error) {

@@ -91,7 +91,7 @@ func (d *dir) wakeBy(t time.Time) {
 func (d *dir) snapshot() DirSnapshot {
 	ds := DirSnapshot{Directory: d.path, ArmedBy: d.armedBy, ArmedAt: d.armedAt, LastCheck: d.lastCheck,
 		NextCheck: d.next, LastError: d.lastErr, Servers: []ServerSnapshot{}}
-	for _, name := range sortedKeys(d.servers) {
+	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.attempts, Connecting: s.connecting,
 			NextAttempt: s.nextAttempt, LastAttempt: s.lastAttempt, LastReconnect: s.lastReconnect, Hint: hint(s.status, name)}
@@ -278,7 +278,7 @@ func (e *Engine) retrySlots(ctx context.Context, d *dir, connects *sync.WaitGrou
 	now := time.Now()
 	var due []string
 	e.mu.Lock()
-	for _, name := range sortedKeys(d.servers) {
+	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
 		if !s.slotRetry.IsZero() && !now.Before(s.slotRetry) {
 			s.slotRetry = time.Time{}

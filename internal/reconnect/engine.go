@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -249,7 +248,7 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 func (e *Engine) DisarmAll(reason string) {
 	e.mu.Lock()
 	var evs []Event
-	for _, p := range sortedKeys(e.dirs) {
+	for _, p := range opencode.Names(e.dirs) {
 		evs = append(evs, e.disarmLocked(p, reason))
 	}
 	e.mu.Unlock()
@@ -283,9 +282,10 @@ func isActivity(t string) bool {
 	return strings.HasPrefix(t, "session.") || strings.HasPrefix(t, "message.")
 }
 
-// toolsChanged arms dir, or wakes it initial-delay from now unless the
-// server named is in the slow tier.
-func (e *Engine) toolsChanged(path, serverName string) {
+// armOrWake arms path for reason if it is not armed; if it is, it calls
+// wake on it with Engine.mu held. Events for directories that are not
+// absolute paths ("global") are ignored.
+func (e *Engine) armOrWake(path, reason string, wake func(*dir)) {
 	if !validDir(path) {
 		return
 	}
@@ -294,45 +294,36 @@ func (e *Engine) toolsChanged(path, serverName string) {
 		e.mu.Unlock()
 		return
 	}
-	d, ok := e.dirs[path]
-	if !ok {
-		ev := e.armLocked(path, opencode.EventToolsChanged)
-		e.mu.Unlock()
-		e.publish(ev)
-		return
-	}
-	if s := d.servers[serverName]; serverName != "" && s != nil && s.tier() != TierFast {
-		// A permanently broken server must not keep its directory busy.
+	if d, ok := e.dirs[path]; ok {
+		wake(d)
 		e.mu.Unlock()
 		return
 	}
-	d.wakeBy(time.Now().Add(e.wakeDelay()))
+	ev := e.armLocked(path, reason)
 	e.mu.Unlock()
+	e.publish(ev)
+}
+
+// toolsChanged arms dir, or wakes it initial-delay from now unless the
+// server named is in the slow tier.
+func (e *Engine) toolsChanged(path, serverName string) {
+	e.armOrWake(path, opencode.EventToolsChanged, func(d *dir) {
+		if s := d.servers[serverName]; serverName != "" && s != nil && s.tier() != TierFast {
+			return // a permanently broken server must not keep its directory busy
+		}
+		d.wakeBy(time.Now().Add(e.wakeDelay()))
+	})
 }
 
 // activity arms dir, or wakes it at most once per idle interval.
 func (e *Engine) activity(path, reason string) {
-	if !validDir(path) {
-		return
-	}
-	e.mu.Lock()
-	if e.ctx == nil {
-		e.mu.Unlock()
-		return
-	}
-	d, ok := e.dirs[path]
-	if !ok {
-		ev := e.armLocked(path, reason)
-		e.mu.Unlock()
-		e.publish(ev)
-		return
-	}
-	now := time.Now()
-	if now.Sub(d.lastActivity) >= e.cfg.IdleInterval {
-		d.lastActivity = now
-		d.wakeBy(now.Add(e.wakeDelay()))
-	}
-	e.mu.Unlock()
+	e.armOrWake(path, reason, func(d *dir) {
+		now := time.Now()
+		if now.Sub(d.lastActivity) >= e.cfg.IdleInterval {
+			d.lastActivity = now
+			d.wakeBy(now.Add(e.wakeDelay()))
+		}
+	})
 }
 
 // Resync wakes every armed directory initial-delay from now: after the
@@ -366,7 +357,7 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 		return res, errors.New("reconnect: engine not running")
 	}
 	var evs []Event
-	targets := sortedKeys(e.dirs)
+	targets := opencode.Names(e.dirs)
 	if path != "" {
 		evs = append(evs, e.armLocked(path, "reconnect"))
 		targets = []string{path}
@@ -425,19 +416,10 @@ func (e *Engine) Snapshot() Snapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Snapshot{URL: e.url, Stream: e.stream, Directories: []DirSnapshot{}}
-	for _, p := range sortedKeys(e.dirs) {
+	for _, p := range opencode.Names(e.dirs) {
 		s.Directories = append(s.Directories, e.dirs[p].snapshot())
 	}
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // slotWait is how long a server waits for a connect slot, jittered ±50%.

@@ -126,12 +126,15 @@ func TestRunServeRecoversAndCleansUp(t *testing.T) {
 		t.Errorf("exit code after SIGTERM = %d", code)
 	}
 	// No opencode and no MCP server of this test may survive.
+	waitNoProcesses(t, p.LogDir, home)
+}
+
+// waitNoProcesses fails unless, within 5 s, no live process mentions the
+// markers (MCP servers exit about 0.5 s after OpenCode).
+func waitNoProcesses(t testing.TB, markers ...string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		left := processesMentioning(p.LogDir, home)
-		if len(left) == 0 {
-			break
-		}
+	for left := processesMentioning(markers...); len(left) > 0; left = processesMentioning(markers...) {
 		if time.Now().After(deadline) {
 			t.Fatalf("processes left behind: %v", left)
 		}
@@ -328,13 +331,7 @@ func TestRunChildKilled(t *testing.T) {
 		t.Fatalf("exit code = %d, want 137", code)
 	}
 	w.waitLog(t, "killed by signal 9", time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(processesMentioning(p.LogDir)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("MCP servers left behind: %v", processesMentioning(p.LogDir))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitNoProcesses(t, p.LogDir)
 }
 
 // childPIDs lists the live children of ppid.
