@@ -94,6 +94,7 @@ type watchFlags struct {
 	logLevel, logFormat     string
 	logFile                 string
 	config                  string
+	probe                   bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
@@ -113,6 +114,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.slowInterval, "slow-interval", d.Backoff.SlowInterval, "retry period after a fast episode fails; 0 gives up until healthy or woken [$MCP_RECONNECT_SLOW_INTERVAL]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error [$MCP_RECONNECT_LOG_LEVEL]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
+	fs.BoolVar(&f.probe, "probe", true, "probe failed remote servers' endpoints (TCP, TLS; no MCP, no credentials) and connect them as soon as they answer [$MCP_RECONNECT_PROBE]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
 	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
 }
@@ -234,7 +236,7 @@ a flag given on the command line wins.`,
 			return daemon.Run(ctx, daemon.Config{
 				URL: f.url, Username: f.username, Password: f.password,
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				Engine: ec, Version: versionString(),
+				Engine: ec, NoProbes: !f.probe, Version: versionString(),
 			}, log)
 		},
 	}

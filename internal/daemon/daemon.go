@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
@@ -37,11 +38,17 @@ type Config struct {
 	StatusAddrFallback bool
 	// Engine holds the reconnect tunables.
 	Engine reconnect.Config
+	// NoProbes turns off the reachability probes of failed remote servers.
+	NoProbes bool
 	// Version is reported by GET /status.
 	Version string
 	// Ready, if set, receives the status API's bound address once serving.
 	Ready func(statusAddr string)
 }
+
+// probesPerSecond bounds reachability probes across every failed remote
+// server the daemon watches.
+const probesPerSecond = 20
 
 // Run watches one OpenCode server until ctx ends. It returns early only for
 // a configuration error or refused credentials.
@@ -80,7 +87,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	m := metrics.New()
 	broker := statusapi.NewBroker()
-	eng, err := reconnect.New(cfg.Engine, client, reconnect.Options{URL: client.URL(), Log: log, Metrics: m, OnEvent: broker.Publish})
+	opts := reconnect.Options{URL: client.URL(), Log: log, Metrics: m, OnEvent: broker.Publish}
+	if !cfg.NoProbes {
+		opts.Prober = probe.New(probesPerSecond)
+	}
+	eng, err := reconnect.New(cfg.Engine, client, opts)
 	if err != nil {
 		return err
 	}

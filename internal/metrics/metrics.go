@@ -18,6 +18,7 @@ type Metrics struct {
 	StreamReconnects   prometheus.Counter
 	StatusReadFailures prometheus.Counter
 	StatusReads        prometheus.Counter
+	Probes             prometheus.Counter
 }
 
 // New creates the metrics in a fresh registry (with the Go and process
@@ -50,9 +51,12 @@ func New() *Metrics {
 		StatusReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcp_reconnect_status_reads_total", Help: "GET /mcp calls made.",
 		}),
+		Probes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcp_reconnect_probes_total", Help: "Reachability probes of failed remote MCP endpoints.",
+		}),
 	}
 	reg.MustRegister(m.Attempts, m.Reconnects, m.GiveUps, m.ArmedDirectories, m.InFlightConnects,
-		m.StreamReconnects, m.StatusReadFailures, m.StatusReads,
+		m.StreamReconnects, m.StatusReadFailures, m.StatusReads, m.Probes,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

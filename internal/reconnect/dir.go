@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -20,6 +21,8 @@ type dir struct {
 	wake chan struct{}
 	// results carries finished connects back to the loop.
 	results chan connectResult
+	// probes carries finished reachability probes back to the loop.
+	probes chan probeResult
 
 	// next is the latest time the next status check may run; zero while a
 	// check is running and nothing asked for another.
@@ -32,6 +35,8 @@ type dir struct {
 	// kinds maps server name → "local", "remote" or "" (unknown), from
 	// GET /config, so remote connects use their share of the budget.
 	kinds map[string]string
+	// urls maps a remote server's name to its endpoint, for probes.
+	urls map[string]string
 }
 
 // server is one MCP server's episode in one directory.
@@ -45,6 +50,16 @@ type server struct {
 	slotRetry     time.Time // set while waiting for a connect slot
 	lastAttempt   time.Time
 	lastReconnect time.Time
+
+	// Reachability probes of a failed remote server's endpoint.
+	probing   bool
+	nextProbe time.Time // zero: not scheduled
+	downSince time.Time
+	reachable bool // the last probe got through
+	// confirmSoon asks for a status check initial-delay after the next
+	// connect: it was triggered by a probe, outside the backoff, and the
+	// user should not wait an idle interval to see it confirmed.
+	confirmSoon bool
 }
 
 func (s *server) tier() string {
@@ -61,6 +76,12 @@ func (s *server) tier() string {
 func (s *server) reset() {
 	s.attempts, s.slow, s.stopped = 0, false, false
 	s.nextAttempt, s.slotRetry = time.Time{}, time.Time{}
+	s.nextProbe, s.downSince, s.reachable = time.Time{}, time.Time{}, false
+}
+
+type probeResult struct {
+	name string
+	err  error
 }
 
 type connectResult struct {
@@ -117,6 +138,9 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 		at := d.next
 		for _, s := range d.servers {
 			at = earlier(at, s.slotRetry)
+			if !s.probing {
+				at = earlier(at, s.nextProbe)
+			}
 		}
 		e.mu.Unlock()
 		if at.IsZero() {
@@ -129,11 +153,14 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 		case <-d.wake:
 		case r := <-d.results:
 			e.finishConnect(d, r)
+		case r := <-d.probes:
+			e.finishProbe(d, r)
 		case <-timer.C:
 			now := time.Now()
 			e.mu.Lock()
 			due := !d.next.IsZero() && !now.Before(d.next)
 			e.mu.Unlock()
+			e.startProbes(ctx, d, &connects)
 			if due {
 				e.check(ctx, d, &connects)
 			} else {
@@ -210,6 +237,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			// comes back.
 			delete(d.servers, name)
 			delete(d.kinds, name)
+			delete(d.urls, name)
 		}
 	}
 	next := e.idleAt(now)
@@ -238,6 +266,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			s.reset()
 			continue
 		}
+		e.scheduleProbe(d, name, s, now)
 		switch {
 		case s.connecting, s.stopped:
 		case s.slotRetry.After(now):
@@ -268,6 +297,9 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir, names []string) {
 	for n, entry := range cfg {
 		if _, ok := d.servers[n]; ok {
 			d.kinds[n] = entry.Type
+			if entry.Type == "remote" && entry.URL != "" {
+				d.urls[n] = entry.URL
+			}
 		}
 	}
 }
@@ -368,6 +400,10 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		}
 		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.attempts, Error: s.err})
 	}
+	if s.confirmSoon {
+		s.confirmSoon = false
+		d.wakeBy(now.Add(e.wakeDelay()))
+	}
 	if !again {
 		s.stopped = true
 		s.nextAttempt = time.Time{}
@@ -383,4 +419,84 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 	}
 	e.mu.Unlock()
 	e.publish(evs...)
+}
+
+// scheduleProbe starts probing a failed remote server's endpoint, so the
+// server is connected as soon as it answers again, outside its backoff.
+// Caller holds Engine.mu.
+func (e *Engine) scheduleProbe(d *dir, name string, s *server, now time.Time) {
+	if e.prober == nil || s.probing || !s.nextProbe.IsZero() || d.urls[name] == "" {
+		return
+	}
+	if s.downSince.IsZero() {
+		s.downSince = now
+	}
+	s.nextProbe = now.Add(probe.Interval(0))
+}
+
+// startProbes runs the probes that are due, within the global probe rate.
+func (e *Engine) startProbes(ctx context.Context, d *dir, wg *sync.WaitGroup) {
+	if e.prober == nil {
+		return
+	}
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, name := range opencode.Names(d.servers) {
+		s := d.servers[name]
+		if s.probing || s.nextProbe.IsZero() || now.Before(s.nextProbe) {
+			continue
+		}
+		if s.status != opencode.StatusFailed {
+			s.nextProbe = time.Time{}
+			continue
+		}
+		if !e.prober.Allow() {
+			s.nextProbe = now.Add(e.slotWait())
+			continue
+		}
+		s.probing, s.nextProbe = true, time.Time{}
+		url := d.urls[name]
+		e.metrics.Probes.Inc()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := e.prober.Probe(ctx, url)
+			select {
+			case d.probes <- probeResult{name: name, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+}
+
+// finishProbe acts on a probe: when a failed server's endpoint answers
+// again after it did not, connect it now instead of waiting out its
+// backoff (the connect still takes a budget slot and counts as an
+// attempt). An endpoint that answers while its server stays failed is
+// left to the backoff: only a change from unreachable to reachable is news.
+func (e *Engine) finishProbe(d *dir, r probeResult) {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := d.servers[r.name]
+	if s == nil {
+		return
+	}
+	s.probing = false
+	if s.status != opencode.StatusFailed {
+		return
+	}
+	up := r.err == nil
+	if up && !s.reachable && !s.connecting {
+		e.log.Debug("endpoint reachable again; connecting now", "url", e.url, "directory", d.path, "server", r.name)
+		s.nextAttempt, s.slotRetry, s.stopped = time.Time{}, time.Time{}, false
+		s.confirmSoon = true
+		d.wakeBy(now)
+	}
+	if !up && s.reachable {
+		s.downSince = now
+	}
+	s.reachable = up
+	s.nextProbe = now.Add(probe.Interval(now.Sub(s.downSince)))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 )
 
 // OpenCode is what the engine needs from an OpenCode server; *opencode.Client
@@ -78,6 +79,7 @@ type Engine struct {
 	metrics *metrics.Metrics
 	budget  *Budget
 	onEvent func(Event)
+	prober  *probe.Prober
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Run; nil before and after
@@ -100,6 +102,8 @@ type Options struct {
 	Budget *Budget
 	// OnEvent receives every event; it must not block.
 	OnEvent func(Event)
+	// Prober probes failed remote servers' endpoints; nil turns probes off.
+	Prober *probe.Prober
 }
 
 // New returns an engine; call Run to start it.
@@ -107,7 +111,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, oc: oc, url: o.URL, log: o.Log, metrics: o.Metrics, budget: o.Budget, onEvent: o.OnEvent,
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, log: o.Log, metrics: o.Metrics, budget: o.Budget, onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -205,6 +209,8 @@ func (e *Engine) armLocked(path, reason string) Event {
 		cancel:       cancel,
 		wake:         make(chan struct{}, 1),
 		results:      make(chan connectResult),
+		probes:       make(chan probeResult),
+		urls:         map[string]string{},
 		servers:      map[string]*server{},
 		kinds:        map[string]string{},
 		lastActivity: now,

@@ -36,6 +36,11 @@ func noJitter() Config {
 // newRig starts the engine; call only inside synctest.Test. Everything is
 // stopped by t.Cleanup before the bubble ends.
 func newRig(t *testing.T, fake *fakeopencode.Server, cfg Config, budget *Budget) *rig {
+	return newRigWith(t, fake, cfg, Options{Budget: budget})
+}
+
+// newRigWith is newRig with more engine options.
+func newRigWith(t *testing.T, fake *fakeopencode.Server, cfg Config, o Options) *rig {
 	t.Helper()
 	tr, stopFake := fake.Serve()
 	client, err := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr, Password: fake.Password})
@@ -43,11 +48,13 @@ func newRig(t *testing.T, fake *fakeopencode.Server, cfg Config, budget *Budget)
 		t.Fatal(err)
 	}
 	r := &rig{t: t, fake: fake, client: client, start: time.Now()}
-	r.eng, err = New(cfg, client, Options{URL: fakeopencode.URL, Budget: budget, OnEvent: func(ev Event) {
+	o.URL = fakeopencode.URL
+	o.OnEvent = func(ev Event) {
 		r.mu.Lock()
 		r.events = append(r.events, ev)
 		r.mu.Unlock()
-	}})
+	}
+	r.eng, err = New(cfg, client, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkRecovery(b *testing.B) {
 			report(b, took)
 		}
 	})
-	b.Run("late-remote", func(b *testing.B) {
+	lateRemote := func(b *testing.B, flags ...string) {
 		for range b.N {
 			oc := startOpenCode(b, 0, "")
 			var took []time.Duration
@@ -46,7 +46,7 @@ func BenchmarkRecovery(b *testing.B) {
 				name := fmt.Sprintf("r%d", i)
 				srv := newHTTPServer(b, p.ServerLog(name))
 				rewriteProject(b, p, map[string]any{name: RemoteServer(srv.URL)})
-				w := startWatch(b, oc, oc.Password, "--directory", p.Dir)
+				w := startWatch(b, oc, oc.Password, append([]string{"--directory", p.Dir}, flags...)...)
 				w.WaitLog(b, "watching opencode", 15*time.Second)
 				oc.Status(b, p.Dir)
 				time.Sleep(lateBy[i])
@@ -57,7 +57,9 @@ func BenchmarkRecovery(b *testing.B) {
 			}
 			report(b, took)
 		}
-	})
+	}
+	b.Run("late-remote", func(b *testing.B) { lateRemote(b) })
+	b.Run("late-remote-no-probe", func(b *testing.B) { lateRemote(b, "--probe=false") })
 }
 
 func report(b *testing.B, took []time.Duration) {

@@ -204,3 +204,24 @@ func TestWatchWrongPassword(t *testing.T) {
 		t.Fatal("a password was printed")
 	}
 }
+
+// Probes: a remote server down for 20 s (past the fast episode, so its
+// backoff would wait 5 minutes) is connected within seconds of its
+// endpoint accepting connections.
+func TestWatchProbeRecoversRemoteAfterFastEpisode(t *testing.T) {
+	oc := startOpenCode(t, 0, "")
+	p := newProject(t, nil)
+	remote := newHTTPServer(t, p.ServerLog("late"))
+	rewriteProject(t, p, map[string]any{"late": RemoteServer(remote.URL)})
+	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	oc.Status(t, p.Dir)
+	w.WaitLog(t, "retrying slowly", 30*time.Second) // the fast episode is spent
+	remote.Start(t)
+	took := oc.WaitStatus(t, p.Dir, "late", "connected", 30*time.Second)
+	t.Logf("connected %v after the endpoint came up", took)
+	if took > 5*time.Second {
+		t.Fatalf("took %v; probes should connect within about a second", took)
+	}
+	w.WaitLog(t, "reconnected MCP server", 10*time.Second)
+}

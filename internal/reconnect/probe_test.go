@@ -1,0 +1,128 @@
+package reconnect
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
+)
+
+// endpoint is a fake remote endpoint for probes: up or down, counting dials.
+type endpoint struct {
+	up    atomic.Bool
+	dials atomic.Int64
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (ep *endpoint) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	ep.dials.Add(1)
+	if !ep.up.Load() {
+		return nil, errors.New("connection refused")
+	}
+	a, b := net.Pipe()
+	ep.mu.Lock()
+	ep.conns = append(ep.conns, b)
+	ep.mu.Unlock()
+	return a, nil
+}
+
+func (ep *endpoint) close() {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	for _, c := range ep.conns {
+		c.Close()
+	}
+}
+
+func probeRig(t *testing.T, ep *endpoint) (*rig, *fakeopencode.Server) {
+	fake := fakeopencode.New(map[string]fakeopencode.Spec{
+		"r": {Status: "failed", Error: "SSE error: Unable to connect", Type: "remote", URL: "http://r.test:9000/mcp"},
+		"l": {},
+	})
+	p := probe.New(20)
+	p.Dial = ep.dial
+	r := newRigWith(t, fake, noJitter(), Options{Prober: p})
+	t.Cleanup(ep.close)
+	return r, fake
+}
+
+// A remote server whose endpoint comes back is connected within about a
+// second, outside its backoff (here in the slow tier, whose next attempt
+// would be minutes away).
+func TestProbeConnectsWhenEndpointReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		r, fake := probeRig(t, ep)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(20 * time.Second)
+		if got := r.connectTimes(dirA, "r"); len(got) != 5 {
+			t.Fatalf("fast episode connects = %v", got)
+		}
+		// About one probe a second since the first check; bounded.
+		if n := ep.dials.Load(); n < 15 || n > 20 {
+			t.Fatalf("probes in 20 s = %d, want about one a second", n)
+		}
+		ep.up.Store(true)
+		fake.SetAfterConnect(dirA, "r", "connected")
+		r.at(21*time.Second + 10*time.Millisecond)
+		got := r.connectTimes(dirA, "r")
+		if len(got) != 6 || got[5] > 21*time.Second {
+			t.Fatalf("connects = %v, want a sixth within 1 s of the endpoint returning", got)
+		}
+		r.at(25 * time.Second)
+		if s := r.server(dirA, "r"); s.Status != "connected" {
+			t.Fatalf("status = %+v", s)
+		}
+		dials := ep.dials.Load()
+		r.at(5 * time.Minute)
+		if ep.dials.Load() != dials {
+			t.Fatal("a connected server is still probed")
+		}
+	})
+}
+
+// An endpoint that answers while the server stays failed (say, it needs
+// credentials) causes one probe-triggered connect, not one per probe.
+func TestProbeDoesNotHammerAReachableButBrokenServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		r, _ := probeRig(t, ep)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(20 * time.Second)
+		ep.up.Store(true)
+		r.at(4 * time.Minute)
+		if got := r.connectTimes(dirA, "r"); len(got) != 6 {
+			t.Fatalf("connects = %v, want the 5 fast ones and one on reachability", got)
+		}
+		// Probes ease off while it stays failed.
+		dials := ep.dials.Load()
+		r.at(5 * time.Minute)
+		if n := ep.dials.Load() - dials; n > 60 {
+			t.Fatalf("%d probes in the 5th minute", n)
+		}
+	})
+}
+
+// Local servers are never probed.
+func TestProbeOnlyRemote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"l": {Status: "failed"}})
+		p := probe.New(20)
+		p.Dial = ep.dial
+		r := newRigWith(t, fake, noJitter(), Options{Prober: p})
+		_ = r.eng.Arm(dirA, "test")
+		r.at(time.Minute)
+		if n := ep.dials.Load(); n != 0 {
+			t.Fatalf("%d probes of a local server", n)
+		}
+	})
+}
