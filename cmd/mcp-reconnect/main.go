@@ -95,6 +95,7 @@ type watchFlags struct {
 	logFile                 string
 	config                  string
 	probe                   bool
+	toast                   bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
@@ -115,6 +116,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error [$MCP_RECONNECT_LOG_LEVEL]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
 	fs.BoolVar(&f.probe, "probe", true, "probe failed remote servers' endpoints (TCP, TLS; no MCP, no credentials) and connect them as soon as they answer [$MCP_RECONNECT_PROBE]")
+	fs.BoolVar(&f.toast, "toast", true, "show a toast in an attached TUI when a server comes back or drops to the slow tier (at most one per server per minute) [$MCP_RECONNECT_TOAST]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
 	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
 }
@@ -236,7 +238,7 @@ a flag given on the command line wins.`,
 			return daemon.Run(ctx, daemon.Config{
 				URL: f.url, Username: f.username, Password: f.password,
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				Engine: ec, NoProbes: !f.probe, Version: versionString(),
+				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, Version: versionString(),
 			}, log)
 		},
 	}

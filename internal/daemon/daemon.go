@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/announce"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
@@ -40,6 +41,8 @@ type Config struct {
 	Engine reconnect.Config
 	// NoProbes turns off the reachability probes of failed remote servers.
 	NoProbes bool
+	// NoToasts turns off the toasts shown in an attached TUI.
+	NoToasts bool
 	// Version is reported by GET /status.
 	Version string
 	// Ready, if set, receives the status API's bound address once serving.
@@ -87,7 +90,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	m := metrics.New()
 	broker := statusapi.NewBroker()
-	opts := reconnect.Options{URL: client.URL(), Log: log, Metrics: m, OnEvent: broker.Publish}
+	ann := announce.New(client, log)
+	ann.OnToast = func(_ opencode.Toast, err error) {
+		if err == nil {
+			m.Toasts.Inc()
+		}
+	}
+	onEvent := broker.Publish
+	if !cfg.NoToasts {
+		onEvent = func(ev reconnect.Event) {
+			broker.Publish(ev)
+			ann.Notify(ev)
+		}
+	}
+	opts := reconnect.Options{URL: client.URL(), Log: log, Metrics: m, OnEvent: onEvent}
 	if !cfg.NoProbes {
 		opts.Prober = probe.New(probesPerSecond)
 	}
@@ -122,10 +138,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		_ = eng.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		ann.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -55,6 +55,18 @@ func TestRunRecoversAndStops(t *testing.T) {
 	fake.Crash("/p/one", "local")
 	waitFor(t, func() bool { return strings.Count(logs.String(), "reconnected MCP server") == 2 })
 
+	// Each comeback is announced in the TUI, naming no directory (which
+	// would create an instance).
+	waitFor(t, func() bool { return len(fake.Toasts()) == 2 })
+	for _, q := range fake.Requests() {
+		if q.Route == "/tui/show-toast" && q.Directory != "" {
+			t.Fatalf("a toast named directory %q", q.Directory)
+		}
+	}
+	if msg, _ := fake.Toasts()[0]["message"].(string); !strings.Contains(msg, "reconnected") {
+		t.Fatalf("toast = %+v", fake.Toasts()[0])
+	}
+
 	c := &statusapi.Client{Addr: addr}
 	st, err := c.Status(context.Background())
 	if err != nil {

@@ -19,6 +19,7 @@ type Metrics struct {
 	StatusReadFailures prometheus.Counter
 	StatusReads        prometheus.Counter
 	Probes             prometheus.Counter
+	Toasts             prometheus.Counter
 }
 
 // New creates the metrics in a fresh registry (with the Go and process
@@ -51,12 +52,15 @@ func New() *Metrics {
 		StatusReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcp_reconnect_status_reads_total", Help: "GET /mcp calls made.",
 		}),
+		Toasts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mcp_reconnect_toasts_total", Help: "Toasts shown in an attached TUI (reconnected, slow tier).",
+		}),
 		Probes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcp_reconnect_probes_total", Help: "Reachability probes of failed remote MCP endpoints.",
 		}),
 	}
 	reg.MustRegister(m.Attempts, m.Reconnects, m.GiveUps, m.ArmedDirectories, m.InFlightConnects,
-		m.StreamReconnects, m.StatusReadFailures, m.StatusReads, m.Probes,
+		m.StreamReconnects, m.StatusReadFailures, m.StatusReads, m.Probes, m.Toasts,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

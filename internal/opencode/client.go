@@ -6,6 +6,7 @@
 package opencode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,7 +179,7 @@ func (e *Error) Unwrap() error { return e.cause }
 
 // doJSON is do, then the 2xx body decoded into out.
 func (c *Client) doJSON(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values, out any) error {
-	body, err := c.do(ctx, hc, timeout, op, method, escPath, query)
+	body, err := c.do(ctx, hc, timeout, op, method, escPath, query, nil)
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,8 @@ func (c *Client) doJSON(ctx context.Context, hc *http.Client, timeout time.Durat
 // op names the route for messages ("POST /mcp/{name}/connect"); escPath is
 // the path with every variable segment already escaped with url.PathEscape,
 // so a server name holding a slash stays one segment.
-func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values) ([]byte, error) {
+// reqBody, when set, is sent as JSON.
+func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values, reqBody []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	u := *c.base
@@ -211,6 +213,11 @@ func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration,
 		req.SetBasicAuth(c.username, c.password)
 	}
 	req.Header.Set("Accept", "application/json")
+	if reqBody != nil {
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+		req.ContentLength = int64(len(reqBody))
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, &Error{Op: op, URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}

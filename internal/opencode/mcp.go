@@ -43,7 +43,7 @@ func dirQuery(dir string) url.Values { return url.Values{"directory": {dir}} }
 // starts its MCP servers if they are not running: call it only for
 // directories in use.
 func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	raw, err := c.do(ctx, c.http, c.timeout, "GET /mcp", "GET", "/mcp", dirQuery(dir))
+	raw, err := c.do(ctx, c.http, c.timeout, "GET /mcp", "GET", "/mcp", dirQuery(dir), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 // when its attempt is over, whether or not the server came up: read
 // MCPStatus for the outcome. An unknown name gives ErrNotFound.
 func (c *Client) Connect(ctx context.Context, dir, name string) error {
-	_, err := c.do(ctx, c.long, c.connectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir))
+	_, err := c.do(ctx, c.long, c.connectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir), nil)
 	return err
 }
 
@@ -123,5 +123,26 @@ func Names[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) 
 
 // Doc reads GET /doc, the server's OpenAPI description.
 func (c *Client) Doc(ctx context.Context) ([]byte, error) {
-	return c.do(ctx, c.http, c.timeout, "GET /doc", "GET", "/doc", nil)
+	return c.do(ctx, c.http, c.timeout, "GET /doc", "GET", "/doc", nil, nil)
+}
+
+// Toast is a notice shown in an attached TUI.
+type Toast struct {
+	Title   string `json:"title,omitempty"`
+	Message string `json:"message"`
+	// Variant is info, success, warning or error.
+	Variant string `json:"variant"`
+	// Duration in milliseconds (0: OpenCode's default).
+	Duration int `json:"duration,omitempty"`
+}
+
+// ShowToast shows t in the TUI attached to this server, if any. It names
+// no directory on purpose: a directory would create that instance.
+func (c *Client) ShowToast(ctx context.Context, t Toast) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, c.http, c.timeout, "POST /tui/show-toast", "POST", "/tui/show-toast", nil, b)
+	return err
 }

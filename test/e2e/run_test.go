@@ -261,6 +261,14 @@ func TestRunTUI(t *testing.T) {
 	killPID(t, p.Starts(t, "s")[0])
 	p.WaitStarts(t, "s", 2, 30*time.Second)
 	waitFile(t, logFile, "reconnected MCP server", 30*time.Second)
+	// The comeback is announced in the TUI itself.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(screen.String(), `reconnected (my projéct)`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect toast on the TUI's screen (%d bytes)", len(screen.String()))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	// ctrl+c at an empty prompt quits the TUI with code 0.
 	_, _ = tty.Write([]byte{3})

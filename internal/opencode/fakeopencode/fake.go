@@ -70,6 +70,7 @@ type Server struct {
 	heartbeat      time.Duration
 	statusDelay    time.Duration
 	doc            []byte
+	toasts         []map[string]any
 
 	connecting, maxConnecting int
 	reading                   map[string]int
@@ -120,6 +121,13 @@ func (s *Server) SetDoc(doc []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.doc = doc
+}
+
+// Toasts returns the bodies of every POST /tui/show-toast.
+func (s *Server) Toasts() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.toasts...)
 }
 
 // SetStatusDelay makes every GET /mcp take d.
@@ -318,6 +326,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mux.HandleFunc("POST /mcp/{name}/connect", s.connect)
 	mux.HandleFunc("GET /config", s.configRoute)
 	mux.HandleFunc("GET /global/event", s.events)
+	mux.HandleFunc("POST /tui/show-toast", func(w http.ResponseWriter, r *http.Request) {
+		s.record(r, "/tui/show-toast", "")
+		var t map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&t); err != nil || t["message"] == nil || t["variant"] == nil {
+			http.Error(w, "bad toast", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.toasts = append(s.toasts, t)
+		s.mu.Unlock()
+		writeJSON(w, 200, true)
+	})
 	mux.HandleFunc("GET /doc", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, "/doc", "")
 		s.mu.Lock()

@@ -1,0 +1,71 @@
+package announce
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type recorder struct {
+	mu     sync.Mutex
+	toasts []opencode.Toast
+}
+
+func (r *recorder) ShowToast(_ context.Context, t opencode.Toast) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.toasts = append(r.toasts, t)
+	return nil
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.toasts)
+}
+
+// At most one toast per server per minute; other servers are not held up.
+func TestOneToastPerServerPerMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		a := New(rec, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); a.Run(ctx) }()
+		ev := reconnect.Event{Type: reconnect.EventReconnected, Directory: "/p/shop", Server: "github"}
+		for range 5 {
+			a.Notify(ev)
+			synctest.Wait()
+			time.Sleep(10 * time.Second)
+		}
+		if n := rec.count(); n != 1 {
+			t.Fatalf("toasts in 50 s = %d, want 1", n)
+		}
+		a.Notify(reconnect.Event{Type: reconnect.EventGaveUp, Directory: "/p/shop", Server: "sentry"})
+		a.Notify(reconnect.Event{Type: reconnect.EventAttempt, Directory: "/p/shop", Server: "x"}) // no toast
+		synctest.Wait()
+		time.Sleep(20 * time.Second)
+		a.Notify(ev) // 70 s after the first
+		synctest.Wait()
+		if n := rec.count(); n != 3 {
+			t.Fatalf("toasts = %d, want 3", n)
+		}
+		rec.mu.Lock()
+		first, warn := rec.toasts[0], rec.toasts[1]
+		rec.mu.Unlock()
+		if first.Variant != "success" || first.Message != `MCP server "github" reconnected (shop)` || warn.Variant != "warning" {
+			t.Fatalf("toasts = %+v", rec.toasts)
+		}
+		cancel()
+		<-done
+	})
+}
