@@ -102,3 +102,69 @@ func Interval(downFor time.Duration) time.Duration {
 	}
 	return min(d, most)
 }
+
+// Watch watches the endpoint of a remote server that OpenCode calls
+// connected, to notice a restart OpenCode itself misses (it keeps a dead
+// session and still says connected). It holds one idle TCP connection to
+// the endpoint: a server process that exits closes it at once. When it
+// closes, Watch dials again straight away: a server that merely closed an
+// idle connection answers, and holding resumes; a restarting one refuses,
+// and Watch calls down and probes until the endpoint answers again. It
+// returns true then (the server restarted), or false when ctx ends.
+func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
+	addr, _, err := Target(rawURL)
+	if err != nil {
+		<-ctx.Done()
+		return false
+	}
+	for {
+		if !p.hold(ctx, addr) {
+			if ctx.Err() != nil {
+				return false
+			}
+			break // could not connect at all: it is down
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if p.Probe(ctx, rawURL) != nil {
+			break // the held connection dropped and a new one is refused
+		}
+	}
+	if down != nil {
+		down()
+	}
+	since := time.Now()
+	for {
+		t := time.NewTimer(Interval(time.Since(since)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		if p.Allow() && p.Probe(ctx, rawURL) == nil {
+			return true
+		}
+	}
+}
+
+// hold dials addr and waits until the connection closes or ctx ends. It
+// reports whether a connection was made.
+func (p *Prober) hold(ctx context.Context, addr string) bool {
+	dctx, cancel := context.WithTimeout(ctx, Timeout)
+	conn, err := p.Dial(dctx, "tcp", addr)
+	cancel()
+	if err != nil {
+		return false
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	buf := make([]byte, 512)
+	for {
+		if _, err := conn.Read(buf); err != nil {
+			conn.Close()
+			return true
+		}
+	}
+}

@@ -23,6 +23,9 @@ type dir struct {
 	results chan connectResult
 	// probes carries finished reachability probes back to the loop.
 	probes chan probeResult
+	// restarts carries the names of connected remote servers whose
+	// endpoint restarted behind OpenCode's back.
+	restarts chan string
 
 	// next is the latest time the next status check may run; zero while a
 	// check is running and nothing asked for another.
@@ -56,6 +59,10 @@ type server struct {
 	nextProbe time.Time // zero: not scheduled
 	downSince time.Time
 	reachable bool // the last probe got through
+	// watching is set while a probe.Watch goroutine watches the endpoint
+	// of this connected remote server for a restart; stopWatch ends it.
+	watching  bool
+	stopWatch context.CancelFunc
 	// confirmSoon asks for a status check initial-delay after the next
 	// connect: it was triggered by a probe, outside the backoff, and the
 	// user should not wait an idle interval to see it confirmed.
@@ -155,6 +162,8 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 			e.finishConnect(d, r)
 		case r := <-d.probes:
 			e.finishProbe(d, r)
+		case name := <-d.restarts:
+			e.restarted(ctx, d, name, &connects)
 		case <-timer.C:
 			now := time.Now()
 			e.mu.Lock()
@@ -210,19 +219,21 @@ func (e *Engine) check(ctx context.Context, d *dir, connects *sync.WaitGroup) {
 		return
 	}
 	d.lastErr, d.unauthorized = "", false
-	due, evs := e.reconcile(d, st, now)
-	needKinds := false
-	for _, name := range due {
-		if _, ok := d.kinds[name]; !ok {
-			needKinds = true
-		}
-	}
+	due, watch, needKinds, evs := e.reconcile(d, st, now)
 	e.mu.Unlock()
 	e.publish(evs...)
 
-	if needKinds {
-		e.learnKinds(ctx, d, due)
+	if len(needKinds) > 0 {
+		e.learnKinds(ctx, d, needKinds)
+		e.mu.Lock()
+		for _, name := range needKinds {
+			if s := d.servers[name]; s != nil && s.status == opencode.StatusConnected && d.urls[name] != "" {
+				watch = append(watch, name)
+			}
+		}
+		e.mu.Unlock()
 	}
+	e.startWatches(ctx, d, watch, connects)
 	e.startConnects(ctx, d, due, connects)
 }
 
@@ -230,11 +241,14 @@ func (e *Engine) check(ctx context.Context, d *dir, connects *sync.WaitGroup) {
 // the failed servers whose attempt is due now, plus events to publish. It
 // sets d.next to the earliest due attempt, capped at the idle interval.
 // Caller holds Engine.mu.
-func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (due []string, evs []Event) {
+// Connected remote servers to watch for restarts come back in watch, and
+// servers whose kind is not known yet in needKinds.
+func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (due, watch, needKinds []string, evs []Event) {
 	for name := range d.servers {
 		if _, ok := st[name]; !ok {
 			// Removed from the config: forget it; it starts afresh if it
 			// comes back.
+			d.servers[name].endWatch()
 			delete(d.servers, name)
 			delete(d.kinds, name)
 			delete(d.urls, name)
@@ -264,8 +278,19 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 				evs = append(evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
 			}
 			s.reset()
+			if cur.Status == opencode.StatusConnected && e.prober != nil && !s.watching {
+				if _, known := d.kinds[name]; !known {
+					needKinds = append(needKinds, name)
+				} else if d.urls[name] != "" {
+					watch = append(watch, name)
+				}
+			}
+			if cur.Status != opencode.StatusConnected {
+				s.endWatch()
+			}
 			continue
 		}
+		s.endWatch()
 		e.scheduleProbe(d, name, s, now)
 		switch {
 		case s.connecting, s.stopped:
@@ -278,7 +303,12 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		}
 	}
 	d.next = earlier(d.next, next)
-	return due, evs
+	for _, name := range due {
+		if _, ok := d.kinds[name]; !ok {
+			needKinds = append(needKinds, name)
+		}
+	}
+	return due, watch, needKinds, evs
 }
 
 // learnKinds reads the directory's MCP config once, to tell remote servers
@@ -499,4 +529,66 @@ func (e *Engine) finishProbe(d *dir, r probeResult) {
 	}
 	s.reachable = up
 	s.nextProbe = now.Add(probe.Interval(now.Sub(s.downSince)))
+}
+
+func (s *server) endWatch() {
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.stopWatch = nil
+	}
+	s.watching = false
+}
+
+// startWatches starts watching the endpoints of connected remote servers.
+func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, wg *sync.WaitGroup) {
+	if e.prober == nil || len(names) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, name := range names {
+		s := d.servers[name]
+		url := d.urls[name]
+		if s == nil || s.watching || url == "" || s.status != opencode.StatusConnected {
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		s.watching, s.stopWatch = true, cancel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			down := func() {
+				e.log.Debug("endpoint of a connected server went away", "url", e.url, "directory", d.path, "server", name)
+			}
+			if e.prober.Watch(wctx, url, down) {
+				select {
+				case d.restarts <- name:
+				case <-wctx.Done():
+				}
+			}
+		}()
+	}
+}
+
+// restarted repairs a remote server whose endpoint went away and came back
+// while OpenCode kept calling it connected: OpenCode's session is gone. A
+// connect on a connected remote server gives it a fresh session without
+// passing through disabled (see the facts), so that is what it gets.
+func (e *Engine) restarted(ctx context.Context, d *dir, name string, wg *sync.WaitGroup) {
+	e.mu.Lock()
+	s := d.servers[name]
+	if s == nil {
+		e.mu.Unlock()
+		return
+	}
+	s.watching, s.stopWatch = false, nil
+	if s.status != opencode.StatusConnected || s.connecting {
+		e.mu.Unlock()
+		return
+	}
+	e.log.Info("remote MCP server restarted behind OpenCode's back; reconnecting for a fresh session", "url", e.url, "directory", d.path, "server", name)
+	s.confirmSoon = true
+	e.mu.Unlock()
+	e.startConnects(ctx, d, []string{name}, wg)
 }

@@ -210,6 +210,7 @@ func (e *Engine) armLocked(path, reason string) Event {
 		wake:         make(chan struct{}, 1),
 		results:      make(chan connectResult),
 		probes:       make(chan probeResult),
+		restarts:     make(chan string),
 		urls:         map[string]string{},
 		servers:      map[string]*server{},
 		kinds:        map[string]string{},

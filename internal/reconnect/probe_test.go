@@ -126,3 +126,53 @@ func TestProbeOnlyRemote(t *testing.T) {
 		}
 	})
 }
+
+// A remote server that restarts behind OpenCode's back (OpenCode still
+// says connected) gets a fresh session: its endpoint went away and came
+// back, so it is connected again. An idle connection the server merely
+// closes is not a restart.
+func TestStaleSessionRepairedAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		ep.up.Store(true)
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+			"r":   {Status: "connected", Type: "remote", URL: "http://r.test:9000/mcp", AfterConnect: "connected"},
+			"off": {Status: "disabled", Type: "remote", URL: "http://off.test:9000/mcp"},
+		})
+		p := probe.New(20)
+		p.Dial = ep.dial
+		r := newRigWith(t, fake, noJitter(), Options{Prober: p})
+		t.Cleanup(ep.close)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(3 * time.Second)
+		if n := ep.dials.Load(); n != 1 {
+			t.Fatalf("dials after the first check = %d, want 1 held connection", n)
+		}
+		// The server closes an idle connection but keeps accepting: no repair.
+		ep.close()
+		r.at(4 * time.Second)
+		if got := r.connectTimes(dirA, "r"); len(got) != 0 {
+			t.Fatalf("an idle close caused connects %v", got)
+		}
+		// The server restarts: connections drop, new ones are refused for 3 s.
+		ep.up.Store(false)
+		ep.close()
+		r.at(8 * time.Second)
+		ep.up.Store(true)
+		r.at(9*time.Second + 10*time.Millisecond)
+		got := r.connectTimes(dirA, "r")
+		if len(got) != 1 || got[0] < 8*time.Second {
+			t.Fatalf("connects = %v, want one within a second of the endpoint returning at 8 s", got)
+		}
+		r.at(12 * time.Second)
+		if n := len(r.eventsOf(EventReconnected)); n != 1 {
+			t.Fatalf("reconnected events = %d, want 1", n)
+		}
+		if n := fake.Count("/mcp/{name}/connect", "", "off"); n != 0 {
+			t.Fatalf("the disabled server got %d connects", n)
+		}
+		if s := r.server(dirA, "off"); s.Status != "disabled" {
+			t.Fatalf("disabled server is now %q", s.Status)
+		}
+	})
+}

@@ -225,3 +225,51 @@ func TestWatchProbeRecoversRemoteAfterFastEpisode(t *testing.T) {
 	}
 	w.WaitLog(t, "reconnected MCP server", 10*time.Second)
 }
+
+// A remote server restarted on the same port while OpenCode keeps saying
+// connected gets a fresh session: the new process receives an initialize.
+// A disabled server stays disabled.
+func TestWatchRepairsStaleRemoteSession(t *testing.T) {
+	oc := startOpenCode(t, 0, "")
+	p := newProject(t, nil)
+	remote := newHTTPServer(t, p.ServerLog("rem"))
+	remote.Start(t)
+	off := p.StdioServer("off")
+	off["enabled"] = false
+	rewriteProject(t, p, map[string]any{"rem": RemoteServer(remote.URL), "off": off})
+	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	oc.WaitStatus(t, p.Dir, "rem", "connected", 30*time.Second)
+	time.Sleep(2 * time.Second) // the daemon checks and starts watching
+
+	remote.Stop()
+	time.Sleep(500 * time.Millisecond)
+	remote.Start(t)
+	restarted := time.Now()
+	deadline := restarted.Add(20 * time.Second)
+	for {
+		pids := p.Starts(t, "rem")
+		fresh := false
+		for _, ev := range p.ServerEvents(t, "rem") {
+			if ev.Event == "initialize" && ev.PID == pids[len(pids)-1] {
+				fresh = true
+			}
+		}
+		if fresh {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted server got no initialize within 20 s (OpenCode says %+v)", oc.Status(t, p.Dir))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("fresh initialize %v after the restart", time.Since(restarted))
+	w.WaitLog(t, "restarted behind OpenCode's back", 5*time.Second)
+	st := oc.Status(t, p.Dir)
+	if st["rem"].Status != "connected" || st["off"].Status != "disabled" {
+		t.Fatalf("status after the repair = %+v", st)
+	}
+	if got := p.Starts(t, "off"); len(got) != 0 {
+		t.Fatalf("the disabled server was started")
+	}
+}
