@@ -58,7 +58,7 @@ It exits 0 only when nothing failed.`,
 		},
 	}
 	f.register(cmd.Flags())
-	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval", "log-level", "log-format", "log-file", "status-public", "probe", "toast"} {
+	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval", "log-level", "log-format", "log-file", "status-public", "probe", "toast", "netwatch"} {
 		_ = cmd.Flags().MarkHidden(name)
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")

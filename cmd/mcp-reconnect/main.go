@@ -96,6 +96,7 @@ type watchFlags struct {
 	config                  string
 	probe                   bool
 	toast                   bool
+	netwatch                bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
@@ -117,6 +118,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
 	fs.BoolVar(&f.probe, "probe", true, "probe failed remote servers' endpoints (TCP, TLS; no MCP, no credentials) and connect them as soon as they answer [$MCP_RECONNECT_PROBE]")
 	fs.BoolVar(&f.toast, "toast", true, "show a toast in an attached TUI when a server comes back or drops to the slow tier (at most one per server per minute) [$MCP_RECONNECT_TOAST]")
+	fs.BoolVar(&f.netwatch, "netwatch", true, "retry every failed server at once when the network changes (interfaces, addresses, routes) [$MCP_RECONNECT_NETWATCH]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
 	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
 }
@@ -238,7 +240,7 @@ a flag given on the command line wins.`,
 			return daemon.Run(ctx, daemon.Config{
 				URL: f.url, Username: f.username, Password: f.password,
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, Version: versionString(),
+				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 			}, log)
 		},
 	}

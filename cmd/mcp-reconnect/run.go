@@ -59,7 +59,7 @@ untouched, so this alias is all it takes:
 			}
 			code, err := daemon.Managed(cmd.Context(), plan, daemon.Config{
 				Username: f.username, Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				StatusAddrFallback: !cmd.Flags().Changed("status-addr"), Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, Version: versionString(),
+				StatusAddrFallback: !cmd.Flags().Changed("status-addr"), Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 			}, startTimeout, launch.IO{}, log)
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", err)

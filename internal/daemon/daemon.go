@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/announce"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -43,6 +44,8 @@ type Config struct {
 	NoProbes bool
 	// NoToasts turns off the toasts shown in an attached TUI.
 	NoToasts bool
+	// NoNetwatch turns off retrying failed servers on network changes.
+	NoNetwatch bool
 	// Version is reported by GET /status.
 	Version string
 	// Ready, if set, receives the status API's bound address once serving.
@@ -147,6 +150,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer wg.Done()
 		ann.Run(ctx)
 	}()
+	if !cfg.NoNetwatch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := netwatch.Watch(ctx, netwatch.New(), eng.NetworkChanged); err != nil {
+				log.Warn("not watching network changes", "err", err)
+			}
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		streamLoop(ctx, client, eng, m, broker, log)

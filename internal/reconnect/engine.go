@@ -343,6 +343,35 @@ func (e *Engine) Resync() {
 	}
 }
 
+// NetworkChanged starts a fresh episode now for every failed server in
+// every armed directory: a network change (an interface or route coming
+// up, a VPN connecting) is the moment a server that was unreachable may
+// answer, whatever its backoff says. Servers in other states are left
+// alone (rule 1).
+func (e *Engine) NetworkChanged() {
+	e.mu.Lock()
+	now := time.Now()
+	n := 0
+	for _, d := range e.dirs {
+		woken := false
+		for _, s := range d.servers {
+			if s.status == opencode.StatusFailed && !s.connecting {
+				s.reset()
+				woken = true
+				n++
+			}
+		}
+		if woken {
+			d.wakeBy(now)
+		}
+	}
+	e.mu.Unlock()
+	if n > 0 {
+		e.log.Info("network changed; retrying failed MCP servers now", "url", e.url, "servers", n)
+	}
+	e.publish(Event{Time: now, Type: EventNetworkChanged, Attempt: n})
+}
+
 // ReconnectResult says what an explicit reconnect did.
 type ReconnectResult struct {
 	URL         string   `json:"url"`

@@ -580,3 +580,32 @@ func TestDirectoriesNeverShareBackoff(t *testing.T) {
 		}
 	})
 }
+
+// A network change starts a fresh episode now for every failed server in
+// every armed directory, outside its backoff, and touches nothing else.
+func TestNetworkChangeRetriesFailedServersNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}, "ok": {}, "off": {Status: "disabled"}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm("/a", "test")
+		_ = r.eng.Arm("/b", "test")
+		r.at(time.Minute) // both in the slow tier: next attempts at 5m16s
+		r.eng.NetworkChanged()
+		r.at(time.Minute + 10*time.Millisecond)
+		for _, d := range []string{"/a", "/b"} {
+			got := r.connectTimes(d, "f")
+			if len(got) != 6 || got[5] != time.Minute {
+				t.Errorf("%s connects = %v, want a sixth at once", d, got)
+			}
+			if s := r.server(d, "f"); s.Attempts != 1 || s.Tier != TierFast {
+				t.Errorf("%s: %+v, want a fresh fast episode", d, s)
+			}
+		}
+		if n := fake.Count("/mcp/{name}/connect", "", "ok") + fake.Count("/mcp/{name}/connect", "", "off"); n != 0 {
+			t.Fatalf("%d connects of servers that were not failed", n)
+		}
+		if n := len(r.eventsOf(EventNetworkChanged)); n != 1 {
+			t.Fatalf("network.changed events = %d", n)
+		}
+	})
+}

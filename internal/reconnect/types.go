@@ -16,6 +16,7 @@ const (
 	EventStreamUp       = "stream.connected"
 	EventStreamDown     = "stream.disconnected"
 	EventNeedsUserInput = "needs_user"
+	EventNetworkChanged = "network.changed"
 )
 
 // Event is something the engine did or saw, for /events and tests.

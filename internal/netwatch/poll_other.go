@@ -1,0 +1,6 @@
+//go:build !linux
+
+package netwatch
+
+// New returns the platform's source: polling, where netlink is missing.
+func New() Source { return Poll{} }

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+)
+
+// newNetns makes a network namespace with loopback up, removed at the end.
+// It needs root and iproute2; without them the test skips, except in CI.
+func newNetns(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("network namespaces need root and iproute2 (ip): %v, euid %d", err, os.Geteuid())
+		}
+		t.Skip("network namespaces need root and iproute2")
+	}
+	name := fmt.Sprintf("mcpr-e2e-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	nsRun(t, name, "ip", "link", "set", "lo", "up")
+	return name
+}
+
+func nsRun(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("in %s: %v: %v %s", ns, args, err, out)
+	}
+}
+
+// nsStart starts a long-running command in ns, killed (with its process
+// group) at the end of the test.
+func nsStart(t *testing.T, ns string, env []string, out *ochost.Buffer, args ...string) {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+}
+
+// A network change (an interface coming up in the daemon's namespace)
+// retries a failed server at once, outside its backoff.
+func TestWatchRetriesOnNetworkChange(t *testing.T) {
+	needOpenCode(t)
+	ns := newNetns(t)
+	home := hermeticHome(t)
+	p := newProject(t, nil)
+	port := freePort(t)
+	rewriteProject(t, p, map[string]any{"r": RemoteServer(fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t)))})
+	const password = "netns-password"
+	env := append(ochost.Env(home), "OPENCODE_SERVER_PASSWORD="+password)
+	ocOut := &ochost.Buffer{}
+	nsStart(t, ns, env, ocOut, opencodeBin, "serve", "--port", fmt.Sprint(port), "--hostname", "127.0.0.1")
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cmd := exec.Command("ip", "netns", "exec", ns, reconnectBin, "doctor", "--url", url, "--status-addr", "", "--config", "")
+		cmd.Env = env
+		if cmd.Run() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("opencode in %s not healthy; output:\n%s", ns, ocOut)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	logs := &ochost.Buffer{}
+	nsStart(t, ns, env, logs, reconnectBin, "watch", "--url", url, "--directory", p.Dir, "--probe=false",
+		"--status-addr", "", "--log-level", "debug", "--config", "")
+	waitFor := func(s string, timeout time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for !strings.Contains(logs.String(), s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the daemon's log within %v:\n%s", s, timeout, logs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("retrying slowly", 60*time.Second) // fast episode spent: next attempt in 5 min
+	before := strings.Count(logs.String(), "connecting MCP server")
+
+	// A veth pair inside the namespace (dummy devices need a kernel module
+	// these machines lack); bringing one end up is the change.
+	nsRun(t, ns, "ip", "link", "add", "mcpr0", "type", "veth", "peer", "name", "mcpr1")
+	time.Sleep(2 * time.Second) // let the creation's own notification pass
+	before = strings.Count(logs.String(), "connecting MCP server")
+	nsRun(t, ns, "ip", "link", "set", "mcpr0", "up")
+	changed := time.Now()
+	deadline = changed.Add(2 * time.Second)
+	for strings.Count(logs.String(), "connecting MCP server") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no retry within 2 s of the network change; log:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("retried %v after the change", time.Since(changed))
+	if !strings.Contains(logs.String(), "network changed; retrying failed MCP servers now") {
+		t.Fatalf("the change was not logged:\n%s", logs)
+	}
+}
