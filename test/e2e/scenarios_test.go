@@ -232,7 +232,7 @@ func TestWatchProbeRecoversRemoteAfterFastEpisode(t *testing.T) {
 func TestWatchRepairsStaleRemoteSession(t *testing.T) {
 	oc := startOpenCode(t, 0, "")
 	p := newProject(t, nil)
-	remote := newHTTPServer(t, p.ServerLog("rem"))
+	remote := newHTTPServer(t, p.ServerLog("rem"), "-strict-sessions")
 	remote.Start(t)
 	off := p.StdioServer("off")
 	off["enabled"] = false

@@ -63,6 +63,7 @@ func main() {
 	logPath := flag.String("log", "", "append JSON event lines here")
 	startDelay := flag.Duration("start-delay", 0, "wait this long before serving")
 	refuseFor := flag.Duration("refuse-for", 0, "http: answer 503 to every request for this long after start")
+	strictSessions := flag.Bool("strict-sessions", false, "http: answer a request naming a session this process did not issue with 400 \"No valid session ID provided\", as the TypeScript SDK's servers do (a spec-following server answers 404, which clients recover from by themselves)")
 	requireAuth := flag.Bool("require-auth", false, "http: answer every MCP request 401 and offer OAuth discovery with dynamic client registration")
 	flag.Parse()
 
@@ -118,9 +119,13 @@ func main() {
 			}
 			h.ServeHTTP(w, r)
 		})
+		var handler http.Handler = refuse
+		if *strictSessions {
+			handler = strict(refuse)
+		}
 		l.write("start", map[string]any{"transport": "http", "addr": ln.Addr().String()})
 		fmt.Fprintln(os.Stderr, "mcpserver listening on", ln.Addr().String())
-		hs := &http.Server{Handler: refuse, ReadHeaderTimeout: 10 * time.Second}
+		hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			<-ctx.Done()
 			_ = hs.Close()
@@ -157,5 +162,55 @@ func serveAuth(w http.ResponseWriter, r *http.Request, base string) {
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}
+}
+
+// strict remembers the session ids this process issued and refuses any
+// other with 400, like the TypeScript SDK's streamable HTTP servers.
+func strict(next http.Handler) http.Handler {
+	var mu sync.Mutex
+	issued := map[string]bool{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			mu.Lock()
+			ok := issued[id]
+			mu.Unlock()
+			if !ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`))
+				return
+			}
+		}
+		next.ServeHTTP(&recordSession{ResponseWriter: w, record: func(id string) {
+			mu.Lock()
+			issued[id] = true
+			mu.Unlock()
+		}}, r)
+	})
+}
+
+type recordSession struct {
+	http.ResponseWriter
+	record func(string)
+}
+
+func (rs *recordSession) WriteHeader(code int) {
+	if id := rs.Header().Get("Mcp-Session-Id"); id != "" {
+		rs.record(id)
+	}
+	rs.ResponseWriter.WriteHeader(code)
+}
+
+func (rs *recordSession) Write(b []byte) (int, error) {
+	if id := rs.Header().Get("Mcp-Session-Id"); id != "" {
+		rs.record(id)
+	}
+	return rs.ResponseWriter.Write(b)
+}
+
+func (rs *recordSession) Flush() {
+	if f, ok := rs.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }
