@@ -92,9 +92,10 @@ func hermeticHome(t testing.TB) string {
 	return home
 }
 
-// run -- opencode serve: a crashed stdio server is recovered; the log file
-// is private; SIGTERM to the wrapper leaves no process behind.
-func TestRunServeRecoversAndCleansUp(t *testing.T) {
+// runServe starts `run -- opencode serve --port P` from a project with one
+// stdio server "s", with a known password, and waits until it watches.
+func runServe(t *testing.T) (*wrapper, *OpenCode, *Project, string) {
+	t.Helper()
 	needOpenCode(t)
 	home := hermeticHome(t)
 	p := newProject(t, nil)
@@ -104,6 +105,13 @@ func TestRunServeRecoversAndCleansUp(t *testing.T) {
 	w := startRun(t, home, p.Dir, []string{"OPENCODE_SERVER_PASSWORD=" + password}, nil, opencodeBin, "serve", "--port", fmt.Sprint(port))
 	w.waitLog(t, "watching opencode", 60*time.Second)
 	oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: password}}
+	return w, oc, p, home
+}
+
+// run -- opencode serve: a crashed stdio server is recovered; the log file
+// is private; SIGTERM to the wrapper leaves no process behind.
+func TestRunServeRecoversAndCleansUp(t *testing.T) {
+	w, oc, p, home := runServe(t)
 
 	oc.Status(t, p.Dir)
 	killPID(t, p.Starts(t, "s")[0])
@@ -319,15 +327,7 @@ func TestRunNeverHealthy(t *testing.T) {
 // If OpenCode dies, the wrapper stops, reports it, exits with 128+9 and
 // leaves none of its MCP servers behind.
 func TestRunChildKilled(t *testing.T) {
-	needOpenCode(t)
-	home := hermeticHome(t)
-	p := newProject(t, nil)
-	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
-	port := freePort(t)
-	const password = "run-kill-password"
-	w := startRun(t, home, p.Dir, []string{"OPENCODE_SERVER_PASSWORD=" + password}, nil, opencodeBin, "serve", "--port", fmt.Sprint(port))
-	w.waitLog(t, "watching opencode", 60*time.Second)
-	oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: password}}
+	w, oc, p, _ := runServe(t)
 	oc.Status(t, p.Dir)
 	kids := childPIDs(w.cmd.Process.Pid)
 	if len(kids) != 1 {
