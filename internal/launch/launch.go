@@ -244,7 +244,7 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 			cmd.Stderr = io.MultiWriter(os.Stderr, tail)
 		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = sysProcAttr()
 	// When output is copied through a pipe (not a terminal), a grandchild
 	// that outlives the child can hold the pipe open; do not wait for it.
 	cmd.WaitDelay = 2 * time.Second

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package launch
+
+import "syscall"
+
+// sysProcAttr: only Linux can tie the child's life to the wrapper's.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
