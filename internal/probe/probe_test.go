@@ -4,8 +4,11 @@ import (
 	"context"
 	"net"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func TestTarget(t *testing.T) {
@@ -80,4 +83,35 @@ func TestRateBound(t *testing.T) {
 	if n > 6 {
 		t.Fatalf("%d probes allowed at once with a rate of 5/s", n)
 	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// One held connection per endpoint, whatever the subscribers; the watch
+// ends with its last subscriber.
+func TestHubSharesAndStops(t *testing.T) {
+	srv := httptest.NewServer(nil)
+	defer srv.Close()
+	var dials atomic.Int64
+	p := New(100)
+	d := &net.Dialer{}
+	p.Dial = func(ctx context.Context, n, a string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, n, a)
+	}
+	h := NewHub(p)
+	_, stop1 := h.Watch(srv.URL)
+	_, stop2 := h.Watch(srv.URL)
+	deadline := time.Now().Add(5 * time.Second)
+	for dials.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("dials = %d, want 1 for two subscribers", n)
+	}
+	stop1()
+	stop2()
+	stop2() // twice is harmless
+	h.Close()
 }

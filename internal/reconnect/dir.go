@@ -552,20 +552,20 @@ func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, wg *s
 		if s == nil || s.watching || url == "" || s.status != opencode.StatusConnected {
 			continue
 		}
+		restartedCh, unsubscribe := e.hub.Watch(url)
 		wctx, cancel := context.WithCancel(ctx)
-		s.watching, s.stopWatch = true, cancel
+		s.watching, s.stopWatch = true, func() { unsubscribe(); cancel() }
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer cancel()
-			down := func() {
-				e.log.Debug("endpoint of a connected server went away", "url", e.url, "directory", d.path, "server", name)
-			}
-			if e.prober.Watch(wctx, url, down) {
+			defer unsubscribe()
+			select {
+			case <-restartedCh:
 				select {
 				case d.restarts <- name:
 				case <-wctx.Done():
 				}
+			case <-wctx.Done():
 			}
 		}()
 	}

@@ -80,6 +80,7 @@ type Engine struct {
 	budget  *Budget
 	onEvent func(Event)
 	prober  *probe.Prober
+	hub     *probe.Hub // endpoint watches shared by every directory
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Run; nil before and after
@@ -125,6 +126,9 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
+	if e.prober != nil {
+		e.hub = probe.NewHub(e.prober)
+	}
 	return e, nil
 }
 
@@ -155,6 +159,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.metrics.ArmedDirectories.Set(0)
 	e.mu.Unlock()
 	e.wg.Wait()
+	if e.hub != nil {
+		e.hub.Close()
+	}
 	return nil
 }
 

@@ -176,3 +176,39 @@ func TestStaleSessionRepairedAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// However many directories use one remote server, its endpoint is watched
+// over one held connection, and a restart repairs it in every directory.
+func TestEndpointWatchIsSharedAcrossDirectories(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		ep.up.Store(true)
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+			"r": {Status: "connected", Type: "remote", URL: "http://r.test:9000/mcp", AfterConnect: "connected"},
+		})
+		p := probe.New(20)
+		p.Dial = ep.dial
+		r := newRigWith(t, fake, noJitter(), Options{Prober: p})
+		t.Cleanup(ep.close)
+		dirs := []string{"/a", "/b", "/c"}
+		for _, d := range dirs {
+			_ = r.eng.Arm(d, "test")
+		}
+		r.at(3 * time.Second)
+		if n := ep.dials.Load(); n != 1 {
+			t.Fatalf("dials = %d, want one held connection for three directories", n)
+		}
+		ep.up.Store(false)
+		ep.close()
+		r.at(5 * time.Second)
+		ep.up.Store(true)
+		// Remote connects share the budget's remote slot: the three repairs
+		// follow each other within a few slot waits.
+		r.at(8 * time.Second)
+		for _, d := range dirs {
+			if got := r.connectTimes(d, "r"); len(got) != 1 || got[0] > 7*time.Second {
+				t.Errorf("%s: connects = %v, want one repair soon after 5 s", d, got)
+			}
+		}
+	})
+}

@@ -1,0 +1,85 @@
+package probe
+
+import (
+	"context"
+	"sync"
+)
+
+// Hub shares endpoint watches: however many directories use one remote
+// server, its endpoint is watched over one held connection, and a restart
+// is told to every one of them.
+type Hub struct {
+	p       *Prober
+	mu      sync.Mutex
+	watches map[string]*shared
+	wg      sync.WaitGroup
+}
+
+type shared struct {
+	subs   map[chan struct{}]struct{}
+	cancel context.CancelFunc
+}
+
+// NewHub returns a hub watching with p. Close stops it.
+func NewHub(p *Prober) *Hub { return &Hub{p: p, watches: map[string]*shared{}} }
+
+// Watch subscribes to a restart of rawURL's endpoint (see Prober.Watch):
+// the channel is closed when one is seen. stop unsubscribes; the watch
+// itself ends with its last subscriber.
+func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sh := h.watches[rawURL]
+	if sh == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		sh = &shared{subs: map[chan struct{}]struct{}{}, cancel: cancel}
+		h.watches[rawURL] = sh
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			h.run(ctx, rawURL, sh)
+		}()
+	}
+	ch := make(chan struct{})
+	sh.subs[ch] = struct{}{}
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := sh.subs[ch]; !ok {
+			return
+		}
+		delete(sh.subs, ch)
+		if len(sh.subs) == 0 {
+			sh.cancel()
+			if h.watches[rawURL] == sh {
+				delete(h.watches, rawURL)
+			}
+		}
+	}
+}
+
+func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
+	restarted := h.p.Watch(ctx, rawURL, nil)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watches[rawURL] == sh {
+		delete(h.watches, rawURL)
+	}
+	for ch := range sh.subs {
+		if restarted {
+			close(ch)
+		}
+		delete(sh.subs, ch)
+	}
+	sh.cancel()
+}
+
+// Close stops every watch and waits for them.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	for _, sh := range h.watches {
+		sh.cancel()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
