@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -25,13 +26,49 @@ type Prober struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// limit bounds probes per second across every server.
 	limit *rate.Limiter
+
+	mu     sync.Mutex
+	recent map[string]result // by URL, so directories sharing a server share its probes
 }
+
+type result struct {
+	at  time.Time
+	err error
+}
+
+// Fresh is how long a probe's result stands for every directory using the
+// same endpoint.
+const Fresh = 500 * time.Millisecond
 
 // New returns a prober allowing perSecond probes a second (with that
 // burst) across all servers.
 func New(perSecond float64) *Prober {
 	d := &net.Dialer{}
-	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))}
+	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond))), recent: map[string]result{}}
+}
+
+// Recent returns the result of a probe of rawURL made less than Fresh ago.
+func (p *Prober) Recent(rawURL string) (err error, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.recent[rawURL]
+	if !ok || time.Since(r.at) >= Fresh {
+		return nil, false
+	}
+	return r.err, true
+}
+
+// Shared is Probe, unless a probe of the same endpoint ran less than Fresh
+// ago: then its result is returned without dialing.
+func (p *Prober) Shared(ctx context.Context, rawURL string) error {
+	if err, ok := p.Recent(rawURL); ok {
+		return err
+	}
+	err := p.Probe(ctx, rawURL)
+	p.mu.Lock()
+	p.recent[rawURL] = result{at: time.Now(), err: err}
+	p.mu.Unlock()
+	return err
 }
 
 // Allow reports whether a probe may run now under the global rate.

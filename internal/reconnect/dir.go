@@ -481,17 +481,20 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, wg *sync.WaitGroup) {
 			s.nextProbe = time.Time{}
 			continue
 		}
-		if !e.prober.Allow() {
-			s.nextProbe = now.Add(e.slotWait())
-			continue
+		url := d.urls[name]
+		if _, fresh := e.prober.Recent(url); !fresh {
+			// A real dial: within the global rate.
+			if !e.prober.Allow() {
+				s.nextProbe = now.Add(e.slotWait())
+				continue
+			}
+			e.metrics.Probes.Inc()
 		}
 		s.probing, s.nextProbe = true, time.Time{}
-		url := d.urls[name]
-		e.metrics.Probes.Inc()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := e.prober.Probe(ctx, url)
+			err := e.prober.Shared(ctx, url)
 			select {
 			case d.probes <- probeResult{name: name, err: err}:
 			case <-ctx.Done():

@@ -3,6 +3,7 @@ package reconnect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -209,6 +210,30 @@ func TestEndpointWatchIsSharedAcrossDirectories(t *testing.T) {
 			if got := r.connectTimes(d, "r"); len(got) != 1 || got[0] > 7*time.Second {
 				t.Errorf("%s: connects = %v, want one repair soon after 5 s", d, got)
 			}
+		}
+	})
+}
+
+// Directories sharing a failed remote server share its probes: ten
+// directories do not dial ten times a second.
+func TestProbesAreSharedAcrossDirectories(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+			"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
+		})
+		p := probe.New(20)
+		p.Dial = ep.dial
+		r := newRigWith(t, fake, noJitter(), Options{Prober: p, Budget: NewBudget(100)})
+		t.Cleanup(ep.close)
+		for i := range 10 {
+			_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
+		}
+		r.at(21 * time.Second)
+		// Probes start after each directory's first check (1 s): about one
+		// dial a second for the endpoint, not ten.
+		if n := ep.dials.Load(); n < 15 || n > 45 {
+			t.Fatalf("dials in 20 s for one endpoint used by 10 directories = %d, want about 20-40", n)
 		}
 	})
 }
