@@ -44,13 +44,19 @@ func (ep *endpoint) close() {
 }
 
 func probeRig(t *testing.T, ep *endpoint) (*rig, *fakeopencode.Server) {
-	fake := fakeopencode.New(map[string]fakeopencode.Spec{
+	return probeRigWith(t, ep, map[string]fakeopencode.Spec{
 		"r": {Status: "failed", Error: "SSE error: Unable to connect", Type: "remote", URL: "http://r.test:9000/mcp"},
 		"l": {},
-	})
-	p := probe.New(20)
-	p.Dial = ep.dial
-	r := newRigWith(t, fake, noJitter(), Options{Prober: p})
+	}, Options{})
+}
+
+// probeRigWith is a rig whose engine probes through ep, with these servers
+// in every directory.
+func probeRigWith(t *testing.T, ep *endpoint, specs map[string]fakeopencode.Spec, o Options) (*rig, *fakeopencode.Server) {
+	fake := fakeopencode.New(specs)
+	o.Prober = probe.New(20)
+	o.Prober.Dial = ep.dial
+	r := newRigWith(t, fake, noJitter(), o)
 	t.Cleanup(ep.close)
 	return r, fake
 }
@@ -116,10 +122,7 @@ func TestProbeDoesNotHammerAReachableButBrokenServer(t *testing.T) {
 func TestProbeOnlyRemote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"l": {Status: "failed"}})
-		p := probe.New(20)
-		p.Dial = ep.dial
-		r := newRigWith(t, fake, noJitter(), Options{Prober: p})
+		r, _ := probeRigWith(t, ep, map[string]fakeopencode.Spec{"l": {Status: "failed"}}, Options{})
 		_ = r.eng.Arm(dirA, "test")
 		r.at(time.Minute)
 		if n := ep.dials.Load(); n != 0 {
@@ -136,14 +139,10 @@ func TestStaleSessionRepairedAfterRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}
 		ep.up.Store(true)
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+		r, fake := probeRigWith(t, ep, map[string]fakeopencode.Spec{
 			"r":   {Status: "connected", Type: "remote", URL: "http://r.test:9000/mcp", AfterConnect: "connected"},
 			"off": {Status: "disabled", Type: "remote", URL: "http://off.test:9000/mcp"},
-		})
-		p := probe.New(20)
-		p.Dial = ep.dial
-		r := newRigWith(t, fake, noJitter(), Options{Prober: p})
-		t.Cleanup(ep.close)
+		}, Options{})
 		_ = r.eng.Arm(dirA, "test")
 		r.at(3 * time.Second)
 		if n := ep.dials.Load(); n != 1 {
@@ -184,13 +183,9 @@ func TestEndpointWatchIsSharedAcrossDirectories(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}
 		ep.up.Store(true)
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+		r, _ := probeRigWith(t, ep, map[string]fakeopencode.Spec{
 			"r": {Status: "connected", Type: "remote", URL: "http://r.test:9000/mcp", AfterConnect: "connected"},
-		})
-		p := probe.New(20)
-		p.Dial = ep.dial
-		r := newRigWith(t, fake, noJitter(), Options{Prober: p})
-		t.Cleanup(ep.close)
+		}, Options{})
 		dirs := []string{"/a", "/b", "/c"}
 		for _, d := range dirs {
 			_ = r.eng.Arm(d, "test")
@@ -219,13 +214,9 @@ func TestEndpointWatchIsSharedAcrossDirectories(t *testing.T) {
 func TestProbesAreSharedAcrossDirectories(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+		r, _ := probeRigWith(t, ep, map[string]fakeopencode.Spec{
 			"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
-		})
-		p := probe.New(20)
-		p.Dial = ep.dial
-		r := newRigWith(t, fake, noJitter(), Options{Prober: p, Budget: NewBudget(100)})
-		t.Cleanup(ep.close)
+		}, Options{Budget: NewBudget(100)})
 		for i := range 10 {
 			_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
 		}
