@@ -11,15 +11,23 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
 
-// A remote server that is down when OpenCode starts (failed, never retried
-// by OpenCode) is connected once it comes up.
-func TestWatchConnectsLateRemoteServer(t *testing.T) {
+// lateRemote starts OpenCode with a project whose remote server "late" is
+// not running, and a watcher with that directory armed.
+func lateRemote(t *testing.T) (*OpenCode, *Project, *HTTPServer, *Watcher) {
+	t.Helper()
 	oc := startOpenCode(t, 0, "")
 	p := newProject(t, nil)
 	remote := newHTTPServer(t, p.ServerLog("late"))
 	rewriteProject(t, p, map[string]any{"late": RemoteServer(remote.URL)})
 	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
 	w.WaitLog(t, "watching opencode", 15*time.Second)
+	return oc, p, remote, w
+}
+
+// A remote server that is down when OpenCode starts (failed, never retried
+// by OpenCode) is connected once it comes up.
+func TestWatchConnectsLateRemoteServer(t *testing.T) {
+	oc, p, remote, _ := lateRemote(t)
 
 	if st := oc.Status(t, p.Dir); st["late"].Status != "failed" {
 		t.Fatalf("with the server down: %+v, want failed", st)
@@ -209,12 +217,7 @@ func TestWatchWrongPassword(t *testing.T) {
 // backoff would wait 5 minutes) is connected within seconds of its
 // endpoint accepting connections.
 func TestWatchProbeRecoversRemoteAfterFastEpisode(t *testing.T) {
-	oc := startOpenCode(t, 0, "")
-	p := newProject(t, nil)
-	remote := newHTTPServer(t, p.ServerLog("late"))
-	rewriteProject(t, p, map[string]any{"late": RemoteServer(remote.URL)})
-	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
-	w.WaitLog(t, "watching opencode", 15*time.Second)
+	oc, p, remote, w := lateRemote(t)
 	oc.Status(t, p.Dir)
 	w.WaitLog(t, "retrying slowly", 30*time.Second) // the fast episode is spent
 	remote.Start(t)

@@ -64,6 +64,7 @@ type Server struct {
 	inst     map[string]map[string]*state
 	requests []Request
 	subs     map[chan []byte]struct{}
+	mux      *http.ServeMux
 	// StatusOverride, when set, answers GET /mcp instead of the model:
 	// return code and body; hang blocks until the request is cancelled.
 	statusOverride func(dir string) (code int, body string, hang bool)
@@ -91,7 +92,46 @@ func New(servers map[string]Spec) *Server {
 		subs:    map[chan []byte]struct{}{},
 		reading: map[string]int{},
 	}
+	s.mux = s.routes()
 	return s
+}
+
+// routes builds the fake's request router, once.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /global/health", func(w http.ResponseWriter, r *http.Request) {
+		s.record(r, "/global/health", "")
+		writeJSON(w, 200, map[string]any{"healthy": true, "version": "1.18.34"})
+	})
+	mux.HandleFunc("GET /mcp", s.status)
+	mux.HandleFunc("POST /mcp/{name}/connect", s.connect)
+	mux.HandleFunc("GET /config", s.configRoute)
+	mux.HandleFunc("GET /global/event", s.events)
+	mux.HandleFunc("POST /tui/show-toast", func(w http.ResponseWriter, r *http.Request) {
+		s.record(r, "/tui/show-toast", "")
+		var t map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&t); err != nil || t["message"] == nil || t["variant"] == nil {
+			http.Error(w, "bad toast", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.toasts = append(s.toasts, t)
+		s.mu.Unlock()
+		writeJSON(w, 200, true)
+	})
+	mux.HandleFunc("GET /doc", func(w http.ResponseWriter, r *http.Request) {
+		s.record(r, "/doc", "")
+		s.mu.Lock()
+		doc := s.doc
+		s.mu.Unlock()
+		if doc == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	})
+	return mux
 }
 
 // SetDirConfig gives one directory its own servers.
@@ -317,40 +357,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /global/health", func(w http.ResponseWriter, r *http.Request) {
-		s.record(r, "/global/health", "")
-		writeJSON(w, 200, map[string]any{"healthy": true, "version": "1.18.34"})
-	})
-	mux.HandleFunc("GET /mcp", s.status)
-	mux.HandleFunc("POST /mcp/{name}/connect", s.connect)
-	mux.HandleFunc("GET /config", s.configRoute)
-	mux.HandleFunc("GET /global/event", s.events)
-	mux.HandleFunc("POST /tui/show-toast", func(w http.ResponseWriter, r *http.Request) {
-		s.record(r, "/tui/show-toast", "")
-		var t map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&t); err != nil || t["message"] == nil || t["variant"] == nil {
-			http.Error(w, "bad toast", http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		s.toasts = append(s.toasts, t)
-		s.mu.Unlock()
-		writeJSON(w, 200, true)
-	})
-	mux.HandleFunc("GET /doc", func(w http.ResponseWriter, r *http.Request) {
-		s.record(r, "/doc", "")
-		s.mu.Lock()
-		doc := s.doc
-		s.mu.Unlock()
-		if doc == nil {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(doc)
-	})
-	mux.ServeHTTP(w, r)
+	s.mux.ServeHTTP(w, r)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
