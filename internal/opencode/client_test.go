@@ -240,12 +240,19 @@ func TestStreamUnauthorizedBacksOff(t *testing.T) {
 
 func TestParseEvent(t *testing.T) {
 	ev, err := opencode.ParseEvent([]byte(`{"directory":"/tmp/p","project":"global","payload":{"id":"e","type":"mcp.tools.changed","properties":{"server":"every thing"}}}`))
-	if err != nil || ev.Type != "mcp.tools.changed" || ev.Server != "every thing" || ev.Directory != "/tmp/p" {
+	if err != nil || ev.Kind != opencode.KindServerFailed || ev.Type != "mcp.tools.changed" || ev.Server != "every thing" || ev.Directory != "/tmp/p" {
 		t.Fatalf("ParseEvent = %+v, %v", ev, err)
 	}
-	ev, err = opencode.ParseEvent([]byte(`{"directory":"/x","payload":{"type":"server.instance.disposed","properties":{"directory":"/x"}}}`))
-	if err != nil || ev.PropDirectory != "/x" {
+	ev, err = opencode.ParseEvent([]byte(`{"directory":"global","payload":{"type":"server.instance.disposed","properties":{"directory":"/x"}}}`))
+	if err != nil || ev.Kind != opencode.KindInstanceGone || ev.Directory != "/x" {
 		t.Fatalf("disposed = %+v, %v", ev, err)
+	}
+	for typ, want := range map[string]opencode.Kind{"global.disposed": opencode.KindAllGone, "session.status": opencode.KindActivity,
+		"message.part.updated": opencode.KindActivity, "project.updated": opencode.KindOther, "server.heartbeat": opencode.KindOther} {
+		ev, err = opencode.ParseEvent([]byte(`{"directory":"/p","payload":{"type":"` + typ + `","properties":{}}}`))
+		if err != nil || ev.Kind != want {
+			t.Errorf("%s: kind = %v, want %v (%v)", typ, ev.Kind, want, err)
+		}
 	}
 	for _, bad := range []string{``, `[]`, `{}`, `{"payload":{}}`, `{"payload":{"type":""}}`, `nope`} {
 		if _, err := opencode.ParseEvent([]byte(bad)); err == nil {

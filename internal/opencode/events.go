@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -23,19 +24,43 @@ const (
 	EventGlobalDisposed   = "global.disposed"
 )
 
-// Event is one message of /global/event, reduced to what the daemon uses.
+// Kind is what an event means to the engine, whatever OpenCode generation
+// sent it. Nothing above this package looks at OpenCode's own event names.
+type Kind int
+
+// The kinds of event the engine acts on.
+const (
+	// KindOther is anything the engine ignores (project.*, file.*, …):
+	// such events name directories nobody may be using.
+	KindOther Kind = iota
+	// KindServerFailed: a live MCP connection of Server in Directory
+	// closed (1.x mcp.tools.changed). A crash report: re-check soon.
+	KindServerFailed
+	// KindServerChanged: Server in Directory changed state, for better or
+	// worse (2.x mcp.status.changed). A wake-up, not a crash report.
+	KindServerChanged
+	// KindInstanceGone: OpenCode disposed or evicted Directory's instance.
+	KindInstanceGone
+	// KindAllGone: OpenCode disposed every instance.
+	KindAllGone
+	// KindActivity: a client is using Directory (sessions, messages), so
+	// its MCP servers run anyway.
+	KindActivity
+)
+
+// Event is one message of the event stream, reduced to what the daemon uses.
 type Event struct {
-	// Directory the event belongs to; "" or "global" for none.
-	Directory string
-	// Type is payload.type, e.g. "mcp.tools.changed".
+	// Kind is what the event means to the engine.
+	Kind Kind
+	// Type is OpenCode's own name for the event (for logs and status).
 	Type string
-	// Server is properties.server (mcp.tools.changed).
+	// Directory the event is about; "" for none.
+	Directory string
+	// Server is the MCP server named (KindServerFailed, KindServerChanged).
 	Server string
-	// PropDirectory is properties.directory (server.instance.disposed).
-	PropDirectory string
 }
 
-// ParseEvent decodes one data field of /global/event:
+// ParseEvent decodes one data field of 1.x /global/event:
 // {"directory": D, "payload": {"type": T, "properties": {...}}}.
 func ParseEvent(data []byte) (Event, error) {
 	var raw struct {
@@ -52,20 +77,38 @@ func ParseEvent(data []byte) (Event, error) {
 		return Event{}, errors.New("event has no payload.type")
 	}
 	ev := Event{Type: raw.Payload.Type}
+	var dir string
 	if len(raw.Directory) > 0 {
-		// A non-string directory is ignored, not fatal: the event may still wake things globally.
-		_ = json.Unmarshal(raw.Directory, &ev.Directory)
+		// A non-string directory is ignored, not fatal.
+		_ = json.Unmarshal(raw.Directory, &dir)
 	}
-	if len(raw.Payload.Properties) > 0 {
-		var props map[string]json.RawMessage
+	var props struct {
+		Server    json.RawMessage `json:"server"`
+		Directory json.RawMessage `json:"directory"`
+	}
+	switch {
+	case ev.Type == EventToolsChanged:
+		ev.Kind, ev.Directory = KindServerFailed, dir
 		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
-			if v, ok := props["server"]; ok {
-				_ = json.Unmarshal(v, &ev.Server)
-			}
-			if v, ok := props["directory"]; ok {
-				_ = json.Unmarshal(v, &ev.PropDirectory)
+			_ = json.Unmarshal(props.Server, &ev.Server)
+		}
+	case ev.Type == EventInstanceDisposed:
+		ev.Kind, ev.Directory = KindInstanceGone, dir
+		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
+			var pd string
+			if json.Unmarshal(props.Directory, &pd) == nil && pd != "" {
+				ev.Directory = pd
 			}
 		}
+	case ev.Type == EventGlobalDisposed:
+		ev.Kind = KindAllGone
+	case strings.HasPrefix(ev.Type, "session.") || strings.HasPrefix(ev.Type, "message."):
+		ev.Kind, ev.Directory = KindActivity, dir
+	default:
+		ev.Directory = dir
+	}
+	if ev.Directory == "global" {
+		ev.Directory = ""
 	}
 	return ev, nil
 }

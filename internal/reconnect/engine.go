@@ -271,29 +271,19 @@ func (e *Engine) DisarmAll(reason string) {
 
 // HandleEvent applies one OpenCode event: arming, waking, disposing.
 func (e *Engine) HandleEvent(ev opencode.Event) {
-	switch {
-	case ev.Type == opencode.EventToolsChanged:
+	switch ev.Kind {
+	case opencode.KindServerFailed:
 		e.toolsChanged(ev.Directory, ev.Server)
-	case ev.Type == opencode.EventInstanceDisposed:
-		d := ev.PropDirectory
-		if d == "" {
-			d = ev.Directory
-		}
-		e.Disarm(d, ev.Type)
-	case ev.Type == opencode.EventGlobalDisposed:
+	case opencode.KindInstanceGone:
+		e.Disarm(ev.Directory, ev.Type)
+	case opencode.KindAllGone:
 		e.DisarmAll(ev.Type)
-	case isActivity(ev.Type):
+	case opencode.KindActivity:
 		e.activity(ev.Directory, ev.Type)
 	}
 	// Everything else, project.* events included, arms nothing: those name
 	// directories nobody may be using, and reading their status would
 	// start their MCP servers.
-}
-
-// isActivity reports whether an event means a client is using its
-// directory (and so MCP runs there anyway).
-func isActivity(t string) bool {
-	return strings.HasPrefix(t, "session.") || strings.HasPrefix(t, "message.")
 }
 
 // armOrWake arms path for reason if it is not armed; if it is, it calls
