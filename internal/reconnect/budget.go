@@ -2,17 +2,30 @@ package reconnect
 
 import "sync"
 
-// Budget bounds the connect calls in flight across every directory. Local
-// connects spawn a process each, so the bound is real work saved. A remote
-// connect to a URL that accepts TCP and never answers holds its slot for up
-// to a minute, so remote connects may hold at most all slots but one: a
-// silent remote server can delay other remote servers, never a local one.
+// Budget bounds the connect calls in flight across every directory (and
+// every engine of one daemon). Local connects spawn a process each, so the
+// bound is real work saved. A remote connect to a URL that accepts TCP and
+// never answers holds its slot for up to a minute, so remote connects may
+// hold at most all slots but one: a silent remote server can delay other
+// remote servers, never a local one.
+//
+// A directory that finds no free slot does not poll: it waits in line, and
+// a released slot is handed to the first waiter that may take it. The
+// waiter then owns the slot and re-reads status before it connects (a
+// connect is never sent on status read before the wait), so one released
+// slot costs at most one status read.
 type Budget struct {
 	mu          sync.Mutex
 	max         int
 	remoteMax   int
 	inUse       int
 	remoteInUse int
+	line        []*waiter
+}
+
+type waiter struct {
+	remote bool
+	grant  func()
 }
 
 // NewBudget returns a budget of n slots (at least 1).
@@ -22,26 +35,79 @@ func NewBudget(n int) *Budget {
 }
 
 // TryAcquire takes a slot if one is free for a connect of this kind.
+// (Nobody in line could take it: a released slot goes to the line first.)
 func (b *Budget) TryAcquire(remote bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.inUse >= b.max || remote && b.remoteInUse >= b.remoteMax {
+	if !b.free(remote) {
 		return false
 	}
+	b.take(remote)
+	return true
+}
+
+func (b *Budget) free(remote bool) bool {
+	return b.inUse < b.max && !(remote && b.remoteInUse >= b.remoteMax)
+}
+
+func (b *Budget) take(remote bool) {
 	b.inUse++
 	if remote {
 		b.remoteInUse++
 	}
-	return true
 }
 
-// Release returns a slot taken by TryAcquire with the same kind.
+// Release returns a slot of this kind. If someone waits for a slot that is
+// now free, the slot passes to the first such waiter, whose grant runs
+// (outside the budget's lock).
 func (b *Budget) Release(remote bool) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.inUse--
 	if remote {
 		b.remoteInUse--
+	}
+	var grants []func()
+	for i := 0; i < len(b.line); {
+		w := b.line[i]
+		if !b.free(w.remote) {
+			i++
+			continue
+		}
+		b.take(w.remote)
+		grants = append(grants, w.grant)
+		b.line = append(b.line[:i], b.line[i+1:]...)
+	}
+	b.mu.Unlock()
+	for _, g := range grants {
+		g()
+	}
+}
+
+// Wait puts a waiter for a slot of this kind in line. When a slot is
+// handed to it, grant runs and the waiter owns that slot: it must Release
+// it. cancel takes the waiter out of line; it reports false when the slot
+// was granted already (grant has run or is running).
+func (b *Budget) Wait(remote bool, grant func()) (cancel func() bool) {
+	w := &waiter{remote: remote, grant: grant}
+	b.mu.Lock()
+	if b.free(remote) {
+		b.take(remote)
+		b.mu.Unlock()
+		grant()
+		return func() bool { return false }
+	}
+	b.line = append(b.line, w)
+	b.mu.Unlock()
+	return func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for i, x := range b.line {
+			if x == w {
+				b.line = append(b.line[:i], b.line[i+1:]...)
+				return true
+			}
+		}
+		return false
 	}
 }
 
@@ -50,4 +116,11 @@ func (b *Budget) InUse() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.inUse
+}
+
+// Waiting is the number of waiters in line.
+func (b *Budget) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.line)
 }

@@ -3,11 +3,34 @@ package reconnect
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
+)
+
+// A check of one directory, the engine's only way to act:
+//
+//	read GET /mcp ──► reconcile: fold the read into each server's episode
+//	                  and decide, from this read alone, which failed
+//	                  servers to connect and when to look again
+//	              ──► learn server kinds from GET /config when unknown
+//	              ──► probes and endpoint watches for remote servers
+//	              ──► connect, each within the budget (or wait in line
+//	                  for a slot, which makes the directory due again)
+//
+// Whatever else wants a connect only sets a trigger on a server and makes
+// the directory due; the next check decides from its own fresh read.
+
+// Triggers: reasons outside the schedule to consider an attempt. They are
+// hints for the next reconcile, which consumes them; each is charged to
+// the server's episode (backoff.Episode.Allow).
+const (
+	trigProbe   = 1 << iota // the endpoint of a failed remote server answers again
+	trigRestart             // the endpoint of a connected remote server restarted
+	trigNetwork             // the machine's network changed
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -19,39 +42,44 @@ type dir struct {
 	cancel  context.CancelFunc
 	// wake tells the loop that next moved earlier.
 	wake chan struct{}
-	// results carries finished connects back to the loop.
-	results chan connectResult
-	// probes carries finished reachability probes back to the loop.
-	probes chan probeResult
-	// restarts carries the names of connected remote servers whose
-	// endpoint restarted behind OpenCode's back.
+	// results, probes and restarts carry finished connects, finished
+	// probes and endpoint restarts back to the loop.
+	results  chan connectResult
+	probes   chan probeResult
 	restarts chan string
 
-	// next is the latest time the next status check may run; zero while a
-	// check is running and nothing asked for another.
+	// next is the latest time the next check may run; zero while a check
+	// runs and nothing asked for another.
 	next         time.Time
 	lastActivity time.Time
+	lastAtOnce   time.Time // last check made at once for a first crash
 	lastCheck    time.Time
 	lastErr      string
 	unauthorized bool
 	servers      map[string]*server
-	// kinds maps server name → "local", "remote" or "" (unknown), from
-	// GET /config, so remote connects use their share of the budget.
+	// kinds maps server name → "local" or "remote", from GET /config, so
+	// remote connects use their share of the budget; urls maps a remote
+	// server to its endpoint, for probes and restart watches.
 	kinds map[string]string
-	// urls maps a remote server's name to its endpoint, for probes.
-	urls map[string]string
+	urls  map[string]string
+
+	// Budget slots handed to this directory while it waited in line
+	// (index 1: remote), used by its next check or released after it.
+	held      [2]int
+	waiting   [2]func() bool // cancels a wait in line; nil when not waiting
+	loopEnded bool
 }
 
-// server is one MCP server's episode in one directory.
+// server is one MCP server in one directory.
 type server struct {
-	status, err   string
-	attempts      int
-	slow          bool
-	stopped       bool // slow-interval 0 and the fast episode is spent
-	connecting    bool
-	nextAttempt   time.Time // zero: due at the next check
-	slotRetry     time.Time // set while waiting for a connect slot
-	lastAttempt   time.Time
+	status, err string
+	ep          backoff.Episode
+	trig        int  // triggers for the next reconcile
+	connecting  bool // a connect is in flight
+	confirm     bool // an attempt was made whose outcome no read has shown yet
+	slowTold    bool // gave_up was announced for this episode
+	slotWait    bool // a due attempt waits for a budget slot
+
 	lastReconnect time.Time
 
 	// Reachability probes of a failed remote server's endpoint.
@@ -59,31 +87,15 @@ type server struct {
 	nextProbe time.Time // zero: not scheduled
 	downSince time.Time
 	reachable bool // the last probe got through
-	// watching is set while a probe.Watch goroutine watches the endpoint
-	// of this connected remote server for a restart; stopWatch ends it.
-	watching  bool
+	// stopWatch ends the restart watch of a connected remote server's
+	// endpoint; nil when not watching.
 	stopWatch context.CancelFunc
-	// confirmSoon asks for a status check initial-delay after the next
-	// connect: it was triggered by a probe, outside the backoff, and the
-	// user should not wait an idle interval to see it confirmed.
-	confirmSoon bool
 }
 
-func (s *server) tier() string {
-	switch {
-	case s.stopped:
-		return TierStopped
-	case s.slow:
-		return TierSlow
-	}
-	return TierFast
-}
-
-// reset starts a fresh episode.
-func (s *server) reset() {
-	s.attempts, s.slow, s.stopped = 0, false, false
-	s.nextAttempt, s.slotRetry = time.Time{}, time.Time{}
-	s.nextProbe, s.downSince, s.reachable = time.Time{}, time.Time{}, false
+type connectResult struct {
+	name  string
+	extra bool // the attempt jumped the schedule
+	err   error
 }
 
 type probeResult struct {
@@ -91,9 +103,33 @@ type probeResult struct {
 	err  error
 }
 
-type connectResult struct {
-	name string
-	err  error
+func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
+	return &dir{
+		path: path, armedBy: reason, armedAt: now, cancel: cancel,
+		wake:     make(chan struct{}, 1),
+		results:  make(chan connectResult),
+		probes:   make(chan probeResult),
+		restarts: make(chan string),
+		servers:  map[string]*server{}, kinds: map[string]string{}, urls: map[string]string{},
+		lastActivity: now,
+	}
+}
+
+// forget ends the server's episode.
+func (s *server) forget() {
+	s.ep.Forget()
+	s.slowTold = false
+}
+
+func (s *server) endWatch() {
+	if s.stopWatch != nil {
+		s.stopWatch()
+		s.stopWatch = nil
+	}
+}
+
+func (s *server) stopProbes() {
+	s.nextProbe, s.downSince, s.reachable = time.Time{}, time.Time{}, false
 }
 
 // earlier returns the earlier of two times, where zero means "never".
@@ -116,35 +152,96 @@ func (d *dir) wakeBy(t time.Time) {
 	}
 }
 
-func (d *dir) snapshot() DirSnapshot {
+// trigger sets trig on every server whose last read showed status and
+// whose episode ever allows the attempt trig would cause, and returns when
+// the earliest of them is allowed (zero when none). Caller holds Engine.mu.
+func (d *dir) trigger(status string, trig int, p backoff.Policy, now time.Time) time.Time {
+	var first time.Time
+	for _, s := range d.servers {
+		if s.status != status || s.connecting {
+			continue
+		}
+		if at, ok := s.ep.NextAllowed(p, triggerOf(trig)); ok {
+			s.trig |= trig
+			first = earlier(first, later(at, now))
+		}
+	}
+	return first
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// fire decides a trigger the last read left standing: whether it causes an
+// attempt now and, if not yet (the episode allows it only later), when to
+// look again, keeping the trigger until then. A trigger the episode never
+// allows (stopped) is dropped. Caller holds Engine.mu.
+func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at time.Time) {
+	if trig == 0 || s.connecting {
+		return false, time.Time{}
+	}
+	at, ok := s.ep.NextAllowed(p, triggerOf(trig))
+	switch {
+	case !ok:
+		return false, time.Time{}
+	case !now.Before(at):
+		return true, time.Time{}
+	}
+	s.trig |= trig
+	return false, at
+}
+
+func triggerOf(trig int) backoff.Trigger {
+	if trig&trigNetwork != 0 {
+		return backoff.Network
+	}
+	return backoff.Extra
+}
+
+func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
 	ds := DirSnapshot{Directory: d.path, ArmedBy: d.armedBy, ArmedAt: d.armedAt, LastCheck: d.lastCheck,
 		NextCheck: d.next, LastError: d.lastErr, Servers: []ServerSnapshot{}}
 	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
-		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.attempts, Connecting: s.connecting,
-			NextAttempt: s.nextAttempt, LastAttempt: s.lastAttempt, LastReconnect: s.lastReconnect, Hint: hint(s.status, name)}
+		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,
+			WaitingForSlot: s.slotWait, NextAttempt: s.ep.Next(), LastAttempt: s.ep.Last(), LastReconnect: s.lastReconnect,
+			Hint: hint(s.status, name)}
 		if s.status == opencode.StatusFailed {
-			ss.Tier = s.tier()
+			ss.Tier = tierOf(s.ep.Phase(p))
 		}
 		ds.Servers = append(ds.Servers, ss)
 	}
 	return ds
 }
 
+func tierOf(ph backoff.Phase) string {
+	switch ph {
+	case backoff.Slow:
+		return TierSlow
+	case backoff.Stopped:
+		return TierStopped
+	}
+	return TierFast
+}
+
 // loop is the directory's one goroutine: it sleeps until the next check or
-// slot retry, runs it, and collects finished connects. Because only this
-// goroutine checks, a wake during a check is honoured after it, never as a
-// second check in parallel.
+// probe, runs it, and collects finished connects, probes and restarts.
+// Because only this goroutine checks, a wake during a check is honoured
+// after it, never as a second check in parallel.
 func (e *Engine) loop(ctx context.Context, d *dir) {
-	var connects sync.WaitGroup
-	defer connects.Wait()
+	var work sync.WaitGroup // connects, probes and watches of this directory
+	defer e.endLoop(d, &work)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
 		at := d.next
 		for _, s := range d.servers {
-			at = earlier(at, s.slotRetry)
 			if !s.probing {
 				at = earlier(at, s.nextProbe)
 			}
@@ -163,17 +260,14 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 		case r := <-d.probes:
 			e.finishProbe(d, r)
 		case name := <-d.restarts:
-			e.restarted(ctx, d, name, &connects)
+			e.restarted(d, name)
 		case <-timer.C:
-			now := time.Now()
+			e.startProbes(ctx, d, &work)
 			e.mu.Lock()
-			due := !d.next.IsZero() && !now.Before(d.next)
+			due := !d.next.IsZero() && !time.Now().Before(d.next)
 			e.mu.Unlock()
-			e.startProbes(ctx, d, &connects)
 			if due {
-				e.check(ctx, d, &connects)
-			} else {
-				e.retrySlots(ctx, d, &connects)
+				e.check(ctx, d, &work)
 			}
 		}
 		if !timer.Stop() {
@@ -185,10 +279,28 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 	}
 }
 
-// check is one reconcile of the directory: read status, update every
-// server's episode, connect the failed servers that are due, and set the
-// time of the next check.
-func (e *Engine) check(ctx context.Context, d *dir, connects *sync.WaitGroup) {
+// endLoop stops everything the directory started and gives back its
+// budget slots.
+func (e *Engine) endLoop(d *dir, work *sync.WaitGroup) {
+	e.mu.Lock()
+	d.loopEnded = true
+	for _, s := range d.servers {
+		s.endWatch()
+	}
+	for i, cancel := range d.waiting {
+		if cancel != nil {
+			cancel() // a grant that raced this sees loopEnded and releases
+			d.waiting[i] = nil
+		}
+	}
+	e.mu.Unlock()
+	work.Wait()
+	e.releaseHeld(d)
+}
+
+// check is one reconcile of the directory (see the top of this file).
+func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
+	defer e.releaseHeld(d)
 	e.mu.Lock()
 	d.next = time.Time{}
 	e.mu.Unlock()
@@ -199,56 +311,67 @@ func (e *Engine) check(ctx context.Context, d *dir, connects *sync.WaitGroup) {
 		return
 	}
 	now := time.Now()
-	e.mu.Lock()
-	d.lastCheck = now
 	if err != nil {
-		// Rule 9: an unreadable status is no news. Keep every counter and
-		// look again after the idle interval.
-		e.metrics.StatusReadFailures.Inc()
-		d.lastErr = err.Error()
-		if errors.Is(err, opencode.ErrUnauthorized) {
-			if !d.unauthorized {
-				e.log.Error("opencode refused the credentials", "url", e.url, "directory", d.path, "err", err)
-			}
-			d.unauthorized = true
-		} else {
-			e.log.Debug("status unavailable", "url", e.url, "directory", d.path, "err", err)
-		}
-		d.next = earlier(d.next, e.idleAt(now))
-		e.mu.Unlock()
+		e.unreadable(d, err, now)
 		return
 	}
-	d.lastErr, d.unauthorized = "", false
-	due, watch, needKinds, evs := e.reconcile(d, st, now)
+	e.mu.Lock()
+	d.lastCheck, d.lastErr, d.unauthorized = now, "", false
+	connects, needKinds, evs := e.reconcile(d, st, now)
 	e.mu.Unlock()
 	e.publish(evs...)
 
-	if len(needKinds) > 0 {
-		e.learnKinds(ctx, d, needKinds)
-		e.mu.Lock()
-		for _, name := range needKinds {
-			if s := d.servers[name]; s != nil && s.status == opencode.StatusConnected && d.urls[name] != "" {
-				watch = append(watch, name)
-			}
-		}
-		e.mu.Unlock()
+	if needKinds {
+		e.learnKinds(ctx, d)
 	}
-	e.startWatches(ctx, d, watch, connects)
-	e.startConnects(ctx, d, due, connects)
+	e.mu.Lock()
+	watches := e.endpoints(d, now)
+	e.mu.Unlock()
+	e.startWatches(ctx, d, watches, work)
+	e.connect(ctx, d, connects, work)
 }
 
-// reconcile folds one status read into the directory's memory and returns
-// the failed servers whose attempt is due now, plus events to publish. It
-// sets d.next to the earliest due attempt, capped at the idle interval.
-// Caller holds Engine.mu.
-// Connected remote servers to watch for restarts come back in watch, and
-// servers whose kind is not known yet in needKinds.
-func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (due, watch, needKinds []string, evs []Event) {
-	for name := range d.servers {
+// unreadable handles a status read that failed (rule 9: no news; keep
+// every counter and look again after the idle interval), unless OpenCode
+// refused the connection: then it is restarting, and every directory is
+// forgotten (rule 8).
+func (e *Engine) unreadable(d *dir, err error, now time.Time) {
+	e.metrics.StatusReadFailures.Inc()
+	if errors.Is(err, opencode.ErrRefused) {
+		e.opencodeGone(err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d.lastCheck, d.lastErr = now, err.Error()
+	if errors.Is(err, opencode.ErrUnauthorized) {
+		if !d.unauthorized {
+			e.log.Error("opencode refused the credentials", "url", e.url, "directory", d.path, "err", err)
+		}
+		d.unauthorized = true
+	} else {
+		e.log.Debug("status unavailable", "url", e.url, "directory", d.path, "err", err)
+	}
+	d.wakeBy(e.idleAt(now))
+}
+
+// attempt is one connect a reconcile decided on, and what caused it.
+type attempt struct {
+	name    string
+	trigger backoff.Trigger
+}
+
+// reconcile folds one status read into the directory's memory and decides
+// from it alone: the failed servers to connect now (with their cause),
+// whether server kinds must be learned first, the events to publish, and
+// (in d.next) when to look again. Caller holds Engine.mu.
+func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, needKinds bool, evs []Event) {
+	p := e.cfg.Backoff
+	for name, s := range d.servers {
 		if _, ok := st[name]; !ok {
-			// Removed from the config: forget it; it starts afresh if it
+			// No longer configured: forget it; it starts afresh if it
 			// comes back.
-			d.servers[name].endWatch()
+			s.endWatch()
 			delete(d.servers, name)
 			delete(d.kinds, name)
 			delete(d.urls, name)
@@ -264,139 +387,217 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		}
 		prev := s.status
 		s.status, s.err = cur.Status, cur.Error
-		if cur.Status != opencode.StatusFailed {
-			// Rule 1: only failed is retried. Any other state ends the
-			// episode.
-			if s.attempts > 0 && cur.Status == opencode.StatusConnected {
+		trig := s.trig
+		s.trig, s.slotWait = 0, false
+		confirmed := s.confirm && !s.connecting
+		if confirmed {
+			s.confirm = false
+		}
+		if _, known := d.kinds[name]; !known && (cur.Status == opencode.StatusFailed || cur.Status == opencode.StatusConnected) {
+			needKinds = true
+		}
+
+		switch cur.Status {
+		case opencode.StatusConnected:
+			if confirmed {
 				s.lastReconnect = now
 				e.metrics.Reconnects.Inc()
-				e.log.Info("reconnected MCP server", "url", e.url, "directory", d.path, "server", name, "attempts", s.attempts)
-				evs = append(evs, Event{Time: now, Type: EventReconnected, Directory: d.path, Server: name, Attempt: s.attempts})
+				e.log.Info("reconnected MCP server", "url", e.url, "directory", d.path, "server", name, "attempts", s.ep.NumRequeues())
+				evs = append(evs, Event{Time: now, Type: EventReconnected, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues()})
 			}
+			if s.ep.NumRequeues() > 0 && now.Sub(s.ep.Last()) >= e.cfg.StableAfter {
+				s.forget() // stayed connected long enough: the episode is over
+			}
+			if fire, at := s.fire(trig&trigRestart, p, now); fire {
+				// Its endpoint restarted: OpenCode holds a dead session.
+				// A connect gives it a fresh one without passing through
+				// disabled (see the facts).
+				e.log.Info("remote MCP server restarted behind OpenCode's back; reconnecting for a fresh session", "url", e.url, "directory", d.path, "server", name)
+				connects = append(connects, attempt{name, backoff.Extra})
+			} else {
+				next = earlier(next, at)
+			}
+
+		case opencode.StatusFailed:
+			s.endWatch()
+			if s.connecting {
+				break
+			}
+			if s.ep.Allow(p, now, backoff.Scheduled) {
+				connects = append(connects, attempt{name, backoff.Scheduled})
+				break
+			}
+			next = earlier(next, s.ep.Next())
+			if fire, at := s.fire(trig&trigNetwork, p, now); fire {
+				connects = append(connects, attempt{name, backoff.Network})
+			} else if fire, at2 := s.fire(trig&trigProbe, p, now); fire {
+				connects = append(connects, attempt{name, backoff.Extra})
+			} else {
+				next = earlier(next, earlier(at, at2))
+			}
+
+		case opencode.StatusPending:
+			// OpenCode 2 is making an attempt of its own (a location boot)
+			// or ours: never connect it; look again soon.
+			if !s.connecting {
+				next = earlier(next, now.Add(e.wakeDelay()))
+			}
+
+		default:
+			// Rule 1: only failed is retried. disabled is the user's
+			// choice; needs_auth and needs_client_registration need the
+			// user; unknown states are left alone. The episode ends.
 			if h := hint(cur.Status, name); h != "" && prev != cur.Status {
 				e.log.Warn("MCP server needs the user", "url", e.url, "directory", d.path, "server", name, "status", cur.Status, "hint", h)
 				evs = append(evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
 			}
-			s.reset()
-			if cur.Status == opencode.StatusConnected && e.prober != nil && !s.watching {
-				if _, known := d.kinds[name]; !known {
-					needKinds = append(needKinds, name)
-				} else if d.urls[name] != "" {
-					watch = append(watch, name)
-				}
-			}
-			if cur.Status != opencode.StatusConnected {
-				s.endWatch()
-			}
-			continue
-		}
-		s.endWatch()
-		e.scheduleProbe(d, name, s, now)
-		switch {
-		case s.connecting, s.stopped:
-		case s.slotRetry.After(now):
-			// Waiting for a connect slot; retrySlots handles it.
-		case s.nextAttempt.IsZero() || !now.Before(s.nextAttempt):
-			due = append(due, name)
-		default:
-			next = earlier(next, s.nextAttempt)
+			s.forget()
+			s.endWatch()
+			s.stopProbes()
 		}
 	}
 	d.next = earlier(d.next, next)
-	for _, name := range due {
-		if _, ok := d.kinds[name]; !ok {
-			needKinds = append(needKinds, name)
-		}
-	}
-	return due, watch, needKinds, evs
+	return connects, needKinds, evs
 }
 
-// learnKinds reads the directory's MCP config once, to tell remote servers
-// from local ones. A failure leaves them unknown (treated as local).
-func (e *Engine) learnKinds(ctx context.Context, d *dir, names []string) {
+// learnKinds reads the directory's MCP config to tell remote servers (and
+// their endpoints) from local ones. A failure leaves the kinds unknown, to
+// be asked again at the next check.
+func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 	cfg, err := e.oc.MCPConfig(ctx, d.path)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, n := range names {
-		d.kinds[n] = ""
-	}
 	if err != nil {
 		e.log.Debug("config unavailable", "url", e.url, "directory", d.path, "err", err)
 		return
 	}
-	for n, entry := range cfg {
-		if _, ok := d.servers[n]; ok {
-			d.kinds[n] = entry.Type
-			if entry.Type == "remote" && entry.URL != "" {
-				d.urls[n] = entry.URL
-			}
-		}
-	}
-}
-
-// retrySlots tries again to connect servers that found no free slot. It
-// reads no status: their status is at most a slot wait old.
-func (e *Engine) retrySlots(ctx context.Context, d *dir, connects *sync.WaitGroup) {
-	now := time.Now()
-	var due []string
 	e.mu.Lock()
-	for _, name := range opencode.Names(d.servers) {
-		s := d.servers[name]
-		if !s.slotRetry.IsZero() && !now.Before(s.slotRetry) {
-			s.slotRetry = time.Time{}
-			due = append(due, name)
+	defer e.mu.Unlock()
+	for n := range d.servers {
+		entry := cfg[n]
+		d.kinds[n] = entry.Type
+		if entry.Type == "remote" && entry.URL != "" {
+			d.urls[n] = entry.URL
 		}
 	}
-	e.mu.Unlock()
-	e.startConnects(ctx, d, due, connects)
 }
 
-// startConnects connects each due server that gets a budget slot; the rest
-// wait a short jittered while, uncharged.
-func (e *Engine) startConnects(ctx context.Context, d *dir, due []string, connects *sync.WaitGroup) {
-	if len(due) == 0 {
+// connect sends the connects a reconcile decided on, each with a budget
+// slot. A server that finds none is not charged: the directory waits in
+// line, and the slot it is handed makes it due again, so the connect is
+// decided anew from a fresh read.
+func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *sync.WaitGroup) {
+	if len(connects) == 0 {
 		return
 	}
 	now := time.Now()
+	p := e.cfg.Backoff
 	var evs []Event
 	e.mu.Lock()
-	for _, name := range due {
-		s := d.servers[name]
+	for _, a := range connects {
+		s := d.servers[a.name]
 		if s == nil || s.connecting {
 			continue
 		}
-		remote := d.kinds[name] == "remote"
-		if !e.budget.TryAcquire(remote) {
-			s.slotRetry = now.Add(e.slotWait())
+		remote := d.kinds[a.name] == "remote"
+		if !e.takeSlot(d, remote) {
+			s.slotWait = true
+			s.trig |= trigOf(a.trigger) // still wanted when the slot comes
 			continue
 		}
-		s.connecting = true
-		s.slotRetry = time.Time{}
-		s.attempts++
-		s.lastAttempt = now
+		next := s.ep.Attempt(p, now, a.trigger, rand.Float64())
+		if s.ep.Phase(p) == backoff.Slow {
+			// Slow-tier attempts are idle work: batch them like idle checks.
+			s.ep.Postpone(e.onGrid(next))
+		}
+		s.connecting, s.confirm = true, true
 		e.metrics.Attempts.Inc()
 		e.metrics.InFlightConnects.Inc()
-		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", name, "attempt", s.attempts, "tier", s.tier())
-		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: name, Attempt: s.attempts, Tier: s.tier(), Error: s.err})
-		connects.Add(1)
-		go func() {
-			defer connects.Done()
+		tier := tierOf(s.ep.Phase(p))
+		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", a.name, "attempt", s.ep.NumRequeues(), "tier", tier)
+		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: a.name, Attempt: s.ep.NumRequeues(), Tier: tier, Error: s.err})
+		work.Add(1)
+		go func(name string, extra bool) {
+			defer work.Done()
 			err := e.oc.Connect(ctx, d.path, name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
 			select {
-			case d.results <- connectResult{name: name, err: err}:
+			case d.results <- connectResult{name: name, extra: extra, err: err}:
 			case <-ctx.Done():
 			}
-		}()
+		}(a.name, a.trigger != backoff.Scheduled)
 	}
 	e.mu.Unlock()
 	e.publish(evs...)
 }
 
+// trigOf maps an attempt's cause back to the trigger that asked for it.
+func trigOf(t backoff.Trigger) int {
+	switch t {
+	case backoff.Network:
+		return trigNetwork
+	case backoff.Extra:
+		return trigProbe | trigRestart
+	}
+	return 0
+}
+
+// takeSlot takes a budget slot for a connect of this kind: one handed to
+// the directory while it waited, or a free one. Failing both, the
+// directory waits in line. Caller holds Engine.mu.
+func (e *Engine) takeSlot(d *dir, remote bool) bool {
+	k := kindIndex(remote)
+	if d.held[k] > 0 {
+		d.held[k]--
+		return true
+	}
+	if e.budget.TryAcquire(remote) {
+		return true
+	}
+	if d.waiting[k] == nil {
+		d.waiting[k] = e.budget.Wait(remote, func() { e.granted(d, k) })
+	}
+	return false
+}
+
+func kindIndex(remote bool) int {
+	if remote {
+		return 1
+	}
+	return 0
+}
+
+// granted runs when the budget hands the waiting directory a slot: the
+// directory owns it and is due now.
+func (e *Engine) granted(d *dir, k int) {
+	e.mu.Lock()
+	if d.loopEnded {
+		e.mu.Unlock()
+		e.budget.Release(k == 1)
+		return
+	}
+	d.waiting[k] = nil
+	d.held[k]++
+	d.wakeBy(time.Now())
+	e.mu.Unlock()
+}
+
+// releaseHeld gives back the slots a check did not use.
+func (e *Engine) releaseHeld(d *dir) {
+	e.mu.Lock()
+	held := d.held
+	d.held = [2]int{}
+	e.mu.Unlock()
+	for k, n := range held {
+		for range n {
+			e.budget.Release(k == 1)
+		}
+	}
+}
+
 // finishConnect schedules the re-check of a server whose connect returned:
-// its own delay after this attempt, or the slow tier once the fast episode
-// is spent.
+// at its next scheduled attempt, which also confirms the outcome; sooner
+// when the attempt jumped the schedule (the user should not wait a backoff
+// delay to see a probe's reconnect confirmed).
 func (e *Engine) finishConnect(d *dir, r connectResult) {
 	now := time.Now()
 	var evs []Event
@@ -407,191 +608,36 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		return
 	}
 	s.connecting = false
-	if errors.Is(r.err, opencode.ErrNotFound) {
-		// OpenCode no longer knows it: forget it like a removed server.
-		delete(d.servers, r.name)
-		delete(d.kinds, r.name)
+	if errors.Is(r.err, opencode.ErrRefused) {
 		e.mu.Unlock()
+		e.opencodeGone(r.err)
 		return
 	}
 	if r.err != nil {
+		// A 404 too is an attempt like any other: only a status read that
+		// no longer lists the server forgets it.
 		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", r.name, "err", r.err)
 	}
 	p := e.cfg.Backoff
-	delay, again := p.After(s.attempts)
-	if p.Slow(s.attempts) && !s.slow {
-		s.slow = true
+	ph := s.ep.Phase(p)
+	if (ph == backoff.Slow || ph == backoff.Stopped) && !s.slowTold {
+		s.slowTold = true
 		e.metrics.GiveUps.Inc()
-		attrs := []any{"url", e.url, "directory", d.path, "server", r.name, "attempts", s.attempts, "error", s.err}
-		if again {
+		attrs := []any{"url", e.url, "directory", d.path, "server", r.name, "attempts", s.ep.NumRequeues(), "error", s.err}
+		if ph == backoff.Slow {
 			e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
 		} else {
 			e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
 		}
-		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.attempts, Error: s.err})
+		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Error: s.err})
 	}
-	if s.confirmSoon {
-		s.confirmSoon = false
+	if next := s.ep.Next(); !next.IsZero() {
+		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
+		d.wakeBy(next)
+	}
+	if r.extra {
 		d.wakeBy(now.Add(e.wakeDelay()))
-	}
-	if !again {
-		s.stopped = true
-		s.nextAttempt = time.Time{}
-	} else {
-		s.nextAttempt = now.Add(p.Jittered(delay))
-		if s.slow {
-			// Slow-tier attempts are idle work too: batch them like idle checks.
-			s.nextAttempt = e.onGrid(s.nextAttempt)
-		}
-		next := s.nextAttempt
-		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.attempts, Tier: s.tier(), Next: &next})
-		d.wakeBy(s.nextAttempt)
 	}
 	e.mu.Unlock()
 	e.publish(evs...)
-}
-
-// scheduleProbe starts probing a failed remote server's endpoint, so the
-// server is connected as soon as it answers again, outside its backoff.
-// Caller holds Engine.mu.
-func (e *Engine) scheduleProbe(d *dir, name string, s *server, now time.Time) {
-	if e.prober == nil || s.probing || !s.nextProbe.IsZero() || d.urls[name] == "" {
-		return
-	}
-	if s.downSince.IsZero() {
-		s.downSince = now
-	}
-	s.nextProbe = now.Add(probe.Interval(0))
-}
-
-// startProbes runs the probes that are due, within the global probe rate.
-func (e *Engine) startProbes(ctx context.Context, d *dir, wg *sync.WaitGroup) {
-	if e.prober == nil {
-		return
-	}
-	now := time.Now()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, name := range opencode.Names(d.servers) {
-		s := d.servers[name]
-		if s.probing || s.nextProbe.IsZero() || now.Before(s.nextProbe) {
-			continue
-		}
-		if s.status != opencode.StatusFailed {
-			s.nextProbe = time.Time{}
-			continue
-		}
-		url := d.urls[name]
-		if _, fresh := e.prober.Recent(url); !fresh {
-			// A real dial: within the global rate.
-			if !e.prober.Allow() {
-				s.nextProbe = now.Add(e.slotWait())
-				continue
-			}
-			e.metrics.Probes.Inc()
-		}
-		s.probing, s.nextProbe = true, time.Time{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := e.prober.Shared(ctx, url)
-			select {
-			case d.probes <- probeResult{name: name, err: err}:
-			case <-ctx.Done():
-			}
-		}()
-	}
-}
-
-// finishProbe acts on a probe: when a failed server's endpoint answers
-// again after it did not, connect it now instead of waiting out its
-// backoff (the connect still takes a budget slot and counts as an
-// attempt). An endpoint that answers while its server stays failed is
-// left to the backoff: only a change from unreachable to reachable is news.
-func (e *Engine) finishProbe(d *dir, r probeResult) {
-	now := time.Now()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := d.servers[r.name]
-	if s == nil {
-		return
-	}
-	s.probing = false
-	if s.status != opencode.StatusFailed {
-		return
-	}
-	up := r.err == nil
-	if up && !s.reachable && !s.connecting {
-		e.log.Debug("endpoint reachable again; connecting now", "url", e.url, "directory", d.path, "server", r.name)
-		s.nextAttempt, s.slotRetry, s.stopped = time.Time{}, time.Time{}, false
-		s.confirmSoon = true
-		d.wakeBy(now)
-	}
-	if !up && s.reachable {
-		s.downSince = now
-	}
-	s.reachable = up
-	s.nextProbe = now.Add(probe.Interval(now.Sub(s.downSince)))
-}
-
-func (s *server) endWatch() {
-	if s.stopWatch != nil {
-		s.stopWatch()
-		s.stopWatch = nil
-	}
-	s.watching = false
-}
-
-// startWatches starts watching the endpoints of connected remote servers.
-func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, wg *sync.WaitGroup) {
-	if e.prober == nil || len(names) == 0 {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, name := range names {
-		s := d.servers[name]
-		url := d.urls[name]
-		if s == nil || s.watching || url == "" || s.status != opencode.StatusConnected {
-			continue
-		}
-		restartedCh, unsubscribe := e.hub.Watch(url)
-		wctx, cancel := context.WithCancel(ctx)
-		s.watching, s.stopWatch = true, func() { unsubscribe(); cancel() }
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer unsubscribe()
-			select {
-			case <-restartedCh:
-				select {
-				case d.restarts <- name:
-				case <-wctx.Done():
-				}
-			case <-wctx.Done():
-			}
-		}()
-	}
-}
-
-// restarted repairs a remote server whose endpoint went away and came back
-// while OpenCode kept calling it connected: OpenCode's session is gone. A
-// connect on a connected remote server gives it a fresh session without
-// passing through disabled (see the facts), so that is what it gets.
-func (e *Engine) restarted(ctx context.Context, d *dir, name string, wg *sync.WaitGroup) {
-	e.mu.Lock()
-	s := d.servers[name]
-	if s == nil {
-		e.mu.Unlock()
-		return
-	}
-	s.watching, s.stopWatch = false, nil
-	if s.status != opencode.StatusConnected || s.connecting {
-		e.mu.Unlock()
-		return
-	}
-	e.log.Info("remote MCP server restarted behind OpenCode's back; reconnecting for a fresh session", "url", e.url, "directory", d.path, "server", name)
-	s.confirmSoon = true
-	e.mu.Unlock()
-	e.startConnects(ctx, d, []string{name}, wg)
 }

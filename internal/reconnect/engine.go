@@ -1,9 +1,13 @@
 // Package reconnect is the engine that keeps one OpenCode server's MCP
-// servers connected. It is a small level-triggered controller: for each
-// armed project directory one loop reads GET /mcp, compares it with what it
-// wants (every server that OpenCode reports as failed connected again) and
-// acts, following the schedule in package backoff. Events from OpenCode only
-// arm directories and wake loops; they are never the source of truth.
+// servers connected. It is a small level-triggered controller in the manner
+// of controller-runtime: for each armed project directory one loop reads
+// GET /mcp and reconciles (dir.go), deciding from that fresh read alone
+// which failed servers to connect and when to look again. Everything else
+// (OpenCode's events, probes of remote endpoints, endpoint restarts,
+// network changes, free connect slots, the user's reconnect) only marks a
+// directory due, now or at a time, with a reason; it never connects by
+// itself. Each server's retry schedule is a backoff.Episode, so every cause
+// of a connect is charged to one limiter.
 package reconnect
 
 import (
@@ -13,6 +17,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,8 +28,8 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 )
 
-// OpenCode is what the engine needs from an OpenCode server; *opencode.Client
-// implements it.
+// OpenCode is what the engine needs from an OpenCode server, whatever its
+// generation.
 type OpenCode interface {
 	MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error)
 	Connect(ctx context.Context, dir, name string) error
@@ -41,9 +46,11 @@ type Config struct {
 	// MaxConcurrent bounds connect calls in flight across all directories
 	// (default 2).
 	MaxConcurrent int
-	// SlotWait is how long a server that found no free connect slot waits
-	// (jittered ±50%) before it tries again, uncharged (default 250ms).
-	SlotWait time.Duration
+	// StableAfter is how long a server must stay connected after its last
+	// attempt before its episode is forgotten (default 60s). One that
+	// fails again sooner continues its episode: crash loops back off and
+	// reach the slow tier, as the kubelet's do.
+	StableAfter time.Duration
 }
 
 // DefaultConfig has the SPEC's defaults.
@@ -51,7 +58,7 @@ var DefaultConfig = Config{
 	Backoff:       backoff.Default,
 	IdleInterval:  30 * time.Second,
 	MaxConcurrent: 2,
-	SlotWait:      250 * time.Millisecond,
+	StableAfter:   60 * time.Second,
 }
 
 // Validate reports the first setting that cannot work, naming its flag.
@@ -64,8 +71,8 @@ func (c Config) Validate() error {
 		return errors.New("--idle-interval must be positive")
 	case c.MaxConcurrent < 1:
 		return errors.New("--max-concurrent must be at least 1")
-	case c.SlotWait <= 0:
-		return errors.New("slot wait must be positive")
+	case c.StableAfter < 0:
+		return errors.New("--stable-after must not be negative")
 	}
 	return nil
 }
@@ -103,7 +110,8 @@ type Options struct {
 	Budget *Budget
 	// OnEvent receives every event; it must not block.
 	OnEvent func(Event)
-	// Prober probes failed remote servers' endpoints; nil turns probes off.
+	// Prober probes failed remote servers' endpoints and watches connected
+	// ones for restarts; nil turns both off.
 	Prober *probe.Prober
 }
 
@@ -176,7 +184,7 @@ func (e *Engine) publish(evs ...Event) {
 }
 
 // validDir reports whether an event's directory is a project directory the
-// engine may arm: OpenCode uses "global" (and "") for events of no directory.
+// engine may arm.
 func validDir(d string) bool {
 	return d != "" && filepath.IsAbs(d) && !strings.ContainsRune(d, 0)
 }
@@ -201,29 +209,16 @@ func (e *Engine) Arm(d, reason string) error {
 	return nil
 }
 
-// armLocked arms d if it is not armed; it returns the "armed" event, or a
-// zero Event when d was armed already.
+// armLocked arms path if it is not armed; it returns the "armed" event, or
+// a zero Event when path was armed already.
 func (e *Engine) armLocked(path, reason string) Event {
 	if _, ok := e.dirs[path]; ok || e.ctx.Err() != nil {
 		return Event{}
 	}
 	now := time.Now()
 	ctx, cancel := context.WithCancel(e.ctx)
-	d := &dir{
-		path:         path,
-		armedBy:      reason,
-		armedAt:      now,
-		cancel:       cancel,
-		wake:         make(chan struct{}, 1),
-		results:      make(chan connectResult),
-		probes:       make(chan probeResult),
-		restarts:     make(chan string),
-		urls:         map[string]string{},
-		servers:      map[string]*server{},
-		kinds:        map[string]string{},
-		lastActivity: now,
-		next:         now.Add(e.wakeDelay()),
-	}
+	d := newDir(path, reason, now, cancel)
+	d.next = now.Add(e.wakeDelay())
 	e.dirs[path] = d
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
@@ -257,8 +252,8 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
 }
 
-// DisarmAll forgets every directory (global.disposed). The engine keeps
-// running and arms again on later events.
+// DisarmAll forgets every directory (global.disposed, an OpenCode restart).
+// The engine keeps running and arms again on later events.
 func (e *Engine) DisarmAll(reason string) {
 	e.mu.Lock()
 	var evs []Event
@@ -273,7 +268,9 @@ func (e *Engine) DisarmAll(reason string) {
 func (e *Engine) HandleEvent(ev opencode.Event) {
 	switch ev.Kind {
 	case opencode.KindServerFailed:
-		e.toolsChanged(ev.Directory, ev.Server)
+		e.serverFailed(ev.Directory, ev.Server, ev.Type)
+	case opencode.KindServerChanged:
+		e.armOrWake(ev.Directory, ev.Type, func(d *dir, now time.Time) { d.wakeBy(now.Add(e.wakeDelay())) })
 	case opencode.KindInstanceGone:
 		e.Disarm(ev.Directory, ev.Type)
 	case opencode.KindAllGone:
@@ -288,8 +285,8 @@ func (e *Engine) HandleEvent(ev opencode.Event) {
 
 // armOrWake arms path for reason if it is not armed; if it is, it calls
 // wake on it with Engine.mu held. Events for directories that are not
-// absolute paths ("global") are ignored.
-func (e *Engine) armOrWake(path, reason string, wake func(*dir)) {
+// absolute paths are ignored.
+func (e *Engine) armOrWake(path, reason string, wake func(d *dir, now time.Time)) {
 	if !validDir(path) {
 		return
 	}
@@ -299,7 +296,7 @@ func (e *Engine) armOrWake(path, reason string, wake func(*dir)) {
 		return
 	}
 	if d, ok := e.dirs[path]; ok {
-		wake(d)
+		wake(d, time.Now())
 		e.mu.Unlock()
 		return
 	}
@@ -308,21 +305,40 @@ func (e *Engine) armOrWake(path, reason string, wake func(*dir)) {
 	e.publish(ev)
 }
 
-// toolsChanged arms dir, or wakes it initial-delay from now unless the
-// server named is in the slow tier.
-func (e *Engine) toolsChanged(path, serverName string) {
-	e.armOrWake(path, opencode.EventToolsChanged, func(d *dir) {
-		if s := d.servers[serverName]; serverName != "" && s != nil && s.tier() != TierFast {
+// serverFailed handles a crash report (a live MCP connection closed). A
+// first crash of a server that was connected and stable is checked at once
+// (at most once per initial-delay per directory, so a server that spams the
+// event cannot make it a status read each): a crashed stdio server is back
+// in about the time OpenCode takes to spawn it. A crash loop gets no such
+// shortcut: its directory is checked initial-delay later, and not at all
+// once the server is in the slow tier.
+func (e *Engine) serverFailed(path, name, reason string) {
+	e.armOrWake(path, reason, func(d *dir, now time.Time) {
+		s := d.servers[name]
+		if name == "" || s == nil {
+			d.wakeBy(now.Add(e.wakeDelay()))
+			return
+		}
+		stable := s.ep.NumRequeues() == 0 || now.Sub(s.ep.Last()) >= e.cfg.StableAfter
+		if s.status == opencode.StatusConnected && stable && now.Sub(d.lastAtOnce) >= e.cfg.Backoff.Initial {
+			// It stayed connected since its last attempt for stable-after:
+			// this is a new episode, not a crash loop.
+			s.ep.Forget()
+			d.lastAtOnce = now
+			d.wakeBy(now)
+			return
+		}
+		switch s.ep.Phase(e.cfg.Backoff) {
+		case backoff.Slow, backoff.Stopped:
 			return // a permanently broken server must not keep its directory busy
 		}
-		d.wakeBy(time.Now().Add(e.wakeDelay()))
+		d.wakeBy(now.Add(e.wakeDelay()))
 	})
 }
 
 // activity arms dir, or wakes it at most once per idle interval.
 func (e *Engine) activity(path, reason string) {
-	e.armOrWake(path, reason, func(d *dir) {
-		now := time.Now()
+	e.armOrWake(path, reason, func(d *dir, now time.Time) {
 		if now.Sub(d.lastActivity) >= e.cfg.IdleInterval {
 			d.lastActivity = now
 			d.wakeBy(now.Add(e.wakeDelay()))
@@ -330,9 +346,19 @@ func (e *Engine) activity(path, reason string) {
 	})
 }
 
-// Resync wakes every armed directory initial-delay from now: after the
-// event stream was re-subscribed, events may have been missed.
-func (e *Engine) Resync() {
+// StreamConnected tells the engine that the event stream was subscribed
+// again after a drop. If OpenCode refused connections meanwhile it
+// restarted, and every armed directory is forgotten: reading one would
+// create an instance (and spawn its MCP servers) nobody may use any more;
+// directories re-arm on the next activity. If it stayed reachable, the
+// drop was a hiccup: each armed directory is re-checked once, since events
+// may have been missed.
+func (e *Engine) StreamConnected(restarted bool) {
+	if restarted {
+		e.log.Info("opencode restarted; forgetting every directory until it is used again", "url", e.url)
+		e.DisarmAll("opencode restarted")
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range e.dirs {
@@ -340,31 +366,29 @@ func (e *Engine) Resync() {
 	}
 }
 
-// NetworkChanged starts a fresh episode now for every failed server in
-// every armed directory: a network change (an interface or route coming
-// up, a VPN connecting) is the moment a server that was unreachable may
-// answer, whatever its backoff says. Servers in other states are left
-// alone (rule 1).
+// Resync re-checks every armed directory initial-delay from now: the event
+// stream was re-subscribed while OpenCode stayed reachable.
+func (e *Engine) Resync() { e.StreamConnected(false) }
+
+// NetworkChanged asks for a check of every armed directory holding a
+// failed server, as soon as its episode allows a network-triggered
+// attempt (at once in the fast episode; at most one per server per
+// max-delay; none once stopped): a network change (a VPN connecting) is
+// the moment an unreachable server may answer. The check decides from a
+// fresh read.
 func (e *Engine) NetworkChanged() {
 	e.mu.Lock()
 	now := time.Now()
 	n := 0
 	for _, d := range e.dirs {
-		woken := false
-		for _, s := range d.servers {
-			if s.status == opencode.StatusFailed && !s.connecting {
-				s.reset()
-				woken = true
-				n++
-			}
-		}
-		if woken {
-			d.wakeBy(now)
+		if at := d.trigger(opencode.StatusFailed, trigNetwork, e.cfg.Backoff, now); !at.IsZero() {
+			n++
+			d.wakeBy(at)
 		}
 	}
 	e.mu.Unlock()
 	if n > 0 {
-		e.log.Info("network changed; retrying failed MCP servers now", "url", e.url, "servers", n)
+		e.log.Info("network changed; checking failed MCP servers now", "url", e.url, "directories", n)
 	}
 	e.publish(Event{Time: now, Type: EventNetworkChanged, Attempt: n})
 }
@@ -376,9 +400,9 @@ type ReconnectResult struct {
 }
 
 // Reconnect starts a fresh episode now for the named servers (all when
-// names is empty) in path, arming it if needed, or in every armed directory
-// when path is empty. Only servers OpenCode reports as failed are
-// connected.
+// names is empty) in path, arming it if needed, or in every armed
+// directory when path is empty. The check it causes connects only what a
+// fresh read shows failed.
 func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error) {
 	res := ReconnectResult{URL: e.url, Directories: []string{}}
 	if path != "" && !validDir(path) {
@@ -402,8 +426,8 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 			continue
 		}
 		for name, s := range d.servers {
-			if len(names) == 0 || contains(names, name) {
-				s.reset()
+			if len(names) == 0 || slices.Contains(names, name) {
+				s.ep.Forget()
 			}
 		}
 		d.wakeBy(now)
@@ -414,13 +438,11 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 	return res, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// opencodeGone handles a call OpenCode refused the connection for: it is
+// restarting (rule 8), so every directory is forgotten from this moment.
+func (e *Engine) opencodeGone(err error) {
+	e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "err", err)
+	e.DisarmAll("opencode refused connections")
 }
 
 // SetStream records the event stream's state for Snapshot.
@@ -450,22 +472,15 @@ func (e *Engine) Snapshot() Snapshot {
 	defer e.mu.Unlock()
 	s := Snapshot{URL: e.url, Stream: e.stream, Directories: []DirSnapshot{}}
 	for _, p := range opencode.Names(e.dirs) {
-		s.Directories = append(s.Directories, e.dirs[p].snapshot())
+		s.Directories = append(s.Directories, e.dirs[p].snapshot(e.cfg.Backoff))
 	}
 	return s
-}
-
-// slotWait is how long a server waits for a connect slot, jittered ±50%.
-func (e *Engine) slotWait() time.Duration {
-	f := 0.5 + rand.Float64()
-	return time.Duration(float64(e.cfg.SlotWait) * f)
 }
 
 // wakeDelay is the delay from an arming or a wake to the check it causes:
 // initial-delay, jittered downwards only. Jitter spreads the checks of many
 // directories woken together (a re-subscribed event stream), and never
-// makes a woken check later than initial-delay, so the time from a crash
-// event to its connect stays within initial-delay plus the call itself.
+// makes a woken check later than initial-delay.
 func (e *Engine) wakeDelay() time.Duration {
 	p := e.cfg.Backoff
 	return time.Duration(float64(p.Initial) * (1 - p.Jitter*rand.Float64()))
@@ -476,8 +491,7 @@ func (e *Engine) wakeDelay() time.Duration {
 // check together forever), then rounded up to a whole grid step. The
 // rounding batches the checks of many directories into one wake-up of the
 // process: on a small VM, a status read that wakes an idle process costs
-// far more CPU than one made while it is awake, and idle checks are what
-// the daemon mostly does (BENCHMARKS.md: half the idle CPU at scale).
+// far more CPU than one made while it is awake (BENCHMARKS.md).
 func (e *Engine) idleAt(now time.Time) time.Time {
 	return e.onGrid(now.Add(e.cfg.Backoff.Jittered(e.cfg.IdleInterval)))
 }

@@ -54,37 +54,41 @@ func probeRig(t *testing.T, ep *endpoint) (*rig, *fakeopencode.Server) {
 // in every directory.
 func probeRigWith(t *testing.T, ep *endpoint, specs map[string]fakeopencode.Spec, o Options) (*rig, *fakeopencode.Server) {
 	fake := fakeopencode.New(specs)
-	o.Prober = probe.New(20)
-	o.Prober.Dial = ep.dial
-	r := newRigWith(t, fake, noJitter(), o)
-	t.Cleanup(ep.close)
-	return r, fake
+	return newRigFlapping(t, fake, noJitter(), o, ep), fake
+}
+
+// newTestProber probes through ep.
+func newTestProber(ep *endpoint) *probe.Prober {
+	p := probe.New(20)
+	p.Dial = ep.dial
+	return p
 }
 
 // A remote server whose endpoint comes back is connected within about a
 // second, outside its backoff (here in the slow tier, whose next attempt
-// would be minutes away).
+// would be minutes away), as long as its last attempt is max-delay ago
+// (rule 5: in the slow tier a probe buys one attempt per max-delay).
 func TestProbeConnectsWhenEndpointReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}
 		r, fake := probeRig(t, ep)
 		_ = r.eng.Arm(dirA, "test")
-		r.at(20 * time.Second)
+		r.at(60 * time.Second)
 		if got := r.connectTimes(dirA, "r"); len(got) != 5 {
 			t.Fatalf("fast episode connects = %v", got)
 		}
 		// About one probe a second since the first check; bounded.
-		if n := ep.dials.Load(); n < 15 || n > 20 {
-			t.Fatalf("probes in 20 s = %d, want about one a second", n)
+		if n := ep.dials.Load(); n < 55 || n > 60 {
+			t.Fatalf("probes in 60 s = %d, want about one a second", n)
 		}
 		ep.up.Store(true)
 		fake.SetAfterConnect(dirA, "r", "connected")
-		r.at(21*time.Second + 10*time.Millisecond)
+		r.at(61*time.Second + 10*time.Millisecond)
 		got := r.connectTimes(dirA, "r")
-		if len(got) != 6 || got[5] > 21*time.Second {
+		if len(got) != 6 || got[5] > 61*time.Second {
 			t.Fatalf("connects = %v, want a sixth within 1 s of the endpoint returning", got)
 		}
-		r.at(25 * time.Second)
+		r.at(65 * time.Second)
 		if s := r.server(dirA, "r"); s.Status != "connected" {
 			t.Fatalf("status = %+v", s)
 		}
@@ -92,6 +96,23 @@ func TestProbeConnectsWhenEndpointReturns(t *testing.T) {
 		r.at(5 * time.Minute)
 		if ep.dials.Load() != dials {
 			t.Fatal("a connected server is still probed")
+		}
+	})
+}
+
+// An endpoint that returns less than max-delay after the last slow-tier
+// attempt waits until max-delay after it, not for the slow interval.
+func TestProbeInSlowTierWaitsForMaxDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		r, _ := probeRig(t, ep)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(20 * time.Second) // last fast attempt at 16 s
+		ep.up.Store(true)
+		r.at(60 * time.Second)
+		got := r.connectTimes(dirA, "r")
+		if len(got) != 6 || got[5] != 46*time.Second {
+			t.Fatalf("connects = %v, want a sixth at 46s (max-delay after the last)", got)
 		}
 	})
 }

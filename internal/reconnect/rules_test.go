@@ -170,8 +170,9 @@ func TestScheduleCappedAtMaxDelay(t *testing.T) {
 	})
 }
 
-// Rule 4: a server seen in any other state clears its counter, and a
-// server removed from the config is forgotten.
+// Rule 4: a server that stayed connected for stable-after clears its
+// counter, one seen in any other state (not failed) too, and a server
+// removed from the config is forgotten.
 func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}, "g": {Status: "failed"}})
@@ -184,18 +185,22 @@ func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
 		// f comes back on its next connect (at 8 s).
 		fake.SetAfterConnect(dirA, "f", "connected")
 		r.at(25 * time.Second) // a check at 16 s saw it connected
-		if s := r.server(dirA, "f"); s.Status != "connected" || s.Attempts != 0 || s.LastReconnect.IsZero() {
-			t.Fatalf("after recovery: %+v, want connected, 0 attempts, a reconnect time", s)
+		if s := r.server(dirA, "f"); s.Status != "connected" || s.Attempts != 4 || s.LastReconnect.IsZero() {
+			t.Fatalf("after recovery: %+v, want connected, its 4 attempts kept, a reconnect time", s)
 		}
 		if n := len(r.eventsOf(EventReconnected)); n != 1 {
 			t.Fatalf("reconnected events = %d, want 1", n)
 		}
-		// It fails again: a fresh episode, 1 s after the wake.
+		r.at(100 * time.Second) // checks after 68 s: stable
+		if s := r.server(dirA, "f"); s.Attempts != 0 {
+			t.Fatalf("after stable-after: %+v, want 0 attempts", s)
+		}
+		// It fails again: a fresh episode, at the next check.
 		fake.SetAfterConnect(dirA, "f", "")
 		fake.SetStatus(dirA, "f", "failed", "Connection closed")
 		before := len(r.connectTimes(dirA, "f"))
-		_, _ = r.eng.Reconnect(dirA, nil) // stands in for any wake; it does not reset g
-		r.at(25*time.Second + 10*time.Millisecond)
+		_, _ = r.eng.Reconnect(dirA, []string{"nothing"}) // a wake that resets neither f nor g
+		r.at(100*time.Second + 10*time.Millisecond)
 		if s := r.server(dirA, "f"); s.Attempts != 1 {
 			t.Fatalf("new episode attempts = %d, want 1", s.Attempts)
 		}
@@ -204,7 +209,7 @@ func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
 		}
 		// g is removed from the config while failing: forgotten.
 		fake.RemoveServer(dirA, "g")
-		r.at(60 * time.Second)
+		r.at(140 * time.Second)
 		for _, s := range r.eng.Snapshot().Directories[0].Servers {
 			if s.Name == "g" {
 				t.Fatalf("removed server still known: %+v", s)
@@ -213,7 +218,7 @@ func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
 		// It comes back failing: starts afresh at attempt 1.
 		fake.AddServer(dirA, "g", fakeopencode.Spec{Status: "failed"})
 		_, _ = r.eng.Reconnect(dirA, []string{"nothing"})
-		r.at(60*time.Second + 10*time.Millisecond)
+		r.at(140*time.Second + 10*time.Millisecond)
 		if s := r.server(dirA, "g"); s.Attempts != 1 {
 			t.Fatalf("re-added server attempts = %d, want 1", s.Attempts)
 		}
@@ -581,8 +586,10 @@ func TestDirectoriesNeverShareBackoff(t *testing.T) {
 	})
 }
 
-// A network change starts a fresh episode now for every failed server in
-// every armed directory, outside its backoff, and touches nothing else.
+// A network change checks every failed server in every armed directory
+// at once, outside its backoff (charged to its episode: in the slow tier
+// once max-delay has passed since its last attempt), and touches nothing
+// else.
 func TestNetworkChangeRetriesFailedServersNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}, "ok": {}, "off": {Status: "disabled"}})
@@ -597,14 +604,20 @@ func TestNetworkChangeRetriesFailedServersNow(t *testing.T) {
 			if len(got) != 6 || got[5] != time.Minute {
 				t.Errorf("%s connects = %v, want a sixth at once", d, got)
 			}
-			if s := r.server(d, "f"); s.Attempts != 1 || s.Tier != TierFast {
-				t.Errorf("%s: %+v, want a fresh fast episode", d, s)
+			if s := r.server(d, "f"); s.Attempts != 6 || s.Tier != TierSlow {
+				t.Errorf("%s: %+v, want the attempt charged to its slow-tier episode", d, s)
 			}
+		}
+		// Another change within max-delay buys nothing.
+		r.eng.NetworkChanged()
+		r.at(time.Minute + 20*time.Second)
+		if got := r.connectTimes("/a", "f"); len(got) != 6 {
+			t.Errorf("connects = %v after a second change within max-delay", got)
 		}
 		if n := fake.Count("/mcp/{name}/connect", "", "ok") + fake.Count("/mcp/{name}/connect", "", "off"); n != 0 {
 			t.Fatalf("%d connects of servers that were not failed", n)
 		}
-		if n := len(r.eventsOf(EventNetworkChanged)); n != 1 {
+		if n := len(r.eventsOf(EventNetworkChanged)); n != 2 {
 			t.Fatalf("network.changed events = %d", n)
 		}
 	})

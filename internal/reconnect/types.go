@@ -78,12 +78,14 @@ type ServerSnapshot struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
 	// Attempts made in the current episode.
-	Attempts      int       `json:"attempts"`
-	Tier          string    `json:"tier,omitempty"`
-	Connecting    bool      `json:"connecting,omitempty"`
-	NextAttempt   time.Time `json:"next_attempt,omitzero"`
-	LastAttempt   time.Time `json:"last_attempt,omitzero"`
-	LastReconnect time.Time `json:"last_reconnect,omitzero"`
+	Attempts   int    `json:"attempts"`
+	Tier       string `json:"tier,omitempty"`
+	Connecting bool   `json:"connecting,omitempty"`
+	// WaitingForSlot is set while a due attempt waits for a connect slot.
+	WaitingForSlot bool      `json:"waiting_for_slot,omitempty"`
+	NextAttempt    time.Time `json:"next_attempt,omitzero"`
+	LastAttempt    time.Time `json:"last_attempt,omitzero"`
+	LastReconnect  time.Time `json:"last_reconnect,omitzero"`
 	// Hint tells the user what to do when the daemon cannot help.
 	Hint string `json:"hint,omitempty"`
 }

@@ -42,6 +42,13 @@ type Spec struct {
 	AfterConnect string
 	// ConnectDelay is how long a connect takes.
 	ConnectDelay time.Duration
+	// ConnectNotFound makes connect answer 404 McpServerNotFoundError
+	// although status lists the server (a config edited under it).
+	ConnectNotFound bool
+	// CrashAfter, when set, makes a server that a connect left connected
+	// crash that long after (a crash loop): failed with "Connection
+	// closed" and mcp.tools.changed published.
+	CrashAfter time.Duration
 }
 
 // Request is one recorded call.
@@ -76,6 +83,8 @@ type Server struct {
 	connecting, maxConnecting int
 	reading                   map[string]int
 	maxReading                int
+	configFailures            int
+	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
 
 type state struct {
@@ -91,6 +100,7 @@ func New(servers map[string]Spec) *Server {
 		inst:    map[string]map[string]*state{},
 		subs:    map[chan []byte]struct{}{},
 		reading: map[string]int{},
+		starts:  map[string]int{},
 	}
 	s.mux = s.routes()
 	return s
@@ -427,7 +437,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		s.connecting--
 		s.mu.Unlock()
 	}()
-	if st == nil {
+	if st == nil || st.spec.ConnectNotFound {
 		writeJSON(w, 404, map[string]any{"_tag": "McpServerNotFoundError", "name": name, "message": "MCP server not found: " + name})
 		return
 	}
@@ -445,14 +455,41 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 			st.err = ""
 		}
 	}
+	if st.status == "connected" {
+		s.starts[dir+"\x00"+name]++
+		if d := st.spec.CrashAfter; d > 0 {
+			time.AfterFunc(d, func() { s.Crash(dir, name) })
+		}
+	}
 	s.mu.Unlock()
 	writeJSON(w, 200, true)
+}
+
+// Starts counts the connects that left a server connected in dir (for a
+// local server: the processes OpenCode started).
+func (s *Server) Starts(dir, name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.starts[dir+"\x00"+name]
+}
+
+// FailConfig makes the next n GET /config answer 500.
+func (s *Server) FailConfig(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.configFailures = n
 }
 
 func (s *Server) configRoute(w http.ResponseWriter, r *http.Request) {
 	s.record(r, "/config", "")
 	dir := r.URL.Query().Get("directory")
 	s.mu.Lock()
+	if s.configFailures > 0 {
+		s.configFailures--
+		s.mu.Unlock()
+		http.Error(w, "config unavailable", http.StatusInternalServerError)
+		return
+	}
 	mcp := map[string]any{}
 	for name, st := range s.instance(dir) {
 		e := map[string]any{"type": "local", "command": []string{"node", "server.js"}}

@@ -1,0 +1,148 @@
+package backoff
+
+import "time"
+
+// Phase is where a server stands in its retry episode.
+type Phase int
+
+// The phases of an episode.
+const (
+	// Healthy: no attempt since the server was last seen stable.
+	Healthy Phase = iota
+	// Fast: within the fast episode (1, 2, 4, 8, 16 s with the defaults).
+	Fast
+	// Slow: the fast episode is spent; one attempt every SlowInterval.
+	Slow
+	// Stopped: the fast episode is spent and SlowInterval is zero: no
+	// attempt until the episode is forgotten (the server was seen healthy,
+	// or the user asked for a reconnect).
+	Stopped
+)
+
+func (ph Phase) String() string {
+	switch ph {
+	case Healthy:
+		return "healthy"
+	case Fast:
+		return "fast"
+	case Slow:
+		return "slow"
+	case Stopped:
+		return "stopped"
+	}
+	return "unknown"
+}
+
+// Trigger says what asked for an attempt.
+type Trigger int
+
+// The causes of an attempt.
+const (
+	// Scheduled: the episode's own schedule made the attempt due.
+	Scheduled Trigger = iota
+	// Extra: something outside the schedule saw a chance (an endpoint
+	// answering again, a remote server restarted, a crash seen at once).
+	Extra
+	// Network: the machine's network changed.
+	Network
+)
+
+// Episode is one server's retry state, in the manner of client-go's
+// workqueue rate limiters: Attempt charges an attempt and says when the
+// next one is due (When), NumRequeues counts them, and Forget ends the
+// episode. Allow decides whether a trigger outside the schedule may cause
+// an attempt now, so every cause of a connect is charged to one limiter.
+// The zero value is a healthy server.
+type Episode struct {
+	n       int
+	last    time.Time
+	next    time.Time // zero: due at once (healthy) or never (stopped)
+	lastNet time.Time
+}
+
+// NumRequeues is the number of attempts in this episode.
+func (e *Episode) NumRequeues() int { return e.n }
+
+// Last is the time of the episode's last attempt (zero when healthy).
+func (e *Episode) Last() time.Time { return e.last }
+
+// Next is when the schedule makes the next attempt due; zero when healthy
+// (due at once) or stopped (never).
+func (e *Episode) Next() time.Time { return e.next }
+
+// Forget ends the episode: the server is healthy again.
+func (e *Episode) Forget() { *e = Episode{} }
+
+// Phase is where the episode stands under p.
+func (e *Episode) Phase(p Policy) Phase {
+	switch {
+	case e.n == 0:
+		return Healthy
+	case !p.Slow(e.n):
+		return Fast
+	case p.SlowInterval > 0:
+		return Slow
+	}
+	return Stopped
+}
+
+// Allow reports whether trigger t may cause an attempt at now.
+func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {
+	at, ok := e.NextAllowed(p, t)
+	return ok && !now.Before(at)
+}
+
+// NextAllowed is the earliest time trigger t may cause an attempt, and
+// false when it never may (stopped). A scheduled attempt is allowed when
+// it is due. Extra and network attempts jump the schedule, but within
+// bounds, so that a flapping endpoint or a noisy network costs a bounded
+// number of connects per minute: during the fast episode an extra attempt
+// is allowed at once; in the slow tier one p.Max after the last attempt;
+// when stopped never. A network change additionally causes at most one
+// attempt per p.Max.
+func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
+	var at time.Time // zero: at once
+	switch e.Phase(p) {
+	case Stopped:
+		return time.Time{}, false
+	case Fast, Slow:
+		if t == Scheduled {
+			return e.next, true
+		}
+	}
+	if e.Phase(p) == Slow {
+		at = e.last.Add(p.Max)
+	}
+	if t == Network && !e.lastNet.IsZero() {
+		if n := e.lastNet.Add(p.Max); n.After(at) {
+			at = n
+		}
+	}
+	return at, true
+}
+
+// Attempt charges one attempt made at now for trigger t and schedules the
+// next: p.After(n) later, jittered with the random number r in [0, 1). It
+// returns that next time, or zero when the episode is now stopped.
+func (e *Episode) Attempt(p Policy, now time.Time, t Trigger, r float64) time.Time {
+	e.n++
+	e.last = now
+	if t == Network {
+		e.lastNet = now
+	}
+	d, again := p.After(e.n)
+	if !again {
+		e.next = time.Time{}
+		return e.next
+	}
+	e.next = now.Add(p.Apply(d, r))
+	return e.next
+}
+
+// Postpone moves the next scheduled attempt to t if t is later (the engine
+// rounds slow-tier attempts onto its idle grid).
+func (e *Episode) Postpone(t time.Time) {
+	if !e.next.IsZero() && t.After(e.next) {
+		e.next = t
+	}
+}

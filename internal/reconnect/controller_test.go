@@ -1,0 +1,403 @@
+package reconnect
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+)
+
+// Tests of issue 8: every connect is decided from a fresh read, and every
+// trigger is charged to the server's episode.
+
+// A server waiting for a connect slot is not connected from the status
+// read before it started waiting: the user disabled it meanwhile, and a
+// connect would re-enable it (rule 1, rule 7).
+func TestSlotWaitRereadsStatusBeforeConnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+		fake.SetDirConfig("/busy", map[string]fakeopencode.Spec{"slow": {Status: "failed", ConnectDelay: 20 * time.Second}})
+		cfg := noJitter()
+		cfg.MaxConcurrent = 1
+		r := newRig(t, fake, cfg, nil)
+		_ = r.eng.Arm("/busy", "test")
+		r.at(500 * time.Millisecond)
+		_ = r.eng.Arm(dirA, "test") // its first check at 1.5 s finds the only slot taken
+		r.at(2 * time.Second)
+		if s := r.server(dirA, "f"); !s.WaitingForSlot || s.Attempts != 0 {
+			t.Errorf("f = %+v, want waiting for a slot, uncharged", s)
+		}
+		fake.SetStatus(dirA, "f", "disabled", "") // the user disables it while it waits
+		r.at(30 * time.Second)                     // the slot came free at 21 s
+		if n := fake.Count("/mcp/{name}/connect", dirA, "f"); n != 0 {
+			t.Fatalf("a server disabled during its slot wait got %d connects", n)
+		}
+		if s := r.server(dirA, "f"); s.Status != "disabled" {
+			t.Fatalf("f = %+v, want disabled", s)
+		}
+	})
+}
+
+// A slot wait costs one status read per slot handed over, not one per
+// poll: a thousand waiting directories do not hammer OpenCode while a
+// connect holds the only slot for a minute.
+func TestSlotWaitDoesNotPoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+		fake.SetDirConfig("/busy", map[string]fakeopencode.Spec{"slow": {Status: "failed", ConnectDelay: 60 * time.Second}})
+		cfg := noJitter()
+		cfg.MaxConcurrent = 1
+		r := newRig(t, fake, cfg, nil)
+		_ = r.eng.Arm("/busy", "test")
+		r.at(500 * time.Millisecond)
+		for i := range 20 {
+			_ = r.eng.Arm(fmt.Sprintf("/wait/%d", i), "test")
+		}
+		r.at(50 * time.Second)
+		// Each waiting directory: its first check, one idle check at about
+		// 31 s; nothing else while the slot is held.
+		if n := fake.Count("/mcp", "", "") - fake.Count("/mcp", "/busy", ""); n > 20*2 {
+			t.Fatalf("%d status reads by 20 directories waiting for a slot", n)
+		}
+	})
+}
+
+// A restart repair is decided from a fresh read too: a remote server the
+// user disabled after its endpoint was last seen is left disabled.
+func TestRestartRepairRereadsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		ep.up.Store(true)
+		r, fake := probeRigWith(t, ep, map[string]fakeopencode.Spec{
+			"r": {Type: "remote", URL: "http://r.test:9000/mcp"},
+		}, Options{})
+		_ = r.eng.Arm(dirA, "test")
+		r.at(2 * time.Second) // connected; its endpoint is watched
+		fake.SetStatus(dirA, "r", "disabled", "")
+		ep.up.Store(false)
+		ep.close() // the server restarts
+		r.at(4 * time.Second)
+		ep.up.Store(true)
+		r.at(10 * time.Second)
+		if n := fake.Count("/mcp/{name}/connect", dirA, "r"); n != 0 {
+			t.Fatalf("a disabled server got %d connects from a restart repair", n)
+		}
+	})
+}
+
+// OpenCode restarted (the stream came back after refused connections):
+// every directory is forgotten, and no request names one until a client
+// uses it again (rule 8).
+func TestRestartOfOpenCodeForgetsDirectories(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm("/a", "test")
+		_ = r.eng.Arm("/b", "test")
+		r.at(time.Minute)
+		r.eng.StreamConnected(true)
+		fake.ResetRequests()
+		r.at(10 * time.Minute)
+		if reqs := r.perDirRequests(); len(reqs) != 0 {
+			t.Fatalf("requests after OpenCode restarted: %+v", reqs)
+		}
+		if n := len(r.eng.Snapshot().Directories); n != 0 {
+			t.Fatalf("%d directories still armed", n)
+		}
+		// A client uses /b again: it is armed and checked.
+		fake.Publish("/b", "session.updated", nil)
+		r.at(10*time.Minute + 1500*time.Millisecond)
+		if n := fake.Count("/mcp", "/b", ""); n != 1 {
+			t.Fatalf("status reads of /b after activity = %d, want 1", n)
+		}
+		if n := fake.Count("", "/a", ""); n != 0 {
+			t.Fatalf("%d requests for /a, which nobody used", n)
+		}
+	})
+}
+
+// A stream hiccup (OpenCode stayed reachable) re-checks each armed
+// directory once.
+func TestStreamHiccupRechecksOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ok": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm("/a", "test")
+		r.at(5 * time.Second)
+		before := fake.Count("/mcp", "/a", "")
+		r.eng.StreamConnected(false)
+		r.at(6*time.Second + time.Millisecond)
+		if n := fake.Count("/mcp", "/a", "") - before; n != 1 {
+			t.Fatalf("reads after a hiccup = %d, want 1", n)
+		}
+	})
+}
+
+// refusingOC answers every call with a refused connection while refuse is
+// set, as a restarting OpenCode does.
+type refusingOC struct {
+	OpenCode
+	refuse atomic.Bool
+}
+
+func (o *refusingOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+	if o.refuse.Load() {
+		return nil, fmt.Errorf("dial tcp 127.0.0.1:4096: connect: connection refused: %w", opencode.ErrRefused)
+	}
+	return o.OpenCode.MCPStatus(ctx, dir)
+}
+
+// From the moment OpenCode refuses connections, every directory is
+// forgotten: the next status read, when it is back, would re-create
+// instances nobody uses.
+func TestRefusedConnectionForgetsDirectories(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ok": {}})
+		tr, stop := fake.Serve()
+		defer stop()
+		client, _ := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr})
+		oc := &refusingOC{OpenCode: client}
+		eng, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = eng.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		synctest.Wait()
+		_ = eng.Arm("/a", "test")
+		_ = eng.Arm("/b", "test")
+		time.Sleep(2 * time.Second)
+		oc.refuse.Store(true)
+		time.Sleep(40 * time.Second) // an idle check is refused
+		synctest.Wait()
+		oc.refuse.Store(false)
+		fake.ResetRequests()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if n := len(fake.Requests()); n != 0 {
+			t.Fatalf("%d requests after OpenCode refused connections", n)
+		}
+		if n := len(eng.Snapshot().Directories); n != 0 {
+			t.Fatalf("%d directories still armed", n)
+		}
+	})
+}
+
+// An endpoint that flaps (up a second, down a second) does not buy its
+// server a connect per flap: the fast episode, then one per max-delay at
+// most; with slow-interval 0, nothing after the fast episode (rule 5).
+func TestFlappingEndpointRespectsSlowTier(t *testing.T) {
+	for _, slow := range []time.Duration{5 * time.Minute, 0} {
+		t.Run(fmt.Sprint("slow-interval=", slow), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ep := &endpoint{}
+				fake := fakeopencode.New(map[string]fakeopencode.Spec{
+					"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
+				})
+				cfg := noJitter()
+				cfg.Backoff.SlowInterval = slow
+				o := Options{}
+				r := newRigFlapping(t, fake, cfg, o, ep)
+				_ = r.eng.Arm(dirA, "test")
+				for i := range 600 { // ten minutes of flapping
+					ep.up.Store(i%2 == 0)
+					r.at(time.Duration(i+1) * time.Second)
+				}
+				n := len(r.connectTimes(dirA, "r"))
+				limit := 5 + int(10*time.Minute/cfg.Backoff.Max) + 1
+				if slow == 0 {
+					limit = 5
+				}
+				if n > limit {
+					t.Fatalf("%d connects in ten minutes of flapping, want at most %d", n, limit)
+				}
+				if slow == 0 && n != 5 {
+					t.Fatalf("%d connects with slow-interval 0, want exactly the 5 fast ones", n)
+				}
+			})
+		})
+	}
+}
+
+// newRigFlapping is a probing rig over ep.
+func newRigFlapping(t *testing.T, fake *fakeopencode.Server, cfg Config, o Options, ep *endpoint) *rig {
+	o.Prober = newTestProber(ep)
+	r := newRigWith(t, fake, cfg, o)
+	t.Cleanup(ep.close)
+	return r
+}
+
+// A connect answered 404 is an attempt like any other: the episode goes
+// on to the slow tier and says so; only a read that no longer lists the
+// server forgets it.
+func TestConnect404KeepsEpisode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ghost": {Status: "failed", ConnectNotFound: true}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(5*time.Minute + 20*time.Second)
+		if got, want := r.connectTimes(dirA, "ghost"), secs(1, 2, 4, 8, 16, 316); !equalDurations(got, want) {
+			t.Fatalf("connect times = %v, want %v", got, want)
+		}
+		if n := len(r.eventsOf(EventGaveUp)); n != 1 {
+			t.Fatalf("gave_up events = %d, want 1", n)
+		}
+	})
+}
+
+// A server that crashes two seconds after every reconnect continues its
+// episode and reaches the slow tier, instead of being respawned every few
+// seconds forever (the kubelet's crash-loop backoff).
+func TestCrashLoopReachesSlowTier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"loop": {AfterConnect: "connected", CrashAfter: 2 * time.Second}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(2 * time.Second) // seen connected
+		fake.Crash(dirA, "loop")
+		r.at(10 * time.Minute)
+		starts := fake.Starts(dirA, "loop")
+		// 5 fast attempts, then one per 5 min: 7 in ten minutes at most.
+		if starts < 5 || starts > 7 {
+			t.Fatalf("a crash-looping server was started %d times in ten minutes, want 5 to 7", starts)
+		}
+		if n := len(r.eventsOf(EventGaveUp)); n != 1 {
+			t.Fatalf("gave_up events = %d, want 1", n)
+		}
+	})
+}
+
+// A server that stays connected for stable-after after its last attempt
+// clears its counter; its next crash starts a fresh episode.
+func TestStableServerClearsItsCounter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed", AfterConnect: "connected"}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(30 * time.Second) // attempt at 1 s, seen connected at 2 s
+		if s := r.server(dirA, "f"); s.Status != "connected" || s.Attempts != 1 {
+			t.Fatalf("within stable-after: %+v, want connected with its attempt counted", s)
+		}
+		r.at(90 * time.Second) // an idle check after 61 s saw it still connected
+		if s := r.server(dirA, "f"); s.Attempts != 0 {
+			t.Fatalf("after stable-after: %+v, want a clear counter", s)
+		}
+	})
+}
+
+// A first crash (a connected server with a clear counter) is checked and
+// connected at once, not initial-delay later.
+func TestFirstCrashIsRetriedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"s": {AfterConnect: "connected"}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(10 * time.Second)
+		fake.Crash(dirA, "s")
+		r.at(10*time.Second + time.Millisecond)
+		if got := r.connectTimes(dirA, "s"); len(got) != 1 || got[0] != 10*time.Second {
+			t.Fatalf("connects = %v, want one at once (10s)", got)
+		}
+		// A second crash soon after is a crash loop: initial-delay later.
+		r.at(12 * time.Second)
+		fake.Crash(dirA, "s")
+		r.at(12*time.Second + 500*time.Millisecond)
+		if got := r.connectTimes(dirA, "s"); len(got) != 1 {
+			t.Fatalf("connects = %v, want no shortcut for a crash loop", got)
+		}
+		r.at(13*time.Second + time.Millisecond)
+		if got := r.connectTimes(dirA, "s"); len(got) != 2 || got[1] != 13*time.Second {
+			t.Fatalf("connects = %v, want the second at 13s", got)
+		}
+	})
+}
+
+// A thousand crash reports for a healthy server cost a bounded number of
+// reads: the shortcut runs at most once per initial-delay per directory.
+func TestCrashReportStormIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"s": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(2 * time.Second)
+		before := fake.Count("/mcp", dirA, "")
+		for i := range 1000 {
+			fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "s"})
+			r.at(2*time.Second + time.Duration(i)*10*time.Millisecond)
+		}
+		if n := fake.Count("/mcp", dirA, "") - before; n > 25 {
+			t.Fatalf("%d status reads for 1000 crash reports over 10 s", n)
+		}
+	})
+}
+
+// Network changes are charged: one network-triggered attempt per server
+// per max-delay at most, none once stopped, and a thousand changes cost
+// no more.
+func TestNetworkChangesAreRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(time.Minute)
+		for i := range 1000 {
+			r.eng.NetworkChanged()
+			r.at(time.Minute + time.Duration(i)*600*time.Millisecond)
+		}
+		// 10 minutes of constant changes: 5 fast, then at most one per 30 s.
+		if n := len(r.connectTimes(dirA, "f")); n > 5+20+1 {
+			t.Fatalf("%d connects under a thousand network changes", n)
+		}
+	})
+}
+
+// With slow-interval 0, a network change causes no attempt at all once the
+// fast episode is spent.
+func TestNetworkChangeRespectsStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+		cfg := noJitter()
+		cfg.Backoff.SlowInterval = 0
+		r := newRig(t, fake, cfg, nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(time.Minute)
+		r.eng.NetworkChanged()
+		r.at(2 * time.Minute)
+		if n := len(r.connectTimes(dirA, "f")); n != 5 {
+			t.Fatalf("%d connects, want the 5 fast ones only", n)
+		}
+	})
+}
+
+// One failed GET /config does not leave server kinds unknown for good: the
+// next check asks again, and the remote server is then probed.
+func TestConfigFailureIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+			"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
+		})
+		fake.FailConfig(1)
+		r := newRigFlapping(t, fake, noJitter(), Options{}, ep)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(30 * time.Second)
+		if n := fake.Count("/config", dirA, ""); n != 2 {
+			t.Fatalf("config reads = %d, want 2 (one failed, one asked again)", n)
+		}
+		if ep.dials.Load() == 0 {
+			t.Fatal("the remote server was never probed")
+		}
+	})
+}
