@@ -91,6 +91,7 @@ type watchFlags struct {
 	maxConcurrent           int
 	fastAttempts            int
 	slowInterval            time.Duration
+	stableAfter             time.Duration
 	logLevel, logFormat     string
 	logFile                 string
 	config                  string
@@ -114,6 +115,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.maxConcurrent, "max-concurrent", d.MaxConcurrent, "connect calls in flight at once, across all directories [$MCP_RECONNECT_MAX_CONCURRENT]")
 	fs.IntVar(&f.fastAttempts, "fast-attempts", d.Backoff.FastAttempts, "attempts in one fast episode [$MCP_RECONNECT_FAST_ATTEMPTS]")
 	fs.DurationVar(&f.slowInterval, "slow-interval", d.Backoff.SlowInterval, "retry period after a fast episode fails; 0 gives up until healthy or woken [$MCP_RECONNECT_SLOW_INTERVAL]")
+	fs.DurationVar(&f.stableAfter, "stable-after", d.StableAfter, "a server's attempt counter resets only after it stayed connected this long after an attempt (crash loops back off) [$MCP_RECONNECT_STABLE_AFTER]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error [$MCP_RECONNECT_LOG_LEVEL]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
 	fs.BoolVar(&f.probe, "probe", true, "probe failed remote servers' endpoints (TCP, TLS; no MCP, no credentials) and connect them as soon as they answer [$MCP_RECONNECT_PROBE]")
@@ -190,6 +192,7 @@ func (f *watchFlags) engineConfig() reconnect.Config {
 	c.Backoff.SlowInterval = f.slowInterval
 	c.IdleInterval = f.idleInterval
 	c.MaxConcurrent = f.maxConcurrent
+	c.StableAfter = f.stableAfter
 	return c
 }
 

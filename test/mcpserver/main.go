@@ -1,6 +1,7 @@
 // Command mcpserver is an MCP server for mcp-reconnect's tests, built with
 // the official Go SDK. It serves stdio or streamable HTTP and offers tools
-// the tests drive: echo, and crash (the process exits at once). It appends
+// the tests drive: echo, and crash (the process exits at once); -exit-after
+// makes it exit by itself a while after each start (a crash loop). It appends
 // one JSON line per event (start, initialize, tool call) to -log, so tests
 // can see what OpenCode sent it, and can start late or refuse for a while.
 package main
@@ -65,11 +66,18 @@ func main() {
 	refuseFor := flag.Duration("refuse-for", 0, "http: answer 503 to every request for this long after start")
 	strictSessions := flag.Bool("strict-sessions", false, "http: answer a request naming a session this process did not issue with 400 \"No valid session ID provided\", as the TypeScript SDK's servers do (a spec-following server answers 404, which clients recover from by themselves)")
 	requireAuth := flag.Bool("require-auth", false, "http: answer every MCP request 401 and offer OAuth discovery with dynamic client registration")
+	exitAfter := flag.Duration("exit-after", 0, "exit with code 2 this long after serving starts (a crash loop)")
 	flag.Parse()
 
 	l := &logger{path: *logPath}
 	time.Sleep(*startDelay)
 	started := time.Now()
+	if *exitAfter > 0 {
+		time.AfterFunc(*exitAfter, func() {
+			l.write("exit", nil)
+			os.Exit(2)
+		})
+	}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: *name, Version: "test"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the text back"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {

@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+)
+
+// Issue 8 on the real binary: every connect is decided from a fresh read.
+
+// disconnect makes OpenCode mark a server disabled, as a user would.
+func disconnect(t *testing.T, oc *OpenCode, dir, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, body, err := oc.Do(ctx, "POST", "/mcp/"+name+"/disconnect", dir); err != nil || code != 200 {
+		t.Fatalf("disconnect %s: %d %v %s", name, code, err, body)
+	}
+}
+
+// serverState finds one server in the watcher's /status.
+func serverState(t *testing.T, w *Watcher, dir, name string) map[string]any {
+	t.Helper()
+	var st struct {
+		Servers []struct {
+			Directories []struct {
+				Directory string           `json:"directory"`
+				Servers   []map[string]any `json:"servers"`
+			} `json:"directories"`
+		} `json:"servers"`
+	}
+	b, _ := json.Marshal(w.StatusJSON(t))
+	_ = json.Unmarshal(b, &st)
+	for _, s := range st.Servers {
+		for _, d := range s.Directories {
+			if d.Directory != dir {
+				continue
+			}
+			for _, srv := range d.Servers {
+				if srv["name"] == name {
+					return srv
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// A server the user disables while it waits for a connect slot stays
+// disabled: the slot, when it comes, makes its directory re-read status.
+func TestWatchDisabledStaysDisabledThroughSlotWait(t *testing.T) {
+	oc := startOpenCode(t, 0, "")
+	// A remote URL that accepts TCP and never answers: each connect to it
+	// holds the only slot for about ten seconds (5 s streamable HTTP, 5 s
+	// SSE).
+	free, port := listenBusy(t)
+	defer free()
+	busy := newProject(t, nil)
+	silent := RemoteServer(fmt.Sprintf("http://127.0.0.1:%d/mcp", port))
+	silent["timeout"] = 5000
+	rewriteProject(t, busy, map[string]any{"silent": silent})
+	p := newProject(t, nil)
+	rewriteProject(t, p, map[string]any{"f": p.StdioServer("f")})
+
+	w := startWatch(t, oc, oc.Password, "--max-concurrent", "1", "--directory", busy.Dir, "--directory", p.Dir)
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	p.WaitStarts(t, "f", 1, 30*time.Second)
+	waitFor(t, 90*time.Second, "the silent server to hold the slot", func() bool {
+		s := serverState(t, w, busy.Dir, "silent")
+		return s != nil && s["connecting"] == true
+	})
+	killPID(t, p.Starts(t, "f")[0]) // f crashes while the slot is held
+	waitFor(t, 10*time.Second, "f to wait for a slot", func() bool {
+		s := serverState(t, w, p.Dir, "f")
+		return s != nil && s["waiting_for_slot"] == true
+	})
+	disconnect(t, oc, p.Dir, "f")
+	starts := len(p.Starts(t, "f"))
+	w.WaitLog(t, "connecting MCP server", time.Second) // (already true; keeps the log in failures)
+	time.Sleep(15 * time.Second)                        // the slot came free meanwhile
+	if st := oc.Status(t, p.Dir); st["f"].Status != "disabled" {
+		t.Fatalf("f is %q after the slot wait, want disabled: the daemon connected it", st["f"].Status)
+	}
+	if got := len(p.Starts(t, "f")); got != starts {
+		t.Fatalf("f was started %d times after the user disabled it", got-starts)
+	}
+}
+
+// waitFor polls cond every 100 ms until it holds, or fails the test.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A remote server the user disabled stays disabled when its endpoint
+// restarts: the restart repair re-reads status first.
+func TestWatchDisabledStaysDisabledThroughRestartRepair(t *testing.T) {
+	oc := startOpenCode(t, 0, "")
+	p := newProject(t, nil)
+	remote := newHTTPServer(t, p.ServerLog("rem"), "-strict-sessions")
+	remote.Start(t)
+	rewriteProject(t, p, map[string]any{"rem": RemoteServer(remote.URL)})
+	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	oc.WaitStatus(t, p.Dir, "rem", "connected", 30*time.Second)
+	time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
+
+	disconnect(t, oc, p.Dir, "rem")
+	inits := p.Count(t, "rem", "initialize")
+	remote.Stop()
+	time.Sleep(500 * time.Millisecond)
+	remote.Start(t)
+	time.Sleep(8 * time.Second)
+	if st := oc.Status(t, p.Dir); st["rem"].Status != "disabled" {
+		t.Fatalf("rem is %q after its endpoint restarted, want disabled", st["rem"].Status)
+	}
+	if got := p.Count(t, "rem", "initialize"); got != inits {
+		t.Fatalf("the disabled server got %d initialize after its restart", got-inits)
+	}
+}
+
+// A stdio server that exits two seconds after every start reaches the slow
+// tier: it is started the fast episode's five times after its first
+// crash, then no more for minutes.
+func TestWatchCrashLoopReachesSlowTier(t *testing.T) {
+	oc := startOpenCode(t, 0, "")
+	p := newProject(t, nil)
+	s := p.StdioServer("loop")
+	s["command"] = append(s["command"].([]string), "-exit-after", "2s")
+	rewriteProject(t, p, map[string]any{"loop": s})
+	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	w.WaitLog(t, "retrying slowly", 90*time.Second)
+	starts := len(p.Starts(t, "loop"))
+	t.Logf("started %d times before the slow tier", starts)
+	if starts < 5 || starts > 7 {
+		t.Fatalf("started %d times before the slow tier, want the first start plus about five attempts", starts)
+	}
+	time.Sleep(20 * time.Second)
+	if got := len(p.Starts(t, "loop")); got != starts {
+		t.Fatalf("started %d more times in the slow tier within 20 s", got-starts)
+	}
+	if s := serverState(t, w, p.Dir, "loop"); s == nil || s["tier"] != "slow" {
+		t.Fatalf("status of loop = %v, want the slow tier", s)
+	}
+}
+
+// OpenCode killed and restarted under watch: the daemon forgets its
+// directories, and no instance is created for one (no MCP process starts)
+// until a client uses it again.
+func TestWatchOpenCodeRestartCreatesNoInstance(t *testing.T) {
+	needOpenCode(t)
+	home := t.TempDir()
+	if err := ochost.SeedConfigDir(filepath.Join(home, "config", "opencode")); err != nil {
+		t.Fatal(err)
+	}
+	oc := startOpenCode(t, 0, home)
+	p := newProject(t, nil)
+	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
+	w := startWatch(t, oc, oc.Password, "--directory", p.Dir, "--idle-interval", "2s")
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	p.WaitStarts(t, "s", 1, 30*time.Second) // the daemon's first check made the instance
+
+	oc.Kill()
+	time.Sleep(time.Second)
+	oc2 := &OpenCode{}
+	var err error
+	oc2.OpenCode, err = ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc2.Kill)
+	w.WaitLog(t, "forgetting every directory", 40*time.Second)
+	time.Sleep(10 * time.Second) // five idle intervals
+	if got := len(p.Starts(t, "s")); got != 1 {
+		t.Fatalf("%d MCP processes after OpenCode restarted: the daemon re-created an instance nobody used", got-1)
+	}
+	if strings.Contains(w.Log.String(), "armed directory") && len(serverDirs(t, w)) != 0 {
+		t.Fatalf("directories still armed after the restart: %v", serverDirs(t, w))
+	}
+
+	// A client uses the directory again: it is armed and watched.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if code, body, err := oc2.Do(ctx, "POST", "/session", p.Dir); err != nil || code != 200 {
+		t.Fatalf("create session: %d %v %s", code, err, body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(serverDirs(t, w)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the directory was not armed again after a client used it")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// serverDirs lists the directories the watcher has armed.
+func serverDirs(t *testing.T, w *Watcher) []string {
+	t.Helper()
+	var st struct {
+		Servers []struct {
+			Directories []struct {
+				Directory string `json:"directory"`
+			} `json:"directories"`
+		} `json:"servers"`
+	}
+	b, _ := json.Marshal(w.StatusJSON(t))
+	_ = json.Unmarshal(b, &st)
+	var out []string
+	for _, s := range st.Servers {
+		for _, d := range s.Directories {
+			out = append(out, d.Directory)
+		}
+	}
+	return out
+}
