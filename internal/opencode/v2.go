@@ -230,6 +230,11 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 // exist: the other one is tried, and the one that answered is tried first
 // from then on.
 func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
+	if name == "." || name == ".." {
+		// URL parsers (OpenCode's too) resolve these segments, escaped
+		// or not: the request would reach another route.
+		return &Error{Op: "POST " + routeConnectExp, URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
+	}
 	v.mu.Lock()
 	dev := v.devConnect
 	v.mu.Unlock()

@@ -680,6 +680,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	// Connect is stop + start, whatever the status: "pending" while the
 	// attempt runs, then AfterConnect (default: as it was).
 	to, errText := st.status, st.err
+	if to == "pending" {
+		to, errText = outcome(st.spec), st.spec.Error
+	}
 	if st.spec.AfterConnect != "" {
 		to, errText = st.spec.AfterConnect, st.spec.Error
 	}
