@@ -87,17 +87,30 @@ func TestFake2StreamDecodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		// A reader drains the stream all the time, as the daemon does
+		// (a pipe holds no bytes: an idle reader would block the writer).
 		var raw strings.Builder
-		r := sse.NewReader(bufio.NewReader(readTee{resp.Body, &raw}))
+		frames := make(chan []byte, 64)
+		go func() {
+			defer close(frames)
+			r := sse.NewReader(bufio.NewReader(readTee{resp.Body, &raw}))
+			for {
+				f, err := r.Next()
+				if err != nil {
+					return
+				}
+				frames <- f.Data
+			}
+		}()
 		next := func() opencode.Event {
 			t.Helper()
-			f, err := r.Next()
-			if err != nil {
-				t.Fatalf("stream: %v", err)
+			data, ok := <-frames
+			if !ok {
+				t.Fatal("stream ended")
 			}
-			ev, err := opencode.ParseEventV2(f.Data)
+			ev, err := opencode.ParseEventV2(data)
 			if err != nil {
-				t.Fatalf("frame %s: %v", f.Data, err)
+				t.Fatalf("frame %s: %v", data, err)
 			}
 			return ev
 		}
@@ -120,14 +133,15 @@ func TestFake2StreamDecodes(t *testing.T) {
 		if strings.Join(got, " ") != "a b a b" {
 			t.Errorf("boot burst servers = %q", got)
 		}
-		time.Sleep(40 * time.Second) // past two heartbeat periods
+		time.Sleep(40 * time.Second) // two heartbeat periods
 		fake.Shutdown("/p")
 		if ev := next(); ev.Kind != opencode.KindInstanceGone || ev.Directory != "/p" {
 			t.Errorf("shutdown: %+v", ev)
 		}
-		// Nobody read while the test slept, and a pipe holds no bytes: the
-		// first heartbeat blocked the writer, so only it went out.
-		if n := strings.Count(raw.String(), ": heartbeat\n\n"); n != 1 {
+		cancel()
+		for range frames {
+		}
+		if n := strings.Count(raw.String(), ": heartbeat\n\n"); n != 2 {
 			t.Errorf("%d heartbeat comments in %q", n, raw.String())
 		}
 		if len(fake.Instances()) != 0 {
