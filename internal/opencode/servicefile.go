@@ -192,7 +192,8 @@ func ParseServiceFile(file string, b []byte) (Service, error) {
 	s.PID = int(pid)
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return Service{}, fmt.Errorf("%s: \"url\" %q is not http://host:port", file, Redact(s.URL))
+		// Not quoted: a file written wrongly may hold the password there.
+		return Service{}, fmt.Errorf("%s: \"url\" is not http://host:port", file)
 	}
 	// The service may listen on every interface; it is reached locally.
 	switch h := u.Hostname(); h {

@@ -155,6 +155,7 @@ func TestClientV2AgainstFake(t *testing.T) {
 			t.Fatalf("right after boot: %+v, want pending (disabled stays disabled)", st)
 		}
 		time.Sleep(3 * time.Second)
+		synctest.Wait() // the outcomes settle at that very instant
 		st, _ = c.MCPStatus(ctx, "/p")
 		if st["ok"].Status != "connected" || st["bad"] != (opencode.ServerStatus{Status: "failed", Error: "Connection refused"}) {
 			t.Fatalf("after the pending time: %+v", st)
