@@ -162,8 +162,8 @@ func TestDiscoverService(t *testing.T) {
 		}
 		// The service restarted with a new password: the old one is
 		// refused, the re-read file works.
-		fake.Password = "new-" + pw
-		fake.PID = 999
+		fake.SetPassword("new-" + pw)
+		fake.SetPID(999)
 		if _, err := c.MCPStatus(context.Background(), "/p"); !errors.Is(err, opencode.ErrUnauthorized) {
 			t.Fatalf("old password after restart: %v", err)
 		}

@@ -271,6 +271,21 @@ func (s *Server) SetDirConfig(dir string, servers map[string]Spec) {
 	s.config[dir] = servers
 }
 
+// SetPassword changes the password, as a service restarted with a new
+// one (safe while serving, unlike setting the field).
+func (s *Server) SetPassword(pw string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Password = pw
+}
+
+// SetPID changes the pid /api/info reports, as a restarted service.
+func (s *Server) SetPID(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.PID = pid
+}
+
 // SetPending makes every start (a boot, a connect without ConnectDelay)
 // stay "pending" for d before its outcome. 0 (the default) settles a boot
 // before the request that caused it is answered.
