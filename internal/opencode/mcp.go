@@ -9,13 +9,16 @@ import (
 	"slices"
 )
 
-// The MCP statuses OpenCode 1.18.34 reports.
+// The MCP statuses OpenCode 1.18.34 reports, and 2.x's StatusPending.
 const (
 	StatusConnected               = "connected"
 	StatusDisabled                = "disabled"
 	StatusFailed                  = "failed"
 	StatusNeedsAuth               = "needs_auth"
 	StatusNeedsClientRegistration = "needs_client_registration"
+	// StatusPending (2.x only): an attempt is running. Never connect it;
+	// wait for its outcome.
+	StatusPending = "pending"
 )
 
 // ServerStatus is one MCP server's state as GET /mcp reports it.

@@ -1,0 +1,143 @@
+package opencode_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+)
+
+func TestDetectFakes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f2 := fake2.New(map[string]fake2.Spec{"a": {}})
+		tr2, stop2 := f2.Serve()
+		defer stop2()
+		gen, v, pid, err := opencode.Detect(context.Background(), fake2.URL, opencode.Options{Transport: tr2, Password: fake2.DefaultPassword})
+		if err != nil || gen != opencode.V2 || v != fake2.DefaultVersion || pid != fake2.DefaultPID {
+			t.Errorf("2.x fake: %v %q %d %v", gen, v, pid, err)
+		}
+		// A wrong password is recognised as 2.x's refusal.
+		gen, _, _, err = opencode.Detect(context.Background(), fake2.URL, opencode.Options{Transport: tr2, Password: "wrong"})
+		if gen != opencode.V2 || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "2.x refused the password") || strings.Contains(err.Error(), "wrong") {
+			t.Errorf("2.x fake, wrong password: %v, %v", gen, err)
+		}
+		if len(f2.Instances()) != 0 {
+			t.Errorf("detection booted %v", f2.Instances())
+		}
+
+		f1 := fakeopencode.New(nil)
+		tr1, stop1 := f1.Serve()
+		defer stop1()
+		gen, v, _, err = opencode.Detect(context.Background(), fakeopencode.URL, opencode.Options{Transport: tr1})
+		if err != nil || gen != opencode.V1 || v != "1.18.34" {
+			t.Errorf("1.x fake: %v %q %v", gen, v, err)
+		}
+		// 1.x with a wrong password cannot tell its version; the error
+		// says the credentials were refused.
+		f1.Password = "right"
+		gen, _, _, err = opencode.Detect(context.Background(), fakeopencode.URL, opencode.Options{Transport: tr1, Password: "wrong"})
+		if gen != opencode.GenUnknown || !errors.Is(err, opencode.ErrUnauthorized) {
+			t.Errorf("1.x fake, wrong password: %v, %v", gen, err)
+		}
+	})
+}
+
+func detectAgainst(t *testing.T, routes map[string]func(w http.ResponseWriter)) (opencode.Generation, string, int, error) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := routes[r.URL.Path]; h != nil {
+			h(w)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte("<!doctype html><html></html>"))
+	}))
+	defer srv.Close()
+	return opencode.Detect(context.Background(), srv.URL, opencode.Options{Password: "pw"})
+}
+
+func answer(code int, body string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}
+}
+
+func TestDetectNeverTrustsAStatusCode(t *testing.T) {
+	// 2.0.0–2.0.5: no /api/info, but /api/status.
+	gen, v, pid, err := detectAgainst(t, map[string]func(http.ResponseWriter){
+		"/api/info": answer(404, ""), "/api/status": answer(200, `{"version":"2.0.3"}`)})
+	if err != nil || gen != opencode.V2 || v != "2.0.3" || pid != 0 {
+		t.Errorf("old 2.x: %v %q %d %v", gen, v, pid, err)
+	}
+	// A 200 HTML to everything (2.x's web UI, a proxy): not OpenCode.
+	gen, _, _, err = detectAgainst(t, nil)
+	if gen != opencode.GenUnknown || !errors.Is(err, opencode.ErrUnavailable) || !strings.Contains(err.Error(), "/api/info answered 200") {
+		t.Errorf("html everywhere: %v %v", gen, err)
+	}
+	for name, routes := range map[string]map[string]func(http.ResponseWriter){
+		"info of 1.x":        {"/api/info": answer(200, `{"version":"1.18.34","pid":1}`)},
+		"info without pid":   {"/api/info": answer(200, `{"version":"2.0.21"}`)},
+		"info with text pid": {"/api/info": answer(200, `{"version":"2.0.21","pid":"12"}`)},
+		"untagged 401":       {"/api/info": answer(401, `Unauthorized`)},
+		"unhealthy garbage":  {"/global/health": answer(200, `{"healthy":"yes","version":"1.0"}`)},
+		"health of 2.x":      {"/global/health": answer(200, `{"healthy":true,"version":"2.0.21"}`)},
+		"status of 1.x":      {"/api/status": answer(200, `{"version":"1.18.34"}`)},
+		"500s":               {"/api/info": answer(500, `{"version":"2.0.21","pid":1}`), "/global/health": answer(500, ""), "/api/status": answer(500, "")},
+	} {
+		if gen, v, _, err := detectAgainst(t, routes); gen != opencode.GenUnknown || err == nil {
+			t.Errorf("%s: %v %q %v, want unknown and an error", name, gen, v, err)
+		}
+	}
+	// An unhealthy 1.x is 1.x, not ready.
+	gen, _, _, err = detectAgainst(t, map[string]func(http.ResponseWriter){"/global/health": answer(200, `{"healthy":false,"version":"1.18.34"}`)})
+	if gen != opencode.V1 || !errors.Is(err, opencode.ErrUnavailable) {
+		t.Errorf("unhealthy 1.x: %v %v", gen, err)
+	}
+}
+
+func TestDetectUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	gen, _, _, err := opencode.Detect(context.Background(), "http://"+addr, opencode.Options{})
+	if gen != opencode.GenUnknown || !errors.Is(err, opencode.ErrUnavailable) {
+		t.Errorf("nothing listening: %v %v", gen, err)
+	}
+	if _, _, _, err := opencode.Detect(context.Background(), "not a url", opencode.Options{}); err == nil {
+		t.Error("bad url accepted")
+	}
+}
+
+// Each probe gives up after DetectTimeout; a hung server is not probed
+// further.
+func TestDetectTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fakeopencode.NewPipeListener()
+		hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = hs.Serve(l) }()
+		tr := &http.Transport{DialContext: l.Dial}
+		start := time.Now()
+		_, _, _, err := opencode.Detect(context.Background(), fakeopencode.URL, opencode.Options{Transport: tr})
+		if !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != opencode.DetectTimeout {
+			t.Errorf("err %v after %v, want a timeout after %v", err, time.Since(start), opencode.DetectTimeout)
+		}
+		tr.CloseIdleConnections()
+		_ = hs.Close()
+		<-done
+	})
+}

@@ -1,0 +1,150 @@
+package fake2_test
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type rig struct {
+	t    *testing.T
+	fake *fake2.Server
+	hc   *http.Client
+}
+
+func newRig(t *testing.T) *rig {
+	fake := fake2.New(map[string]fake2.Spec{"a": {}})
+	tr, stop := fake.Serve()
+	t.Cleanup(stop)
+	return &rig{t: t, fake: fake, hc: &http.Client{Transport: tr}}
+}
+
+func (r *rig) do(method, target string, auth bool, hdr map[string]string) (*http.Response, string) {
+	r.t.Helper()
+	req, _ := http.NewRequestWithContext(context.Background(), method, fake2.URL+target, nil)
+	if auth {
+		req.SetBasicAuth("opencode", fake2.DefaultPassword)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// The fake answers as 2.x does outside the model's routes, so a client
+// that guesses wrong fails as it would against the real server.
+func TestFakeSurface(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		resp, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=/p", false, nil)
+		if resp.StatusCode != 401 || !strings.Contains(body, `"_tag":"UnauthorizedError"`) || resp.Header.Get("Www-Authenticate") != `Basic realm="Secure Area"` {
+			t.Errorf("no auth: %d %q %v", resp.StatusCode, body, resp.Header)
+		}
+		tok := base64.StdEncoding.EncodeToString([]byte("opencode:" + fake2.DefaultPassword))
+		if resp, _ := r.do("GET", "/api/info?auth_token="+tok, false, nil); resp.StatusCode != 200 {
+			t.Errorf("auth_token: %d", resp.StatusCode)
+		}
+		if resp, body := r.do("GET", "/global/health", false, nil); resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || strings.Contains(body, "healthy") {
+			t.Errorf("/global/health: %d %q", resp.StatusCode, body)
+		}
+		if resp, _ := r.do("GET", "/mcp?directory=/p", false, nil); resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("1.x /mcp: %d", resp.StatusCode)
+		}
+		if resp, _ := r.do("POST", "/mcp/a/connect", false, nil); resp.StatusCode != 405 {
+			t.Errorf("1.x connect: %d", resp.StatusCode)
+		}
+		if resp, _ := r.do("POST", "/tui/show-toast", false, nil); resp.StatusCode != 405 {
+			t.Errorf("toast: %d", resp.StatusCode)
+		}
+		if resp, body := r.do("GET", "/api/nope", true, nil); resp.StatusCode != 404 || strings.Contains(body, "_tag") {
+			t.Errorf("unknown /api: %d %q", resp.StatusCode, body)
+		}
+		if len(r.fake.Instances()) != 0 {
+			t.Errorf("booted %v", r.fake.Instances())
+		}
+
+		// ?directory= is ignored: the request lands in the server's own
+		// directory, and the fake records what the client sent.
+		r.fake.ResetRequests()
+		if resp, body := r.do("GET", "/api/mcp?directory=/p", true, nil); resp.StatusCode != 200 || !strings.Contains(body, `"directory":"`+fake2.DefaultHome+`"`) {
+			t.Errorf("?directory=: %d %s", resp.StatusCode, body)
+		}
+		if got := r.fake.Requests(); len(got) != 1 || got[0].Directory != fake2.DefaultHome || got[0].LegacyDirectory != "/p" {
+			t.Errorf("recorded %+v", got)
+		}
+		// The header is URL-decoded; the query wins over it.
+		r.fake.ResetRequests()
+		r.do("GET", "/api/mcp", true, map[string]string{"x-opencode-directory": "%2Ftmp%2Fa%20b%2B"})
+		r.do("GET", "/api/config?location[directory]=/q", true, map[string]string{"x-opencode-directory": "/h"})
+		got := r.fake.Requests()
+		if len(got) != 2 || got[0].Directory != "/tmp/a b+" || !got[0].ViaHeader || got[1].Directory != "/q" || got[1].ViaHeader {
+			t.Errorf("recorded %+v", got)
+		}
+	})
+}
+
+// A connect is stop + start: pending while it runs, 204 when it is over,
+// and a shutdown evicts the location.
+func TestFakeConnectAndShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.fake.SetDirConfig("/p", map[string]fake2.Spec{"s": {Status: "failed", Error: "boom", AfterConnect: "connected", ConnectDelay: 2 * time.Second}})
+		_, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil)
+		if !strings.Contains(body, `{"name":"s","status":{"error":"boom","status":"failed"}}`) {
+			t.Fatalf("status %s", body)
+		}
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			if resp, _ := r.do("POST", "/api/experimental/mcp/s/connect?location%5Bdirectory%5D=%2Fp", true, nil); resp.StatusCode != 204 || time.Since(start) != 2*time.Second {
+				t.Errorf("connect: %d after %v", resp.StatusCode, time.Since(start))
+			}
+		}()
+		time.Sleep(time.Second)
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `"status":"pending"`) {
+			t.Errorf("during connect: %s", body)
+		}
+		<-done
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `{"name":"s","status":{"status":"connected"}}`) {
+			t.Errorf("after connect: %s", body)
+		}
+		if resp, body := r.do("POST", "/api/experimental/mcp/x/connect?location%5Bdirectory%5D=%2Fp", true, nil); resp.StatusCode != 404 || !strings.Contains(body, "McpServerNotFoundError") {
+			t.Errorf("unknown: %d %s", resp.StatusCode, body)
+		}
+		r.fake.Shutdown("/p")
+		if len(r.fake.Instances()) != 0 {
+			t.Errorf("after shutdown: %v", r.fake.Instances())
+		}
+		// A shutdown during a pending connect ends it.
+		r.fake.SetPending(time.Hour)
+		done = make(chan struct{})
+		start = time.Now()
+		go func() {
+			defer close(done)
+			r.do("POST", "/api/experimental/mcp/a/connect?location%5Bdirectory%5D=%2Fq", true, nil)
+		}()
+		time.Sleep(time.Second)
+		r.fake.Shutdown("/q")
+		<-done
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("connect across shutdown returned after %v", d)
+		}
+	})
+}
