@@ -4,5 +4,3 @@ import "errors"
 
 // Placeholders until the helpers' branches merge (lead).
 var ErrRefused = errors.New("opencode refused the connection")
-
-const StatusPending = "pending"
