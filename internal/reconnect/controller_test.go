@@ -33,7 +33,7 @@ func TestSlotWaitRereadsStatusBeforeConnect(t *testing.T) {
 			t.Errorf("f = %+v, want waiting for a slot, uncharged", s)
 		}
 		fake.SetStatus(dirA, "f", "disabled", "") // the user disables it while it waits
-		r.at(30 * time.Second)                     // the slot came free at 21 s
+		r.at(30 * time.Second)                    // the slot came free at 21 s
 		if n := fake.Count("/mcp/{name}/connect", dirA, "f"); n != 0 {
 			t.Fatalf("a server disabled during its slot wait got %d connects", n)
 		}

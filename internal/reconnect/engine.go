@@ -210,15 +210,24 @@ func (e *Engine) Arm(d, reason string) error {
 }
 
 // armLocked arms path if it is not armed; it returns the "armed" event, or
-// a zero Event when path was armed already.
+// a zero Event when path was armed already. Its first check runs
+// initial-delay later.
 func (e *Engine) armLocked(path, reason string) Event {
+	return e.armAtLocked(path, reason, e.wakeDelay())
+}
+
+// armAtLocked is armLocked with the delay of the first check.
+func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
 	if _, ok := e.dirs[path]; ok || e.ctx.Err() != nil {
 		return Event{}
 	}
 	now := time.Now()
 	ctx, cancel := context.WithCancel(e.ctx)
 	d := newDir(path, reason, now, cancel)
-	d.next = now.Add(e.wakeDelay())
+	d.next = now.Add(first)
+	if first == 0 {
+		d.lastAtOnce = now
+	}
 	e.dirs[path] = d
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
@@ -270,7 +279,7 @@ func (e *Engine) HandleEvent(ev opencode.Event) {
 	case opencode.KindServerFailed:
 		e.serverFailed(ev.Directory, ev.Server, ev.Type)
 	case opencode.KindServerChanged:
-		e.armOrWake(ev.Directory, ev.Type, func(d *dir, now time.Time) { d.wakeBy(now.Add(e.wakeDelay())) })
+		e.armOrWake(ev.Directory, ev.Type, e.wakeDelay(), func(d *dir, now time.Time) { d.wakeBy(now.Add(e.wakeDelay())) })
 	case opencode.KindInstanceGone:
 		e.Disarm(ev.Directory, ev.Type)
 	case opencode.KindAllGone:
@@ -283,10 +292,10 @@ func (e *Engine) HandleEvent(ev opencode.Event) {
 	// start their MCP servers.
 }
 
-// armOrWake arms path for reason if it is not armed; if it is, it calls
-// wake on it with Engine.mu held. Events for directories that are not
-// absolute paths are ignored.
-func (e *Engine) armOrWake(path, reason string, wake func(d *dir, now time.Time)) {
+// armOrWake arms path for reason if it is not armed (its first check
+// first later); if it is, it calls wake on it with Engine.mu held. Events
+// for directories that are not absolute paths are ignored.
+func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d *dir, now time.Time)) {
 	if !validDir(path) {
 		return
 	}
@@ -300,7 +309,7 @@ func (e *Engine) armOrWake(path, reason string, wake func(d *dir, now time.Time)
 		e.mu.Unlock()
 		return
 	}
-	ev := e.armLocked(path, reason)
+	ev := e.armAtLocked(path, reason, first)
 	e.mu.Unlock()
 	e.publish(ev)
 }
@@ -309,11 +318,17 @@ func (e *Engine) armOrWake(path, reason string, wake func(d *dir, now time.Time)
 // first crash of a server that was connected and stable is checked at once
 // (at most once per initial-delay per directory, so a server that spams the
 // event cannot make it a status read each): a crashed stdio server is back
-// in about the time OpenCode takes to spawn it. A crash loop gets no such
+// in about the time OpenCode takes to spawn it. A report that arms its
+// directory is such a first crash too: the server was connected (its
+// connection closed), and nobody here reconnected it. A crash loop gets no
 // shortcut: its directory is checked initial-delay later, and not at all
 // once the server is in the slow tier.
 func (e *Engine) serverFailed(path, name, reason string) {
-	e.armOrWake(path, reason, func(d *dir, now time.Time) {
+	first := e.wakeDelay()
+	if name != "" {
+		first = 0
+	}
+	e.armOrWake(path, reason, first, func(d *dir, now time.Time) {
 		s := d.servers[name]
 		if name == "" || s == nil {
 			d.wakeBy(now.Add(e.wakeDelay()))
@@ -338,7 +353,7 @@ func (e *Engine) serverFailed(path, name, reason string) {
 
 // activity arms dir, or wakes it at most once per idle interval.
 func (e *Engine) activity(path, reason string) {
-	e.armOrWake(path, reason, func(d *dir, now time.Time) {
+	e.armOrWake(path, reason, e.wakeDelay(), func(d *dir, now time.Time) {
 		if now.Sub(d.lastActivity) >= e.cfg.IdleInterval {
 			d.lastActivity = now
 			d.wakeBy(now.Add(e.wakeDelay()))

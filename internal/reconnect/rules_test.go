@@ -94,7 +94,8 @@ func TestPassiveUntilArmed(t *testing.T) {
 }
 
 // Rule 3: each arming event arms its directory, and its first check runs
-// initial-delay later, not before.
+// initial-delay later, not before; except a crash report naming a server
+// (rule 4: a first crash), which is checked at once.
 func TestArmingEvents(t *testing.T) {
 	for _, typ := range []string{"mcp.tools.changed", "session.created", "session.updated", "session.status", "message.updated", "message.part.updated"} {
 		t.Run(typ, func(t *testing.T) {
@@ -103,23 +104,28 @@ func TestArmingEvents(t *testing.T) {
 				r := newRig(t, fake, noJitter(), nil)
 				r.stream()
 				fake.Publish(dirA, typ, map[string]any{"server": "f"})
-				r.at(999 * time.Millisecond)
-				if n := len(r.perDirRequests()); n != 0 {
-					t.Fatalf("%d requests before initial-delay", n)
+				first := time.Second
+				if typ == "mcp.tools.changed" {
+					first = 0
 				}
-				r.at(1001 * time.Millisecond)
+				if first > 0 {
+					r.at(first - time.Millisecond)
+					if n := len(r.perDirRequests()); n != 0 {
+						t.Fatalf("%d requests before initial-delay", n)
+					}
+				}
+				r.at(first + time.Millisecond)
 				if n := fake.Count("/mcp", dirA, ""); n != 1 {
-					t.Fatalf("status reads at 1s = %d, want 1", n)
+					t.Fatalf("status reads at %v = %d, want 1", first, n)
 				}
 				if n := fake.Count("/mcp/{name}/connect", dirA, "f"); n != 1 {
-					t.Fatalf("connects at 1s = %d, want 1", n)
+					t.Fatalf("connects at %v = %d, want 1", first, n)
 				}
 			})
 		})
 	}
 }
 
-// Rule 4: with jitter, each delay stays within [1-j, 1+j] of its base.
 func TestScheduleJitterBounds(t *testing.T) {
 	for seed := range 5 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -441,9 +447,9 @@ func TestDisposeStopsAndRearmWorks(t *testing.T) {
 		if n := len(r.eventsOf(EventDisarmed)); n != 1 {
 			t.Fatalf("disarmed events = %d, want 1", n)
 		}
-		// A crash event arms it again.
+		// A crash event arms it again (and is checked at once: a first crash).
 		fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "f"})
-		r.at(10*time.Minute + 1100*time.Millisecond)
+		r.at(10*time.Minute + 100*time.Millisecond)
 		if n := fake.Count("/mcp", dirA, ""); n != 1 {
 			t.Fatalf("reads after re-arming = %d, want 1", n)
 		}
