@@ -3,9 +3,7 @@ package opencode
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -62,47 +60,97 @@ type Event struct {
 
 // ParseEvent decodes one data field of 1.x /global/event:
 // {"directory": D, "payload": {"type": T, "properties": {...}}}.
+//
+// Most events are a streaming reply's message.part.updated, many a second
+// and each carrying the whole text so far; only their type and directory
+// matter. So nothing is decoded but those two and, for the events that need
+// it, a field of properties: the rest is passed over without being built,
+// and once OpenCode's field order (directory, then payload's type before
+// its properties) has given what is needed, the rest is not even read.
+// Keys are matched exactly (not ignoring case as encoding/json does for
+// struct fields) and the first of duplicate keys counts.
 func ParseEvent(data []byte) (Event, error) {
-	var raw struct {
-		Directory json.RawMessage `json:"directory"`
-		Payload   *struct {
-			Type       string          `json:"type"`
-			Properties json.RawMessage `json:"properties"`
-		} `json:"payload"`
+	s := jscan{b: data}
+	if !s.open() {
+		return Event{}, errors.New("event is not a JSON object")
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return Event{}, fmt.Errorf("event is not a JSON object: %w", err)
+	var (
+		dirRaw, props []byte
+		hasDir        bool
+		typ           string
+		done          bool
+	)
+	for first := true; !done; {
+		key, ok := s.member(&first)
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "directory":
+			if !hasDir {
+				dirRaw, hasDir = s.skip(), true
+			} else {
+				s.skip()
+			}
+		case "payload":
+			if s.peek() != '{' || typ != "" {
+				s.skip()
+				continue
+			}
+			s.open()
+			for pfirst := true; ; {
+				pkey, ok := s.member(&pfirst)
+				if !ok {
+					break
+				}
+				switch string(pkey) {
+				case "type":
+					t, isStr := jsonString(s.skip())
+					if !isStr && !s.bad {
+						return Event{}, errors.New("event payload.type is not a string")
+					}
+					if typ == "" {
+						typ = t
+					}
+				case "properties":
+					if props == nil {
+						props = s.skip()
+					} else {
+						s.skip()
+					}
+				default:
+					s.skip()
+				}
+				if typ != "" && hasDir && (props != nil || !needsProperties(typ)) {
+					done = true
+					break
+				}
+			}
+		default:
+			s.skip()
+		}
 	}
-	if raw.Payload == nil || raw.Payload.Type == "" {
+	if s.bad {
+		return Event{}, errors.New("event is not a JSON object")
+	}
+	if typ == "" {
 		return Event{}, errors.New("event has no payload.type")
 	}
-	ev := Event{Type: raw.Payload.Type}
-	var dir string
-	if len(raw.Directory) > 0 {
-		// A non-string directory is ignored, not fatal.
-		_ = json.Unmarshal(raw.Directory, &dir)
-	}
-	var props struct {
-		Server    json.RawMessage `json:"server"`
-		Directory json.RawMessage `json:"directory"`
-	}
+	ev := Event{Type: typ}
+	// A non-string directory is ignored, not fatal.
+	dir, _ := jsonString(dirRaw)
 	switch {
-	case ev.Type == EventToolsChanged:
+	case typ == EventToolsChanged:
 		ev.Kind, ev.Directory = KindServerFailed, dir
-		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
-			_ = json.Unmarshal(props.Server, &ev.Server)
-		}
-	case ev.Type == EventInstanceDisposed:
+		ev.Server = stringProperty(props, "server")
+	case typ == EventInstanceDisposed:
 		ev.Kind, ev.Directory = KindInstanceGone, dir
-		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
-			var pd string
-			if json.Unmarshal(props.Directory, &pd) == nil && pd != "" {
-				ev.Directory = pd
-			}
+		if pd := stringProperty(props, "directory"); pd != "" {
+			ev.Directory = pd
 		}
-	case ev.Type == EventGlobalDisposed:
+	case typ == EventGlobalDisposed:
 		ev.Kind = KindAllGone
-	case strings.HasPrefix(ev.Type, "session.") || strings.HasPrefix(ev.Type, "message."):
+	case strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "message."):
 		ev.Kind, ev.Directory = KindActivity, dir
 	default:
 		ev.Directory = dir
@@ -111,6 +159,32 @@ func ParseEvent(data []byte) (Event, error) {
 		ev.Directory = ""
 	}
 	return ev, nil
+}
+
+// needsProperties reports whether ParseEvent reads anything from an event
+// type's properties.
+func needsProperties(typ string) bool {
+	return typ == EventToolsChanged || typ == EventInstanceDisposed
+}
+
+// stringProperty is the string member key of the properties object props,
+// or "" when props is not an object or key is missing or not a string.
+func stringProperty(props []byte, key string) string {
+	s := jscan{b: props}
+	if len(props) == 0 || !s.open() {
+		return ""
+	}
+	for first := true; ; {
+		k, ok := s.member(&first)
+		if !ok {
+			return ""
+		}
+		if string(k) == key {
+			v, _ := jsonString(s.skip())
+			return v
+		}
+		s.skip()
+	}
 }
 
 // StreamOptions tune Stream.
