@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -195,19 +194,40 @@ type StreamOptions struct {
 	Silence time.Duration
 	// Backoff spaces reconnects (default 500ms doubling to 30s, jitter 0.2).
 	Backoff backoff.Policy
-	// OnConnect runs after each successful subscribe, with the attempt
-	// count (1 for the first).
-	OnConnect func(n int)
-	// OnDrop runs when a subscription ends, with the reason.
+	// Stable is how long a subscription must have delivered events for the
+	// reconnect backoff to start again from its first step (default 30s):
+	// from the subscribe to its last event, so a silent stream never counts.
+	// A subscription that ends sooner continues the backoff, so a proxy
+	// that drops the stream right after its first event gets re-subscribes
+	// spaced by a growing delay, not two a second forever.
+	Stable time.Duration
+	// OnConnect runs after each successful subscribe.
+	OnConnect func(Connected)
+	// OnDrop runs when a subscription or an attempt at one ends, with the
+	// reason.
 	OnDrop func(err error)
 	// Log receives debug lines; nil discards them.
 	Log *slog.Logger
 }
 
+// Connected describes a successful subscribe.
+type Connected struct {
+	// N counts successful subscribes: 1 for the first.
+	N int
+	// Refused reports that since the previous subscription ended (since
+	// Stream began, for the first) at least one attempt failed with
+	// ErrRefused: nothing was listening, so OpenCode was not running, and
+	// this may be a new process that knows nothing of the old one's
+	// directories. Without it the gap was a hiccup of a running OpenCode
+	// (a dropped connection, a 5xx, a timeout).
+	Refused bool
+}
+
 // Stream subscribes to /global/event and hands every parsed event to fn,
 // reconnecting with backoff when the stream drops, errors or stays silent
-// past opts.Silence, until ctx ends. Unparsable events are skipped. fn is
-// called from Stream's goroutine and must not block for long.
+// past opts.Silence, until ctx ends. Unparsable events, and events over
+// sse.MaxFrame, are skipped. fn is called from Stream's goroutine and must
+// not block for long.
 func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
 	if opts.Silence <= 0 {
 		opts.Silence = 30 * time.Second
@@ -215,31 +235,40 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 	if opts.Backoff.Initial <= 0 {
 		opts.Backoff = backoff.Policy{Initial: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
 	}
+	if opts.Stable <= 0 {
+		opts.Stable = 30 * time.Second
+	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	failures := 0
 	connects := 0
+	refused := false
 	for {
-		got, err := c.subscribe(ctx, opts.Silence, func() {
+		lasted, err := c.subscribe(ctx, opts.Silence, log, func() {
 			connects++
+			info := Connected{N: connects, Refused: refused}
+			refused = false
 			if opts.OnConnect != nil {
-				opts.OnConnect(connects)
+				opts.OnConnect(info)
 			}
 		}, fn)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, ErrRefused) {
+			refused = true
+		}
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
 		}
-		if got {
+		if lasted >= opts.Stable {
 			failures = 0
 		}
 		failures++
 		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
-		log.Debug("event stream ended", "url", c.URL(), "err", err, "retry_in", d)
+		log.Debug("event stream ended", "url", c.URL(), "err", err, "lasted", lasted, "retry_in", d)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -253,16 +282,17 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 // errSilent ends a subscription that stayed quiet too long.
 var errSilent = errors.New("event stream silent for three heartbeat periods")
 
-// subscribe runs one subscription. got reports whether any event arrived,
-// which resets the reconnect backoff.
-func (c *Client) subscribe(ctx context.Context, silence time.Duration, connected func(), fn func(Event)) (got bool, err error) {
+// subscribe runs one subscription. lasted is the time from the subscribe
+// to the last event it delivered (0 when the subscribe failed).
+func (c *Client) subscribe(ctx context.Context, silence time.Duration, log *slog.Logger, connected func(), fn func(Event)) (lasted time.Duration, err error) {
+	const op = "GET /global/event"
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	u := *c.base
 	u.Path = c.base.Path + "/global/event"
 	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if c.password != "" {
 		req.SetBasicAuth(c.username, c.password)
@@ -305,30 +335,37 @@ func (c *Client) subscribe(ctx context.Context, silence time.Duration, connected
 	resp, err := c.long.Do(req)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
-			return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}
+			return 0, &Error{Op: op, URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}
 		}
-		return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: err}
+		return 0, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return false, &Error{Op: "GET /global/event", URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
 	case resp.StatusCode != http.StatusOK:
-		return false, &Error{Op: "GET /global/event", URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
 	}
 	poke()
 	connected()
-	r := sse.NewReader(bufio.NewReader(resp.Body))
+	start := time.Now()
+	r := sse.NewReader(resp.Body)
+	r.OnSkip = func(size int64) {
+		// A skipped event is a sign of life all the same.
+		poke()
+		lasted = time.Since(start)
+		log.Debug("event stream: skipped an event over the size limit", "url", c.URL(), "bytes", size, "limit", sse.MaxFrame)
+	}
 	for {
 		frame, err := r.Next()
 		if err != nil {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
-			return got, &Error{Op: "GET /global/event", URL: c.URL(), Detail: "stream ended: " + err.Error(), kind: ErrUnavailable, cause: err}
+			return lasted, &Error{Op: op, URL: c.URL(), Detail: "stream ended: " + err.Error(), kind: ErrUnavailable, cause: err}
 		}
 		poke()
-		got = true
+		lasted = time.Since(start)
 		ev, err := ParseEvent(frame.Data)
 		if err != nil {
 			continue
