@@ -137,6 +137,17 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 	}
 }
 
+// A comment or unknown field of any length, inside an event, is passed
+// over without costing that event.
+func TestHugeCommentKeepsEvent(t *testing.T) {
+	long := strings.Repeat("c", 2*MaxFrame)
+	r := NewReader(strings.NewReader("data: a\n:" + long + "\r\nx-unknown: " + long + "\rdata: b\n\n"))
+	got, err := collect(r)
+	if err != nil || len(got) != 1 || string(got[0].Data) != "a\nb" || r.Skipped != 0 {
+		t.Fatalf("got %.20q, %v, %d skipped", got, err, r.Skipped)
+	}
+}
+
 // An event of exactly MaxFrame bytes of data is delivered.
 func TestEventAtLimitIsKept(t *testing.T) {
 	data := strings.Repeat("x", MaxFrame-2)
@@ -181,8 +192,9 @@ func TestOversizedEventBoundedMemory(t *testing.T) {
 		name, prefix string
 		limit        uint64
 	}{
-		// The data buffer grows by doubling up to the limit.
-		{"data", "data: ", 2*MaxFrame + 2*bufSize},
+		// The data buffer grows by doubling up to the limit: about 2 MiB
+		// allocated in all, never the 16 MiB streamed.
+		{"data", "data: ", 3 * MaxFrame},
 		{"comment", ": ", 4 * bufSize},
 		{"unknown field", "xyzzy: ", 4 * bufSize},
 		{"no colon", "dataaaaa", 4 * bufSize},
