@@ -175,11 +175,11 @@ func streamLoop(ctx context.Context, client *opencode.Client, eng *reconnect.Eng
 	var wasUnauthorized bool
 	_ = client.Stream(ctx, opencode.StreamOptions{
 		Log: log,
-		OnConnect: func(n int) {
+		OnConnect: func(c opencode.Connected) {
 			eng.SetStream(true, nil)
-			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: n})
+			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
 			wasUnauthorized = false
-			if n > 1 {
+			if c.N > 1 {
 				// Events may have been missed while the stream was down.
 				m.StreamReconnects.Inc()
 				log.Info("event stream reconnected", "url", client.URL())

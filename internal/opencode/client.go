@@ -2,7 +2,8 @@
 // daemon uses (health, MCP status and connect, config, the global event
 // stream). Every call has a timeout and a body limit, and every failure is
 // sorted into what the caller can do about it: ErrUnavailable (try later),
-// ErrUnauthorized (tell the user, stop hammering) or ErrNotFound.
+// ErrUnauthorized (tell the user, stop hammering) or ErrNotFound; a refused
+// connection (nothing listening) is also ErrRefused.
 package opencode
 
 import (
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +31,11 @@ var (
 	ErrUnauthorized = errors.New("opencode refused the credentials")
 	// ErrNotFound: the server answered 404 (for connect: no such MCP server).
 	ErrNotFound = errors.New("not found")
+	// ErrRefused: the connection was refused when dialing (ECONNREFUSED):
+	// nothing listens at the address, so OpenCode is not running or is
+	// restarting, unlike a timeout or a 5xx, which a running OpenCode can
+	// cause. An error that is ErrRefused is ErrUnavailable too.
+	ErrRefused = errors.New("opencode refused the connection")
 )
 
 // maxBody bounds every response body the client reads.
@@ -142,7 +149,8 @@ func Redact(raw string) string {
 }
 
 // Error is a failed call. It matches ErrUnavailable, ErrUnauthorized or
-// ErrNotFound with errors.Is, and never holds a credential.
+// ErrNotFound with errors.Is, and ErrRefused as well when the connection
+// was refused. It never holds a credential.
 type Error struct {
 	// Op names the call, e.g. "GET /mcp".
 	Op string
@@ -151,9 +159,10 @@ type Error struct {
 	// Status is the HTTP status, or 0 when none was received.
 	Status int
 	// Detail is a short description (a truncated body or a transport error).
-	Detail string
-	kind   error
-	cause  error
+	Detail  string
+	kind    error
+	refused bool
+	cause   error
 }
 
 func (e *Error) Error() string {
@@ -171,8 +180,22 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is matches the error's kind.
-func (e *Error) Is(target error) bool { return target == e.kind }
+// Is matches the error's kind, and ErrRefused for a refused connection.
+func (e *Error) Is(target error) bool {
+	return target == e.kind || target == ErrRefused && e.refused
+}
+
+// transportError is the Error for a request that got no answer.
+func (c *Client) transportError(ctx context.Context, op string, err error) *Error {
+	return &Error{Op: op, URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, refused: isRefused(err), cause: ctxErr(ctx, err)}
+}
+
+// isRefused reports whether err is a dial that was refused: a TCP reset
+// in answer to the SYN, which is what a port nobody listens on gets.
+func isRefused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(op.Err, syscall.ECONNREFUSED)
+}
 
 // Unwrap returns the transport error, if any.
 func (e *Error) Unwrap() error { return e.cause }
@@ -220,7 +243,7 @@ func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration,
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, &Error{Op: op, URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+		return nil, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))

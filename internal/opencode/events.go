@@ -1,11 +1,8 @@
 package opencode
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -62,47 +59,97 @@ type Event struct {
 
 // ParseEvent decodes one data field of 1.x /global/event:
 // {"directory": D, "payload": {"type": T, "properties": {...}}}.
+//
+// Most events are a streaming reply's message.part.updated, many a second
+// and each carrying the whole text so far; only their type and directory
+// matter. So nothing is decoded but those two and, for the events that need
+// it, a field of properties: the rest is passed over without being built,
+// and once OpenCode's field order (directory, then payload's type before
+// its properties) has given what is needed, the rest is not even read.
+// Keys are matched exactly (not ignoring case as encoding/json does for
+// struct fields) and the first of duplicate keys counts.
 func ParseEvent(data []byte) (Event, error) {
-	var raw struct {
-		Directory json.RawMessage `json:"directory"`
-		Payload   *struct {
-			Type       string          `json:"type"`
-			Properties json.RawMessage `json:"properties"`
-		} `json:"payload"`
+	s := jscan{b: data}
+	if !s.open() {
+		return Event{}, errors.New("event is not a JSON object")
 	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return Event{}, fmt.Errorf("event is not a JSON object: %w", err)
+	var (
+		dirRaw, props []byte
+		hasDir        bool
+		typ           string
+		done          bool
+	)
+	for first := true; !done; {
+		key, ok := s.member(&first)
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "directory":
+			if !hasDir {
+				dirRaw, hasDir = s.skip(), true
+			} else {
+				s.skip()
+			}
+		case "payload":
+			if s.peek() != '{' || typ != "" {
+				s.skip()
+				continue
+			}
+			s.open()
+			for pfirst := true; ; {
+				pkey, ok := s.member(&pfirst)
+				if !ok {
+					break
+				}
+				switch string(pkey) {
+				case "type":
+					t, isStr := jsonString(s.skip())
+					if !isStr && !s.bad {
+						return Event{}, errors.New("event payload.type is not a string")
+					}
+					if typ == "" {
+						typ = t
+					}
+				case "properties":
+					if props == nil {
+						props = s.skip()
+					} else {
+						s.skip()
+					}
+				default:
+					s.skip()
+				}
+				if typ != "" && hasDir && (props != nil || !needsProperties(typ)) {
+					done = true
+					break
+				}
+			}
+		default:
+			s.skip()
+		}
 	}
-	if raw.Payload == nil || raw.Payload.Type == "" {
+	if s.bad {
+		return Event{}, errors.New("event is not a JSON object")
+	}
+	if typ == "" {
 		return Event{}, errors.New("event has no payload.type")
 	}
-	ev := Event{Type: raw.Payload.Type}
-	var dir string
-	if len(raw.Directory) > 0 {
-		// A non-string directory is ignored, not fatal.
-		_ = json.Unmarshal(raw.Directory, &dir)
-	}
-	var props struct {
-		Server    json.RawMessage `json:"server"`
-		Directory json.RawMessage `json:"directory"`
-	}
+	ev := Event{Type: typ}
+	// A non-string directory is ignored, not fatal.
+	dir, _ := jsonString(dirRaw)
 	switch {
-	case ev.Type == EventToolsChanged:
+	case typ == EventToolsChanged:
 		ev.Kind, ev.Directory = KindServerFailed, dir
-		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
-			_ = json.Unmarshal(props.Server, &ev.Server)
-		}
-	case ev.Type == EventInstanceDisposed:
+		ev.Server = stringProperty(props, "server")
+	case typ == EventInstanceDisposed:
 		ev.Kind, ev.Directory = KindInstanceGone, dir
-		if json.Unmarshal(raw.Payload.Properties, &props) == nil {
-			var pd string
-			if json.Unmarshal(props.Directory, &pd) == nil && pd != "" {
-				ev.Directory = pd
-			}
+		if pd := stringProperty(props, "directory"); pd != "" {
+			ev.Directory = pd
 		}
-	case ev.Type == EventGlobalDisposed:
+	case typ == EventGlobalDisposed:
 		ev.Kind = KindAllGone
-	case strings.HasPrefix(ev.Type, "session.") || strings.HasPrefix(ev.Type, "message."):
+	case strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "message."):
 		ev.Kind, ev.Directory = KindActivity, dir
 	default:
 		ev.Directory = dir
@@ -113,6 +160,32 @@ func ParseEvent(data []byte) (Event, error) {
 	return ev, nil
 }
 
+// needsProperties reports whether ParseEvent reads anything from an event
+// type's properties.
+func needsProperties(typ string) bool {
+	return typ == EventToolsChanged || typ == EventInstanceDisposed
+}
+
+// stringProperty is the string member key of the properties object props,
+// or "" when props is not an object or key is missing or not a string.
+func stringProperty(props []byte, key string) string {
+	s := jscan{b: props}
+	if len(props) == 0 || !s.open() {
+		return ""
+	}
+	for first := true; ; {
+		k, ok := s.member(&first)
+		if !ok {
+			return ""
+		}
+		if string(k) == key {
+			v, _ := jsonString(s.skip())
+			return v
+		}
+		s.skip()
+	}
+}
+
 // StreamOptions tune Stream.
 type StreamOptions struct {
 	// Silence is how long the stream may stay quiet before it is dropped
@@ -121,19 +194,40 @@ type StreamOptions struct {
 	Silence time.Duration
 	// Backoff spaces reconnects (default 500ms doubling to 30s, jitter 0.2).
 	Backoff backoff.Policy
-	// OnConnect runs after each successful subscribe, with the attempt
-	// count (1 for the first).
-	OnConnect func(n int)
-	// OnDrop runs when a subscription ends, with the reason.
+	// Stable is how long a subscription must have delivered events for the
+	// reconnect backoff to start again from its first step (default 30s):
+	// from the subscribe to its last event, so a silent stream never counts.
+	// A subscription that ends sooner continues the backoff, so a proxy
+	// that drops the stream right after its first event gets re-subscribes
+	// spaced by a growing delay, not two a second forever.
+	Stable time.Duration
+	// OnConnect runs after each successful subscribe.
+	OnConnect func(Connected)
+	// OnDrop runs when a subscription or an attempt at one ends, with the
+	// reason.
 	OnDrop func(err error)
 	// Log receives debug lines; nil discards them.
 	Log *slog.Logger
 }
 
+// Connected describes a successful subscribe.
+type Connected struct {
+	// N counts successful subscribes: 1 for the first.
+	N int
+	// Refused reports that since the previous subscription ended (since
+	// Stream began, for the first) at least one attempt failed with
+	// ErrRefused: nothing was listening, so OpenCode was not running, and
+	// this may be a new process that knows nothing of the old one's
+	// directories. Without it the gap was a hiccup of a running OpenCode
+	// (a dropped connection, a 5xx, a timeout).
+	Refused bool
+}
+
 // Stream subscribes to /global/event and hands every parsed event to fn,
 // reconnecting with backoff when the stream drops, errors or stays silent
-// past opts.Silence, until ctx ends. Unparsable events are skipped. fn is
-// called from Stream's goroutine and must not block for long.
+// past opts.Silence, until ctx ends. Unparsable events, and events over
+// sse.MaxFrame, are skipped. fn is called from Stream's goroutine and must
+// not block for long.
 func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
 	if opts.Silence <= 0 {
 		opts.Silence = 30 * time.Second
@@ -141,31 +235,40 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 	if opts.Backoff.Initial <= 0 {
 		opts.Backoff = backoff.Policy{Initial: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
 	}
+	if opts.Stable <= 0 {
+		opts.Stable = 30 * time.Second
+	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	failures := 0
 	connects := 0
+	refused := false
 	for {
-		got, err := c.subscribe(ctx, opts.Silence, func() {
+		lasted, err := c.subscribe(ctx, opts.Silence, log, func() {
 			connects++
+			info := Connected{N: connects, Refused: refused}
+			refused = false
 			if opts.OnConnect != nil {
-				opts.OnConnect(connects)
+				opts.OnConnect(info)
 			}
 		}, fn)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, ErrRefused) {
+			refused = true
+		}
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
 		}
-		if got {
+		if lasted >= opts.Stable {
 			failures = 0
 		}
 		failures++
 		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
-		log.Debug("event stream ended", "url", c.URL(), "err", err, "retry_in", d)
+		log.Debug("event stream ended", "url", c.URL(), "err", err, "lasted", lasted, "retry_in", d)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -179,16 +282,17 @@ func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 // errSilent ends a subscription that stayed quiet too long.
 var errSilent = errors.New("event stream silent for three heartbeat periods")
 
-// subscribe runs one subscription. got reports whether any event arrived,
-// which resets the reconnect backoff.
-func (c *Client) subscribe(ctx context.Context, silence time.Duration, connected func(), fn func(Event)) (got bool, err error) {
+// subscribe runs one subscription. lasted is the time from the subscribe
+// to the last event it delivered (0 when the subscribe failed).
+func (c *Client) subscribe(ctx context.Context, silence time.Duration, log *slog.Logger, connected func(), fn func(Event)) (lasted time.Duration, err error) {
+	const op = "GET /global/event"
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	u := *c.base
 	u.Path = c.base.Path + "/global/event"
 	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if c.password != "" {
 		req.SetBasicAuth(c.username, c.password)
@@ -231,30 +335,37 @@ func (c *Client) subscribe(ctx context.Context, silence time.Duration, connected
 	resp, err := c.long.Do(req)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
-			return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}
+			return 0, &Error{Op: op, URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}
 		}
-		return false, &Error{Op: "GET /global/event", URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: err}
+		return 0, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return false, &Error{Op: "GET /global/event", URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
 	case resp.StatusCode != http.StatusOK:
-		return false, &Error{Op: "GET /global/event", URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
 	}
 	poke()
 	connected()
-	r := sse.NewReader(bufio.NewReader(resp.Body))
+	start := time.Now()
+	r := sse.NewReader(resp.Body)
+	r.OnSkip = func(size int64) {
+		// A skipped event is a sign of life all the same.
+		poke()
+		lasted = time.Since(start)
+		log.Debug("event stream: skipped an event over the size limit", "url", c.URL(), "bytes", size, "limit", sse.MaxFrame)
+	}
 	for {
 		frame, err := r.Next()
 		if err != nil {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
-			return got, &Error{Op: "GET /global/event", URL: c.URL(), Detail: "stream ended: " + err.Error(), kind: ErrUnavailable, cause: err}
+			return lasted, &Error{Op: op, URL: c.URL(), Detail: "stream ended: " + err.Error(), kind: ErrUnavailable, cause: err}
 		}
 		poke()
-		got = true
+		lasted = time.Since(start)
 		ev, err := ParseEvent(frame.Data)
 		if err != nil {
 			continue

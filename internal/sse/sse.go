@@ -7,18 +7,25 @@ package sse
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 )
 
 // MaxFrame bounds one event's data so a misbehaving server cannot make the
-// daemon buffer without limit.
+// daemon buffer without limit. A larger event is skipped, not fatal:
+// OpenCode sends the whole text of a message part in every update, so a
+// tool that read a large file produces one, and the events behind it (a
+// crash report) must still be seen.
 const MaxFrame = 1 << 20
 
-// ErrFrameTooLarge is returned when one event exceeds MaxFrame.
-var ErrFrameTooLarge = errors.New("sse: event larger than 1 MiB")
+// MaxMeta bounds one event's name and its id; an event with a longer one is
+// skipped too. Real names and ids are a few bytes.
+const MaxMeta = 4 << 10
+
+// bufSize is the read buffer. A Reader holds at most MaxFrame + 2*MaxMeta +
+// bufSize bytes, however long a line or an event is.
+const bufSize = 64 << 10
 
 // Event is one dispatched frame.
 type Event struct {
@@ -30,83 +37,215 @@ type Event struct {
 	ID string
 }
 
-// Reader splits a stream into events.
+// Reader splits a stream into events. It reads the stream in chunks, not
+// byte by byte, and buffers only the fields it keeps: a comment or an
+// unknown field costs nothing however long it is.
 type Reader struct {
 	r *bufio.Reader
+
+	// OnSkip, when set, is called from Next for each event skipped for
+	// being over MaxFrame or MaxMeta, with the bytes it took in the stream.
+	OnSkip func(size int64)
+	// Skipped counts the events skipped for being over a limit.
+	Skipped int64
+
+	// The event being read.
+	data, name, id []byte
+	hasData        bool
+	oversized      bool  // over a limit: read to its end, then dropped
+	size           int64 // bytes of the stream this event took so far
+
+	// The line being read.
+	field   [len("event") + 1]byte // the field name's start
+	nField  int                    // length of the field name so far
+	inValue bool                   // the colon was seen
+	atValue bool                   // just after the colon: a leading space is dropped
+	dest    *[]byte                // where the value goes; nil discards it
+	prevID  []byte                 // the id before this line's, restored if it holds NUL
+	skipLF  bool                   // the last line ended with CR: an LF right after belongs to it
+	noLF    int                    // the buffered bytes hold no LF before this offset
 }
 
 // NewReader reads events from r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &Reader{r: bufio.NewReaderSize(r, bufSize)}
 }
 
 // Next returns the next event that carries data. It returns io.EOF at a
 // clean end of stream; an event cut off by the end is dropped, as the
-// specification requires.
+// specification requires. An event over a limit is skipped (see Skipped
+// and OnSkip) and reading goes on with the event after it.
 func (r *Reader) Next() (Event, error) {
-	var ev Event
-	var data bytes.Buffer
-	hasData := false
 	for {
-		line, err := r.readLine()
+		buf, err := r.fill()
 		if err != nil {
 			return Event{}, err
 		}
-		if len(line) == 0 {
-			if hasData {
-				ev.Data = bytes.Clone(data.Bytes())
-				return ev, nil
+		if r.skipLF {
+			r.skipLF = false
+			if buf[0] == '\n' {
+				r.consume(1)
+				continue
 			}
-			ev = Event{}
+		}
+		// The line ends at the first CR or LF. Where the next LF is, is
+		// remembered: searching the whole buffer again for each line of a
+		// stream that ends its lines with CR alone would be quadratic.
+		lf := bytes.IndexByte(buf[r.noLF:], '\n')
+		if lf < 0 {
+			lf = len(buf)
+		} else {
+			lf += r.noLF
+		}
+		r.noLF = lf
+		end := lf
+		if cr := bytes.IndexByte(buf[:lf], '\r'); cr >= 0 {
+			end = cr
+		}
+		r.linePart(buf[:end])
+		if end == len(buf) {
+			r.consume(end) // the line goes on in the next chunk
 			continue
 		}
-		if line[0] == ':' {
-			continue // comment, used as keep-alive
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			if data.Len()+len(value)+1 > MaxFrame {
-				return Event{}, ErrFrameTooLarge
-			}
-			if hasData {
-				data.WriteByte('\n')
-			}
-			data.Write(value)
-			hasData = true
-		case "event":
-			ev.Name = string(value)
-		case "id":
-			if !bytes.ContainsRune(value, 0) {
-				ev.ID = string(value)
-			}
+		r.skipLF = buf[end] == '\r'
+		r.consume(end + 1)
+		if ev, ok := r.endLine(); ok {
+			return ev, nil
 		}
 	}
 }
 
-// readLine returns one line without its terminator (LF, CRLF or CR).
-func (r *Reader) readLine() ([]byte, error) {
-	var line []byte
-	for {
-		b, err := r.r.ReadByte()
-		if err != nil {
+// fill returns the buffered bytes, reading when there are none.
+func (r *Reader) fill() ([]byte, error) {
+	if r.r.Buffered() == 0 {
+		if _, err := r.r.Peek(1); err != nil {
 			return nil, err
 		}
-		switch b {
-		case '\n':
-			return line, nil
-		case '\r':
-			if next, err := r.r.Peek(1); err == nil && next[0] == '\n' {
-				_, _ = r.r.ReadByte()
-			}
-			return line, nil
-		}
-		if len(line) >= MaxFrame {
-			return nil, ErrFrameTooLarge
-		}
-		line = append(line, b)
 	}
+	return r.r.Peek(r.r.Buffered())
+}
+
+func (r *Reader) consume(n int) {
+	_, _ = r.r.Discard(n)
+	r.size += int64(n)
+	r.noLF = max(r.noLF-n, 0)
+}
+
+// linePart takes the next piece of the current line, without terminator.
+func (r *Reader) linePart(p []byte) {
+	if !r.inValue {
+		colon := bytes.IndexByte(p, ':')
+		name := p
+		if colon >= 0 {
+			name = p[:colon]
+		}
+		if r.nField < len(r.field) {
+			copy(r.field[r.nField:], name)
+		}
+		r.nField += len(name)
+		if colon < 0 {
+			return
+		}
+		r.inValue, r.atValue = true, true
+		r.dest = r.destination()
+		p = p[colon+1:]
+	}
+	if r.atValue && len(p) > 0 {
+		r.atValue = false
+		if p[0] == ' ' {
+			p = p[1:]
+		}
+	}
+	if r.dest != nil {
+		r.appendTo(r.dest, p)
+	}
+}
+
+// destination is where the value of the current field goes. It is decided
+// once the field name is complete, so that only kept values are buffered.
+func (r *Reader) destination() *[]byte {
+	if r.nField >= len(r.field) {
+		return nil // longer than any field we keep
+	}
+	switch string(r.field[:r.nField]) {
+	case "data":
+		if r.hasData {
+			r.appendTo(&r.data, []byte{'\n'})
+		}
+		r.hasData = true
+		return &r.data
+	case "event":
+		r.name = r.name[:0]
+		return &r.name
+	case "id":
+		r.prevID = append(r.prevID[:0], r.id...)
+		r.id = r.id[:0]
+		return &r.id
+	}
+	return nil // a comment (empty name), retry, or an unknown field
+}
+
+// appendTo appends p to one of the event's buffers, unless that takes it
+// over its limit: then the event is marked oversized and its buffers are
+// let go. Growth is capped at the limit, so a buffer's capacity never
+// exceeds it either.
+func (r *Reader) appendTo(dst *[]byte, p []byte) {
+	if r.oversized {
+		return
+	}
+	limit := MaxMeta
+	if dst == &r.data {
+		limit = MaxFrame
+	}
+	need := len(*dst) + len(p)
+	if need > limit {
+		r.oversized = true
+		r.data, r.name, r.id = nil, nil, nil
+		return
+	}
+	if need > cap(*dst) {
+		grown := make([]byte, len(*dst), min(max(2*cap(*dst), need, 512), limit))
+		copy(grown, *dst)
+		*dst = grown
+	}
+	*dst = append(*dst, p...)
+}
+
+// endLine finishes a line; a blank line dispatches the event.
+func (r *Reader) endLine() (Event, bool) {
+	blank := r.nField == 0 && !r.inValue
+	if !r.inValue && !blank {
+		r.dest = r.destination() // a line without a colon: the value is empty
+	}
+	if r.dest == &r.id && bytes.IndexByte(r.id, 0) >= 0 {
+		r.id = append(r.id[:0], r.prevID...) // an id holding NUL is ignored
+	}
+	r.nField, r.inValue, r.atValue, r.dest = 0, false, false, nil
+	if !blank {
+		return Event{}, false
+	}
+	defer r.reset()
+	if r.oversized {
+		r.Skipped++
+		if r.OnSkip != nil {
+			r.OnSkip(r.size)
+		}
+		return Event{}, false
+	}
+	if !r.hasData {
+		return Event{}, false
+	}
+	return Event{Name: string(r.name), Data: bytes.Clone(r.data), ID: string(r.id)}, true
+}
+
+// reset starts a new event. A data buffer of ordinary size is kept for
+// reuse; one grown by a large event is let go.
+func (r *Reader) reset() {
+	if cap(r.data) > bufSize {
+		r.data = nil
+	}
+	r.data, r.name, r.id = r.data[:0], r.name[:0], r.id[:0]
+	r.hasData, r.oversized, r.size = false, false, 0
 }
 
 // Write writes one event to w; data may hold newlines.

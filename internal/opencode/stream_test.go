@@ -1,0 +1,355 @@
+package opencode_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
+)
+
+const connectedFrame = "data: {\"payload\":{\"id\":\"evt\",\"type\":\"server.connected\",\"properties\":{}}}\n\n"
+
+// pipeServer serves h over an in-memory pipe inside a synctest bubble and
+// returns a client for it and a stop function.
+func pipeServer(t *testing.T, h http.Handler) (*opencode.Client, func()) {
+	t.Helper()
+	l := fakeopencode.NewPipeListener()
+	hs := &http.Server{Handler: h}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = hs.Serve(l) }()
+	tr := &http.Transport{DialContext: l.Dial}
+	c, err := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, func() {
+		tr.CloseIdleConnections()
+		_ = hs.Close()
+		<-served
+	}
+}
+
+// streamRun runs c.Stream in the background; stop cancels it and waits.
+func streamRun(c *opencode.Client, opts opencode.StreamOptions, fn func(opencode.Event)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Stream(ctx, opts, fn)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// recordLog is a slog handler that keeps the messages it gets.
+type recordLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *recordLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordLog) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
+	h.msgs = append(h.msgs, msg)
+	return nil
+}
+func (h *recordLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordLog) WithGroup(string) slog.Handler      { return h }
+func (h *recordLog) find(s string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.msgs {
+		if strings.Contains(m, s) {
+			return m
+		}
+	}
+	return ""
+}
+
+// Rule 10: a message.part.updated over the size limit (a tool that read a
+// large file) is skipped; the crash report behind it in the same write is
+// delivered and the subscription goes on. Before the fix the stream ended
+// with "event larger than 1 MiB", the crash report was lost and the
+// stream was re-subscribed.
+func TestOversizedEventKeepsStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var subs atomic.Int32
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			subs.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, connectedFrame)
+			w.(http.Flusher).Flush()
+			big := `{"directory":"/d","project":"p","payload":{"type":"message.part.updated","properties":{"part":{"type":"tool","state":{"output":"` +
+				strings.Repeat("x", sse.MaxFrame+1) + `"}}},"id":"evt"}}`
+			crash := `{"directory":"/d","project":"p","payload":{"type":"mcp.tools.changed","properties":{"server":"github"},"id":"evt"}}`
+			_, _ = io.WriteString(w, "data: "+big+"\n\ndata: "+crash+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		})
+		c, stopServer := pipeServer(t, h)
+		defer stopServer()
+		var mu sync.Mutex
+		var got []opencode.Event
+		var drops []error
+		logs := &recordLog{}
+		stop := streamRun(c, opencode.StreamOptions{
+			Log:    slog.New(logs),
+			OnDrop: func(err error) { mu.Lock(); drops = append(drops, err); mu.Unlock() },
+		}, func(ev opencode.Event) { mu.Lock(); got = append(got, ev); mu.Unlock() })
+		synctest.Wait()
+		mu.Lock()
+		if len(got) != 2 || got[1].Kind != opencode.KindServerFailed || got[1].Server != "github" || got[1].Directory != "/d" {
+			t.Errorf("events = %+v, want server.connected then the crash of github", got)
+		}
+		if len(drops) != 0 {
+			t.Errorf("the subscription ended: %v", drops)
+		}
+		mu.Unlock()
+		if n := subs.Load(); n != 1 {
+			t.Errorf("%d subscriptions, want 1", n)
+		}
+		if m := logs.find("skipped an event"); !strings.Contains(m, "bytes=") {
+			t.Errorf("no debug line for the skipped event: %q", logs.msgs)
+		}
+		stop()
+	})
+}
+
+// A proxy that drops the stream right after server.connected must not get
+// a re-subscribe twice a second forever: the backoff resets only after a
+// subscription delivered events for StreamOptions.Stable. Before the fix
+// any event reset it, and this test saw about 500 subscriptions.
+func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var times []time.Time
+		c, stopServer := pipeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			times = append(times, time.Now())
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, connectedFrame)
+		}))
+		defer stopServer()
+		var connects []opencode.Connected
+		stop := streamRun(c, opencode.StreamOptions{OnConnect: func(c opencode.Connected) { connects = append(connects, c) }}, func(opencode.Event) {})
+		time.Sleep(5 * time.Minute)
+		stop()
+		stopServer()
+		// 0.5, 1, 2, 4, 8, 16, then every 30 s (±20%): about 15 in 5 minutes.
+		if n := len(times); n > 20 || n < 8 {
+			t.Fatalf("%d subscriptions in 5 minutes, want about 15", n)
+		}
+		for i := 2; i < 7; i++ {
+			if a, b := times[i-1].Sub(times[i-2]), times[i].Sub(times[i-1]); b <= a {
+				t.Errorf("delay %d (%v) not longer than delay %d (%v)", i, b, i-1, a)
+			}
+		}
+		for i, c := range connects {
+			if c.N != i+1 || c.Refused {
+				t.Errorf("connect %d = %+v", i, c)
+			}
+		}
+	})
+}
+
+// A subscription that delivered events for Stable has earned a fresh
+// backoff: after it drops, the re-subscribe comes within the first step,
+// however many short ones came before.
+func TestStreamBackoffResetsAfterStableStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var times []time.Time
+		c, stopServer := pipeServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			times = append(times, time.Now())
+			n := len(times)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, connectedFrame)
+			w.(http.Flusher).Flush()
+			if n != 6 {
+				return // dropped at once
+			}
+			// The sixth stays healthy for a minute, then drops.
+			for range 6 {
+				time.Sleep(10 * time.Second)
+				_, _ = io.WriteString(w, "data: {\"payload\":{\"type\":\"server.heartbeat\",\"properties\":{}}}\n\n")
+				w.(http.Flusher).Flush()
+			}
+		}))
+		defer stopServer()
+		stop := streamRun(c, opencode.StreamOptions{Stable: 45 * time.Second}, func(opencode.Event) {})
+		time.Sleep(3 * time.Minute)
+		stop()
+		stopServer()
+		if len(times) < 7 {
+			t.Fatalf("%d subscriptions", len(times))
+		}
+		// 0.5, 1, 2, 4, then 8 s (±20%) before the sixth.
+		if d := times[5].Sub(times[4]); d < 6*time.Second {
+			t.Errorf("the sixth subscribe came %v after the fifth: the short ones reset the backoff", d)
+		}
+		if d := times[6].Sub(times[5]) - time.Minute; d > 600*time.Millisecond {
+			t.Errorf("re-subscribe %v after a stable stream dropped, want within the first step", d)
+		}
+	})
+}
+
+// A closed loopback port refuses; a server that answers 500 does not. Every
+// call reports the first as ErrRefused (and ErrUnavailable), never the
+// second.
+func TestErrRefused(t *testing.T) {
+	closed := closedAddr(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	for name, url := range map[string]string{"refused": "http://" + closed, "500": srv.URL} {
+		c := newClient(t, url, "pw")
+		stopped := make(chan error, 1)
+		stop := streamRun(c, opencode.StreamOptions{OnDrop: func(err error) {
+			select {
+			case stopped <- err:
+			default:
+			}
+		}}, func(opencode.Event) {})
+		streamErr := <-stopped
+		stop()
+		_, errStatus := c.MCPStatus(ctx, "/d")
+		_, errHealth := c.Health(ctx)
+		_, errConfig := c.MCPConfig(ctx, "/d")
+		for call, err := range map[string]error{
+			"status": errStatus, "health": errHealth, "config": errConfig,
+			"connect": c.Connect(ctx, "/d", "s"), "stream": streamErr,
+		} {
+			if !errors.Is(err, opencode.ErrUnavailable) {
+				t.Errorf("%s %s: err = %v, want ErrUnavailable", name, call, err)
+			}
+			if got := errors.Is(err, opencode.ErrRefused); got != (name == "refused") {
+				t.Errorf("%s %s: errors.Is(ErrRefused) = %v (%v)", name, call, got, err)
+			}
+		}
+	}
+}
+
+// closedAddr is a loopback address nobody listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// Connected.Refused tells a restart from a hiccup: after the stream ends,
+// attempts refused by a closed port (OpenCode restarting) are reported on
+// the next connect; attempts answered 500 (a running OpenCode) are not.
+func TestStreamConnectedReportsRefused(t *testing.T) {
+	var status atomic.Int32 // what the server answers; 0 is a working stream
+	drop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code := status.Load(); code != 0 {
+			http.Error(w, "down", int(code))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, connectedFrame)
+		w.(http.Flusher).Flush()
+		select {
+		case <-drop:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	up, closed := srv.Listener.Addr().String(), closedAddr(t)
+	var addr atomic.Value
+	addr.Store(up)
+	tr := &http.Transport{
+		DisableKeepAlives: true, // every attempt dials
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr.Load().(string))
+		},
+	}
+	defer tr.CloseIdleConnections()
+	c, _ := opencode.New("http://opencode.test", opencode.Options{Transport: tr})
+	connects := make(chan opencode.Connected, 100)
+	drops := make(chan error, 1000)
+	stop := streamRun(c, opencode.StreamOptions{
+		Backoff:   backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+		OnConnect: func(c opencode.Connected) { connects <- c },
+		OnDrop:    func(err error) { drops <- err },
+	}, func(opencode.Event) {})
+	defer stop()
+	waitFor := func(what string, ok func(error) bool) {
+		t.Helper()
+		deadline := time.After(30 * time.Second) // a hang guard, not a speed check
+		for {
+			select {
+			case err := <-drops:
+				if ok(err) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no drop with %s", what)
+			}
+		}
+	}
+	next := func() opencode.Connected {
+		t.Helper()
+		select {
+		case c := <-connects:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("no connect")
+			return opencode.Connected{}
+		}
+	}
+	if c := next(); c != (opencode.Connected{N: 1}) {
+		t.Errorf("first connect = %+v", c)
+	}
+
+	// OpenCode restarts: nothing listens for a while.
+	addr.Store(closed)
+	drop <- struct{}{}
+	waitFor("ErrRefused", func(err error) bool { return errors.Is(err, opencode.ErrRefused) })
+	addr.Store(up)
+	if c := next(); c != (opencode.Connected{N: 2, Refused: true}) {
+		t.Errorf("connect after a refusal = %+v, want Refused", c)
+	}
+
+	// A hiccup: OpenCode answers, with an error, for a while.
+	status.Store(http.StatusInternalServerError)
+	drop <- struct{}{}
+	waitFor("a 500", func(err error) bool {
+		if errors.Is(err, opencode.ErrRefused) {
+			t.Errorf("a 500 read as refused: %v", err)
+		}
+		var e *opencode.Error
+		return errors.As(err, &e) && e.Status == 500
+	})
+	status.Store(0)
+	if c := next(); c != (opencode.Connected{N: 3}) {
+		t.Errorf("connect after a 500 = %+v, want not Refused", c)
+	}
+}
