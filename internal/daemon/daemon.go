@@ -180,10 +180,11 @@ func streamLoop(ctx context.Context, client *opencode.Client, eng *reconnect.Eng
 			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
 			wasUnauthorized = false
 			if c.N > 1 {
-				// Events may have been missed while the stream was down.
+				// Events may have been missed while the stream was down;
+				// after refused connections OpenCode is a new process.
 				m.StreamReconnects.Inc()
-				log.Info("event stream reconnected", "url", client.URL())
-				eng.Resync()
+				log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Refused)
+				eng.StreamConnected(c.Refused)
 			}
 		},
 		OnDrop: func(err error) {

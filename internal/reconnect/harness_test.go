@@ -144,6 +144,7 @@ func equalDurations(a, b []time.Duration) bool {
 // stream subscribes the engine to the fake's /global/event, as the daemon
 // does, until the test ends.
 func (r *rig) stream() {
+	r.fake.SetHeartbeat(10 * time.Second) // as OpenCode does: the stream stays up
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
