@@ -137,17 +137,17 @@ func TestKernelMessagesInNamespace(t *testing.T) {
 	ip("addr", "add", "198.51.100.1/24", "dev", "mcpr0")
 	next("mcpr0=[198.51.100.1/24]")
 	ip("-6", "addr", "add", "2001:db8:5::1/64", "dev", "mcpr0", "valid_lft", "300", "preferred_lft", "300")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::1/64]")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64]")
 	// No change: the address refreshed with new lifetimes (and its
 	// duplicate detection finishing).
 	ip("-6", "addr", "change", "2001:db8:5::1/64", "dev", "mcpr0", "valid_lft", "600", "preferred_lft", "600")
 	ip("route", "add", "default", "via", "198.51.100.254", "dev", "mcpr0")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::1/64] default4 via 198.51.100.254 dev mcpr0 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0")
 	ip("route", "replace", "default", "via", "198.51.100.253", "dev", "mcpr0")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::1/64] default4 via 198.51.100.253 dev mcpr0 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.253 dev mcpr0 metric 0")
 	// The kernel drops the default route with the address, silently.
 	ip("addr", "del", "198.51.100.1/24", "dev", "mcpr0")
-	next("mcpr0=[2001:db8:5::1/64]")
+	next("mcpr0=[2001:db8:5::/64]")
 	ip("link", "del", "mcpr0")
 	next("")
 }
@@ -183,4 +183,20 @@ func listenIn(t *testing.T, ns string) *conn {
 		t.Fatal(lerr)
 	}
 	return c
+}
+
+// A ctx that has already ended ends Run before it waits at all.
+func TestRunWithEndedContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- Netlink{}.Run(ctx, make(chan struct{}, 1)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run with an ended ctx did not return")
+	}
 }

@@ -156,7 +156,7 @@ func TestLaptopState(t *testing.T) {
 	tr := newTracker()
 	feed(t, tr, laptop()...)
 	got := tr.state().String()
-	want := "docker0=[172.17.0.1/16] wlan0=[192.168.1.23/24 2001:db8:1::23/64] " +
+	want := "docker0=[172.17.0.1/16] wlan0=[192.168.1.23/24 2001:db8:1::/64] " +
 		"default4 via 192.168.1.1 dev wlan0 metric 600 default6 via fe80::1 dev wlan0 metric 600"
 	if got != want {
 		t.Fatalf("state of a laptop:\n got %s\nwant %s", got, want)
@@ -253,6 +253,13 @@ func TestChangeFromRecordedMessages(t *testing.T) {
 		}},
 		{name: "IPv6 global address removed", change: true, events: [][]byte{
 			addr(unix.RTM_DELADDR, 2, "2001:db8:1::23/64", unix.IFA_F_MANAGETEMPADDR),
+		}},
+		{name: "IPv6 network renumbered", change: true, events: [][]byte{
+			addr(unix.RTM_NEWADDR, 2, "2001:db8:2::23/64", unix.IFA_F_MANAGETEMPADDR),
+			addr(unix.RTM_DELADDR, 2, "2001:db8:1::23/64", unix.IFA_F_MANAGETEMPADDR),
+		}},
+		{name: "a second IPv6 address in the same network", events: [][]byte{
+			addr(unix.RTM_NEWADDR, 2, "2001:db8:1::1000/64", unix.IFA_F_PERMANENT),
 		}},
 		{name: "Wi-Fi joins a network", change: true,
 			before: [][]byte{

@@ -20,7 +20,10 @@ type State struct {
 	// Interfaces maps the name of each interface that is up, is not
 	// loopback and has at least one global unicast address (private and
 	// ULA addresses included, link-local excluded) to those addresses,
-	// sorted.
+	// sorted: IPv4 addresses as they are, IPv6 ones as the network they
+	// are in (2001:db8:1::/64), because an IPv6 host makes new temporary
+	// addresses in the same network every day, and macOS does not say
+	// which addresses are temporary.
 	Interfaces map[string][]netip.Prefix
 	// DefaultRoutes are the IPv4 and IPv6 default routes of the main
 	// routing table, sorted. Empty where the platform does not say.
@@ -67,13 +70,16 @@ func (s *State) normalize() {
 	if s.Interfaces == nil {
 		s.Interfaces = map[string][]netip.Prefix{}
 	}
-	for _, ps := range s.Interfaces {
-		slices.SortFunc(ps, func(a, b netip.Prefix) int {
-			if c := a.Addr().Compare(b.Addr()); c != 0 {
-				return c
+	for name, ps := range s.Interfaces {
+		for i, p := range ps {
+			if p.Addr().Is6() {
+				ps[i] = p.Masked()
 			}
-			return a.Bits() - b.Bits()
+		}
+		slices.SortFunc(ps, func(a, b netip.Prefix) int {
+			return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 		})
+		s.Interfaces[name] = slices.Compact(ps)
 	}
 	slices.SortFunc(s.DefaultRoutes, func(a, b Route) int {
 		return cmp.Or(cmp.Compare(b2i(a.IPv6), b2i(b.IPv6)), cmp.Compare(a.Metric, b.Metric),
