@@ -1,8 +1,12 @@
-// Package netwatch tells the daemon when the machine's network changes:
-// an interface coming up or down, an address or a route appearing or
-// going (a VPN connecting, Wi-Fi roaming). A change is a good moment to
-// retry every failed server at once instead of waiting out its backoff.
-// On Linux it listens on a netlink route socket; elsewhere it polls the
+// Package netwatch tells the daemon when the machine's network changes in
+// a way that may make an unreachable server reachable: a VPN tunnel coming
+// up with an address, a default route moving, Wi-Fi joining a network.
+// A change is a difference between two States (the interfaces that are up
+// and carry a global unicast address, and the default routes), not every
+// kernel message: container veths, link statistics and address refreshes
+// are not changes, so a laptop does not reset failed servers all day.
+// On Linux it listens on a netlink route socket, on macOS on a routing
+// socket, both parked in Go's netpoller while idle; elsewhere it polls the
 // interface list.
 package netwatch
 
@@ -11,7 +15,7 @@ import (
 	"time"
 )
 
-// Source reports raw changes; a burst of them is normal.
+// Source reports changes of the State; a burst of them is normal.
 type Source interface {
 	// Run sends on changes until ctx ends.
 	Run(ctx context.Context, changes chan<- struct{}) error

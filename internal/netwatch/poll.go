@@ -2,18 +2,17 @@ package netwatch
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"sort"
-	"strings"
 	"time"
 )
 
-// Poll compares the interface list and addresses every Interval: the
-// fallback where no change notification is available.
+// Poll compares the State read through the standard library every
+// Interval: the fallback where the system offers no change notification.
+// It sees interfaces and their addresses, not routes.
 type Poll struct {
 	// Interval between looks (default 5s).
 	Interval time.Duration
+	// read reads the State; interfaceState unless a test says otherwise.
+	read func() (State, error)
 }
 
 // Run implements Source.
@@ -22,7 +21,14 @@ func (p Poll) Run(ctx context.Context, changes chan<- struct{}) error {
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	last := snapshot()
+	read := p.read
+	if read == nil {
+		read = interfaceState
+	}
+	last, err := read()
+	if err != nil {
+		return err
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -31,29 +37,13 @@ func (p Poll) Run(ctx context.Context, changes chan<- struct{}) error {
 			return nil
 		case <-t.C:
 		}
-		if now := snapshot(); now != last {
+		now, err := read()
+		if err != nil {
+			continue // a failed look is no news; the next one may work
+		}
+		if !now.Equal(last) {
 			last = now
 			notify(changes)
 		}
 	}
-}
-
-// snapshot describes the interfaces, their flags and addresses.
-func snapshot() string {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	var parts []string
-	for _, ifc := range ifs {
-		addrs, _ := ifc.Addrs()
-		var as []string
-		for _, a := range addrs {
-			as = append(as, a.String())
-		}
-		sort.Strings(as)
-		parts = append(parts, fmt.Sprintf("%s %v %s", ifc.Name, ifc.Flags, strings.Join(as, ",")))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "\n")
 }

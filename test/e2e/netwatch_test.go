@@ -55,8 +55,9 @@ func nsStart(t *testing.T, ns string, env []string, out *ochost.Buffer, args ...
 	})
 }
 
-// A network change (an interface coming up in the daemon's namespace)
-// retries a failed server at once, outside its backoff.
+// A network change (an interface with a global address coming up in the
+// daemon's namespace) retries a failed server at once, outside its
+// backoff; a new interface without one does not.
 func TestWatchRetriesOnNetworkChange(t *testing.T) {
 	needOpenCode(t)
 	ns := newNetns(t)
@@ -98,10 +99,15 @@ func TestWatchRetriesOnNetworkChange(t *testing.T) {
 	before := strings.Count(logs.String(), "connecting MCP server")
 
 	// A veth pair inside the namespace (dummy devices need a kernel module
-	// these machines lack); bringing one end up is the change.
+	// these machines lack), given an address while down: no change yet,
+	// since only an interface that is up and carries a global unicast
+	// address counts. Bringing it up is the change.
 	nsRun(t, ns, "ip", "link", "add", "mcpr0", "type", "veth", "peer", "name", "mcpr1")
-	time.Sleep(2 * time.Second) // let the creation's own notification pass
-	before = strings.Count(logs.String(), "connecting MCP server")
+	nsRun(t, ns, "ip", "addr", "add", "198.51.100.1/24", "dev", "mcpr0")
+	time.Sleep(2 * time.Second) // a change would be acted on within 1.2 s
+	if n := strings.Count(logs.String(), "connecting MCP server"); n != before {
+		t.Fatalf("a veth without a usable address caused %d retries; log:\n%s", n-before, logs)
+	}
 	nsRun(t, ns, "ip", "link", "set", "mcpr0", "up")
 	changed := time.Now()
 	deadline = changed.Add(2 * time.Second)

@@ -1,0 +1,257 @@
+package netwatch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// tracker keeps the State of the network from rtnetlink messages: a dump
+// fills it, and every message the kernel multicasts afterwards updates it.
+// Applying a message twice does what applying it once does, so a dump may
+// overlap with the messages around it and the picture still converges.
+//
+// It is a pure function of the messages it is given, so the decision "was
+// that a change" can be tested with recorded message sequences.
+type tracker struct {
+	links  map[int32]linkInfo
+	addrs  map[addrKey]struct{}
+	routes map[routeKey]struct{}
+}
+
+type linkInfo struct {
+	name           string
+	up, isLoopback bool
+}
+
+type addrKey struct {
+	index  int32
+	prefix netip.Prefix
+}
+
+type routeKey struct {
+	ipv6   bool
+	index  int32
+	gw     netip.Addr
+	metric uint32
+}
+
+func newTracker() *tracker {
+	return &tracker{links: map[int32]linkInfo{}, addrs: map[addrKey]struct{}{}, routes: map[routeKey]struct{}{}}
+}
+
+// apply folds one rtnetlink message into t. Messages that are short or
+// about something State leaves out are ignored.
+func (t *tracker) apply(m syscall.NetlinkMessage) {
+	switch m.Header.Type {
+	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
+		if len(m.Data) >= unix.SizeofIfInfomsg {
+			t.link(m)
+		}
+	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
+		if len(m.Data) >= unix.SizeofIfAddrmsg {
+			t.addr(m)
+		}
+	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
+		if len(m.Data) >= unix.SizeofRtMsg {
+			t.route(m)
+		}
+	}
+}
+
+func (t *tracker) link(m syscall.NetlinkMessage) {
+	// struct ifinfomsg: family, pad, type u16, index i32, flags u32, change u32.
+	index := int32(binary.NativeEndian.Uint32(m.Data[4:]))
+	flags := binary.NativeEndian.Uint32(m.Data[8:])
+	if m.Header.Type == unix.RTM_DELLINK {
+		delete(t.links, index)
+		t.dropAddrs(index)
+		t.dropRoutes(index)
+		return
+	}
+	l := t.links[index]
+	if name := attr(m, unix.IFLA_IFNAME); len(name) > 0 {
+		l.name = cstring(name)
+	}
+	l.up = flags&unix.IFF_UP != 0
+	l.isLoopback = flags&unix.IFF_LOOPBACK != 0
+	if !l.up {
+		// A link going down takes its routes with it, and the kernel
+		// does not say so for IPv4 ones.
+		t.dropRoutes(index)
+	}
+	t.links[index] = l
+}
+
+func (t *tracker) addr(m syscall.NetlinkMessage) {
+	// struct ifaddrmsg: family, prefixlen, flags, scope u8, index u32.
+	bits := int(m.Data[1])
+	flags := uint32(m.Data[2])
+	index := int32(binary.NativeEndian.Uint32(m.Data[4:]))
+	if f := attr(m, unix.IFA_FLAGS); len(f) == 4 {
+		flags = binary.NativeEndian.Uint32(f)
+	}
+	// IFA_LOCAL is the machine's own address; IFA_ADDRESS is the peer's
+	// on a point-to-point link, and the only one given for IPv6.
+	raw := attr(m, unix.IFA_LOCAL)
+	if raw == nil {
+		raw = attr(m, unix.IFA_ADDRESS)
+	}
+	ip, ok := netip.AddrFromSlice(raw)
+	if !ok {
+		return
+	}
+	if bits > ip.BitLen() {
+		return
+	}
+	k := addrKey{index, netip.PrefixFrom(ip, bits)}
+	// A temporary (privacy) IPv6 address is replaced every day on a
+	// laptop; its prefix is carried by the stable address beside it. An
+	// address that failed duplicate detection is not usable.
+	if m.Header.Type == unix.RTM_DELADDR || flags&(unix.IFA_F_TEMPORARY|unix.IFA_F_DADFAILED) != 0 || !counts(ip) {
+		delete(t.addrs, k)
+		return
+	}
+	t.addrs[k] = struct{}{}
+}
+
+func (t *tracker) route(m syscall.NetlinkMessage) {
+	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
+	// scope, type (u8 each), flags u32.
+	family, dstLen, table, typ := m.Data[0], m.Data[1], uint32(m.Data[4]), m.Data[7]
+	rtFlags := binary.NativeEndian.Uint32(m.Data[8:])
+	if a := attr(m, unix.RTA_TABLE); len(a) == 4 {
+		table = binary.NativeEndian.Uint32(a)
+	}
+	if (family != unix.AF_INET && family != unix.AF_INET6) || dstLen != 0 ||
+		table != unix.RT_TABLE_MAIN || typ != unix.RTN_UNICAST || rtFlags&unix.RTM_F_CLONED != 0 {
+		return
+	}
+	ipv6 := family == unix.AF_INET6
+	var metric uint32
+	if a := attr(m, unix.RTA_PRIORITY); len(a) == 4 {
+		metric = binary.NativeEndian.Uint32(a)
+	}
+	var keys []routeKey
+	if mp := attr(m, unix.RTA_MULTIPATH); mp != nil {
+		for len(mp) >= unix.SizeofRtNexthop {
+			// struct rtnexthop: len u16, flags u8, hops u8, ifindex i32, then attributes.
+			n := int(binary.NativeEndian.Uint16(mp))
+			if n < unix.SizeofRtNexthop || n > len(mp) {
+				break
+			}
+			idx := int32(binary.NativeEndian.Uint32(mp[4:]))
+			gw, _ := netip.AddrFromSlice(findAttr(mp[unix.SizeofRtNexthop:n], unix.RTA_GATEWAY))
+			keys = append(keys, routeKey{ipv6, idx, gw, metric})
+			mp = mp[min(align4(n), len(mp)):]
+		}
+	} else {
+		var idx int32
+		if a := attr(m, unix.RTA_OIF); len(a) == 4 {
+			idx = int32(binary.NativeEndian.Uint32(a))
+		}
+		gw, _ := netip.AddrFromSlice(attr(m, unix.RTA_GATEWAY))
+		keys = append(keys, routeKey{ipv6, idx, gw, metric})
+	}
+	if m.Header.Type == unix.RTM_DELROUTE {
+		for _, k := range keys {
+			delete(t.routes, k)
+		}
+		return
+	}
+	if m.Header.Flags&unix.NLM_F_REPLACE != 0 {
+		// "ip route replace default via X" sends only the new route:
+		// the one it replaced (same family, table and metric) is gone.
+		for k := range t.routes {
+			if k.ipv6 == ipv6 && k.metric == metric {
+				delete(t.routes, k)
+			}
+		}
+	}
+	for _, k := range keys {
+		t.routes[k] = struct{}{}
+	}
+}
+
+func (t *tracker) dropAddrs(index int32) {
+	for k := range t.addrs {
+		if k.index == index {
+			delete(t.addrs, k)
+		}
+	}
+}
+
+func (t *tracker) dropRoutes(index int32) {
+	for k := range t.routes {
+		if k.index == index {
+			delete(t.routes, k)
+		}
+	}
+}
+
+// state is the State t holds now.
+func (t *tracker) state() State {
+	s := State{Interfaces: map[string][]netip.Prefix{}}
+	for k := range t.addrs {
+		l, ok := t.links[k.index]
+		if !ok || !l.up || l.isLoopback {
+			continue
+		}
+		s.Interfaces[l.name] = append(s.Interfaces[l.name], k.prefix)
+	}
+	for k := range t.routes {
+		name := fmt.Sprintf("#%d", k.index)
+		if l, ok := t.links[k.index]; ok {
+			name = l.name
+		}
+		s.DefaultRoutes = append(s.DefaultRoutes, Route{IPv6: k.ipv6, Interface: name, Gateway: k.gw, Metric: k.metric})
+	}
+	s.normalize()
+	return s
+}
+
+// attr returns the value of m's attribute typ, or nil.
+func attr(m syscall.NetlinkMessage, typ uint16) []byte {
+	var hdr int
+	switch m.Header.Type {
+	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
+		hdr = unix.SizeofIfInfomsg
+	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
+		hdr = unix.SizeofIfAddrmsg
+	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
+		hdr = unix.SizeofRtMsg
+	}
+	if len(m.Data) < align4(hdr) {
+		return nil
+	}
+	return findAttr(m.Data[align4(hdr):], typ)
+}
+
+// findAttr walks a run of struct rtattr (len u16, type u16, value).
+func findAttr(b []byte, typ uint16) []byte {
+	for len(b) >= unix.SizeofRtAttr {
+		n := int(binary.NativeEndian.Uint16(b))
+		if n < unix.SizeofRtAttr || n > len(b) {
+			return nil
+		}
+		if binary.NativeEndian.Uint16(b[2:])&^unix.NLA_F_NESTED == typ {
+			return b[unix.SizeofRtAttr:n]
+		}
+		b = b[min(align4(n), len(b)):]
+	}
+	return nil
+}
+
+func align4(n int) int { return (n + 3) &^ 3 }
+
+func cstring(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,136 @@
+package netwatch
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// State is the part of the machine's network that decides whether a remote
+// MCP server can be reached: which interfaces can carry traffic beyond the
+// machine, and where the default routes lead. Everything else (link
+// statistics, address lifetimes, interfaces without a global address such
+// as the host side of a container's veth) is left out, so that only a
+// difference between two States is a network change.
+type State struct {
+	// Interfaces maps the name of each interface that is up, is not
+	// loopback and has at least one global unicast address (private and
+	// ULA addresses included, link-local excluded) to those addresses,
+	// sorted: IPv4 addresses as they are, IPv6 ones as the network they
+	// are in (2001:db8:1::/64), because an IPv6 host makes new temporary
+	// addresses in the same network every day, and macOS does not say
+	// which addresses are temporary.
+	Interfaces map[string][]netip.Prefix
+	// DefaultRoutes are the IPv4 and IPv6 default routes of the main
+	// routing table, sorted. Empty where the platform does not say.
+	DefaultRoutes []Route
+}
+
+// Route is one default route.
+type Route struct {
+	// IPv6 tells an IPv6 default route from an IPv4 one.
+	IPv6 bool
+	// Interface is the name of the interface the route leaves by.
+	Interface string
+	// Gateway is the next hop; the zero Addr for a route straight out of
+	// a point-to-point interface (a VPN tunnel).
+	Gateway netip.Addr
+	// Metric orders routes of one family; the lowest wins.
+	Metric uint32
+}
+
+// Equal reports whether s and o are the same network: the test for a change.
+func (s State) Equal(o State) bool {
+	return maps.EqualFunc(s.Interfaces, o.Interfaces, slices.Equal) &&
+		slices.Equal(s.DefaultRoutes, o.DefaultRoutes)
+}
+
+// String describes s on one line, for logs and test failures.
+func (s State) String() string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(s.Interfaces)) {
+		fmt.Fprintf(&b, "%s=%v ", name, s.Interfaces[name])
+	}
+	for _, r := range s.DefaultRoutes {
+		fam := "default4"
+		if r.IPv6 {
+			fam = "default6"
+		}
+		fmt.Fprintf(&b, "%s via %v dev %s metric %d ", fam, r.Gateway, r.Interface, r.Metric)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// normalize sorts what s holds, so that Equal compares sets.
+func (s *State) normalize() {
+	if s.Interfaces == nil {
+		s.Interfaces = map[string][]netip.Prefix{}
+	}
+	for name, ps := range s.Interfaces {
+		for i, p := range ps {
+			if p.Addr().Is6() {
+				ps[i] = p.Masked()
+			}
+		}
+		slices.SortFunc(ps, func(a, b netip.Prefix) int {
+			return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+		})
+		s.Interfaces[name] = slices.Compact(ps)
+	}
+	slices.SortFunc(s.DefaultRoutes, func(a, b Route) int {
+		return cmp.Or(cmp.Compare(b2i(a.IPv6), b2i(b.IPv6)), cmp.Compare(a.Metric, b.Metric),
+			strings.Compare(a.Interface, b.Interface), a.Gateway.Compare(b.Gateway))
+	})
+	s.DefaultRoutes = slices.Compact(s.DefaultRoutes)
+}
+
+// counts reports whether an address on a counted interface makes it count:
+// only global unicast addresses reach beyond the machine.
+func counts(a netip.Addr) bool {
+	return a.IsValid() && a.Unmap().IsGlobalUnicast()
+}
+
+// interfaceState reads the interfaces through the standard library, which
+// every platform has; it knows no routes. The polling fallback and the
+// macOS routing socket start from it.
+func interfaceState() (State, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return State{}, fmt.Errorf("netwatch: list interfaces: %w", err)
+	}
+	s := State{Interfaces: map[string][]netip.Prefix{}}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue // gone since the list was read: not up any more
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(ipn.IP)
+			if !ok || !counts(ip) {
+				continue
+			}
+			ones, _ := ipn.Mask.Size()
+			s.Interfaces[ifc.Name] = append(s.Interfaces[ifc.Name], netip.PrefixFrom(ip.Unmap(), ones))
+		}
+	}
+	s.normalize()
+	return s, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
