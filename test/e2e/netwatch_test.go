@@ -1,13 +1,22 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
@@ -55,16 +64,73 @@ func nsStart(t *testing.T, ns string, env []string, out *ochost.Buffer, args ...
 	})
 }
 
+// nsClient is an HTTP client whose connections are made inside ns: each
+// dial runs on a thread switched into the namespace (a socket belongs to
+// the namespace it was created in).
+func nsClient(t *testing.T, ns string) *http.Client {
+	t.Helper()
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		self, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			return nil, err
+		}
+		defer self.Close()
+		target, err := os.Open("/var/run/netns/" + ns)
+		if err != nil {
+			return nil, err
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			return nil, err
+		}
+		defer func() { _ = unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) }()
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+}
+
+// nsOpenCode sends one request to the OpenCode at base in ns.
+func nsOpenCode(t *testing.T, c *http.Client, method, base, path, dir, password string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path+"?directory="+url.QueryEscape(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("opencode", password)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return b
+}
+
 // A network change (an interface with a global address coming up in the
 // daemon's namespace) retries a failed server at once, outside its
-// backoff; a new interface without one does not.
+// backoff; a new interface without one does not. Servers that are not
+// failed by then are left alone: one disabled in the config, and one the
+// user disabled after the daemon last read status (the change only makes
+// the directory due; the check re-reads first).
 func TestWatchRetriesOnNetworkChange(t *testing.T) {
 	needOpenCode(t)
 	ns := newNetns(t)
 	home := hermeticHome(t)
 	p := newProject(t, nil)
 	port := freePort(t)
-	rewriteProject(t, p, map[string]any{"r": RemoteServer(fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t)))})
+	off := p.StdioServer("off")
+	off["enabled"] = false
+	rewriteProject(t, p, map[string]any{
+		"r":    RemoteServer(fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t))),
+		"gone": RemoteServer(fmt.Sprintf("http://127.0.0.1:%d/mcp", freePort(t))),
+		"off":  off,
+	})
 	const password = "netns-password"
 	env := append(ochost.Env(home), "OPENCODE_SERVER_PASSWORD="+password)
 	ocOut := &ochost.Buffer{}
@@ -84,7 +150,7 @@ func TestWatchRetriesOnNetworkChange(t *testing.T) {
 	}
 	logs := &ochost.Buffer{}
 	nsStart(t, ns, env, logs, reconnectBin, "watch", "--url", url, "--directory", p.Dir, "--probe=false",
-		"--status-addr", "", "--log-level", "debug", "--config", "")
+		"--idle-interval", "5m", "--max-delay", "2s", "--status-addr", "", "--log-level", "debug", "--config", "")
 	waitFor := func(s string, timeout time.Duration) {
 		t.Helper()
 		deadline := time.Now().Add(timeout)
@@ -95,7 +161,21 @@ func TestWatchRetriesOnNetworkChange(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	waitFor("retrying slowly", 60*time.Second) // fast episode spent: next attempt in 5 min
+	// Fast episode spent: the next attempt is 5 min away, and a network
+	// change buys one max-delay (2 s here) after the last attempt.
+	waitFor("retrying slowly", 60*time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for strings.Count(logs.String(), "retrying slowly") < 2 { // both r and gone
+		if time.Now().After(deadline) {
+			t.Fatalf("r and gone did not both reach the slow tier:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The user disables gone; the daemon, which reads again only in minutes,
+	// still remembers it failed.
+	oc := nsClient(t, ns)
+	nsOpenCode(t, oc, "POST", url, "/mcp/gone/disconnect", p.Dir, password)
+	goneBefore := strings.Count(logs.String(), "server=gone")
 	before := strings.Count(logs.String(), "connecting MCP server")
 
 	// A veth pair inside the namespace (dummy devices need a kernel module
@@ -118,7 +198,23 @@ func TestWatchRetriesOnNetworkChange(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("retried %v after the change", time.Since(changed))
-	if !strings.Contains(logs.String(), "network changed; retrying failed MCP servers now") {
+	if !strings.Contains(logs.String(), "network changed; checking failed MCP servers now") {
 		t.Fatalf("the change was not logged:\n%s", logs)
+	}
+	time.Sleep(2 * time.Second)
+	var st map[string]struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(nsOpenCode(t, oc, "GET", url, "/mcp", p.Dir, password), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st["gone"].Status != "disabled" || st["off"].Status != "disabled" {
+		t.Fatalf("after the network change OpenCode reports %+v, want gone and off disabled", st)
+	}
+	if n := strings.Count(logs.String(), "server=gone") - goneBefore; n != 0 {
+		t.Fatalf("the daemon acted %d times on gone after the user disabled it:\n%s", n, logs)
+	}
+	if got := len(p.Starts(t, "off")); got != 0 {
+		t.Fatalf("the disabled server was started %d times", got)
 	}
 }
