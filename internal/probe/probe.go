@@ -140,32 +140,57 @@ func Interval(downFor time.Duration) time.Duration {
 	return min(d, most)
 }
 
+// Hold floors: a held connection that lived less than the floor waits out
+// the rest of it before the next dial, and the floor doubles with each such
+// short hold, from MinHold to MaxHold. A hold that lasted MaxHold or longer
+// resets it. An endpoint that accepts and closes at once (an ssh -L or a
+// kubectl port-forward whose backend is down, a proxy at its connection
+// limit) would otherwise be dialed thousands of times a second; a server
+// that closes idle connections after a minute or two is dialed once per
+// close, as it should be.
+const (
+	MinHold = time.Second
+	MaxHold = 30 * time.Second
+)
+
 // Watch watches the endpoint of a remote server that OpenCode calls
 // connected, to notice a restart OpenCode itself misses (it keeps a dead
 // session and still says connected). It holds one idle TCP connection to
 // the endpoint: a server process that exits closes it at once. When it
-// closes, Watch dials again straight away: a server that merely closed an
-// idle connection answers, and holding resumes; a restarting one refuses,
-// and Watch calls down and probes until the endpoint answers again. It
-// returns true then (the server restarted), or false when ctx ends.
+// closes, Watch dials again (at once after a long hold, after the hold
+// floor otherwise; every dial within the prober's rate): a server that
+// merely closed an idle connection answers, and holding resumes; a
+// restarting one refuses, and Watch calls down and probes until the
+// endpoint answers again. It returns true then (the server restarted), or
+// false when ctx ends.
 func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	addr, _, err := Target(rawURL)
 	if err != nil {
 		<-ctx.Done()
 		return false
 	}
+	floor := MinHold
 	for {
-		if !p.hold(ctx, addr) {
-			if ctx.Err() != nil {
-				return false
-			}
-			break // could not connect at all: it is down
+		if err := p.limit.Wait(ctx); err != nil {
+			// ctx ended, or a rate of zero: no dial may ever run.
+			<-ctx.Done()
+			return false
 		}
+		lived, ok := p.hold(ctx, addr)
 		if ctx.Err() != nil {
 			return false
 		}
-		if p.Probe(ctx, rawURL) != nil {
-			break // the held connection dropped and a new one is refused
+		if !ok {
+			break // refused: the server is down (restarting, we hope)
+		}
+		wait := floor - lived
+		if lived >= MaxHold {
+			floor = MinHold
+		} else {
+			floor = min(2*floor, MaxHold)
+		}
+		if wait > 0 && !sleep(ctx, wait) {
+			return false
 		}
 	}
 	if down != nil {
@@ -173,12 +198,8 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	}
 	since := time.Now()
 	for {
-		t := time.NewTimer(Interval(time.Since(since)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, Interval(time.Since(since))) {
 			return false
-		case <-t.C:
 		}
 		if p.Allow() && p.Probe(ctx, rawURL) == nil {
 			return true
@@ -186,22 +207,35 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	}
 }
 
+// sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // hold dials addr and waits until the connection closes or ctx ends. It
-// reports whether a connection was made.
-func (p *Prober) hold(ctx context.Context, addr string) bool {
+// reports whether a connection was made, and how long it stayed open.
+func (p *Prober) hold(ctx context.Context, addr string) (lived time.Duration, ok bool) {
 	dctx, cancel := context.WithTimeout(ctx, Timeout)
 	conn, err := p.Dial(dctx, "tcp", addr)
 	cancel()
 	if err != nil {
-		return false
+		return 0, false
 	}
+	start := time.Now()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	defer conn.Close()
 	buf := make([]byte, 512)
 	for {
 		if _, err := conn.Read(buf); err != nil {
-			conn.Close()
-			return true
+			return time.Since(start), true
 		}
 	}
 }
