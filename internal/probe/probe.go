@@ -206,12 +206,13 @@ func Interval(downFor time.Duration) time.Duration {
 
 // Hold floors: a held connection that lived less than the floor waits out
 // the rest of it before the next dial, and the floor doubles with each such
-// short hold, from MinHold to MaxHold. A hold that lasted MaxHold or longer
-// resets it. An endpoint that accepts and closes at once (an ssh -L or a
-// kubectl port-forward whose backend is down, a proxy at its connection
-// limit) would otherwise be dialed thousands of times a second; a server
-// that closes idle connections after a minute or two is dialed once per
-// close, as it should be.
+// short hold, from MinHold to MaxHold; a hold of MaxHold or longer resets
+// it. An endpoint that accepts and closes at once (an ssh -L or a kubectl
+// port-forward whose backend is down, a proxy at its connection limit)
+// would otherwise be dialed thousands of times a second; now it is dialed
+// twice a minute. A server that closes idle connections (after 5 s for
+// uvicorn's keep-alive, a minute or more for most) is dialed once per
+// close and held nearly all the time, so its restart is still seen.
 const (
 	MinHold = time.Second
 	MaxHold = 30 * time.Second
@@ -221,8 +222,8 @@ const (
 // connected, to notice a restart OpenCode itself misses (it keeps a dead
 // session and still says connected). It holds one idle TCP connection to
 // the endpoint: a server process that exits closes it at once. When it
-// closes, Watch dials again (at once after a long hold, after the hold
-// floor otherwise; every dial within the prober's rate): a server that
+// closes, Watch dials again (at once, unless the connection lived less
+// than the hold floor; every dial within the prober's rate): a server that
 // merely closed an idle connection answers, and holding resumes; a
 // restarting one refuses, and Watch calls down and probes until the
 // endpoint answers again. It returns true then (the server restarted), or
@@ -247,15 +248,21 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 		if !ok {
 			break // refused: the server is down (restarting, we hope)
 		}
-		wait := floor - lived
-		if lived >= MaxHold {
+		switch {
+		case lived >= MaxHold:
 			floor = MinHold
-		} else {
+		case lived < floor:
+			wait := floor - lived
 			floor = min(2*floor, MaxHold)
+			if !sleep(ctx, wait) {
+				return false
+			}
 		}
-		if wait > 0 && !sleep(ctx, wait) {
-			return false
-		}
+		// A hold between the floor and MaxHold (a server whose idle
+		// timeout is a few seconds) re-dials at once and leaves the
+		// floor as it is: it is held nearly all the time, so its
+		// restart is still seen, and it cannot dial faster than the
+		// floor.
 	}
 	if down != nil {
 		down()

@@ -45,6 +45,7 @@ func (e *endpoint) Dial(ctx context.Context, network, addr string) (net.Conn, er
 		server.Close()
 	case e.idle > 0:
 		e.timers = append(e.timers, time.AfterFunc(e.idle, func() { server.Close() }))
+		e.held = append(e.held, server)
 	default:
 		e.held = append(e.held, server)
 	}
@@ -282,4 +283,52 @@ func TestWatchDialsCountAgainstProbeRate(t *testing.T) {
 			t.Fatalf("%d dials in 10 s by 50 watches at a probe rate of 2/s", n)
 		}
 	})
+}
+
+// A server that closes idle connections after only 5 s (uvicorn's
+// keep-alive timeout, say) is still held nearly all the time, so its
+// restart is seen: a hold that lived at least the floor is no reason to
+// wait, only a shorter one is.
+func TestWatchShortIdleTimeoutStillSeesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{idle: 5 * time.Second}
+		defer ep.stop()
+		start := time.Now()
+		w := startWatch(New(20), ep, "http://mcp.test:8080/mcp")
+		time.Sleep(2*time.Minute + 2500*time.Millisecond) // mid-hold
+		if n := ep.dialsBetween(start, time.Minute, 2*time.Minute); n < 11 || n > 13 {
+			t.Errorf("%d dials in a minute with a 5 s idle timeout, want about 12", n)
+		}
+		ep.crash()
+		time.Sleep(3 * time.Second)
+		ep.set(func(e *endpoint) { e.refuse = false })
+		back := time.Now()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if !w.returned() {
+			w.end()
+			t.Fatal("the restart of a server with a short idle timeout was missed")
+		}
+		if lag := w.at.Sub(back); !w.result || lag > 1100*time.Millisecond {
+			t.Fatalf("Watch = %v, %v after the endpoint came back", w.result, lag)
+		}
+	})
+}
+
+// Whatever an endpoint's connections live, a watch never dials more than
+// once per MinHold.
+func TestWatchNeverDialsFasterThanFloor(t *testing.T) {
+	for _, lives := range []time.Duration{0, 300 * time.Millisecond, 999 * time.Millisecond, 1200 * time.Millisecond, 2500 * time.Millisecond, 29 * time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			ep := &endpoint{idle: lives, closeAtOnce: lives == 0}
+			defer ep.stop()
+			w := startWatch(New(20), ep, "http://mcp.test:8080/mcp")
+			time.Sleep(10 * time.Minute)
+			synctest.Wait()
+			w.end()
+			if n := ep.count(); n > int(10*time.Minute/MinHold)+1 || w.downs != 0 {
+				t.Errorf("connections living %v: %d dials, %d downs in 10 min", lives, n, w.downs)
+			}
+		})
+	}
 }
