@@ -204,10 +204,10 @@ func Interval(downFor time.Duration) time.Duration {
 	return min(d, most)
 }
 
-// Hold floors: a held connection that lived less than the floor waits out
-// the rest of it before the next dial, and the floor doubles with each such
-// short hold, from MinHold to MaxHold; a hold of MaxHold or longer resets
-// it. An endpoint that accepts and closes at once (an ssh -L or a kubectl
+// Hold floors: after a held connection that lived less than the floor, and
+// a short hold before it, Watch waits out the rest of the floor before the
+// next dial, and the floor doubles with each such short hold, from MinHold
+// to MaxHold; a hold of MaxHold or longer resets it. An endpoint that accepts and closes at once (an ssh -L or a kubectl
 // port-forward whose backend is down, a proxy at its connection limit)
 // would otherwise be dialed thousands of times a second; now it is dialed
 // twice a minute. A server that closes idle connections (after 5 s for
@@ -222,8 +222,9 @@ const (
 // connected, to notice a restart OpenCode itself misses (it keeps a dead
 // session and still says connected). It holds one idle TCP connection to
 // the endpoint: a server process that exits closes it at once. When it
-// closes, Watch dials again (at once, unless the connection lived less
-// than the hold floor; every dial within the prober's rate): a server that
+// closes, Watch dials again (at once, unless this connection and the one
+// before it lived less than the hold floor; every dial within the
+// prober's rate): a server that
 // merely closed an idle connection answers, and holding resumes; a
 // restarting one refuses, and Watch calls down and probes until the
 // endpoint answers again. It returns true then (the server restarted), or
@@ -234,7 +235,7 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 		<-ctx.Done()
 		return false
 	}
-	floor := MinHold
+	floor, shorts := MinHold, 0
 	for {
 		if err := p.limit.Wait(ctx); err != nil {
 			// ctx ended, or a rate of zero: no dial may ever run.
@@ -248,21 +249,27 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 		if !ok {
 			break // refused: the server is down (restarting, we hope)
 		}
-		switch {
-		case lived >= MaxHold:
-			floor = MinHold
-		case lived < floor:
+		if lived >= floor {
+			// Not short. Between the floor and MaxHold (a server whose
+			// idle timeout is a few seconds) the floor stays: such a
+			// server is held nearly all the time, so its restart is
+			// still seen, and it cannot be dialed faster than the floor.
+			shorts = 0
+			if lived >= MaxHold {
+				floor = MinHold
+			}
+			continue
+		}
+		// Short. The first one re-dials at once: the server may have
+		// exited moments after we connected, and a refused dial is what
+		// tells. Repeated ones wait out the floor and grow it.
+		if shorts++; shorts > 1 {
 			wait := floor - lived
 			floor = min(2*floor, MaxHold)
 			if !sleep(ctx, wait) {
 				return false
 			}
 		}
-		// A hold between the floor and MaxHold (a server whose idle
-		// timeout is a few seconds) re-dials at once and leaves the
-		// floor as it is: it is held nearly all the time, so its
-		// restart is still seen, and it cannot dial faster than the
-		// floor.
 	}
 	if down != nil {
 		down()

@@ -332,3 +332,31 @@ func TestWatchNeverDialsFasterThanFloor(t *testing.T) {
 		})
 	}
 }
+
+// A restart moments after the watch began holding (or after any hold
+// that was not short itself) is seen, however brief it is: a lone short
+// hold re-dials at once, and only repeated short holds wait out the
+// floor. Before this, the first short hold waited out the floor, and a
+// server back within it was never reported (an e2e run showed it:
+// TestToolCallSurvivesRemoteRestart, under load).
+func TestWatchSeesRestartRightAfterDial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		defer ep.stop()
+		w := startWatch(New(20), ep, "http://mcp.test:8080/mcp")
+		time.Sleep(500 * time.Millisecond)
+		ep.crash()
+		time.Sleep(300 * time.Millisecond)
+		ep.set(func(e *endpoint) { e.refuse = false })
+		back := time.Now()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if !w.returned() {
+			w.end()
+			t.Fatal("a restart half a second after the watch began was missed")
+		}
+		if lag := w.at.Sub(back); !w.result || lag > 1100*time.Millisecond {
+			t.Fatalf("Watch = %v, %v after the endpoint came back", w.result, lag)
+		}
+	})
+}
