@@ -224,10 +224,9 @@ const (
 // the endpoint: a server process that exits closes it at once. When it
 // closes, Watch dials again (at once, unless this connection and the one
 // before it lived less than the hold floor; every dial within the
-// prober's rate): a server that
-// merely closed an idle connection answers, and holding resumes; a
-// restarting one refuses, and Watch calls down and probes until the
-// endpoint answers again. It returns true then (the server restarted), or
+// prober's rate): a server that merely closed an idle connection answers,
+// and holding resumes; a restarting one refuses, and Watch calls down and
+// probes until the endpoint answers again. It returns true then (the server restarted), or
 // false when ctx ends.
 func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	addr, _, err := Target(rawURL)
