@@ -28,7 +28,8 @@ type Announcer struct {
 	t      Toaster
 	log    *slog.Logger
 	events chan reconnect.Event
-	last   map[string]time.Time // directory + server → last toast
+	last   map[string]time.Time // directory + server → last toast, pruned after MinGap
+	swept  time.Time            // when last was last pruned
 	// OnToast, if set, is called after each toast attempt (metrics, tests).
 	OnToast func(opencode.Toast, error)
 }
@@ -90,6 +91,7 @@ func (a *Announcer) announce(ctx context.Context, ev reconnect.Event) {
 		return
 	}
 	a.last[key] = now
+	a.prune(now)
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := a.t.ShowToast(tctx, t)
 	cancel()
@@ -99,5 +101,20 @@ func (a *Announcer) announce(ctx context.Context, ev reconnect.Event) {
 	}
 	if a.OnToast != nil {
 		a.OnToast(t, err)
+	}
+}
+
+// prune forgets toasts older than MinGap (they hold nothing back any
+// more), at most once per MinGap: directories and servers come and go, and
+// the map keeps only those toasted in the last two minutes.
+func (a *Announcer) prune(now time.Time) {
+	if now.Sub(a.swept) < MinGap {
+		return
+	}
+	a.swept = now
+	for k, t := range a.last {
+		if now.Sub(t) >= MinGap {
+			delete(a.last, k)
+		}
 	}
 }

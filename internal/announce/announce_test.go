@@ -2,6 +2,7 @@ package announce
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -67,5 +68,30 @@ func TestOneToastPerServerPerMinute(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// The last toast per server is kept only while it still holds a toast
+// back: servers and directories that come and go do not grow it. Before
+// the fix it kept every server ever announced (600 here).
+func TestLastToastsArePruned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := New(&recorder{}, nil)
+		most := 0
+		a.OnToast = func(opencode.Toast, error) { most = max(most, len(a.last)) } // on Run's goroutine
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); a.Run(ctx) }()
+		for i := range 600 {
+			a.Notify(reconnect.Event{Type: reconnect.EventReconnected, Directory: fmt.Sprintf("/p/%d", i), Server: "github"})
+			synctest.Wait()
+			time.Sleep(time.Second)
+		}
+		cancel()
+		<-done
+		// A minute of toasts, plus at most one minute not yet swept.
+		if limit := int(2*MinGap/time.Second) + 1; most > limit {
+			t.Fatalf("last held %d servers at once, want at most %d", most, limit)
+		}
 	})
 }

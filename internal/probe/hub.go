@@ -12,6 +12,8 @@ type Hub struct {
 	p       *Prober
 	mu      sync.Mutex
 	watches map[string]*shared
+	live    int  // watch goroutines not yet returned
+	closed  bool // Close was called: Watch starts nothing more
 	wg      sync.WaitGroup
 }
 
@@ -25,20 +27,21 @@ func NewHub(p *Prober) *Hub { return &Hub{p: p, watches: map[string]*shared{}} }
 
 // Watch subscribes to a restart of rawURL's endpoint (see Prober.Watch):
 // the channel is closed when one is seen. stop unsubscribes; the watch
-// itself ends with its last subscriber.
+// itself ends with its last subscriber, or when it reported a restart.
+// After Close, Watch starts nothing: the channel is never closed.
 func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return make(chan struct{}), func() {}
+	}
 	sh := h.watches[rawURL]
 	if sh == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		sh = &shared{subs: map[chan struct{}]struct{}{}, cancel: cancel}
 		h.watches[rawURL] = sh
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			h.run(ctx, rawURL, sh)
-		}()
+		h.live++
+		h.wg.Go(func() { h.run(ctx, rawURL, sh) })
 	}
 	ch := make(chan struct{})
 	sh.subs[ch] = struct{}{}
@@ -62,6 +65,7 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
 	restarted := h.p.Watch(ctx, rawURL, nil)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.live--
 	if h.watches[rawURL] == sh {
 		delete(h.watches, rawURL)
 	}
@@ -77,9 +81,17 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
 // Close stops every watch and waits for them.
 func (h *Hub) Close() {
 	h.mu.Lock()
+	h.closed = true
 	for _, sh := range h.watches {
 		sh.cancel()
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
+}
+
+// running is how many watch goroutines have not returned yet.
+func (h *Hub) running() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live
 }

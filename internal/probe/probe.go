@@ -27,13 +27,22 @@ type Prober struct {
 	// limit bounds probes per second across every server.
 	limit *rate.Limiter
 
-	mu     sync.Mutex
-	recent map[string]result // by URL, so directories sharing a server share its probes
+	mu       sync.Mutex
+	recent   map[string]result // by URL, so directories sharing a server share its probes
+	swept    time.Time         // when recent was last pruned
+	inflight map[string]*call  // probes running now, by URL: one dial however many ask
 }
 
 type result struct {
 	at  time.Time
 	err error
+}
+
+// call is a probe in flight that later askers wait for.
+type call struct {
+	done chan struct{}
+	err  error
+	cut  bool // the prober's caller went away: the result says nothing
 }
 
 // Fresh is how long a probe's result stands for every directory using the
@@ -44,31 +53,86 @@ const Fresh = 500 * time.Millisecond
 // burst) across all servers.
 func New(perSecond float64) *Prober {
 	d := &net.Dialer{}
-	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond))), recent: map[string]result{}}
+	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond))),
+		recent: map[string]result{}, inflight: map[string]*call{}}
 }
 
 // Recent returns the result of a probe of rawURL made less than Fresh ago.
 func (p *Prober) Recent(rawURL string) (err error, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.recentLocked(rawURL, time.Now())
+}
+
+func (p *Prober) recentLocked(rawURL string, now time.Time) (error, bool) {
 	r, ok := p.recent[rawURL]
-	if !ok || time.Since(r.at) >= Fresh {
+	if !ok || now.Sub(r.at) >= Fresh {
 		return nil, false
 	}
 	return r.err, true
 }
 
 // Shared is Probe, unless a probe of the same endpoint ran less than Fresh
-// ago: then its result is returned without dialing.
+// ago, or is running now: then its result is returned without dialing.
+// However many directories share an endpoint, they cost one dial at a
+// time. Like Probe, it does not take from the global rate: callers ask
+// Allow first when Recent has nothing.
 func (p *Prober) Shared(ctx context.Context, rawURL string) error {
-	if err, ok := p.Recent(rawURL); ok {
-		return err
+	for {
+		p.mu.Lock()
+		if err, ok := p.recentLocked(rawURL, time.Now()); ok {
+			p.mu.Unlock()
+			return err
+		}
+		c := p.inflight[rawURL]
+		if c == nil {
+			break // p.mu still held: this caller probes
+		}
+		p.mu.Unlock()
+		select {
+		case <-c.done:
+			if !c.cut {
+				return c.err
+			}
+			// Its caller went away mid-probe: ask again.
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	err := p.Probe(ctx, rawURL)
-	p.mu.Lock()
-	p.recent[rawURL] = result{at: time.Now(), err: err}
+	c := &call{done: make(chan struct{})}
+	p.inflight[rawURL] = c
 	p.mu.Unlock()
+
+	err := p.Probe(ctx, rawURL)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.inflight, rawURL)
+	c.err, c.cut = err, ctx.Err() != nil
+	close(c.done)
+	if !c.cut {
+		// A probe cut short by its own caller says nothing about the
+		// endpoint; every other result stands for Fresh.
+		now := time.Now()
+		p.recent[rawURL] = result{at: now, err: err}
+		p.pruneLocked(now)
+	}
 	return err
+}
+
+// pruneLocked forgets results too old to be Recent, at most once per
+// Fresh: the map holds only the endpoints probed in the last two Fresh
+// intervals, however many come and go.
+func (p *Prober) pruneLocked(now time.Time) {
+	if now.Sub(p.swept) < Fresh {
+		return
+	}
+	p.swept = now
+	for u, r := range p.recent {
+		if now.Sub(r.at) >= Fresh {
+			delete(p.recent, u)
+		}
+	}
 }
 
 // Allow reports whether a probe may run now under the global rate.
@@ -140,32 +204,70 @@ func Interval(downFor time.Duration) time.Duration {
 	return min(d, most)
 }
 
+// Hold floors: after a held connection that lived less than the floor, and
+// a short hold before it, Watch waits out the rest of the floor before the
+// next dial, and the floor doubles with each such short hold, from MinHold
+// to MaxHold; a hold of MaxHold or longer resets it. An endpoint that accepts and closes at once (an ssh -L or a kubectl
+// port-forward whose backend is down, a proxy at its connection limit)
+// would otherwise be dialed thousands of times a second; now it is dialed
+// twice a minute. A server that closes idle connections (after 5 s for
+// uvicorn's keep-alive, a minute or more for most) is dialed once per
+// close and held nearly all the time, so its restart is still seen.
+const (
+	MinHold = time.Second
+	MaxHold = 30 * time.Second
+)
+
 // Watch watches the endpoint of a remote server that OpenCode calls
 // connected, to notice a restart OpenCode itself misses (it keeps a dead
 // session and still says connected). It holds one idle TCP connection to
 // the endpoint: a server process that exits closes it at once. When it
-// closes, Watch dials again straight away: a server that merely closed an
-// idle connection answers, and holding resumes; a restarting one refuses,
-// and Watch calls down and probes until the endpoint answers again. It
-// returns true then (the server restarted), or false when ctx ends.
+// closes, Watch dials again (at once, unless this connection and the one
+// before it lived less than the hold floor; every dial within the
+// prober's rate): a server that merely closed an idle connection answers,
+// and holding resumes; a restarting one refuses, and Watch calls down and
+// probes until the endpoint answers again. It returns true then (the server restarted), or
+// false when ctx ends.
 func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	addr, _, err := Target(rawURL)
 	if err != nil {
 		<-ctx.Done()
 		return false
 	}
+	floor, shorts := MinHold, 0
 	for {
-		if !p.hold(ctx, addr) {
-			if ctx.Err() != nil {
-				return false
-			}
-			break // could not connect at all: it is down
+		if err := p.limit.Wait(ctx); err != nil {
+			// ctx ended, or a rate of zero: no dial may ever run.
+			<-ctx.Done()
+			return false
 		}
+		lived, ok := p.hold(ctx, addr)
 		if ctx.Err() != nil {
 			return false
 		}
-		if p.Probe(ctx, rawURL) != nil {
-			break // the held connection dropped and a new one is refused
+		if !ok {
+			break // refused: the server is down (restarting, we hope)
+		}
+		if lived >= floor {
+			// Not short. Between the floor and MaxHold (a server whose
+			// idle timeout is a few seconds) the floor stays: such a
+			// server is held nearly all the time, so its restart is
+			// still seen, and it cannot be dialed faster than the floor.
+			shorts = 0
+			if lived >= MaxHold {
+				floor = MinHold
+			}
+			continue
+		}
+		// Short. The first one re-dials at once: the server may have
+		// exited moments after we connected, and a refused dial is what
+		// tells. Repeated ones wait out the floor and grow it.
+		if shorts++; shorts > 1 {
+			wait := floor - lived
+			floor = min(2*floor, MaxHold)
+			if !sleep(ctx, wait) {
+				return false
+			}
 		}
 	}
 	if down != nil {
@@ -173,12 +275,8 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	}
 	since := time.Now()
 	for {
-		t := time.NewTimer(Interval(time.Since(since)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, Interval(time.Since(since))) {
 			return false
-		case <-t.C:
 		}
 		if p.Allow() && p.Probe(ctx, rawURL) == nil {
 			return true
@@ -186,22 +284,35 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 	}
 }
 
+// sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // hold dials addr and waits until the connection closes or ctx ends. It
-// reports whether a connection was made.
-func (p *Prober) hold(ctx context.Context, addr string) bool {
+// reports whether a connection was made, and how long it stayed open.
+func (p *Prober) hold(ctx context.Context, addr string) (lived time.Duration, ok bool) {
 	dctx, cancel := context.WithTimeout(ctx, Timeout)
 	conn, err := p.Dial(dctx, "tcp", addr)
 	cancel()
 	if err != nil {
-		return false
+		return 0, false
 	}
+	start := time.Now()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	defer conn.Close()
 	buf := make([]byte, 512)
 	for {
 		if _, err := conn.Read(buf); err != nil {
-			conn.Close()
-			return true
+			return time.Since(start), true
 		}
 	}
 }

@@ -1,0 +1,147 @@
+package probe
+
+import (
+	"context"
+	"net"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+const hubURL = "http://mcp.test:8080/mcp"
+
+func (e *endpoint) open() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, c := range e.held {
+		// A pipe whose other end closed fails a zero-deadline read with
+		// io.EOF or io.ErrClosedPipe; an open one times out.
+		c.SetReadDeadline(time.Now())
+		if _, err := c.Read(make([]byte, 1)); err != nil && isTimeout(err) {
+			n++
+		}
+	}
+	return n
+}
+
+func isTimeout(err error) bool {
+	type timeout interface{ Timeout() bool }
+	t, ok := err.(timeout)
+	return ok && t.Timeout()
+}
+
+// A watch whose subscribers all left ends: its goroutine returns and its
+// held connection is closed, without waiting for Close.
+func TestHubLastSubscriberEndsWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		defer ep.stop()
+		p := New(20)
+		p.Dial = ep.Dial
+		h := NewHub(p)
+		defer h.Close()
+		_, stop1 := h.Watch(hubURL)
+		_, stop2 := h.Watch(hubURL)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n, open := h.running(), ep.open(); n != 1 || open != 1 || ep.count() != 1 {
+			t.Fatalf("two subscribers: %d watches, %d connections open, %d dials; want 1, 1, 1", n, open, ep.count())
+		}
+		stop1()
+		synctest.Wait()
+		if n := h.running(); n != 1 {
+			t.Fatalf("one subscriber left: %d watches running, want 1", n)
+		}
+		stop2()
+		stop2() // twice is harmless
+		synctest.Wait()
+		if n, open := h.running(), ep.open(); n != 0 || open != 0 {
+			t.Fatalf("no subscriber left: %d watches running, %d connections open; want none", n, open)
+		}
+	})
+}
+
+// Close ends every watch, holding or probing a down endpoint, and waits
+// for them; a Watch after Close starts nothing.
+func TestHubCloseWaitsForEveryWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up, down := &endpoint{}, &endpoint{refuse: true}
+		defer up.stop()
+		p := New(20)
+		p.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if addr == "down.test:80" {
+				return down.Dial(ctx, network, addr)
+			}
+			return up.Dial(ctx, network, addr)
+		}
+		h := NewHub(p)
+		h.Watch(hubURL)
+		h.Watch("http://other.test:9090/")
+		h.Watch("http://down.test/")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := h.running(); n != 3 {
+			t.Fatalf("%d watches running, want 3", n)
+		}
+		h.Close()
+		if n, open := h.running(), up.open(); n != 0 || open != 0 {
+			t.Fatalf("after Close: %d watches running, %d connections open", n, open)
+		}
+		ch, stop := h.Watch(hubURL)
+		synctest.Wait()
+		if n := h.running(); n != 0 {
+			t.Fatalf("Watch after Close started %d watches", n)
+		}
+		select {
+		case <-ch:
+			t.Fatal("a Watch after Close reported a restart")
+		default:
+		}
+		stop()
+	})
+}
+
+// A watch that reported a restart tells every subscriber and leaves
+// nothing running; a later Watch of the same endpoint starts afresh.
+func TestHubRestartLeavesNothingRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		defer ep.stop()
+		p := New(20)
+		p.Dial = ep.Dial
+		h := NewHub(p)
+		defer h.Close()
+		ch1, stop1 := h.Watch(hubURL)
+		ch2, stop2 := h.Watch(hubURL)
+		time.Sleep(time.Minute)
+		ep.crash()
+		time.Sleep(3 * time.Second)
+		ep.set(func(e *endpoint) { e.refuse = false })
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		for i, ch := range []<-chan struct{}{ch1, ch2} {
+			select {
+			case <-ch:
+			default:
+				t.Fatalf("subscriber %d not told of the restart", i+1)
+			}
+		}
+		if n, open := h.running(), ep.open(); n != 0 || open != 0 {
+			t.Fatalf("after a restart: %d watches running, %d connections open", n, open)
+		}
+		stop1()
+		stop2()
+		dials := ep.count()
+		_, stop3 := h.Watch(hubURL)
+		synctest.Wait()
+		if n := h.running(); n != 1 || ep.count() != dials+1 {
+			t.Fatalf("a new Watch after a restart: %d watches, %d new dials; want 1, 1", n, ep.count()-dials)
+		}
+		stop3()
+		synctest.Wait()
+		if n := h.running(); n != 0 {
+			t.Fatalf("%d watches running after the last stop", n)
+		}
+	})
+}
