@@ -165,6 +165,7 @@ func TestRunRegistersAndUnregisters(t *testing.T) {
 	var logs ochost.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before hs.Close, which waits for the daemon's event stream
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -188,8 +189,14 @@ func TestRunRegistersAndUnregisters(t *testing.T) {
 	if _, err := (&statusapi.Client{Addr: addr}).Reconnect(context.Background(), statusapi.ReconnectRequest{Directory: "/p/x"}); err == nil {
 		t.Fatal("a reconnect without the token was accepted")
 	}
-	if _, err := (&statusapi.Client{Addr: addr, Token: e.Token}).Reconnect(context.Background(), statusapi.ReconnectRequest{Directory: "/p/x"}); err != nil {
-		t.Fatalf("with the registry's token: %v", err)
+	// Ready comes before the engine runs: retry until it takes the request.
+	var rerr error
+	waitFor(t, func() bool {
+		_, rerr = (&statusapi.Client{Addr: addr, Token: e.Token}).Reconnect(context.Background(), statusapi.ReconnectRequest{Directory: "/p/x"})
+		return rerr == nil || !strings.Contains(rerr.Error(), "engine not running")
+	})
+	if rerr != nil {
+		t.Fatalf("with the registry's token: %v", rerr)
 	}
 	waitFor(t, func() bool { return fake.Count("/mcp", "/p/x", "") > 0 })
 	st, err := (&statusapi.Client{Addr: addr}).Status(context.Background())
