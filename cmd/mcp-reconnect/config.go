@@ -51,6 +51,11 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
+	if _, ok := data["password"]; ok {
+		if err := checkPrivate(path); err != nil {
+			return err
+		}
+	}
 	keys := make([]string, 0, len(data))
 	for k := range data {
 		keys = append(keys, k)
@@ -94,6 +99,20 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 	return nil
 }
 
+// checkPrivate refuses a config file holding a password that other users
+// can read or change, as ssh refuses a private key others can read: the
+// password drives the OpenCode server, which runs commands as this user.
+func checkPrivate(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("config file %s holds a password but other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
+	}
+	return nil
+}
+
 // sharedKeys are the keys of watch and run; commands with fewer flags
 // (status, reconnect, doctor) skip them instead of calling them unknown.
 var sharedKeys = func() map[string]bool {
@@ -104,6 +123,26 @@ var sharedKeys = func() map[string]bool {
 	fs.VisitAll(func(fl *pflag.Flag) { keys[fl.Name] = true })
 	return keys
 }()
+
+// makePrivate brings a log file that already existed with looser
+// permissions to 0600 (the log names directories and servers), or refuses
+// it when that cannot be done (another user's file).
+func makePrivate(file *os.File) error {
+	fi, err := file.Stat()
+	if err != nil {
+		return fmt.Errorf("--log-file %s: %w", file.Name(), err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil // /dev/stderr, a fifo: not a file we keep
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if err := file.Chmod(0o600); err != nil {
+		return fmt.Errorf("--log-file %s is readable by other users (mode %04o) and cannot be made private (%v); run: chmod 600 %s", file.Name(), fi.Mode().Perm(), err, file.Name())
+	}
+	return nil
+}
 
 // logger opens the log destination: stderr, or --log-file created 0600 in
 // a 0700 directory.
@@ -116,6 +155,10 @@ func (f *watchFlags) logger(stderr io.Writer) (*slog.Logger, func(), error) {
 		file, err := os.OpenFile(f.logFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--log-file: %w", err)
+		}
+		if err := makePrivate(file); err != nil {
+			_ = file.Close()
+			return nil, nil, err
 		}
 		w, closeFn = file, func() { _ = file.Close() }
 	}

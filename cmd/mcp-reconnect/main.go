@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
@@ -252,49 +253,70 @@ a flag given on the command line wins.`,
 }
 
 func statusAddrFlag(cmd *cobra.Command, addr *string) {
-	cmd.Flags().StringVar(addr, "status-addr", "127.0.0.1:4097", "the daemon's status API [$MCP_RECONNECT_STATUS_ADDR]")
+	cmd.Flags().StringVar(addr, "status-addr", "", "the daemon's status API; by default the registry of running daemons says [$MCP_RECONNECT_STATUS_ADDR]")
+}
+
+// urlOnlyFromFlag keeps $OPENCODE_URL from choosing a daemon: only a
+// --url typed for this command does.
+func urlOnlyFromFlag(cmd *cobra.Command, url *string) func() {
+	given := cmd.Flags().Changed("url")
+	return func() {
+		if !given {
+			*url = ""
+		}
+	}
 }
 
 func newStatus() *cobra.Command {
-	var addr string
+	var c daemonChoice
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--json]",
-		Short: "Show what the daemon sees, per directory and server",
-		Args:  cobra.NoArgs,
+		Short: "Show what the running daemons see, per directory and server",
+		Long: `status shows what the running mcp-reconnect daemons see. It finds them in the
+registry of running daemons ($XDG_STATE_HOME/mcp-reconnect/daemons): with
+one daemon it shows it; with several (several wrapped TUIs) it shows each,
+and --json prints {"daemons": [...]}. --url or --status-addr picks one.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			clearURL := urlOnlyFromFlag(cmd, &c.url)
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			c := &statusapi.Client{Addr: addr}
-			st, err := c.Status(cmd.Context())
+			clearURL()
+			ds, _, err := findDaemons(c)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeIndentedJSON(cmd.OutOrStdout(), st)
-			}
-			return statusapi.WriteTable(cmd.OutOrStdout(), st, time.Now())
+			return showStatus(cmd.Context(), cmd.OutOrStdout(), ds, asJSON)
 		},
 	}
-	statusAddrFlag(cmd, &addr)
+	statusAddrFlag(cmd, &c.statusAddr)
+	cmd.Flags().StringVar(&c.url, "url", "", "only the daemon watching this OpenCode URL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
 }
 
 func newReconnect() *cobra.Command {
-	var addr, dir string
+	var c daemonChoice
+	var dir string
 	cmd := &cobra.Command{
 		Use:   "reconnect [--directory D] [NAME...]",
 		Short: "Retry failed MCP servers now, with a fresh backoff",
 		Long: `reconnect asks the running daemon to start a fresh episode now for the named
 MCP servers (all failed ones when none is named), in one directory (armed if
 it was not) or in every armed directory. Servers that are not "failed" are
-left alone.`,
+left alone.
+
+The daemon is found in the registry of running daemons, which also holds the
+token its status API wants for this. With several daemons running, say which
+with --url or --status-addr, or pass --all.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
+			clearURL := urlOnlyFromFlag(cmd, &c.url)
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
 			}
+			clearURL()
 			if dir != "" {
 				abs, err := absDir(dir)
 				if err != nil {
@@ -302,16 +324,28 @@ left alone.`,
 				}
 				dir = abs
 			}
-			c := &statusapi.Client{Addr: addr}
-			res, err := c.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names})
+			ds, _, err := findDaemons(c)
 			if err != nil {
 				return err
 			}
+			if len(ds) > 1 && !c.all {
+				ents := make([]registry.Entry, 0, len(ds))
+				for _, d := range ds {
+					ents = append(ents, d.entry)
+				}
+				return fmt.Errorf("%w; say which with --url or --status-addr, or pass --all:\n%s", errSeveral, describe(ents))
+			}
 			n := 0
-			for _, r := range res.Results {
-				for _, d := range r.Directories {
-					fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", r.URL, d)
-					n++
+			for _, d := range ds {
+				res, err := d.client.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names})
+				if err != nil {
+					return err
+				}
+				for _, r := range res.Results {
+					for _, d := range r.Directories {
+						fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", r.URL, d)
+						n++
+					}
 				}
 			}
 			if n == 0 {
@@ -320,7 +354,9 @@ left alone.`,
 			return nil
 		},
 	}
-	statusAddrFlag(cmd, &addr)
+	statusAddrFlag(cmd, &c.statusAddr)
+	cmd.Flags().StringVar(&c.url, "url", "", "the daemon watching this OpenCode URL")
+	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon")
 	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed)")
 	return cmd
 }

@@ -23,7 +23,9 @@ killed it). The terminal is the child's: the TUI works exactly as without
 the wrapper, and the daemon logs to --log-file instead of the screen.
 
 When COMMAND is OpenCode and ARGS have no --port, run picks a free loopback
-port and adds it. When no password is set it generates a strong one and
+port and adds it (and picks another if some other program takes it first).
+Whether ARGS start a server (the TUI, serve, web) is read from OpenCode's
+own subcommands, so "opencode models" stays the models command. When no password is set it generates a strong one and
 passes it to the child as OPENCODE_SERVER_PASSWORD (never on the command
 line, and never printed), so no other local user can drive the server.
 Other OpenCode subcommands (opencode mcp auth, --version, …) pass through
@@ -35,6 +37,8 @@ untouched, so this alias is all it takes:
   mcp-reconnect run --log-level debug -- opencode ~/src/project`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Ctrl-\ is the child's: never a goroutine dump of ours.
+			launch.CatchQuit()
 			if cmd.ArgsLenAtDash() != 0 {
 				return fmt.Errorf("put the command after --: mcp-reconnect run [flags] -- %s", args[0])
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
@@ -32,8 +34,12 @@ type Config struct {
 	Directories []string
 	// StatusAddr is where the status API listens; empty disables it.
 	StatusAddr string
-	// StatusPublic allows a non-loopback StatusAddr.
+	// StatusPublic allows a non-loopback StatusAddr and any Host header.
+	// Mutations still need the token.
 	StatusPublic bool
+	// Registry is where the daemon records itself (its status address and
+	// token) while it runs; nil means registry.Default().
+	Registry *registry.Registry
 	// StatusAddrFallback listens on a free loopback port when StatusAddr
 	// is taken (run: several wrapped TUIs each have a daemon), instead of
 	// failing.
@@ -48,7 +54,8 @@ type Config struct {
 	NoNetwatch bool
 	// Version is reported by GET /status.
 	Version string
-	// Ready, if set, receives the status API's bound address once serving.
+	// Ready, if set, receives the status API's bound address once serving
+	// and registered.
 	Ready func(statusAddr string)
 }
 
@@ -125,7 +132,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	var apiWait func() error
 	if cfg.StatusAddr != "" {
-		api := &statusapi.Server{Sources: []statusapi.Source{eng}, Broker: broker, Metrics: m, Version: cfg.Version, Log: log}
+		// The token exists only in memory and in the registry file, which
+		// only this user can read: whoever can read it could have run the
+		// daemon's commands anyway.
+		token, err := registry.NewToken()
+		if err != nil {
+			return err
+		}
+		api := &statusapi.Server{Sources: []statusapi.Source{eng}, Broker: broker, Metrics: m, Version: cfg.Version, Log: log,
+			Token: token, Public: cfg.StatusPublic}
 		bound, wait, err := api.Serve(ctx, cfg.StatusAddr)
 		if err != nil && cfg.StatusAddrFallback && errors.Is(err, syscall.EADDRINUSE) {
 			log.Info("status address taken; using a free port", "wanted", cfg.StatusAddr)
@@ -136,6 +151,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		apiWait = wait
 		log.Info("status api listening", "addr", bound)
+		unregister := register(cfg, client.URL(), bound, token, log)
+		defer unregister()
 		if cfg.Ready != nil {
 			cfg.Ready(bound)
 		}
@@ -168,6 +185,29 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return apiWait()
 	}
 	return nil
+}
+
+// register records the daemon in the registry so `status` and `reconnect`
+// find it (and its token) without being told the port. A registry that
+// cannot be written leaves the API read-only in effect; the daemon still
+// does its job.
+func register(cfg Config, url, bound, token string, log *slog.Logger) (unregister func()) {
+	reg := cfg.Registry
+	if reg == nil {
+		var err error
+		if reg, err = registry.Default(); err != nil {
+			log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
+			return func() {}
+		}
+	}
+	remove, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: []string{url}, StatusAddr: bound, Token: token,
+		Version: cfg.Version, Started: time.Now()})
+	if err != nil {
+		log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
+		return func() {}
+	}
+	log.Debug("registered", "dir", reg.Dir)
+	return remove
 }
 
 // streamLoop feeds /global/event into the engine and keeps its state.

@@ -2,9 +2,13 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +19,22 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain keeps the daemons these tests run out of the user's registry.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcpr-daemon-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_STATE_HOME", dir)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}))
+}
 
 func fastConfig() reconnect.Config {
 	c := reconnect.DefaultConfig
@@ -134,5 +150,70 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10 s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The daemon registers its status address and token while it runs (0600
+// in 0700), the token drives POST /reconnect and nothing else does, the
+// token never reaches the logs or /status, and the file is gone on exit.
+func TestRunRegistersAndUnregisters(t *testing.T) {
+	fake := fakeopencode.New(map[string]fakeopencode.Spec{"local": {}})
+	fake.SetHeartbeat(time.Second)
+	hs := httptest.NewServer(fake)
+	defer hs.Close()
+	reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	var logs ochost.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before hs.Close, which waits for the daemon's event stream
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{URL: hs.URL, StatusAddr: "127.0.0.1:0", Engine: fastConfig(), Registry: reg, Version: "vtest",
+			Ready: func(a string) { ready <- a }}, log)
+	}()
+	addr := <-ready
+	ents, err := reg.List()
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("registry = %+v, %v", ents, err)
+	}
+	e := ents[0]
+	if e.PID != os.Getpid() || e.StatusAddr != addr || len(e.URLs) != 1 || e.URLs[0] != hs.URL || len(e.Token) < 32 || e.Version != "vtest" || e.Started.IsZero() {
+		t.Fatalf("entry = %+v", e)
+	}
+	for path, want := range map[string]os.FileMode{reg.Dir: 0o700, filepath.Join(reg.Dir, strconv.Itoa(e.PID)+".json"): 0o600} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want %v", path, fi, err, want)
+		}
+	}
+	if _, err := (&statusapi.Client{Addr: addr}).Reconnect(context.Background(), statusapi.ReconnectRequest{Directory: "/p/x"}); err == nil {
+		t.Fatal("a reconnect without the token was accepted")
+	}
+	// Ready comes before the engine runs: retry until it takes the request.
+	var rerr error
+	waitFor(t, func() bool {
+		_, rerr = (&statusapi.Client{Addr: addr, Token: e.Token}).Reconnect(context.Background(), statusapi.ReconnectRequest{Directory: "/p/x"})
+		return rerr == nil || !strings.Contains(rerr.Error(), "engine not running")
+	})
+	if rerr != nil {
+		t.Fatalf("with the registry's token: %v", rerr)
+	}
+	waitFor(t, func() bool { return fake.Count("/mcp", "/p/x", "") > 0 })
+	st, err := (&statusapi.Client{Addr: addr}).Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(st); strings.Contains(string(b), e.Token) {
+		t.Fatal("/status shows the token")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := reg.List(); len(ents) != 0 {
+		t.Fatalf("still registered after exit: %+v", ents)
+	}
+	if strings.Contains(logs.String(), e.Token) {
+		t.Fatal("the token reached the logs")
 	}
 }

@@ -22,31 +22,53 @@ const DefaultStartTimeout = 60 * time.Second
 // when OpenCode never became healthy (err then says why).
 // startTimeout (0: DefaultStartTimeout) bounds the wait for its health.
 func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout time.Duration, stdio launch.IO, log *slog.Logger) (int, error) {
-	child, err := launch.Start(plan, stdio)
-	if err != nil {
-		return 1, err
-	}
-	stopForward := child.Forward()
-	defer stopForward()
-	log.Info("started", "command", plan.Args[0], "pid", child.PID(), "url", plan.URL, "generated_password", plan.GeneratedPassword)
-	if plan.URL == "" {
-		// Not a server (opencode mcp auth …, --version): just pass it through.
-		code := child.ExitCode()
-		return code, nil
-	}
-
-	cfg.URL, cfg.Password = plan.URL, plan.Password
-	client, err := opencode.New(cfg.URL, opencode.Options{Username: cfg.Username, Password: cfg.Password})
-	if err != nil {
-		child.Signal(syscall.SIGTERM)
-		return child.ExitCode(), err
-	}
 	if startTimeout <= 0 {
 		startTimeout = DefaultStartTimeout
 	}
-	if err := waitHealthy(ctx, client, child, startTimeout); err != nil {
-		if errors.Is(err, errChildExited) {
+	var child *launch.Child
+	var client *opencode.Client
+	for attempt := 0; ; attempt++ {
+		var err error
+		child, err = launch.Start(plan, stdio)
+		if err != nil {
+			return 1, err
+		}
+		stopForward := child.Forward()
+		defer stopForward()
+		log.Info("started", "command", plan.Args[0], "pid", child.PID(), "url", plan.URL, "generated_password", plan.GeneratedPassword)
+		if plan.URL == "" {
+			// Not a server (opencode mcp auth …, --version): just pass it through.
+			code := child.ExitCode()
+			return code, nil
+		}
+
+		cfg.URL, cfg.Password = plan.URL, plan.Password
+		client, err = opencode.New(cfg.URL, opencode.Options{Username: cfg.Username, Password: cfg.Password})
+		if err != nil {
+			child.Signal(syscall.SIGTERM)
+			return child.ExitCode(), err
+		}
+		err = waitHealthy(ctx, client, child, plan, startTimeout)
+		if errors.Is(err, errPortTaken) && attempt < maxPortRetries {
+			// Another program took the port the wrapper chose before
+			// OpenCode could listen on it: the user asked for no port, so
+			// start again on another one, without a word on their screen.
+			child.Signal(syscall.SIGTERM)
+			<-child.Done()
+			child.RestoreTerminal()
+			stopForward()
+			log.Info("the chosen port was taken before opencode listened; starting it on another", "port", plan.Port)
+			if err := plan.NewPort(); err != nil {
+				return 1, err
+			}
+			continue
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errChildExited) || errors.Is(err, errPortTaken) {
 			log.Info("opencode exited before it was healthy", "how", child.Describe())
+			child.Signal(syscall.SIGTERM)
 			return child.ExitCode(), nil
 		}
 		child.Signal(syscall.SIGTERM)
@@ -84,15 +106,28 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 	return child.ExitCode(), nil
 }
 
-var errChildExited = errors.New("opencode exited")
+var (
+	errChildExited = errors.New("opencode exited")
+	errPortTaken   = errors.New("the chosen port was taken")
+)
+
+// maxPortRetries bounds the restarts on another port.
+const maxPortRetries = 2
 
 // waitHealthy polls /global/health with short timeouts (a request in the
 // first half second after the port opens can hang) until it answers, the
-// child exits, or timeout passes.
-func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child, timeout time.Duration) error {
+// child exits, or timeout passes. When the wrapper chose the port, it
+// first checks that no other program holds it: `opencode serve` exits 1
+// then (after about 1.5 s), and the TUI waits forever without drawing
+// (both measured with 1.18.34), while the health read would reach the
+// other program.
+func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child, plan *launch.Plan, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
+		if plan.PortChosen && launch.PortTaken(child.PID(), plan.Port) {
+			return errPortTaken
+		}
 		hctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
 		_, err := c.Health(hctx)
 		cancel()
@@ -105,6 +140,9 @@ func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child, t
 		}
 		select {
 		case <-child.Done():
+			if plan.PortChosen && child.ExitCode() != 0 && launch.PortTaken(child.PID(), plan.Port) {
+				return errPortTaken
+			}
 			return errChildExited
 		case <-ctx.Done():
 			return ctx.Err()

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,29 @@ type Plan struct {
 	Password string
 	// GeneratedPassword is true when the daemon made the password up.
 	GeneratedPassword bool
+	// PortChosen is true when the wrapper picked the port (the user gave
+	// none); only then may it pick another when the port was taken.
+	PortChosen bool
+	// Port is the port the server will listen on (0 when not a server).
+	Port int
+	// portAt is the index in Args of the chosen port's value.
+	portAt int
+}
+
+// NewPort picks another free port for a plan whose port the wrapper
+// chose, after another process took the first one.
+func (p *Plan) NewPort() error {
+	if !p.PortChosen {
+		return errors.New("run: the port was given by the user")
+	}
+	free, err := freePort()
+	if err != nil {
+		return fmt.Errorf("run: picking a port: %w", err)
+	}
+	p.Port = free
+	p.Args[p.portAt] = strconv.Itoa(free)
+	p.URL = "http://" + net.JoinHostPort("127.0.0.1", p.Args[p.portAt])
+	return nil
 }
 
 // IsOpenCode reports whether the command is OpenCode: its base name is
@@ -50,37 +74,57 @@ func IsOpenCode(command string) bool {
 }
 
 // Serves reports whether an OpenCode command line starts a server the
-// daemon can watch: the TUI (no subcommand, or a project directory), `serve`
-// or `web`. Anything else (`opencode mcp auth`, `--version`, `run`, …) is
-// passed through untouched, so an alias of opencode to the wrapper keeps
-// every subcommand working.
+// daemon can watch: the TUI (no subcommand, or the [project] positional),
+// `serve` or `web`. Anything else (`opencode mcp auth`, `models`, `run …`,
+// `--version`) is passed through untouched, so an alias of opencode to the
+// wrapper keeps every subcommand working.
+//
+// The decision follows OpenCode's own grammar (`opencode --help`): the
+// first positional word is a subcommand if it names one, else it is the
+// project directory of the TUI. The file system is never consulted: in a
+// repository holding a models/ or run/ folder, `opencode models` is still
+// the models subcommand.
 func Serves(args []string) bool {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
-			return true
+			return true // only positionals follow: the project
 		case a == "--help" || a == "-h" || a == "--version" || a == "-v":
 			return false
 		case strings.HasPrefix(a, "-"):
-			if valueFlags[strings.TrimLeft(a, "-")] {
-				i++ // its value is not a subcommand
+			name := strings.TrimLeft(a, "-")
+			if strings.Contains(name, "=") {
+				continue
 			}
-			continue
-		case a == "serve" || a == "web":
-			return true
+			if valueFlags[name] {
+				i++ // its value is not a subcommand
+			} else if i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false") {
+				i++ // yargs takes "--mdns false" as the boolean's value
+			}
+		case subcommands[a]:
+			return a == "serve" || a == "web"
 		default:
-			fi, err := os.Stat(a)
-			return err == nil && fi.IsDir()
+			return true // [project]: the TUI in that directory
 		}
 	}
 	return true
 }
 
-// valueFlags are OpenCode's global and TUI flags that take a value.
+// subcommands are OpenCode 1.18's (`opencode --help`), aliases included.
+var subcommands = map[string]bool{
+	"completion": true, "acp": true, "mcp": true, "attach": true, "run": true, "debug": true,
+	"providers": true, "auth": true, "agent": true, "upgrade": true, "uninstall": true,
+	"serve": true, "web": true, "models": true, "stats": true, "export": true, "import": true,
+	"github": true, "pr": true, "session": true, "plugin": true, "plug": true, "db": true,
+}
+
+// valueFlags are OpenCode's global and TUI flags that take a value (yargs
+// arrays such as --cors take one per occurrence: OpenCode's yargs is not
+// greedy, measured with `opencode --cors x completion`).
 var valueFlags = map[string]bool{
 	"port": true, "hostname": true, "log-level": true, "model": true, "m": true, "session": true, "s": true,
-	"prompt": true, "agent": true, "cors": true, "mdns-domain": true,
+	"prompt": true, "agent": true, "cors": true, "mdns-domain": true, "replay-limit": true,
 }
 
 // portArg finds --port N or --port=N in args (before a "--").
@@ -139,12 +183,15 @@ func NewPlan(command []string, env []string, password string) (*Plan, error) {
 			return nil, fmt.Errorf("run: picking a port: %w", err)
 		}
 		port = strconv.Itoa(free)
-		p.Args = insertBeforeDashes(p.Args, "--port", port)
+		p.Args, p.portAt = insertBeforeDashes(p.Args, "--port", port)
+		p.PortChosen = host == ""
 	}
 	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		n, err := strconv.Atoi(port)
+		if err != nil || n <= 0 || n > 65535 {
 			return nil, fmt.Errorf("run: --port %q is not a port number", port)
 		}
+		p.Port = n
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = "127.0.0.1"
 		}
@@ -153,15 +200,17 @@ func NewPlan(command []string, env []string, password string) (*Plan, error) {
 	return p, nil
 }
 
-func insertBeforeDashes(args []string, extra ...string) []string {
+// insertBeforeDashes inserts "--port N" before a "--" (or at the end) and
+// returns where N landed.
+func insertBeforeDashes(args []string, flag, value string) ([]string, int) {
 	for i, a := range args {
 		if i > 0 && a == "--" {
 			out := append([]string(nil), args[:i]...)
-			out = append(out, extra...)
-			return append(out, args[i:]...)
+			out = append(out, flag, value)
+			return append(out, args[i:]...), i + 1
 		}
 	}
-	return append(args, extra...)
+	return append(args, flag, value), len(args) + 1
 }
 
 func lookupEnv(env []string, key string) string {
@@ -206,8 +255,31 @@ type Child struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	sigs chan os.Signal
+	// restoreTerminal puts the terminal back as it was before the child
+	// started (a child killed for a retry may have changed its modes).
+	restoreTerminal func()
 	// Tail holds the end of the child's output when it was not a terminal.
 	Tail *Tail
+}
+
+// forwarded are the signals the wrapper catches and, where the kernel did
+// not already deliver them to the child, relays.
+var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT}
+
+var catchQuit sync.Once
+
+// CatchQuit keeps SIGQUIT (Ctrl-\) from killing the wrapper for the rest of
+// its life. At a terminal the kernel sends it to the whole foreground
+// process group, the child included, which handles it as it would without
+// the wrapper; Go's default would instead print a goroutine dump over the
+// TUI, exit 2, and take the child with it through Pdeathsig. The signal is
+// caught, not ignored: an ignored signal stays ignored in a child across
+// exec, a caught one is reset to its default.
+func CatchQuit() {
+	catchQuit.Do(func() {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT)
+	})
 }
 
 // IO is where the child's standard streams go. The defaults are the
@@ -248,16 +320,40 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 	// When output is copied through a pipe (not a terminal), a grandchild
 	// that outlives the child can hold the pipe open; do not wait for it.
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run: starting %s: %w", p.Args[0], err)
-	}
-	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail}
+	CatchQuit()
+	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail, sigs: make(chan os.Signal, 8), restoreTerminal: saveTerminal(os.Stdin)}
+	// Catch the signals before the fork: one arriving between the start
+	// and Forward must not kill the wrapper.
+	signal.Notify(c.sigs, forwarded...)
+	started := make(chan error, 1)
 	go func() {
+		// Pdeathsig is sent when the *thread* that forked the child ends,
+		// not the process. The Go runtime ends a thread only when a
+		// goroutine locked to it exits, but a thread that some other code
+		// locked and that later ends could be the one that forked. Forking
+		// from a goroutine locked to its thread, which stays blocked in
+		// Wait until the child is gone, ties Pdeathsig to the wrapper's
+		// life instead.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		c.err = cmd.Wait()
 		close(c.done)
 	}()
+	if err := <-started; err != nil {
+		signal.Stop(c.sigs)
+		return nil, fmt.Errorf("run: starting %s: %w", p.Args[0], err)
+	}
 	return c, nil
 }
+
+// RestoreTerminal puts the terminal's modes back as they were before the
+// child started; for a child ended by the wrapper (a retry).
+func (c *Child) RestoreTerminal() { c.restoreTerminal() }
 
 // Done is closed when the child has exited.
 func (c *Child) Done() <-chan struct{} { return c.done }
@@ -308,12 +404,12 @@ func (c *Child) Describe() string {
 }
 
 // Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
-// it exits. SIGINT is relayed only when stdin is not a terminal: at a
-// terminal, Ctrl-C already reaches the child (it shares the foreground
-// process group), and a second copy would make a TUI see two.
+// it exits. SIGINT and SIGQUIT are relayed only when stdin is not a
+// terminal: at a terminal, Ctrl-C and Ctrl-\ already reach the child (it
+// shares the foreground process group), and a second copy would make a
+// TUI see two.
 func (c *Child) Forward() (stop func()) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	sigs := c.sigs
 	interactive := isTerminal(os.Stdin)
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
@@ -327,17 +423,20 @@ func (c *Child) Forward() (stop func()) {
 			case <-c.done:
 				return
 			case s := <-sigs:
-				if s == syscall.SIGINT && interactive {
+				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && interactive {
 					continue
 				}
 				c.Signal(s)
 			}
 		}
 	}()
+	var once sync.Once
 	return func() {
-		signal.Stop(sigs)
-		close(quit)
-		wg.Wait()
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(quit)
+			wg.Wait()
+		})
 	}
 }
 

@@ -1,29 +1,54 @@
 package launch
 
 import (
+	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 func TestServes(t *testing.T) {
 	dir := t.TempDir()
+	// A repository holding folders named like subcommands: the grammar
+	// decides, not the file system.
+	for _, sub := range []string{"models", "run", "serve"} {
+		if err := os.Mkdir(dir+"/"+sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
 	cases := map[string]bool{
-		"":                        true, // the TUI
-		"serve":                   true,
-		"web --port 5000":         true,
-		"--port 5000":             true,
-		"--model openai/x":        true,
-		"--log-level DEBUG serve": true,
-		dir:                       true, // a project directory
-		"mcp auth github":         false,
-		"--version":               false,
-		"-h":                      false,
-		"run hello":               false,
-		"models":                  false,
-		"upgrade":                 false,
-		"--port=5000 " + dir:      true,
-		"/does/not/exist":         false,
+		"":                          true, // the TUI
+		"serve":                     true,
+		"web --port 5000":           true,
+		"--port 5000":               true,
+		"--model openai/x":          true,
+		"-m openai/x":               true,
+		"--log-level DEBUG serve":   true,
+		"--cors http://a serve":     true,
+		"--cors http://a models":    false,
+		"--mdns false models":       false,
+		"--print-logs models":       false,
+		"--replay-limit 5 stats":    false,
+		dir:                         true, // a project directory
+		"/does/not/exist":           true, // still the [project] positional
+		"some/project":              true,
+		"mcp auth github":           false,
+		"--version":                 false,
+		"-h":                        false,
+		"run hello":                 false,
+		"run":                       false, // with ./run present
+		"models":                    false, // with ./models present
+		"models openai":             false,
+		"attach http://127.0.0.1:1": false,
+		"acp":                       false,
+		"pr 5":                      false,
+		"auth login":                false,
+		"upgrade":                   false,
+		"--port=5000 " + dir:        true,
+		"-- models":                 true, // after --, a project named models
 	}
 	for args, want := range cases {
 		if got := Serves(strings.Fields(args)); got != want {
@@ -132,5 +157,52 @@ func TestConfigContentPassesUntouched(t *testing.T) {
 	}
 	if got := lookupEnv(p.Env, "OPENCODE_CONFIG_CONTENT"); got != content {
 		t.Fatalf("OPENCODE_CONFIG_CONTENT = %q", got)
+	}
+}
+
+func TestPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	if PortTaken(os.Getpid(), port) {
+		t.Error("our own listener counted as another program's")
+	}
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	if !PortTaken(other.Process.Pid, port) {
+		t.Error("a port another process listens on is not taken")
+	}
+	l.Close()
+	if PortTaken(other.Process.Pid, port) {
+		t.Error("a port nobody listens on is taken")
+	}
+}
+
+func TestNewPort(t *testing.T) {
+	p, err := NewPlan([]string{fakeOpenCode(t), "serve", "--", "x"}, nil, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.PortChosen || p.Port == 0 || p.Args[3] != strconv.Itoa(p.Port) {
+		t.Fatalf("plan = %+v", p)
+	}
+	first := p.Port
+	for p.Port == first {
+		if err := p.NewPort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Args[2] != "--port" || p.Args[3] != strconv.Itoa(p.Port) || p.Args[4] != "--" || p.URL != "http://127.0.0.1:"+strconv.Itoa(p.Port) {
+		t.Fatalf("after NewPort: %+v", p)
+	}
+	given, _ := NewPlan([]string{fakeOpenCode(t), "--port", "4100"}, nil, "pw")
+	if given.PortChosen || given.NewPort() == nil {
+		t.Fatal("a port the user gave may be replaced")
 	}
 }

@@ -15,6 +15,8 @@ import (
 type Client struct {
 	// Addr is host:port of the API.
 	Addr string
+	// Token is the daemon's bearer token, sent with mutations only.
+	Token string
 	// HTTP defaults to a client with a 10 s timeout.
 	HTTP *http.Client
 }
@@ -41,6 +43,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if method != http.MethodGet && c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {

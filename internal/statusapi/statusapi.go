@@ -1,10 +1,17 @@
 // Package statusapi is the daemon's own small HTTP API: GET /status (JSON),
 // GET /metrics (Prometheus), GET /events (SSE of the daemon's events) and
 // POST /reconnect. The status and reconnect commands are its clients.
+//
+// Who may ask: every route answers only a Host that names this machine's
+// loopback (a web page reaching it through DNS rebinding sends its own
+// name), and a mutation also needs the daemon's bearer token, which only
+// the daemon's user can read (see internal/registry). Arming a directory
+// makes OpenCode run the commands that directory's config names.
 package statusapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +65,15 @@ type Server struct {
 	Metrics *metrics.Metrics
 	Version string
 	Log     *slog.Logger
+	// Token is the bearer token mutations need. Empty refuses every
+	// mutation: the API fails closed.
+	Token string
+	// Public accepts any Host (--status-public): the API was put on the
+	// network on purpose. Mutations still need Token.
+	Public bool
+	// BoundHost is the address the API listens on, accepted as Host
+	// besides the loopback names; Serve sets it.
+	BoundHost string
 }
 
 // Handler returns the API's routes.
@@ -66,8 +82,62 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /status", s.status)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /events", s.events)
-	mux.HandleFunc("POST /reconnect", s.reconnect)
-	return sameOrigin(mux)
+	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
+	return s.hostCheck(sameOrigin(mux))
+}
+
+// hostCheck refuses, before any route runs, a request whose Host is not
+// a loopback name or address (or the bound address). A web page that
+// rebinds its own name to 127.0.0.1 reaches the port, but its browser
+// still sends that name as Host (and as Origin, so the origin check alone
+// cannot tell).
+func (s *Server) hostCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.Public && !s.loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("Host %.100q is not this machine's loopback; the status API answers only 127.0.0.1, [::1] or localhost (run the daemon with --status-public to serve other names)", r.Host), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	if ip.IsLoopback() {
+		return true
+	}
+	if b := net.ParseIP(s.BoundHost); b != nil && !b.IsUnspecified() && b.Equal(ip) {
+		return true
+	}
+	return false
+}
+
+// authorized lets a mutation through only with the daemon's token, compared
+// in constant time. The token is never echoed.
+func (s *Server) authorized(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || s.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-reconnect"`)
+			http.Error(w, r.Method+" "+r.URL.Path+" needs this daemon's token: use `mcp-reconnect reconnect`, which reads it from the registry of running daemons", http.StatusUnauthorized)
+			return
+		}
+		next(w, r)
+	}
 }
 
 // sameOrigin refuses requests a web page in a browser sends to another
@@ -244,6 +314,9 @@ func (s *Server) Serve(ctx context.Context, addr string) (bound string, wait fun
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("status api: %w", err)
+	}
+	if h, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
+		s.BoundHost = h
 	}
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -47,7 +47,7 @@ func newAPI(t *testing.T) (*fakeSource, *Server, *httptest.Server) {
 			{Name: "github", Status: "failed", Error: "Connection closed", Attempts: 3, Tier: "fast", NextAttempt: now.Add(4 * time.Second)},
 			{Name: "sentry", Status: "needs_auth", Hint: "run: opencode mcp auth sentry"},
 		}}}}}
-	s := &Server{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test"}
+	s := &Server{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		s.Broker.Close()
@@ -55,6 +55,8 @@ func newAPI(t *testing.T) (*fakeSource, *Server, *httptest.Server) {
 	})
 	return src, s, hs
 }
+
+const testToken = "the-right-token-0123456789abcdef"
 
 func TestStatusAndTable(t *testing.T) {
 	_, _, hs := newAPI(t)
@@ -80,7 +82,7 @@ func TestStatusAndTable(t *testing.T) {
 
 func TestReconnect(t *testing.T) {
 	src, _, hs := newAPI(t)
-	c := &Client{Addr: strings.TrimPrefix(hs.URL, "http://")}
+	c := &Client{Addr: strings.TrimPrefix(hs.URL, "http://"), Token: testToken}
 	res, err := c.Reconnect(context.Background(), ReconnectRequest{Directory: "/p/x y", Servers: []string{"a/b"}})
 	if err != nil {
 		t.Fatal(err)
@@ -120,13 +122,13 @@ func TestCrossOriginRefused(t *testing.T) {
 	if code := post(map[string]string{"Sec-Fetch-Site": "cross-site"}, "application/json"); code != http.StatusForbidden {
 		t.Errorf("Sec-Fetch-Site cross-site POST = %d, want 403", code)
 	}
-	if code := post(nil, "text/plain"); code != http.StatusUnsupportedMediaType {
+	if code := post(map[string]string{"Authorization": "Bearer " + testToken}, "text/plain"); code != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain POST (a CORS simple request) = %d, want 415", code)
 	}
 	if len(src.calls) != 0 {
 		t.Fatalf("refused requests reached the engine: %+v", src.calls)
 	}
-	if code := post(nil, "application/json"); code != http.StatusOK {
+	if code := post(map[string]string{"Authorization": "Bearer " + testToken}, "application/json"); code != http.StatusOK {
 		t.Errorf("same-machine POST = %d, want 200", code)
 	}
 }

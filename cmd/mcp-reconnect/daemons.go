@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+// runningDaemon is one daemon a command talks to: from the registry, or named by
+// --status-addr.
+type runningDaemon struct {
+	entry  registry.Entry // zero when --status-addr named one not registered
+	client *statusapi.Client
+}
+
+// daemonChoice is how the user picked daemons: --status-addr, --url, --all.
+type daemonChoice struct {
+	statusAddr, url string
+	all             bool
+}
+
+func openRegistry() (*registry.Registry, error) { return registry.Default() }
+
+// findDaemons returns the daemons the choice names. --status-addr wins
+// (its token comes from the registry when the daemon is registered);
+// otherwise the registry's daemons, those watching --url if given.
+func findDaemons(c daemonChoice) ([]runningDaemon, *registry.Registry, error) {
+	reg, regErr := openRegistry()
+	if c.statusAddr != "" {
+		d := runningDaemon{client: &statusapi.Client{Addr: c.statusAddr}}
+		if regErr == nil {
+			if e, ok, _ := reg.ByStatusAddr(c.statusAddr); ok {
+				d.entry, d.client.Token = e, e.Token
+			}
+		}
+		return []runningDaemon{d}, reg, nil
+	}
+	if regErr != nil {
+		return nil, nil, regErr
+	}
+	ents, err := reg.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ents) == 0 {
+		return nil, reg, fmt.Errorf("no mcp-reconnect daemon is running for this user (none registered in %s): start one with `mcp-reconnect watch` or `mcp-reconnect run -- opencode`, or pass --status-addr", reg.Dir)
+	}
+	var out []runningDaemon
+	for _, e := range ents {
+		if c.url == "" || e.Watches(c.url) {
+			out = append(out, runningDaemon{entry: e, client: &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}})
+		}
+	}
+	if len(out) == 0 {
+		return nil, reg, fmt.Errorf("no running mcp-reconnect daemon watches %s; running:\n%s", c.url, describe(ents))
+	}
+	return out, reg, nil
+}
+
+// describe lists daemons for a person choosing one.
+func describe(ents []registry.Entry) string {
+	var b strings.Builder
+	for _, e := range ents {
+		fmt.Fprintf(&b, "  pid %d  --url %s  --status-addr %s  (since %s)\n", e.PID, strings.Join(e.URLs, ","), e.StatusAddr, e.Started.Local().Format(time.DateTime))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// daemonView is a daemon as `status --json` shows it: never its token.
+type daemonView struct {
+	PID        int               `json:"pid,omitempty"`
+	URLs       []string          `json:"urls,omitempty"`
+	StatusAddr string            `json:"status_addr"`
+	Version    string            `json:"version,omitempty"`
+	Started    *time.Time        `json:"started,omitempty"`
+	Status     *statusapi.Status `json:"status,omitempty"`
+	Error      string            `json:"error,omitempty"`
+}
+
+// showStatus prints the status of one daemon as before (table or its
+// Status JSON), or of several as one block each ({"daemons": [...]} in
+// JSON). It fails when no daemon answered.
+func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON bool) error {
+	if len(ds) == 1 {
+		st, err := ds[0].client.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeIndentedJSON(w, st)
+		}
+		return statusapi.WriteTable(w, st, time.Now())
+	}
+	views := make([]daemonView, 0, len(ds))
+	answered := 0
+	var firstErr error
+	for _, d := range ds {
+		v := daemonView{PID: d.entry.PID, URLs: d.entry.URLs, StatusAddr: d.client.Addr, Version: d.entry.Version}
+		if !d.entry.Started.IsZero() {
+			started := d.entry.Started
+			v.Started = &started
+		}
+		st, err := d.client.Status(ctx)
+		if err != nil {
+			v.Error = err.Error()
+			if firstErr == nil {
+				firstErr = err
+			}
+		} else {
+			v.Status = &st
+			answered++
+		}
+		views = append(views, v)
+	}
+	if asJSON {
+		if err := writeIndentedJSON(w, map[string]any{"daemons": views}); err != nil {
+			return err
+		}
+	} else {
+		for i, v := range views {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "mcp-reconnect pid %d, status api %s\n", v.PID, v.StatusAddr)
+			if v.Status == nil {
+				fmt.Fprintf(w, "  not answering: %s\n", v.Error)
+				continue
+			}
+			if err := statusapi.WriteTable(w, *v.Status, time.Now()); err != nil {
+				return err
+			}
+		}
+	}
+	if answered == 0 {
+		return firstErr
+	}
+	return nil
+}
+
+// errSeveral is returned when a mutation would have to guess a daemon.
+var errSeveral = errors.New("several mcp-reconnect daemons are running")

@@ -1,0 +1,304 @@
+// Package registry records the mcp-reconnect daemons running for this user:
+// one small JSON file per daemon, named by its pid, in a directory only the
+// user can read, holding where its status API listens and the token its
+// mutations need. The status and reconnect commands find daemons here, so
+// nobody has to know a port, and nobody but the user learns a token.
+//
+// A daemon Registers at start and calls the returned function on exit. A
+// daemon that died without it (SIGKILL) leaves a file behind; List skips it
+// and removes it.
+package registry
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Entry is one running daemon.
+type Entry struct {
+	// PID is the daemon's process id.
+	PID int `json:"pid"`
+	// URLs are the OpenCode servers it watches.
+	URLs []string `json:"urls"`
+	// StatusAddr is host:port of its status API.
+	StatusAddr string `json:"status_addr"`
+	// Token authorizes mutations of its status API. Secret.
+	Token string `json:"token"`
+	// Version is the daemon's version.
+	Version string `json:"version"`
+	// Started is when the daemon started.
+	Started time.Time `json:"started"`
+}
+
+// Watches reports whether e watches the OpenCode server at u (compared
+// after normalizing scheme and host case and a trailing slash).
+func (e Entry) Watches(u string) bool {
+	n := NormalizeURL(u)
+	for _, w := range e.URLs {
+		if NormalizeURL(w) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// NormalizeURL makes two spellings of one OpenCode URL compare equal:
+// "HTTP://LocalHost:4096/" and "http://localhost:4096".
+func NormalizeURL(s string) string {
+	s = strings.TrimSpace(s)
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return strings.TrimRight(s, "/")
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	u.Host = strings.ToLower(u.Host)
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.User = nil
+	return u.String()
+}
+
+// Registry is a directory of daemon files.
+type Registry struct {
+	// Dir holds one <pid>.json per daemon.
+	Dir string
+}
+
+// DefaultDir is $XDG_STATE_HOME/mcp-reconnect/daemons, or
+// ~/.local/state/mcp-reconnect/daemons when XDG_STATE_HOME is unset.
+func DefaultDir() (string, error) {
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" || !filepath.IsAbs(state) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("registry of running daemons: %w (set XDG_STATE_HOME or HOME)", err)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "mcp-reconnect", "daemons"), nil
+}
+
+// Default is the registry at DefaultDir.
+func Default() (*Registry, error) {
+	dir, err := DefaultDir()
+	if err != nil {
+		return nil, err
+	}
+	return &Registry{Dir: dir}, nil
+}
+
+// NewToken returns a fresh random token (256 bits, hex).
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// ensureDir creates the directory 0700, or brings an existing one of ours
+// to 0700; it refuses one owned by another user.
+func (r *Registry) ensureDir() error {
+	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+		return fmt.Errorf("registry %s: %w", r.Dir, err)
+	}
+	fi, err := os.Lstat(r.Dir)
+	if err != nil {
+		return fmt.Errorf("registry %s: %w", r.Dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("registry %s: not a directory", r.Dir)
+	}
+	if !ownedByMe(fi) {
+		return fmt.Errorf("registry %s belongs to another user; remove it", r.Dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(r.Dir, 0o700); err != nil {
+			return fmt.Errorf("registry %s: %w", r.Dir, err)
+		}
+	}
+	return nil
+}
+
+func ownedByMe(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || int(st.Uid) == os.Getuid()
+}
+
+func (r *Registry) path(pid int) string {
+	return filepath.Join(r.Dir, strconv.Itoa(pid)+".json")
+}
+
+// Register writes e (whose PID is normally os.Getpid()) as a 0600 file,
+// atomically (a reader never sees half a file), and returns the function
+// that removes it.
+func (r *Registry) Register(e Entry) (remove func(), err error) {
+	if e.PID <= 0 {
+		return nil, fmt.Errorf("registry: bad pid %d", e.PID)
+	}
+	if err := r.ensureDir(); err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// CreateTemp makes the file 0600 before anything is written to it.
+	f, err := os.CreateTemp(r.Dir, ".tmp-"+strconv.Itoa(e.PID)+"-*")
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(append(b, '\n'))
+	if werr == nil {
+		werr = f.Chmod(0o600)
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, r.path(e.PID))
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("registry: writing %s: %w", r.path(e.PID), werr)
+	}
+	final := r.path(e.PID)
+	return func() { _ = os.Remove(final) }, nil
+}
+
+// List returns the running daemons, oldest first. Files of daemons that
+// are gone are removed; unreadable or foreign files are skipped. A missing
+// directory is an empty registry.
+func (r *Registry) List() ([]Entry, error) {
+	ents, err := os.ReadDir(r.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry %s: %w", r.Dir, err)
+	}
+	var out []Entry
+	for _, de := range ents {
+		name := de.Name()
+		pidStr, ok := strings.CutSuffix(name, ".json")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		p := filepath.Join(r.Dir, name)
+		if !alive(pid) {
+			_ = os.Remove(p)
+			continue
+		}
+		e, err := readEntry(p)
+		if err != nil || e.PID != pid {
+			continue
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Started.Equal(out[j].Started) {
+			return out[i].Started.Before(out[j].Started)
+		}
+		return out[i].PID < out[j].PID
+	})
+	return out, nil
+}
+
+// readEntry reads one file, refusing one that another user could have
+// written (its token would not be this user's secret).
+func readEntry(p string) (Entry, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Entry{}, err
+	}
+	if !fi.Mode().IsRegular() || !ownedByMe(fi) || fi.Mode().Perm()&0o077 != 0 {
+		return Entry{}, fmt.Errorf("registry file %s is not private", p)
+	}
+	var e Entry
+	if err := json.NewDecoder(f).Decode(&e); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// alive reports whether a process with this pid exists. EPERM means it
+// exists but is another user's: a pid reused since our daemon died, which
+// our own daemon cannot be; treat it as gone.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil
+}
+
+// Find returns the running daemons that watch the OpenCode server at u.
+// Later commands (the OpenCode 2 `run`, `service status`) use it to find
+// the daemon of a given server.
+func (r *Registry) Find(u string) ([]Entry, error) {
+	all, err := r.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, e := range all {
+		if e.Watches(u) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// ByStatusAddr returns the running daemon whose status API listens at
+// addr ("localhost:4097" and "127.0.0.1:4097" both match 127.0.0.1:4097).
+func (r *Registry) ByStatusAddr(addr string) (Entry, bool, error) {
+	all, err := r.List()
+	if err != nil {
+		return Entry{}, false, err
+	}
+	for _, e := range all {
+		if sameAddr(e.StatusAddr, addr) {
+			return e, true, nil
+		}
+	}
+	return Entry{}, false, nil
+}
+
+func sameAddr(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ha, pa, err1 := splitHostPort(a)
+	hb, pb, err2 := splitHostPort(b)
+	return err1 == nil && err2 == nil && pa == pb && ha == hb
+}
+
+func splitHostPort(s string) (string, string, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return "", "", errors.New("no port")
+	}
+	h := strings.Trim(s[:i], "[]")
+	if strings.EqualFold(h, "localhost") || h == "" {
+		h = "127.0.0.1"
+	}
+	return h, s[i+1:], nil
+}

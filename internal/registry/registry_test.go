@@ -1,0 +1,156 @@
+package registry
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+func TestRegisterListRemove(t *testing.T) {
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "state", "mcp-reconnect", "daemons")}
+	if got, err := r.List(); err != nil || len(got) != 0 {
+		t.Fatalf("empty registry: %v %v", got, err)
+	}
+	now := time.Now()
+	me := Entry{PID: os.Getpid(), URLs: []string{"http://127.0.0.1:4096"}, StatusAddr: "127.0.0.1:4097", Token: "t1", Version: "v", Started: now}
+	remove, err := r.Register(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second live daemon (our parent process stands in for it).
+	other := Entry{PID: os.Getppid(), URLs: []string{"http://127.0.0.1:5000", "http://127.0.0.1:5001"}, StatusAddr: "127.0.0.1:5002", Token: "t2", Started: now.Add(time.Second)}
+	removeOther, err := r.Register(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.List()
+	if err != nil || len(got) != 2 || got[0].Token != "t1" || got[1].URLs[1] != "http://127.0.0.1:5001" {
+		t.Fatalf("List = %+v, %v", got, err)
+	}
+	fi, _ := os.Stat(r.Dir)
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode %v, want 0700", fi.Mode().Perm())
+	}
+	ents, _ := os.ReadDir(r.Dir)
+	if len(ents) != 2 {
+		t.Errorf("files left: %v (a temp file survived?)", ents)
+	}
+	for _, e := range ents {
+		fi, _ := os.Stat(filepath.Join(r.Dir, e.Name()))
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", e.Name(), fi.Mode().Perm())
+		}
+	}
+	if f, _ := r.Find("HTTP://127.0.0.1:5001/"); len(f) != 1 || f[0].PID != other.PID {
+		t.Errorf("Find = %+v", f)
+	}
+	if e, ok, _ := r.ByStatusAddr("localhost:4097"); !ok || e.PID != me.PID {
+		t.Errorf("ByStatusAddr = %+v %v", e, ok)
+	}
+	removeOther()
+	remove()
+	if got, _ := r.List(); len(got) != 0 {
+		t.Fatalf("after remove: %+v", got)
+	}
+}
+
+// A daemon that died without cleaning up (SIGKILL) leaves its file: List
+// ignores it and removes it.
+func TestStaleFileIgnoredAndRemoved(t *testing.T) {
+	r := &Registry{Dir: t.TempDir()}
+	pid := deadPID(t)
+	if _, err := r.Register(Entry{PID: pid, StatusAddr: "127.0.0.1:1", Token: "dead"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.List()
+	if err != nil || len(got) != 0 {
+		t.Fatalf("List = %+v, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, strconv.Itoa(pid)+".json")); !os.IsNotExist(err) {
+		t.Fatalf("the stale file is still there: %v", err)
+	}
+}
+
+// Files that are not private, not ours or not ours to parse are skipped.
+func TestForeignFilesSkipped(t *testing.T) {
+	r := &Registry{Dir: t.TempDir()}
+	if _, err := r.Register(Entry{PID: os.Getpid(), Token: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(r.Dir, strconv.Itoa(os.Getpid())+".json")
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.List(); len(got) != 0 {
+		t.Fatalf("a world-readable file was trusted: %+v", got)
+	}
+	_ = os.WriteFile(p, []byte("{not json"), 0o600)
+	_ = os.WriteFile(filepath.Join(r.Dir, "notes.txt"), []byte("x"), 0o600)
+	if got, err := r.List(); err != nil || len(got) != 0 {
+		t.Fatalf("List = %+v, %v", got, err)
+	}
+	// A file naming another pid than its own name is not trusted either.
+	_ = os.WriteFile(p, []byte(`{"pid": 1, "token": "x"}`), 0o600)
+	if got, _ := r.List(); len(got) != 0 {
+		t.Fatalf("a mismatched pid was trusted: %+v", got)
+	}
+}
+
+// An existing directory with loose permissions is brought to 0700.
+func TestDirTightened(t *testing.T) {
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "d")}
+	if err := os.Mkdir(r.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Register(Entry{PID: os.Getpid()}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(r.Dir); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestDefaultDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/x/state")
+	if d, _ := DefaultDir(); d != "/x/state/mcp-reconnect/daemons" {
+		t.Errorf("DefaultDir = %q", d)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/u")
+	if d, _ := DefaultDir(); d != "/home/u/.local/state/mcp-reconnect/daemons" {
+		t.Errorf("DefaultDir without XDG_STATE_HOME = %q", d)
+	}
+}
+
+func TestNewToken(t *testing.T) {
+	a, _ := NewToken()
+	b, _ := NewToken()
+	if len(a) != 64 || a == b || strings.Trim(a, "0123456789abcdef") != "" {
+		t.Fatalf("tokens %q %q", a, b)
+	}
+}
+
+func TestNormalizeURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:4096":       "http://127.0.0.1:4096",
+		"HTTP://LocalHost:4096/":      "http://localhost:4096",
+		"http://u:p@127.0.0.1:4096/x": "http://127.0.0.1:4096/x",
+	} {
+		if got := NormalizeURL(in); got != want {
+			t.Errorf("NormalizeURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
