@@ -146,7 +146,7 @@ func CheckDocV2(doc []byte) []Check {
 // /api/mcp (data[].status.status), else, when that route describes no
 // answer at all, in component schemas named Mcp.Status… or McpStatus….
 func (d *openAPI) statusChecks() []Check {
-	const name = "mcp statuses"
+	const name, answerMCP = "mcp statuses", "in the answer of GET /api/mcp"
 	var values []string
 	var where string
 	if schemas := d.responseSchemas("GET", "/api/mcp"); len(schemas) > 0 {
@@ -165,7 +165,7 @@ func (d *openAPI) statusChecks() []Check {
 		if len(values) == 0 {
 			return []Check{{Fail, name, `the servers in GET /api/mcp's "data" have no "status.status" values: mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
 		}
-		where = "in the answer of GET /api/mcp"
+		where = answerMCP
 	} else {
 		var names []string
 		for _, n := range d.schemaNames() {
@@ -178,7 +178,7 @@ func (d *openAPI) statusChecks() []Check {
 		if len(values) == 0 {
 			return []Check{{Fail, name, "found no MCP status values: GET /api/mcp describes no answer, and no component schema named Mcp.Status… lists them"}}
 		}
-		where = "in components " + strings.Join(names, ", ") + " (GET /api/mcp describes no answer)"
+		where = "in the component schemas " + strings.Join(names, ", ") + ", since GET /api/mcp describes no answer"
 	}
 	var checks []Check
 	for _, s := range StatusesV2 {
@@ -192,7 +192,11 @@ func (d *openAPI) statusChecks() []Check {
 		}
 	}
 	if len(checks) == 0 {
-		checks = append(checks, Check{OK, name, strings.Join(StatusesV2, ", ")})
+		detail := strings.Join(StatusesV2, ", ")
+		if where != answerMCP {
+			detail += " (found " + where + ")"
+		}
+		checks = append(checks, Check{OK, name, detail})
 	}
 	return checks
 }
@@ -204,9 +208,16 @@ func (d *openAPI) statusChecks() []Check {
 func (d *openAPI) eventChecks() []Check {
 	const name = "events"
 	var types []string
+	var checks []Check
 	where := "on GET /api/event's stream"
-	if schemas := d.responseSchemas("GET", "/api/event"); len(schemas) > 0 {
+	schemas := d.responseSchemas("GET", "/api/event")
+	if len(schemas) > 0 {
 		types = d.literals(d.property(append(schemas, d.property(schemas, "data")...), "type"))
+		if len(types) == 0 {
+			// The stream is described, but not as expected: say so even
+			// if the types are found elsewhere.
+			checks = append(checks, Check{Warn, name, `GET /api/event's stream schema has no "type" values mcp-reconnect can read (it expects an SSE item whose "data" is the event union, each member with a "type"): the event types below come from the component schemas instead`})
+		}
 	}
 	if len(types) == 0 {
 		var all []any
@@ -214,20 +225,28 @@ func (d *openAPI) eventChecks() []Check {
 			all = append(all, d.schema(n))
 		}
 		types = d.literals(d.property(all, "type"))
-		where = "in component schemas (GET /api/event describes no event types)"
+		where = "in the component schemas"
+		if len(schemas) == 0 {
+			where += ", since GET /api/event describes no stream"
+		}
 	}
-	var checks []Check
+	missing := false
 	for _, e := range eventsV2 {
 		if !slices.Contains(types, e.typ) {
+			missing = true
 			checks = append(checks, Check{Fail, name, fmt.Sprintf("event `%s` is not %s; mcp-reconnect uses it for %s", e.typ, where, e.use)})
 		}
 	}
-	if len(checks) == 0 {
+	if !missing {
 		var list []string
 		for _, e := range eventsV2 {
 			list = append(list, e.typ)
 		}
-		checks = append(checks, Check{OK, name, strings.Join(list, ", ")})
+		detail := strings.Join(list, ", ")
+		if where != "on GET /api/event's stream" {
+			detail += " (found " + where + ")"
+		}
+		checks = append(checks, Check{OK, name, detail})
 	}
 	return checks
 }
