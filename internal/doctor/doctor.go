@@ -198,15 +198,15 @@ type Options struct {
 // directories and the named directories. oo carries the credentials and,
 // in tests, the transport.
 func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
-	checks := []Check{passwordCheck(o.PasswordSource)}
+	checks := []Check{passwordCheck(o.PasswordSource, oo.Password != "")}
 	gen, version, pid, err := opencode.Detect(ctx, rawURL, oo)
 	url := opencode.Redact(rawURL)
 	switch {
 	case err != nil && gen == opencode.V2 && errors.Is(err, opencode.ErrUnauthorized):
 		return append(checks, Check{OK, "reachable", url}, Check{OK, "generation", "OpenCode 2.x (its version is not shown without the password)"},
-			Check{Fail, "authenticated", refusedV2(o.PasswordSource)})
+			Check{Fail, "authenticated", refusedV2(o.PasswordSource, oo.Password != "")})
 	case err != nil && errors.Is(err, opencode.ErrUnauthorized):
-		return append(checks, Check{OK, "reachable", url}, Check{Fail, "authenticated", err.Error()})
+		return append(checks, Check{OK, "reachable", url}, Check{Fail, "authenticated", "the server refused the credentials: " + err.Error()})
 	case err != nil && gen == opencode.V1:
 		return append(checks, Check{OK, "reachable", url}, Check{OK, "generation", "OpenCode 1.x, version " + version}, Check{Fail, "healthy", err.Error()})
 	case err != nil:
@@ -223,8 +223,13 @@ func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []C
 			return append(checks, Check{Fail, "reachable", err.Error()})
 		}
 		c = v
-		checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
-		if o.PasswordSource == "" {
+		if pid > 0 {
+			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
+		} else {
+			// 2.0.0–2.0.5 answer /api/status, not /api/info.
+			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (no pid: it has no GET /api/info)", version)})
+		}
+		if oo.Password == "" {
 			checks = append(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"})
 		} else {
 			checks = append(checks, Check{OK, "authenticated", "credentials accepted"})
@@ -268,18 +273,24 @@ type statusReader interface {
 }
 
 // passwordCheck reports where the password came from, never the password.
-func passwordCheck(source string) Check {
-	if source == "" {
+func passwordCheck(source string, given bool) Check {
+	switch {
+	case !given:
 		return Check{OK, "password", "none given (--password, OPENCODE_SERVER_PASSWORD, OPENCODE_PASSWORD, the config file or a 2.x service.json)"}
+	case source == "":
+		return Check{OK, "password", "given (its source was not reported)"}
 	}
 	return Check{OK, "password", "from " + source}
 }
 
 // refusedV2 explains a 2.x refusal.
-func refusedV2(source string) string {
+func refusedV2(source string, given bool) string {
 	const where = "OpenCode 2.x authenticates as user \"opencode\" with the password in ${XDG_STATE_HOME:-~/.local/state}/opencode/service.json (opencode service get password), or OPENCODE_PASSWORD for a foreground server; pass it with --password"
-	if source == "" {
+	switch {
+	case !given:
 		return "OpenCode 2.x asks for a password and none was given: " + where
+	case source == "":
+		return "OpenCode 2.x refused the password: " + where
 	}
 	return "OpenCode 2.x refused the password from " + source + ": " + where
 }

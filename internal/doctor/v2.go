@@ -290,7 +290,9 @@ func (d *openAPI) locationParam(method, path string) (string, string) {
 	}
 	switch {
 	case loc != nil:
-		if len(d.property([]any{loc["schema"]}, "directory")) == 0 {
+		// A parameter is described by a schema, or by a content map.
+		content, _ := loc["content"].(map[string]any)
+		if len(d.property(append([]any{loc["schema"]}, contentSchemas(content)...), "directory")) == 0 {
 			return Fail, fmt.Sprintf(`%s's location parameter has no "directory" property: mcp-reconnect sends location[directory]`, route)
 		}
 		if style, _ := loc["style"].(string); style != "deepObject" {
@@ -316,9 +318,10 @@ type openAPI struct {
 	root  map[string]any
 	paths map[string]any
 	// pathOrder lists the paths sorted; byTemplate maps a path with its
-	// parameter names erased ("/api/mcp/{}/connect") to the first of them.
+	// parameter names erased ("/api/mcp/{}/connect") to the paths that
+	// have that shape.
 	pathOrder  []string
-	byTemplate map[string]string
+	byTemplate map[string][]string
 }
 
 func parseOpenAPI(b []byte) (*openAPI, error) {
@@ -338,15 +341,14 @@ func parseOpenAPI(b []byte) (*openAPI, error) {
 	if !ok {
 		return nil, errors.New(`no "paths" object`)
 	}
-	d := &openAPI{root: m, paths: paths, byTemplate: map[string]string{}}
+	d := &openAPI{root: m, paths: paths, byTemplate: map[string][]string{}}
 	for p := range paths {
 		d.pathOrder = append(d.pathOrder, p)
 	}
 	sort.Strings(d.pathOrder)
 	for _, p := range d.pathOrder {
-		if t := template(p); d.byTemplate[t] == "" {
-			d.byTemplate[t] = p
-		}
+		t := template(p)
+		d.byTemplate[t] = append(d.byTemplate[t], p)
 	}
 	return d, nil
 }
@@ -371,25 +373,24 @@ func (d *openAPI) pathItem(p string) map[string]any {
 
 // operation finds a route; it returns the path as documented.
 func (d *openAPI) operation(method, path string) (string, bool) {
-	p, ok := d.byTemplate[template(path)]
-	if !ok {
-		return "", false
+	for _, p := range d.byTemplate[template(path)] {
+		if d.op(method, p) != nil {
+			return p, true
+		}
 	}
-	item := d.pathItem(p)
-	if item == nil {
-		return "", false
-	}
-	_, ok = item[strings.ToLower(method)].(map[string]any)
-	return p, ok
+	return "", false
 }
 
+// op returns the operation of a documented path (methods are lower case
+// in OpenAPI; any case is accepted).
 func (d *openAPI) op(method, path string) map[string]any {
-	item := d.pathItem(path)
-	if item == nil {
-		return nil
+	for k, v := range d.pathItem(path) {
+		if strings.EqualFold(k, method) {
+			op, _ := d.deref(v).(map[string]any)
+			return op
+		}
 	}
-	op, _ := d.deref(item[strings.ToLower(method)]).(map[string]any)
-	return op
+	return nil
 }
 
 // parameters lists a route's parameters: the path item's and the
@@ -410,12 +411,11 @@ func (d *openAPI) parameters(method, path string) []map[string]any {
 // responseSchemas returns the schemas of a route's 2xx answers, every
 // media type.
 func (d *openAPI) responseSchemas(method, path string) []any {
-	p, ok := d.byTemplate[template(path)]
+	p, ok := d.operation(method, path)
 	if !ok {
 		return nil
 	}
-	op := d.op(method, p)
-	responses, _ := op["responses"].(map[string]any)
+	responses, _ := d.op(method, p)["responses"].(map[string]any)
 	codes := make([]string, 0, len(responses))
 	for code := range responses {
 		if strings.HasPrefix(code, "2") {
@@ -427,17 +427,25 @@ func (d *openAPI) responseSchemas(method, path string) []any {
 	for _, code := range codes {
 		resp, _ := d.deref(responses[code]).(map[string]any)
 		content, _ := resp["content"].(map[string]any)
-		types := make([]string, 0, len(content))
-		for t := range content {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		for _, t := range types {
-			mt, _ := content[t].(map[string]any)
-			for _, k := range []string{"schema", "itemSchema"} {
-				if s, ok := mt[k].(map[string]any); ok {
-					out = append(out, s)
-				}
+		out = append(out, contentSchemas(content)...)
+	}
+	return out
+}
+
+// contentSchemas returns the schemas of an OpenAPI content map, every
+// media type in order.
+func contentSchemas(content map[string]any) []any {
+	types := make([]string, 0, len(content))
+	for t := range content {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	var out []any
+	for _, t := range types {
+		mt, _ := content[t].(map[string]any)
+		for _, k := range []string{"schema", "itemSchema"} {
+			if s, ok := mt[k].(map[string]any); ok {
+				out = append(out, s)
 			}
 		}
 	}

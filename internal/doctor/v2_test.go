@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing/synctest"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
@@ -458,4 +460,62 @@ func TestFallbacksSayWhere(t *testing.T) {
 	if c := notOK(CheckDocV2(doc)); len(c) != 2 || c[1] != (Check{Fail, "events", "event `location.shutdown` is not in the component schemas; mcp-reconnect uses it for an evicted location: without it the daemon keeps reading it, and each read boots it again"}) {
 		t.Fatalf("got:\n%s", describe(c))
 	}
+}
+
+// Shapes OpenAPI allows that the checker must read: a location parameter
+// described by a content map, an upper-case method key, two paths of the
+// same shape of which only the second has the method.
+func TestOpenAPIVariants(t *testing.T) {
+	doc := editV2(t, func(d map[string]any) {
+		loc := opOf(d, mcpList, "get")["parameters"].([]any)[0].(map[string]any)
+		loc["content"] = map[string]any{"application/json": map[string]any{"schema": loc["schema"]}}
+		delete(loc, "schema")
+		item := paths(d)[config].(map[string]any)
+		item["GET"] = item["get"]
+		delete(item, "get")
+		p := paths(d)
+		p["/api/experimental/mcp/{name}/connect"] = map[string]any{"delete": map[string]any{}}
+	})
+	if bad := notOK(CheckDocV2(doc)); len(bad) > 0 {
+		t.Fatalf("not ok: %s", describe(bad))
+	}
+}
+
+// A password given without its source is said to be given; a server
+// of 2.0.0–2.0.5 (GET /api/status, no /api/info) is detected, and the
+// missing /api/info fails.
+func TestRunPasswordSourceAndOld2(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(nil)
+		fake.Password = v2pw
+		fake.SetDoc(editV2(t, func(d map[string]any) { delete(paths(d), "/api/info") }))
+		old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/api/info":
+				w.WriteHeader(http.StatusNotFound)
+			case "/api/status":
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"version":"2.0.3"}`))
+			default:
+				fake.ServeHTTP(w, r)
+			}
+		})
+		l := fakeopencode.NewPipeListener()
+		hs := &http.Server{Handler: old}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = hs.Serve(l) }()
+		tr := &http.Transport{DialContext: l.Dial}
+		defer func() { tr.CloseIdleConnections(); _ = hs.Close(); <-done }()
+
+		checks := Run(context.Background(), fake2.URL, opencode.Options{Password: v2pw, Transport: tr}, Options{})
+		for _, want := range []Check{
+			{OK, "password", "given (its source was not reported)"},
+			{OK, "generation", "OpenCode 2.x, version 2.0.3 (no pid: it has no GET /api/info)"},
+			{Fail, "api routes", "OpenCode does not offer GET /api/info (version and pid)"},
+		} {
+			if !slices.Contains(checks, want) {
+				t.Errorf("no %+v in:\n%s", want, describe(checks))
+			}
+		}
+	})
 }
