@@ -1,9 +1,10 @@
 // Package doctor answers "can mcp-reconnect reach, authenticate and use
-// this OpenCode?": reachability, credentials, version, whether the server's
-// own API description (/doc) still offers every route, status value and
-// event the daemon relies on (so an OpenCode upgrade that breaks us is
-// caught by a command, not by a silent failure), and which servers need
-// attention.
+// this OpenCode?": reachability, credentials (and where the password came
+// from), which generation and version answers, whether the server's own
+// API description (1.x GET /doc, 2.x GET /openapi.json) still offers every
+// route, parameter, status value and event the daemon relies on (so an
+// OpenCode upgrade that breaks us is caught by a command, not by a silent
+// failure), and which servers need attention.
 package doctor
 
 import (

@@ -58,7 +58,7 @@ var StatusesV2 = []string{opencode.StatusConnected, opencode.StatusPending, open
 // eventV2 is an event type the daemon relies on, and what it is for.
 type eventV2 struct{ typ, use string }
 
-// EventsV2 are the 2.x event types the daemon acts on.
+// eventsV2 are the 2.x event types the daemon acts on.
 var eventsV2 = []eventV2{
 	{"server.connected", "the stream's first frame, proof it is subscribed"},
 	{opencode.EventStatusChangedV2, "the wake-up when a server's status changes"},
