@@ -1,9 +1,10 @@
 // Package doctor answers "can mcp-reconnect reach, authenticate and use
-// this OpenCode?": reachability, credentials, version, whether the server's
-// own API description (/doc) still offers every route, status value and
-// event the daemon relies on (so an OpenCode upgrade that breaks us is
-// caught by a command, not by a silent failure), and which servers need
-// attention.
+// this OpenCode?": reachability, credentials (and where the password came
+// from), which generation and version answers, whether the server's own
+// API description (1.x GET /doc, 2.x GET /openapi.json) still offers every
+// route, parameter, status value and event the daemon relies on (so an
+// OpenCode upgrade that breaks us is caught by a command, not by a silent
+// failure), and which servers need attention.
 package doctor
 
 import (
@@ -27,6 +28,8 @@ const (
 	OK   = "ok"
 	Warn = "warn"
 	Fail = "FAIL"
+	// Info is a fact worth knowing that is neither good nor bad.
+	Info = "info"
 )
 
 // Check is one line of the report.
@@ -179,34 +182,124 @@ func contains(list []string, s string) bool {
 type Options struct {
 	// Daemon, when set, is asked which directories are armed.
 	Daemon *statusapi.Client
-	// Directories are read directly (GET /mcp starts their MCP servers:
-	// only the ones the user names).
+	// Directories are read directly (reading a directory's status starts
+	// its MCP servers: only the ones the user names).
 	Directories []string
+	// PasswordSource says where the password given to Run came from, for
+	// the report (never the password itself): "--password",
+	// "env OPENCODE_PASSWORD", "config file /path", "service file /path";
+	// "" when no password was given.
+	PasswordSource string
 }
 
-// Run performs every check against the OpenCode behind c.
-func Run(ctx context.Context, c *opencode.Client, o Options) []Check {
-	var checks []Check
-	h, err := c.Health(ctx)
+// Run detects which OpenCode generation answers at rawURL (with
+// opencode.Detect) and performs every check against it with the matching
+// client: reachability, credentials, generation and version, the API
+// description (1.x GET /doc, 2.x GET /openapi.json), the daemon's armed
+// directories and the named directories. oo carries the credentials and,
+// in tests, the transport.
+func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
+	checks := []Check{passwordCheck(o.PasswordSource, oo.Password != "")}
+	gen, version, pid, err := opencode.Detect(ctx, rawURL, oo)
+	url := opencode.Redact(rawURL)
 	switch {
-	case errors.Is(err, opencode.ErrUnauthorized):
-		return append(checks, Check{OK, "reachable", c.URL()}, Check{Fail, "authenticated", err.Error()})
+	case err != nil && gen == opencode.V2 && errors.Is(err, opencode.ErrUnauthorized):
+		return append(checks, Check{OK, "reachable", url}, Check{OK, "generation", "OpenCode 2.x (its version is not shown without the password)"},
+			Check{Fail, "authenticated", refusedV2(o.PasswordSource, oo.Password != "")})
+	case err != nil && errors.Is(err, opencode.ErrUnauthorized):
+		return append(checks, Check{OK, "reachable", url}, Check{Fail, "authenticated", "the server refused the credentials: " + err.Error()})
+	case err != nil && gen == opencode.V1:
+		return append(checks, Check{OK, "reachable", url}, Check{OK, "generation", "OpenCode 1.x, version " + version}, Check{Fail, "healthy", err.Error()})
 	case err != nil:
 		return append(checks, Check{Fail, "reachable", err.Error() + " (is OpenCode running there? set --url or OPENCODE_URL)"})
 	}
-	checks = append(checks, Check{OK, "reachable", c.URL()}, Check{OK, "authenticated", "credentials accepted"})
-	if h.Version == TestedVersion {
-		checks = append(checks, Check{OK, "version", h.Version})
-	} else {
-		checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", h.Version, TestedVersion)})
+	checks = append(checks, Check{OK, "reachable", url})
+	var c statusReader
+	switch gen {
+	case opencode.V2:
+		v2oo := oo
+		v2oo.Username = "" // 2.x authenticates as "opencode", always
+		v, err := opencode.NewV2(rawURL, v2oo)
+		if err != nil {
+			return append(checks, Check{Fail, "reachable", err.Error()})
+		}
+		c = v
+		if pid > 0 {
+			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
+		} else {
+			// 2.0.0–2.0.5 answer /api/status, not /api/info.
+			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (no pid: it has no GET /api/info)", version)})
+		}
+		if oo.Password == "" {
+			checks = append(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"})
+		} else {
+			checks = append(checks, Check{OK, "authenticated", "credentials accepted"})
+		}
+		if version == BuiltForV2 {
+			checks = append(checks, Check{OK, "version", version + " (the 2.x client is built to its published API; not tested against a real binary)"})
+		} else {
+			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect's 2.x client is built for %s (the checks below tell whether it still fits)", version, BuiltForV2)})
+		}
+		if doc, err := v.Doc(ctx); err != nil {
+			checks = append(checks, Check{Fail, "api description", err.Error()})
+		} else {
+			checks = append(checks, CheckDocV2(doc)...)
+		}
+	default:
+		v, err := opencode.New(rawURL, oo)
+		if err != nil {
+			return append(checks, Check{Fail, "reachable", err.Error()})
+		}
+		c = v
+		checks = append(checks, Check{OK, "generation", "OpenCode 1.x, version " + version}, Check{OK, "authenticated", "credentials accepted"})
+		if version == TestedVersion {
+			checks = append(checks, Check{OK, "version", version})
+		} else {
+			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersion)})
+		}
+		if doc, err := v.Doc(ctx); err != nil {
+			checks = append(checks, Check{Fail, "api description", err.Error()})
+		} else {
+			checks = append(checks, CheckDoc(doc, Used)...)
+		}
 	}
-	doc, err := c.Doc(ctx)
-	if err != nil {
-		checks = append(checks, Check{Fail, "api description", err.Error()})
-	} else {
-		checks = append(checks, CheckDoc(doc, Used)...)
-	}
+	return append(checks, serverChecks(ctx, c, o)...)
+}
 
+// statusReader is what the server checks need of either generation's
+// client.
+type statusReader interface {
+	URL() string
+	MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error)
+}
+
+// passwordCheck reports where the password came from, never the password.
+func passwordCheck(source string, given bool) Check {
+	switch {
+	case !given:
+		return Check{OK, "password", "none given (--password, OPENCODE_SERVER_PASSWORD, OPENCODE_PASSWORD, the config file or a 2.x service.json)"}
+	case source == "":
+		return Check{OK, "password", "given (its source was not reported)"}
+	}
+	return Check{OK, "password", "from " + source}
+}
+
+// refusedV2 explains a 2.x refusal.
+func refusedV2(source string, given bool) string {
+	const where = "OpenCode 2.x authenticates as user \"opencode\" with the password in ${XDG_STATE_HOME:-~/.local/state}/opencode/service.json (opencode service get password), or OPENCODE_PASSWORD for a foreground server; pass it with --password"
+	switch {
+	case !given:
+		return "OpenCode 2.x asks for a password and none was given: " + where
+	case source == "":
+		return "OpenCode 2.x refused the password: " + where
+	}
+	return "OpenCode 2.x refused the password from " + source + ": " + where
+}
+
+// serverChecks lists the servers that need attention: those the daemon
+// sees in armed directories, and those of the named directories.
+func serverChecks(ctx context.Context, c statusReader, o Options) []Check {
+	var checks []Check
 	if o.Daemon != nil {
 		st, err := o.Daemon.Status(ctx)
 		if err != nil {
@@ -254,8 +347,10 @@ func serverCheck(dir, name, status, errText string, attempts int) []Check {
 		return []Check{{Fail, label, "needs_auth: run opencode mcp auth " + name}}
 	case opencode.StatusNeedsClientRegistration:
 		return []Check{{Fail, label, "needs_client_registration: add a clientId for it in opencode.json"}}
+	case opencode.StatusConnected, opencode.StatusDisabled, opencode.StatusPending, "":
+		return nil
 	}
-	return nil
+	return []Check{{Warn, label, fmt.Sprintf("status %q is unknown to mcp-reconnect: it leaves the server alone", status)}}
 }
 
 // Healthy reports whether no check failed.

@@ -3,14 +3,17 @@ package doctor
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func refDoc(t testing.TB) []byte {
 	t.Helper()
@@ -98,28 +101,39 @@ func describe(checks []Check) string {
 	return b.String()
 }
 
+// The 1.x path through Run: detection, the version and /doc checks, a
+// named directory, a wrong password, an unreachable URL.
 func TestRunAgainstFake(t *testing.T) {
-	fake := fakeopencode.New(map[string]fakeopencode.Spec{"gh": {Status: "needs_auth"}, "ok": {}})
-	fake.Password = "pw"
-	fake.SetDoc(refDoc(t))
-	hs := httptest.NewServer(fake)
-	defer hs.Close()
-	c, _ := opencode.New(hs.URL, opencode.Options{Password: "pw"})
-	checks := Run(context.Background(), c, Options{Directories: []string{"/p"}})
-	d := describe(checks)
-	if Healthy(checks) || !strings.Contains(d, "opencode mcp auth gh") {
-		t.Fatalf("checks:\n%s", d)
-	}
-	if fake.Count("/mcp", "/q", "") != 0 {
-		t.Fatal("doctor read a directory nobody named")
-	}
-	wrong, _ := opencode.New(hs.URL, opencode.Options{Password: "nope"})
-	checks = Run(context.Background(), wrong, Options{})
-	if Healthy(checks) || !strings.Contains(describe(checks), "OPENCODE_SERVER_PASSWORD") {
-		t.Fatalf("wrong password:\n%s", describe(checks))
-	}
-	down, _ := opencode.New("http://127.0.0.1:1", opencode.Options{})
-	if checks := Run(context.Background(), down, Options{}); Healthy(checks) || !strings.Contains(describe(checks), "--url") {
+	const pw = "v1-password-never-printed"
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"gh": {Status: "needs_auth"}, "ok": {}})
+		fake.Password = pw
+		fake.SetDoc(refDoc(t))
+		tr, stop := fake.Serve()
+		defer stop()
+		checks := Run(context.Background(), fakeopencode.URL, opencode.Options{Password: pw, Transport: tr},
+			Options{Directories: []string{"/p"}, PasswordSource: "env OPENCODE_SERVER_PASSWORD"})
+		d := describe(checks)
+		for _, want := range []string{
+			"ok generation: OpenCode 1.x, version 1.18.34", "ok version: 1.18.34", "ok api routes:",
+			"ok password: from env OPENCODE_SERVER_PASSWORD", "FAIL /p: gh: needs_auth: run opencode mcp auth gh",
+		} {
+			if !strings.Contains(d, want) {
+				t.Errorf("no %q in:\n%s", want, d)
+			}
+		}
+		if Healthy(checks) || strings.Contains(d, pw) {
+			t.Fatalf("checks:\n%s", d)
+		}
+		if fake.Count("/mcp", "/q", "") != 0 {
+			t.Fatal("doctor read a directory nobody named")
+		}
+		checks = Run(context.Background(), fakeopencode.URL, opencode.Options{Password: "nope", Transport: tr}, Options{PasswordSource: "--password"})
+		if Healthy(checks) || !strings.Contains(describe(checks), "OPENCODE_SERVER_PASSWORD") {
+			t.Fatalf("wrong password:\n%s", describe(checks))
+		}
+	})
+	if checks := Run(context.Background(), "http://127.0.0.1:1", opencode.Options{}, Options{}); Healthy(checks) || !strings.Contains(describe(checks), "--url") {
 		t.Fatalf("unreachable:\n%s", describe(checks))
 	}
 }

@@ -1,0 +1,521 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+)
+
+// refDocV2 is a hand-built OpenCode 2.0.21 description (see its
+// x-mcp-reconnect-provenance: not a capture).
+func refDocV2(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/opencode-2.0.21-openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// editV2 applies f to the decoded 2.x reference document.
+func editV2(t *testing.T, f func(d map[string]any)) []byte {
+	t.Helper()
+	var d map[string]any
+	if err := json.Unmarshal(refDocV2(t), &d); err != nil {
+		t.Fatal(err)
+	}
+	f(d)
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Accessors into a decoded document, for the edits.
+func paths(d map[string]any) map[string]any { return d["paths"].(map[string]any) }
+func schemas(d map[string]any) map[string]any {
+	return d["components"].(map[string]any)["schemas"].(map[string]any)
+}
+func opOf(d map[string]any, path, method string) map[string]any {
+	return paths(d)[path].(map[string]any)[method].(map[string]any)
+}
+
+// dropRef removes the anyOf member that refers to name.
+func dropRef(union map[string]any, name string) {
+	list := union["anyOf"].([]any)
+	union["anyOf"] = slices.DeleteFunc(list, func(x any) bool {
+		return x.(map[string]any)["$ref"] == "#/components/schemas/"+name
+	})
+}
+
+// notOK are the checks that are neither ok nor info.
+func notOK(checks []Check) []Check {
+	var out []Check
+	for _, c := range checks {
+		if c.Severity != OK && c.Severity != Info {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func find(checks []Check, name string) []Check {
+	var out []Check
+	for _, c := range checks {
+		if c.Name == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+const (
+	mcpList    = "/api/mcp"
+	connectExp = "/api/experimental/mcp/{server}/connect"
+	config     = "/api/config"
+)
+
+// The reference description fits: every line ok (or info), and each says
+// what it found.
+func TestReferenceDocV2Fits(t *testing.T) {
+	checks := CheckDocV2(refDocV2(t))
+	if bad := notOK(checks); len(bad) > 0 {
+		t.Fatalf("the 2.0.21 description does not fit: %s", describe(bad))
+	}
+	want := []Check{
+		{OK, "api routes", "GET /api/info, GET /api/mcp, GET /api/config, GET /api/event"},
+		{OK, "connect route", "POST /api/experimental/mcp/{server}/connect"},
+		{OK, "location param", "location[directory] on GET /api/mcp, GET /api/config, POST /api/experimental/mcp/{server}/connect"},
+		{OK, "mcp statuses", "connected, pending, disabled, failed, needs_auth, needs_client_registration"},
+		{OK, "events", "server.connected, mcp.status.changed, location.shutdown, session.execution.started, session.execution.succeeded, session.execution.failed, session.execution.interrupted"},
+		{Info, "toasts", "toasts unavailable: announced through /events, the log and metrics"},
+	}
+	if !slices.Equal(checks, want) {
+		t.Fatalf("checks:\n%s\nwant:\n%s", describe(checks), describe(want))
+	}
+}
+
+// The 2.x fake's own description (no answer schemas, statuses and events
+// only as components) fits too, through the named-component fallbacks.
+func TestFakeDefaultDocFits(t *testing.T) {
+	checks := CheckDocV2([]byte(fake2.DefaultDoc))
+	if bad := notOK(checks); len(bad) > 0 {
+		t.Fatalf("fake2.DefaultDoc does not fit: %s", describe(bad))
+	}
+	if c := find(checks, "mcp statuses"); len(c) != 1 || c[0].Severity != OK {
+		t.Fatalf("statuses: %s", describe(checks))
+	}
+}
+
+// Each change to the description gives exactly the line that names it,
+// and nothing else that is not ok.
+func TestDocV2Changes(t *testing.T) {
+	statusesWithout := func(gone string) string {
+		var l []string
+		for _, s := range StatusesV2 {
+			if s != gone {
+				l = append(l, "`"+s+"`")
+			}
+		}
+		return strings.Join(l, ", ")
+	}
+	type tc struct {
+		name string
+		edit func(d map[string]any)
+		want []Check
+	}
+	cases := []tc{
+		{"no GET /api/info", func(d map[string]any) { delete(paths(d), "/api/info") },
+			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/info (version and pid)"}}},
+		{"no GET /api/mcp", func(d map[string]any) { delete(paths(d), mcpList) },
+			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/mcp (MCP status)"}}},
+		{"GET /api/mcp became POST", func(d map[string]any) {
+			item := paths(d)[mcpList].(map[string]any)
+			item["post"] = item["get"]
+			delete(item, "get")
+		}, []Check{{Fail, "api routes", "OpenCode does not offer GET /api/mcp (MCP status)"}}},
+		{"no GET /api/config", func(d map[string]any) { delete(paths(d), config) },
+			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/config (which servers the user disabled)"}}},
+		{"no GET /api/event", func(d map[string]any) { delete(paths(d), "/api/event") },
+			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/event (the event stream)"}}},
+		{"no connect route", func(d map[string]any) { delete(paths(d), connectExp) },
+			[]Check{{Fail, "connect route", "OpenCode offers neither POST /api/experimental/mcp/{name}/connect nor POST /api/mcp/{name}/connect: mcp-reconnect cannot reconnect a server"}}},
+		{"no location parameter on GET /api/mcp", func(d map[string]any) { opOf(d, mcpList, "get")["parameters"] = []any{} },
+			[]Check{{Fail, "location param", "GET /api/mcp has no location[directory] parameter (nor an x-opencode-directory header): mcp-reconnect could not choose the directory, and the shared service would answer for its home"}}},
+		{"no location parameter on connect", func(d map[string]any) {
+			o := opOf(d, connectExp, "post")
+			o["parameters"] = o["parameters"].([]any)[:1]
+		}, []Check{{Fail, "location param", "POST /api/experimental/mcp/{server}/connect has no location[directory] parameter (nor an x-opencode-directory header): mcp-reconnect could not choose the directory, and the shared service would answer for its home"}}},
+		{"only the header on GET /api/config", func(d map[string]any) {
+			opOf(d, config, "get")["parameters"] = []any{map[string]any{"name": "X-OpenCode-Directory", "in": "header", "schema": map[string]any{"type": "string"}}}
+		}, []Check{{Warn, "location param", "GET /api/config documents only the x-opencode-directory header, no location[directory] parameter: mcp-reconnect sends location[directory] (it refuses an answer for another location)"}}},
+		{"location not a deepObject", func(d map[string]any) {
+			delete(opOf(d, mcpList, "get")["parameters"].([]any)[0].(map[string]any), "style")
+		}, []Check{{Warn, "location param", "GET /api/mcp's location parameter is not a deepObject (style form, the default): mcp-reconnect sends location[directory]=…, which such a parameter does not describe"}}},
+		{"location without directory", func(d map[string]any) {
+			opOf(d, mcpList, "get")["parameters"] = []any{map[string]any{"name": "location", "in": "query", "style": "deepObject",
+				"schema": map[string]any{"type": "object", "properties": map[string]any{"workspace": map[string]any{"type": "string"}}}}}
+		}, []Check{{Fail, "location param", `GET /api/mcp's location parameter has no "directory" property: mcp-reconnect sends location[directory]`}}},
+		{"no data in GET /api/mcp's answer", func(d map[string]any) {
+			s := opOf(d, mcpList, "get")["responses"].(map[string]any)["200"].(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+			delete(s["properties"].(map[string]any), "data")
+		}, []Check{{Fail, "mcp statuses", `the answer of GET /api/mcp has no "data" property: mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}},
+		{"a new status", func(d map[string]any) {
+			sc := schemas(d)
+			sc["Mcp.Status.Paused"] = map[string]any{"type": "object", "properties": map[string]any{"status": map[string]any{"type": "string", "enum": []any{"paused"}}}}
+			st := sc["Mcp.Server"].(map[string]any)["properties"].(map[string]any)["status"].(map[string]any)
+			st["anyOf"] = append(st["anyOf"].([]any), map[string]any{"$ref": "#/components/schemas/Mcp.Status.Paused"})
+		}, []Check{{Warn, "mcp statuses", "a new MCP status `paused` is in the schema: mcp-reconnect leaves servers in it alone"}}},
+		{"pending renamed", func(d map[string]any) {
+			schemas(d)["Mcp.Status.Pending"].(map[string]any)["properties"].(map[string]any)["status"] = map[string]any{"const": "xyz"}
+		}, []Check{
+			{Fail, "mcp statuses", "MCP status `pending` is not in the schema (found `connected`, `xyz`, `disabled`, `failed`, `needs_auth`, `needs_client_registration` in the answer of GET /api/mcp)"},
+			{Warn, "mcp statuses", "a new MCP status `xyz` is in the schema: mcp-reconnect leaves servers in it alone"},
+		}},
+	}
+	statusRef := map[string]string{"connected": "Connected", "pending": "Pending", "disabled": "Disabled", "failed": "Failed", "needs_auth": "NeedsAuth", "needs_client_registration": "NeedsClientRegistration"}
+	for _, s := range StatusesV2 {
+		cases = append(cases, tc{"status " + s + " gone", func(d map[string]any) {
+			// Integration.AttemptStatus still lists "pending" and
+			// "failed": that must not hide their absence here.
+			dropRef(schemas(d)["Mcp.Server"].(map[string]any)["properties"].(map[string]any)["status"].(map[string]any), "Mcp.Status."+statusRef[s])
+		}, []Check{{Fail, "mcp statuses", fmt.Sprintf("MCP status `%s` is not in the schema (found %s in the answer of GET /api/mcp)", s, statusesWithout(s))}}})
+	}
+	for _, e := range eventsV2 {
+		cases = append(cases, tc{"event " + e.typ + " gone", func(d map[string]any) {
+			name := e.typ
+			if name == "server.connected" {
+				name = "V2Event.server.connected"
+			}
+			dropRef(schemas(d)["V2Event"].(map[string]any), name)
+		}, []Check{{Fail, "events", fmt.Sprintf("event `%s` is not on GET /api/event's stream; mcp-reconnect uses it for %s", e.typ, e.use)}}})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := notOK(CheckDocV2(editV2(t, c.edit)))
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("got:\n%swant:\n%s", describe(got), describe(c.want))
+			}
+		})
+	}
+}
+
+// The development builds' connect route is accepted and named; the
+// location parameter is checked on it.
+func TestDevConnectRoute(t *testing.T) {
+	doc := editV2(t, func(d map[string]any) {
+		p := paths(d)
+		p["/api/mcp/{server}/connect"] = p[connectExp]
+		delete(p, connectExp)
+	})
+	checks := CheckDocV2(doc)
+	if bad := notOK(checks); len(bad) > 0 {
+		t.Fatalf("not ok: %s", describe(bad))
+	}
+	d := describe(checks)
+	if !strings.Contains(d, "ok connect route: POST /api/mcp/{server}/connect, the development builds' route") ||
+		!strings.Contains(d, "ok location param: location[directory] on GET /api/mcp, GET /api/config, POST /api/mcp/{server}/connect") {
+		t.Fatalf("checks:\n%s", d)
+	}
+}
+
+// Parameters may sit on the path item and behind $refs; a flat
+// "location[directory]" query parameter is the same on the wire.
+func TestLocationParamShapes(t *testing.T) {
+	doc := editV2(t, func(d map[string]any) {
+		d["components"].(map[string]any)["parameters"] = map[string]any{"Loc": opOf(d, mcpList, "get")["parameters"].([]any)[0]}
+		item := paths(d)[mcpList].(map[string]any)
+		item["parameters"] = []any{map[string]any{"$ref": "#/components/parameters/Loc"}}
+		opOf(d, mcpList, "get")["parameters"] = []any{}
+		opOf(d, config, "get")["parameters"] = []any{map[string]any{"name": "location[directory]", "in": "query", "schema": map[string]any{"type": "string"}}}
+	})
+	if bad := notOK(CheckDocV2(doc)); len(bad) > 0 {
+		t.Fatalf("not ok: %s", describe(bad))
+	}
+}
+
+// A toast route, when offered, is named.
+func TestToastRouteOffered(t *testing.T) {
+	doc := editV2(t, func(d map[string]any) {
+		paths(d)["/api/tui/toast"] = map[string]any{"post": map[string]any{"responses": map[string]any{"204": map[string]any{"description": "shown"}}}}
+	})
+	if c := find(CheckDocV2(doc), "toasts"); len(c) != 1 || c[0] != (Check{Info, "toasts", "the server offers a toast route: POST /api/tui/toast"}) {
+		t.Fatalf("toasts: %+v", c)
+	}
+}
+
+// A $ref cycle, a dangling $ref and refs outside the document end the
+// walk; they do not hang it or pass it.
+func TestHostileRefs(t *testing.T) {
+	doc := editV2(t, func(d map[string]any) {
+		sc := schemas(d)
+		sc["Mcp.Server"] = map[string]any{"$ref": "#/components/schemas/Loop"}
+		sc["Loop"] = map[string]any{"anyOf": []any{map[string]any{"$ref": "#/components/schemas/Loop"}, map[string]any{"$ref": "#/components/schemas/Nowhere"}, map[string]any{"$ref": "other.json#/x"}}}
+	})
+	got := notOK(CheckDocV2(doc))
+	want := []Check{{Fail, "mcp statuses", `the servers in GET /api/mcp's "data" have no "name": mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got:\n%s", describe(got))
+	}
+}
+
+func TestGarbageDocV2(t *testing.T) {
+	for doc, why := range map[string]string{
+		"":                     "not JSON (at byte 0)",
+		"<html>":               "not JSON (at byte 1)",
+		"[]":                   "not a JSON object",
+		"null":                 "not a JSON object",
+		`{"paths": 3}`:         `no "paths" object`,
+		`{"openapi": "3.1.0"}`: `no "paths" object`,
+	} {
+		got := CheckDocV2([]byte(doc))
+		want := []Check{{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + why}}
+		if !slices.Equal(got, want) {
+			t.Errorf("CheckDocV2(%q) = %s", doc, describe(got))
+		}
+	}
+	// A document with no routes at all fails on every one of them.
+	if c := CheckDocV2([]byte(`{"paths":{}}`)); Healthy(c) || len(find(c, "api routes")) != len(routesV2) {
+		t.Errorf("empty paths: %s", describe(c))
+	}
+}
+
+func FuzzCheckDocV2(f *testing.F) {
+	// Small seeds: the fuzzer minimises every interesting input, which
+	// for the 60 KB reference document takes minutes per input.
+	f.Add([]byte(`{"paths":{"/api/mcp":{"get":{"parameters":[{"name":"location","in":"query","style":"deepObject","schema":{"anyOf":[{"type":"object","properties":{"directory":{"type":"string"}}},{"type":"null"}]}}],` +
+		`"responses":{"200":{"content":{"application/json":{"schema":{"type":"object","properties":{"data":{"type":"array","items":{"$ref":"#/components/schemas/Mcp.Server"}}}}}}}}}},` +
+		`"/api/event":{"get":{"responses":{"200":{"content":{"text/event-stream":{"schema":{"type":"object","properties":{"data":{"$ref":"#/components/schemas/J"}}}}}}}}}},` +
+		`"components":{"schemas":{"Mcp.Server":{"properties":{"name":{"type":"string"},"status":{"anyOf":[{"$ref":"#/components/schemas/S"}]}}},"S":{"properties":{"status":{"type":"string","enum":["connected"]}}},` +
+		`"J":{"type":"string","contentSchema":{"$ref":"#/components/schemas/E"}},"E":{"anyOf":[{"properties":{"type":{"const":"mcp.status.changed"}}}]}}}}`))
+	f.Add([]byte(fake2.DefaultDoc))
+	f.Add([]byte(`{"paths":{"/api/mcp":{"get":{"responses":{"200":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/A"}}}}}}}},"components":{"schemas":{"A":{"anyOf":[{"$ref":"#/components/schemas/A"}],"properties":{"data":{"items":{"prefixItems":[1,{"enum":[2,"x"]}]}}}}}}}`))
+	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}}}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checks := CheckDocV2(doc)
+		if len(checks) == 0 {
+			t.Fatal("no verdict")
+		}
+		for _, c := range checks {
+			if c.Severity != OK && c.Severity != Warn && c.Severity != Fail && c.Severity != Info {
+				t.Fatalf("severity %q", c.Severity)
+			}
+		}
+	})
+}
+
+// --- Run against the 2.x fake ---
+
+const v2pw = "fake2-password-never-printed"
+
+func newFake2(t *testing.T, servers map[string]fake2.Spec) (*fake2.Server, opencode.Options) {
+	fake := fake2.New(servers)
+	fake.Password = v2pw
+	tr, stop := fake.Serve()
+	t.Cleanup(stop)
+	return fake, opencode.Options{Password: v2pw, Transport: tr}
+}
+
+// The 2.x path through Run: detection, generation and version, the
+// /openapi.json checks, the password's source, a named directory read
+// through location[directory] (and only that one).
+func TestRunAgainstFake2(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake, oo := newFake2(t, map[string]fake2.Spec{"gh": {Status: "needs_auth"}, "ok": {}})
+		fake.SetDoc(refDocV2(t))
+		checks := Run(context.Background(), fake2.URL, oo, Options{Directories: []string{"/p"}, PasswordSource: "service file /s/service.json"})
+		d := describe(checks)
+		want := []Check{
+			{OK, "password", "from service file /s/service.json"},
+			{OK, "reachable", fake2.URL},
+			{OK, "generation", "OpenCode 2.x, version 2.0.21 (pid 43067)"},
+			{OK, "authenticated", "credentials accepted"},
+			{OK, "version", "2.0.21 (the 2.x client is built to its published API; not tested against a real binary)"},
+		}
+		want = append(want, CheckDocV2(refDocV2(t))...)
+		want = append(want, Check{Fail, "/p: gh", "needs_auth: run opencode mcp auth gh"})
+		if !slices.Equal(checks, want) {
+			t.Fatalf("checks:\n%swant:\n%s", d, describe(want))
+		}
+		if strings.Contains(d, v2pw) {
+			t.Fatal("doctor printed the password")
+		}
+		if fake.Count(fake2.RouteMCP, "/p", "") != 1 || fake.Count(fake2.RouteMCP, "", "") != 1 || fake.Count(fake2.RouteConfig, "", "") != 0 {
+			t.Fatalf("doctor read directories nobody named: %+v", fake.Requests())
+		}
+		for _, r := range fake.Requests() {
+			if r.LegacyDirectory != "" || r.Route == fake2.RouteUnauthorized {
+				t.Fatalf("request %+v", r)
+			}
+		}
+	})
+}
+
+// The fake's own description, another version, an unknown status, the
+// development connect route.
+func TestRunAgainstFake2Variants(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake, oo := newFake2(t, map[string]fake2.Spec{"a": {}})
+		fake.Version = "2.1.4"
+		fake.SetDevConnectRoute(true)
+		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, "/api/experimental/mcp/{name}/connect", "/api/mcp/{name}/connect", 1)))
+		fake.SetStatusOverride(func(dir string) (int, string, bool) {
+			return 200, `{"location":{"directory":"` + dir + `"},"data":[{"name":"a","status":{"status":"paused"}}]}`, false
+		})
+		checks := Run(context.Background(), fake2.URL, oo, Options{Directories: []string{"/p"}, PasswordSource: "--password"})
+		want := []Check{
+			{Warn, "version", "2.1.4; mcp-reconnect's 2.x client is built for 2.0.21 (the checks below tell whether it still fits)"},
+			{Warn, "/p: a", `status "paused" is unknown to mcp-reconnect: it leaves the server alone`},
+		}
+		if got := notOK(checks); !slices.Equal(got, want) {
+			t.Fatalf("got:\n%swant:\n%s", describe(got), describe(want))
+		}
+		if c := find(checks, "connect route"); len(c) != 1 || !strings.Contains(c[0].Detail, "POST /api/mcp/{name}/connect, the development builds' route") {
+			t.Fatalf("connect route: %+v", c)
+		}
+	})
+}
+
+// Credentials on 2.x: a wrong password and none are refused with the
+// places a 2.x password comes from; a server with auth off is said so.
+func TestRunAgainstFake2Credentials(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake, oo := newFake2(t, nil)
+		wrong := oo
+		wrong.Password = "nope"
+		checks := Run(context.Background(), fake2.URL, wrong, Options{PasswordSource: "env OPENCODE_PASSWORD"})
+		want := []Check{
+			{OK, "password", "from env OPENCODE_PASSWORD"},
+			{OK, "reachable", fake2.URL},
+			{OK, "generation", "OpenCode 2.x (its version is not shown without the password)"},
+			{Fail, "authenticated", `OpenCode 2.x refused the password from env OPENCODE_PASSWORD: OpenCode 2.x authenticates as user "opencode" with the password in ${XDG_STATE_HOME:-~/.local/state}/opencode/service.json (opencode service get password), or OPENCODE_PASSWORD for a foreground server; pass it with --password`},
+		}
+		if !slices.Equal(checks, want) {
+			t.Fatalf("wrong password:\n%s", describe(checks))
+		}
+		none := oo
+		none.Password = ""
+		checks = Run(context.Background(), fake2.URL, none, Options{})
+		if Healthy(checks) || !strings.Contains(describe(checks), "FAIL authenticated: OpenCode 2.x asks for a password and none was given") {
+			t.Fatalf("no password:\n%s", describe(checks))
+		}
+		fake.SetPassword("")
+		checks = Run(context.Background(), fake2.URL, none, Options{})
+		if !Healthy(checks) || !slices.Contains(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"}) {
+			t.Fatalf("auth off:\n%s", describe(checks))
+		}
+	})
+}
+
+// A 2.x server whose /openapi.json fails or is garbage fails the
+// description check, loudly, and the rest of the report still runs.
+func TestRunAgainstFake2BadDoc(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake, oo := newFake2(t, nil)
+		fake.SetDoc([]byte("<!doctype html>"))
+		checks := Run(context.Background(), fake2.URL, oo, Options{})
+		if got := notOK(checks); len(got) != 1 || got[0] != (Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: not JSON (at byte 1)"}) {
+			t.Fatalf("checks:\n%s", describe(checks))
+		}
+	})
+}
+
+// Found by a fallback, a verdict says where it was found; a stream schema
+// that is there but unreadable is a warning, not a silent fallback.
+func TestFallbacksSayWhere(t *testing.T) {
+	checks := CheckDocV2([]byte(fake2.DefaultDoc))
+	if c := find(checks, "mcp statuses"); len(c) != 1 || !strings.HasSuffix(c[0].Detail, "(found in the component schemas McpStatus, since GET /api/mcp describes no answer)") {
+		t.Errorf("statuses: %+v", c)
+	}
+	if c := find(checks, "events"); len(c) != 1 || !strings.HasSuffix(c[0].Detail, "(found in the component schemas, since GET /api/event describes no stream)") {
+		t.Errorf("events: %+v", c)
+	}
+	doc := editV2(t, func(d map[string]any) {
+		// The stream's items became opaque strings.
+		s := opOf(d, "/api/event", "get")["responses"].(map[string]any)["200"].(map[string]any)["content"].(map[string]any)["text/event-stream"].(map[string]any)
+		s["schema"] = map[string]any{"type": "string"}
+	})
+	got := find(CheckDocV2(doc), "events")
+	if len(got) != 2 || got[0].Severity != Warn || !strings.Contains(got[0].Detail, `GET /api/event's stream schema has no "type" values`) ||
+		got[1].Severity != OK || !strings.HasSuffix(got[1].Detail, "(found in the component schemas)") {
+		t.Fatalf("events: %s", describe(got))
+	}
+	doc = editV2(t, func(d map[string]any) {
+		s := opOf(d, "/api/event", "get")["responses"].(map[string]any)["200"].(map[string]any)["content"].(map[string]any)["text/event-stream"].(map[string]any)
+		s["schema"] = map[string]any{"type": "string"}
+		dropRef(schemas(d)["V2Event"].(map[string]any), "location.shutdown")
+		delete(schemas(d), "location.shutdown")
+	})
+	if c := notOK(CheckDocV2(doc)); len(c) != 2 || c[1] != (Check{Fail, "events", "event `location.shutdown` is not in the component schemas; mcp-reconnect uses it for an evicted location: without it the daemon keeps reading it, and each read boots it again"}) {
+		t.Fatalf("got:\n%s", describe(c))
+	}
+}
+
+// Shapes OpenAPI allows that the checker must read: a location parameter
+// described by a content map, an upper-case method key, two paths of the
+// same shape of which only the second has the method.
+func TestOpenAPIVariants(t *testing.T) {
+	doc := editV2(t, func(d map[string]any) {
+		loc := opOf(d, mcpList, "get")["parameters"].([]any)[0].(map[string]any)
+		loc["content"] = map[string]any{"application/json": map[string]any{"schema": loc["schema"]}}
+		delete(loc, "schema")
+		item := paths(d)[config].(map[string]any)
+		item["GET"] = item["get"]
+		delete(item, "get")
+		p := paths(d)
+		p["/api/experimental/mcp/{name}/connect"] = map[string]any{"delete": map[string]any{}}
+	})
+	if bad := notOK(CheckDocV2(doc)); len(bad) > 0 {
+		t.Fatalf("not ok: %s", describe(bad))
+	}
+}
+
+// A password given without its source is said to be given; a server
+// of 2.0.0–2.0.5 (GET /api/status, no /api/info) is detected, and the
+// missing /api/info fails.
+func TestRunPasswordSourceAndOld2(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(nil)
+		fake.Password = v2pw
+		fake.SetDoc(editV2(t, func(d map[string]any) { delete(paths(d), "/api/info") }))
+		old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/api/info":
+				w.WriteHeader(http.StatusNotFound)
+			case "/api/status":
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"version":"2.0.3"}`))
+			default:
+				fake.ServeHTTP(w, r)
+			}
+		})
+		l := fakeopencode.NewPipeListener()
+		hs := &http.Server{Handler: old}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = hs.Serve(l) }()
+		tr := &http.Transport{DialContext: l.Dial}
+		defer func() { tr.CloseIdleConnections(); _ = hs.Close(); <-done }()
+
+		checks := Run(context.Background(), fake2.URL, opencode.Options{Password: v2pw, Transport: tr}, Options{})
+		for _, want := range []Check{
+			{OK, "password", "given (its source was not reported)"},
+			{OK, "generation", "OpenCode 2.x, version 2.0.3 (no pid: it has no GET /api/info)"},
+			{Fail, "api routes", "OpenCode does not offer GET /api/info (version and pid)"},
+		} {
+			if !slices.Contains(checks, want) {
+				t.Errorf("no %+v in:\n%s", want, describe(checks))
+			}
+		}
+	})
+}
