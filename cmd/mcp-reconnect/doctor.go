@@ -27,9 +27,8 @@ It exits 0 only when nothing failed.`,
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
-			c, err := opencode.New(f.url, opencode.Options{Username: f.username, Password: f.password})
-			if err != nil {
-				return err
+			if _, err := opencode.New(f.url, opencode.Options{}); err != nil {
+				return err // a bad URL, said before any request
 			}
 			var dirs []string
 			for _, d := range f.directories {
@@ -39,11 +38,11 @@ It exits 0 only when nothing failed.`,
 				}
 				dirs = append(dirs, abs)
 			}
-			o := doctor.Options{Directories: dirs}
+			o := doctor.Options{Directories: dirs, PasswordSource: f.passwordSource}
 			if f.statusAddr != "" {
 				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
 			}
-			checks := doctor.Run(cmd.Context(), c, o)
+			checks := doctor.Run(cmd.Context(), f.url, opencode.Options{Username: f.username, Password: f.password}, o)
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {
 					return err

@@ -93,12 +93,15 @@ type watchFlags struct {
 	fastAttempts            int
 	slowInterval            time.Duration
 	stableAfter             time.Duration
-	logLevel, logFormat     string
-	logFile                 string
-	config                  string
-	probe                   bool
-	toast                   bool
-	netwatch                bool
+	// passwordSource says where the password came from (never the
+	// password): "--password", "env …", "config file …", or "".
+	passwordSource      string
+	logLevel, logFormat string
+	logFile             string
+	config              string
+	probe               bool
+	toast               bool
+	netwatch            bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
@@ -129,10 +132,22 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 // load applies the environment, then the config file, to every flag not
 // given on the command line: flags > env > file > defaults.
 func (f *watchFlags) load(fs *pflag.FlagSet) error {
+	if fs.Changed("password") {
+		f.passwordSource = "--password"
+	}
 	if err := applyEnv(fs); err != nil {
 		return err
 	}
-	return applyConfigFile(fs, f.config, fs.Changed("config"))
+	if f.passwordSource == "" && fs.Changed("password") {
+		f.passwordSource = "env " + envName("password")
+	}
+	if err := applyConfigFile(fs, f.config, fs.Changed("config")); err != nil {
+		return err
+	}
+	if f.passwordSource == "" && fs.Changed("password") {
+		f.passwordSource = "config file " + f.config
+	}
+	return nil
 }
 
 // envNames maps flags to the environment variables that set them when the
