@@ -223,8 +223,8 @@ func streamLoop(ctx context.Context, client *opencode.Client, eng *reconnect.Eng
 				// Events may have been missed while the stream was down;
 				// after refused connections OpenCode is a new process.
 				m.StreamReconnects.Inc()
-				log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Refused)
-				eng.StreamConnected(c.Refused)
+				log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Restarted)
+				eng.StreamConnected(c.Restarted)
 			}
 		},
 		OnDrop: func(err error) {

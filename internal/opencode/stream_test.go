@@ -162,7 +162,7 @@ func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 			}
 		}
 		for i, c := range connects {
-			if c.N != i+1 || c.Refused {
+			if c.N != i+1 || c.Restarted {
 				t.Errorf("connect %d = %+v", i, c)
 			}
 		}
@@ -262,7 +262,7 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// Connected.Refused tells a restart from a hiccup: after the stream ends,
+// Connected.Restarted tells a restart from a hiccup: after the stream ends,
 // attempts refused by a closed port (OpenCode restarting) are reported on
 // the next connect; attempts answered 500 (a running OpenCode) are not.
 func TestStreamConnectedReportsRefused(t *testing.T) {
@@ -325,7 +325,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 			return opencode.Connected{}
 		}
 	}
-	if c := next(); c != (opencode.Connected{N: 1}) {
+	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1}) {
 		t.Errorf("first connect = %+v", c)
 	}
 
@@ -334,8 +334,8 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	drop <- struct{}{}
 	waitFor("ErrRefused", func(err error) bool { return errors.Is(err, opencode.ErrRefused) })
 	addr.Store(up)
-	if c := next(); c != (opencode.Connected{N: 2, Refused: true}) {
-		t.Errorf("connect after a refusal = %+v, want Refused", c)
+	if c := next(); c != (opencode.Connected{N: 2, Restarted: true, Generation: opencode.V1}) {
+		t.Errorf("connect after a refusal = %+v, want Restarted", c)
 	}
 
 	// A hiccup: OpenCode answers, with an error, for a while.
@@ -349,7 +349,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		return errors.As(err, &e) && e.Status == 500
 	})
 	status.Store(0)
-	if c := next(); c != (opencode.Connected{N: 3}) {
-		t.Errorf("connect after a 500 = %+v, want not Refused", c)
+	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1}) {
+		t.Errorf("connect after a 500 = %+v, want not Restarted", c)
 	}
 }

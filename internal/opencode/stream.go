@@ -1,0 +1,289 @@
+package opencode
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
+)
+
+// StreamOptions tune Stream.
+type StreamOptions struct {
+	// Silence is how long the stream may stay quiet before it is dropped
+	// and re-subscribed: three heartbeat periods (default 45s; 1.x sends a
+	// heartbeat event about every 10 s, 2.x a heartbeat comment every 15 s).
+	Silence time.Duration
+	// Handshake bounds the wait for the first event of a subscription
+	// (default 5s): a request that reaches OpenCode within about half a
+	// second of its port opening can hang for good (see the facts), and a
+	// healthy server sends server.connected at once.
+	Handshake time.Duration
+	// Backoff spaces reconnects (default 500ms doubling to 30s, jitter 0.2).
+	Backoff backoff.Policy
+	// Stable is how long a subscription must have delivered events for the
+	// reconnect backoff to start again from its first step (default 30s):
+	// from the subscribe to its last event, so a silent stream never counts.
+	// A subscription that ends sooner continues the backoff, so a proxy
+	// that drops the stream right after its first event gets re-subscribes
+	// spaced by a growing delay, not two a second forever.
+	Stable time.Duration
+	// OnConnect runs after each successful subscribe.
+	OnConnect func(Connected)
+	// OnDrop runs when a subscription or an attempt at one ends, with the
+	// reason.
+	OnDrop func(err error)
+	// Log receives debug lines; nil discards them.
+	Log *slog.Logger
+}
+
+func (o *StreamOptions) defaults() {
+	if o.Silence <= 0 {
+		o.Silence = 45 * time.Second
+	}
+	if o.Handshake <= 0 {
+		o.Handshake = 5 * time.Second
+	}
+	if o.Backoff.Initial <= 0 {
+		o.Backoff = backoff.Policy{Initial: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
+	}
+	if o.Stable <= 0 {
+		o.Stable = 30 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Connected describes a successful subscribe.
+type Connected struct {
+	// N counts successful subscribes: 1 for the first.
+	N int
+	// Restarted reports that OpenCode is not the process the previous
+	// subscription talked to: since that subscription ended at least one
+	// attempt was refused (nothing listened: OpenCode was not running), or
+	// the server now reports another generation, version or pid. Its
+	// instances are gone, and reading a directory would create one anew.
+	// Without it the gap was a hiccup of a running OpenCode (a dropped
+	// connection, a 5xx, a timeout). Always false for the first.
+	Restarted bool
+	// Generation and Version are what the server reports, when known.
+	Generation Generation
+	Version    string
+}
+
+// feed is one generation's event stream: where it is, how its frames
+// decode, and the client whose transport and credentials reach it.
+type feed struct {
+	client *Client
+	path   string
+	parse  func([]byte) (Event, error)
+}
+
+func (c *Client) feed() feed   { return feed{client: c, path: "/global/event", parse: ParseEvent} }
+func (v *ClientV2) feed() feed { return feed{client: v.c, path: "/api/event", parse: ParseEventV2} }
+
+// identity tells one OpenCode process from another, as far as it can be
+// told: 1.x reports no pid.
+type identity struct {
+	gen     Generation
+	version string
+	pid     int
+	url     string
+}
+
+// source gives the feed to subscribe to next, and the identity of the
+// process behind it. redetect asks it to look again (the previous attempt
+// reached nobody).
+type source func(ctx context.Context, redetect bool) (feed, identity, error)
+
+// Stream subscribes to 1.x's /global/event and hands every parsed event to
+// fn, reconnecting with backoff when the stream drops, errors or stays
+// silent past opts.Silence, until ctx ends. Unparsable events, and events
+// over sse.MaxFrame, are skipped. fn is called from Stream's goroutine and
+// must not block for long. Server.Stream follows either generation.
+func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
+	return stream(ctx, opts, func(context.Context, bool) (feed, identity, error) {
+		return c.feed(), identity{gen: V1, url: c.URL()}, nil
+	}, fn)
+}
+
+// stream is the subscription loop of either generation.
+func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event)) error {
+	opts.defaults()
+	log := opts.Log
+	failures, connects := 0, 0
+	restarted, unreachable := false, false
+	var last identity
+	for {
+		f, id, err := src(ctx, unreachable)
+		lasted := time.Duration(0)
+		if err == nil {
+			lasted, err = subscribe(ctx, f, opts, func() {
+				connects++
+				info := Connected{N: connects, Restarted: connects > 1 && (restarted || id != last), Generation: id.gen, Version: id.version}
+				restarted, last = false, id
+				if opts.OnConnect != nil {
+					opts.OnConnect(info)
+				}
+			}, fn)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrRefused) {
+			restarted = true
+		}
+		var oe *Error
+		unreachable = errors.As(err, &oe) && oe.Status == 0 && lasted == 0
+		if opts.OnDrop != nil {
+			opts.OnDrop(err)
+		}
+		if lasted >= opts.Stable {
+			failures = 0
+		}
+		failures++
+		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
+		log.Debug("event stream ended", "url", f.urlOr(id.url), "err", err, "lasted", lasted, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (f feed) urlOr(u string) string {
+	if f.client != nil {
+		return f.client.URL()
+	}
+	return u
+}
+
+// errSilent ends a subscription that stayed quiet too long.
+var errSilent = errors.New("event stream silent for three heartbeat periods")
+
+// errHandshake ends a subscription whose first event never came.
+var errHandshake = errors.New("event stream sent no first event")
+
+// subscribe runs one subscription. lasted is the time from the subscribe
+// to the last event it delivered (0 when the subscribe failed).
+func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func(), fn func(Event)) (lasted time.Duration, err error) {
+	c := f.client
+	op := "GET " + f.path
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	u := *c.base
+	u.Path = c.base.Path + f.path
+	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	if err != nil {
+		return 0, err
+	}
+	if c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+
+	// The watchdog ends the request when nothing arrives for too long:
+	// the first event within Handshake (a server that accepts the request
+	// and never answers), then any bytes (an event, a heartbeat comment)
+	// within Silence.
+	alive := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTimer(opts.Handshake)
+		defer t.Stop()
+		why := errHandshake
+		for {
+			select {
+			case <-done:
+				return
+			case <-alive:
+				if !t.Stop() {
+					select {
+					case <-t.C:
+					default:
+					}
+				}
+				t.Reset(opts.Silence)
+				why = errSilent
+			case <-t.C:
+				cancel(why)
+				return
+			}
+		}
+	}()
+	poke := func() {
+		select {
+		case alive <- struct{}{}:
+		default:
+		}
+	}
+
+	resp, err := c.long.Do(req)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return 0, &Error{Op: op, URL: c.URL(), Detail: cause.Error(), kind: ErrUnavailable, cause: cause}
+		}
+		return 0, c.transportError(ctx, op, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
+	case resp.StatusCode != http.StatusOK:
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
+	}
+	start := time.Now()
+	first := true
+	r := sse.NewReader(&pokeReader{r: resp.Body, poke: func() {
+		if !first {
+			poke() // bytes after the first event: events and heartbeat comments
+		}
+	}})
+	r.OnSkip = func(size int64) {
+		lasted = time.Since(start)
+		opts.Log.Debug("event stream: skipped an event over the size limit", "url", c.URL(), "bytes", size, "limit", sse.MaxFrame)
+	}
+	for {
+		frame, err := r.Next()
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
+			return lasted, &Error{Op: op, URL: c.URL(), Detail: "stream ended: " + err.Error(), kind: ErrUnavailable, cause: err}
+		}
+		if first {
+			first = false
+			poke()
+			connected()
+		}
+		lasted = time.Since(start)
+		ev, err := f.parse(frame.Data)
+		if err != nil {
+			continue
+		}
+		fn(ev)
+	}
+}
+
+// pokeReader calls poke after every read that returned bytes.
+type pokeReader struct {
+	r    io.Reader
+	poke func()
+}
+
+func (p *pokeReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.poke()
+	}
+	return n, err
+}
