@@ -6,6 +6,7 @@ package announce
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -30,6 +31,8 @@ type Announcer struct {
 	events chan reconnect.Event
 	last   map[string]time.Time // directory + server → last toast, pruned after MinGap
 	swept  time.Time            // when last was last pruned
+	// noToastTold is set once the log said toasts are unavailable.
+	noToastTold bool
 	// OnToast, if set, is called after each toast attempt (metrics, tests).
 	OnToast func(opencode.Toast, error)
 }
@@ -95,7 +98,15 @@ func (a *Announcer) announce(ctx context.Context, ev reconnect.Event) {
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := a.t.ShowToast(tctx, t)
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, opencode.ErrNoToast):
+		// OpenCode 2.0.x has no toast route: the event stays on /events,
+		// in the log and in the metrics. Said once.
+		if !a.noToastTold {
+			a.noToastTold = true
+			a.log.Debug("toasts are unavailable on this OpenCode; announcing through /events, the log and metrics")
+		}
+	case err != nil:
 		// No TUI attached (opencode serve) is the common case: not news.
 		a.log.Debug("toast not shown", "server", ev.Server, "err", err)
 	}

@@ -1,8 +1,11 @@
 package announce
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -94,4 +97,28 @@ func TestLastToastsArePruned(t *testing.T) {
 			t.Fatalf("last held %d servers at once, want at most %d", most, limit)
 		}
 	})
+}
+
+// noToast is an OpenCode without a toast route (2.0.x).
+type noToast struct{ calls int }
+
+func (n *noToast) ShowToast(context.Context, opencode.Toast) error {
+	n.calls++
+	return opencode.ErrNoToast
+}
+
+// Without a toast route the announcer says so once, at debug level.
+func TestNoToastRouteToldOnce(t *testing.T) {
+	var logs bytes.Buffer
+	n := &noToast{}
+	a := New(n, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	for i := range 3 {
+		a.announce(context.Background(), reconnect.Event{Type: reconnect.EventReconnected, Directory: "/p", Server: fmt.Sprint("s", i)})
+	}
+	if got := strings.Count(logs.String(), "toasts are unavailable"); got != 1 {
+		t.Fatalf("told %d times, want once:\n%s", got, logs.String())
+	}
+	if n.calls != 3 {
+		t.Fatalf("ShowToast calls = %d", n.calls)
+	}
 }

@@ -30,6 +30,10 @@ type Config struct {
 	URL string
 	// Username and Password for its basic auth.
 	Username, Password string
+	// Discover, when set, finds the server's URL and password anew (the
+	// OpenCode 2 service file), at start and whenever it cannot be
+	// reached; URL and Password are then only the first guess.
+	Discover func(ctx context.Context) (url, password string, err error)
 	// Directories armed from the start.
 	Directories []string
 	// StatusAddr is where the status API listens; empty disables it.
@@ -66,7 +70,8 @@ const probesPerSecond = 20
 // Run watches one OpenCode server until ctx ends. It returns early only for
 // a configuration error or refused credentials.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	client, err := opencode.New(cfg.URL, opencode.Options{Username: cfg.Username, Password: cfg.Password})
+	client, err := opencode.NewServer(opencode.ServerOptions{URL: cfg.URL, Discover: cfg.Discover, Log: log,
+		Client: opencode.Options{Username: cfg.Username, Password: cfg.Password}})
 	if err != nil {
 		return err
 	}
@@ -84,10 +89,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 
-	// One health read tells a wrong password apart from a server that is
+	// One detection tells a wrong password apart from a server that is
 	// not up yet: the first is fatal, the second is waited out.
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	h, err := client.Health(hctx)
+	gen, version, err := client.Detect(hctx)
 	cancel()
 	switch {
 	case errors.Is(err, opencode.ErrUnauthorized):
@@ -95,7 +100,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	case err != nil:
 		log.Warn("opencode not reachable yet; waiting for it", "url", client.URL(), "err", err)
 	default:
-		log.Info("watching opencode", "url", client.URL(), "version", h.Version)
+		log.Info("watching opencode", "url", client.URL(), "generation", gen.String(), "version", version)
 	}
 
 	m := metrics.New()
@@ -210,8 +215,9 @@ func register(cfg Config, url, bound, token string, log *slog.Logger) (unregiste
 	return remove
 }
 
-// streamLoop feeds /global/event into the engine and keeps its state.
-func streamLoop(ctx context.Context, client *opencode.Client, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger) {
+// streamLoop feeds OpenCode's event stream (either generation) into the
+// engine and keeps its state.
+func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger) {
 	var wasUnauthorized bool
 	_ = client.Stream(ctx, opencode.StreamOptions{
 		Log: log,

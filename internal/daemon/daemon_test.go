@@ -116,8 +116,10 @@ func TestRunRefusesWrongPasswordClearly(t *testing.T) {
 	if !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "OPENCODE_SERVER_PASSWORD") || strings.Contains(err.Error(), "wrong-pw") {
 		t.Fatalf("err = %v", err)
 	}
-	if n := fake.Count("401", "", ""); n != 1 {
-		t.Fatalf("%d refused requests, want 1", n)
+	// Detection asks 2.x's /api/info, then 1.x's /global/health: two
+	// refused requests, then the daemon stops.
+	if n := fake.Count("401", "", ""); n != 2 {
+		t.Fatalf("%d refused requests, want 2", n)
 	}
 }
 

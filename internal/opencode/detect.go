@@ -106,6 +106,12 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		}
 	}
 
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		// 1.x with a wrong password (2.x would have said so at /api/info):
+		// asking a third route would only be refused again.
+		return GenUnknown, "", 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: status, kind: ErrUnauthorized}
+	}
+
 	status, body, err = probe("/api/status")
 	if err != nil {
 		return GenUnknown, "", 0, err

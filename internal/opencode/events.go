@@ -178,4 +178,3 @@ func stringProperty(props []byte, key string) string {
 		s.skip()
 	}
 }
-

@@ -3,9 +3,11 @@ package opencode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -138,8 +140,11 @@ func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event))
 		if errors.Is(err, ErrRefused) {
 			restarted = true
 		}
-		var oe *Error
-		unreachable = errors.As(err, &oe) && oe.Status == 0 && lasted == 0
+		// An attempt that got no stream at all (nothing listened, the
+		// answer was not an event stream, no first event came) makes the
+		// next one look for the server again: it may have moved, or been
+		// replaced by another generation on the same port.
+		unreachable = lasted == 0 && !errors.Is(err, ErrUnauthorized)
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
 		}
@@ -240,6 +245,9 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
 	case resp.StatusCode != http.StatusOK:
 		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
+	case !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		// 2.x's web UI answers 200 HTML at 1.x's /global/event.
+		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: fmt.Sprintf("answered %q, not an event stream", resp.Header.Get("Content-Type")), kind: ErrUnavailable}
 	}
 	start := time.Now()
 	first := true

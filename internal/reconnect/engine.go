@@ -425,8 +425,14 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 	}
 	e.mu.Lock()
 	if e.ctx == nil {
+		// Before Run (the status API may answer first): arm it with the
+		// others; its first check is a fresh episode anyway.
+		if path != "" && e.pending != nil {
+			e.pending[path] = "reconnect"
+			res.Directories = append(res.Directories, path)
+		}
 		e.mu.Unlock()
-		return res, errors.New("reconnect: engine not running")
+		return res, nil
 	}
 	var evs []Event
 	targets := opencode.Names(e.dirs)

@@ -1,0 +1,298 @@
+package opencode_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+)
+
+// hosts serves handlers on in-memory listeners by host name, and can stop
+// and replace one: an OpenCode restarting, on the same port or another,
+// as the same generation or the other. Dialing a host that serves nothing
+// is refused, as a closed loopback port is.
+type hosts struct {
+	mu      sync.Mutex
+	servers map[string]*hostServer
+}
+
+type hostServer struct {
+	l    *fakeopencode.PipeListener
+	hs   *http.Server
+	done chan struct{}
+}
+
+func newHosts(t *testing.T) *hosts {
+	h := &hosts{servers: map[string]*hostServer{}}
+	t.Cleanup(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for name := range h.servers {
+			h.stopLocked(name)
+		}
+	})
+	return h
+}
+
+// serve starts handler at host (host:port of a URL).
+func (h *hosts) serve(host string, handler http.Handler) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopLocked(host)
+	s := &hostServer{l: fakeopencode.NewPipeListener(), hs: &http.Server{Handler: handler}, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = s.hs.Serve(s.l)
+	}()
+	h.servers[host] = s
+}
+
+// stop ends what serves host, dropping its connections.
+func (h *hosts) stop(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopLocked(host)
+}
+
+func (h *hosts) stopLocked(host string) {
+	if s := h.servers[host]; s != nil {
+		_ = s.hs.Close()
+		<-s.done
+		delete(h.servers, host)
+	}
+}
+
+func (h *hosts) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	h.mu.Lock()
+	s := h.servers[addr]
+	h.mu.Unlock()
+	if s == nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	return s.l.Dial(ctx, network, addr)
+}
+
+func (h *hosts) transport() *http.Transport {
+	return &http.Transport{DialContext: h.dial, DisableKeepAlives: true}
+}
+
+const hostA = "opencode.a:4096"
+
+// A Server finds out which generation it talks to and offers the same
+// calls for both.
+func TestServerDetectsEitherGeneration(t *testing.T) {
+	for _, gen := range []opencode.Generation{opencode.V1, opencode.V2} {
+		t.Run(gen.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHosts(t)
+				specs := map[string]fakeopencode.Spec{"f": {Status: "failed", Error: "boom"}, "ok": {}}
+				pw := ""
+				if gen == opencode.V1 {
+					h.serve(hostA, fakeopencode.New(specs))
+				} else {
+					h.serve(hostA, fake2.New(specs))
+					pw = fake2.DefaultPassword
+				}
+				s, err := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: pw, Transport: h.transport()}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := s.MCPStatus(context.Background(), "/p/x y")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st["f"].Status != "failed" || st["ok"].Status != "connected" {
+					t.Fatalf("status = %+v", st)
+				}
+				if g, _ := s.Generation(); g != gen {
+					t.Fatalf("generation = %v, want %v", g, gen)
+				}
+				err = s.ShowToast(context.Background(), opencode.Toast{Message: "m", Variant: "info"})
+				if gen == opencode.V2 && !errors.Is(err, opencode.ErrNoToast) {
+					t.Fatalf("toast on 2.x = %v, want ErrNoToast", err)
+				}
+				if gen == opencode.V1 && err != nil {
+					t.Fatalf("toast on 1.x = %v", err)
+				}
+			})
+		})
+	}
+}
+
+// streamRecorder collects what a Server's stream reports.
+type streamRecorder struct {
+	mu       sync.Mutex
+	connects []opencode.Connected
+	events   []opencode.Event
+}
+
+func (r *streamRecorder) run(t *testing.T, s *opencode.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Stream(ctx, opencode.StreamOptions{OnConnect: func(c opencode.Connected) {
+			r.mu.Lock()
+			r.connects = append(r.connects, c)
+			r.mu.Unlock()
+		}}, func(ev opencode.Event) {
+			if ev.Kind == opencode.KindOther {
+				return
+			}
+			r.mu.Lock()
+			r.events = append(r.events, ev)
+			r.mu.Unlock()
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (r *streamRecorder) snapshot() ([]opencode.Connected, []opencode.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]opencode.Connected(nil), r.connects...), append([]opencode.Event(nil), r.events...)
+}
+
+// An OpenCode 1.x replaced by a 2.x on the same port under a running
+// stream is followed: the stream comes back on 2.x's event route, says
+// the process is new, and 2.x events arrive as the same kinds.
+func TestServerFollowsAnUpgradeToV2(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHosts(t)
+		v1 := fakeopencode.New(map[string]fakeopencode.Spec{"f": {}})
+		v1.SetHeartbeat(10 * time.Second)
+		h.serve(hostA, v1)
+		s, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: h.transport()}})
+		var rec streamRecorder
+		rec.run(t, s)
+		time.Sleep(time.Second)
+		v1.Publish("/p", "mcp.tools.changed", map[string]any{"server": "f"})
+		time.Sleep(time.Second)
+
+		h.stop(hostA) // the upgrade: nothing listens for a while
+		time.Sleep(3 * time.Second)
+		v2 := fake2.New(map[string]fakeopencode.Spec{"f": {}})
+		h.serve(hostA, v2)
+		time.Sleep(40 * time.Second) // the stream's backoff
+		v2.Publish("/p", "location.shutdown", map[string]any{})
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		connects, events := rec.snapshot()
+		if len(connects) != 2 {
+			t.Fatalf("connects = %+v, want 2", connects)
+		}
+		if c := connects[1]; !c.Restarted || c.Generation != opencode.V2 {
+			t.Fatalf("second connect = %+v, want a restarted 2.x", c)
+		}
+		if g, _ := s.Generation(); g != opencode.V2 {
+			t.Fatalf("generation after the upgrade = %v", g)
+		}
+		want := []opencode.Kind{opencode.KindServerFailed, opencode.KindInstanceGone}
+		if len(events) != 2 || events[0].Kind != want[0] || events[1].Kind != want[1] || events[1].Directory != "/p" {
+			t.Fatalf("events = %+v, want a 1.x crash then a 2.x location.shutdown for /p", events)
+		}
+		if n := v2.Count(fake2.RouteEvent, "", ""); n != 1 {
+			t.Fatalf("2.x event subscriptions = %d, want 1", n)
+		}
+	})
+}
+
+// A 2.x service that restarts on another port with another password is
+// followed through Discover (the service file), and its new pid marks the
+// stream restarted.
+func TestServerFollowsServiceToNewPortAndPassword(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHosts(t)
+		first := fake2.New(map[string]fakeopencode.Spec{"f": {}})
+		h.serve("svc.a:49374", first)
+		var mu sync.Mutex
+		url, pw := "http://svc.a:49374", fake2.DefaultPassword
+		s, _ := opencode.NewServer(opencode.ServerOptions{
+			Client: opencode.Options{Transport: h.transport()},
+			Discover: func(context.Context) (string, string, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return url, pw, nil
+			},
+		})
+		var rec streamRecorder
+		rec.run(t, s)
+		time.Sleep(2 * time.Second)
+
+		h.stop("svc.a:49374")
+		second := fake2.New(map[string]fakeopencode.Spec{"g": {Status: "failed"}})
+		second.SetPassword("new-password")
+		second.SetPID(777)
+		h.serve("svc.b:50000", second)
+		mu.Lock()
+		url, pw = "http://svc.b:50000", "new-password"
+		mu.Unlock()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+
+		connects, _ := rec.snapshot()
+		if len(connects) != 2 || !connects[1].Restarted {
+			t.Fatalf("connects = %+v, want a second, restarted", connects)
+		}
+		st, err := s.MCPStatus(context.Background(), "/p")
+		if err != nil || st["g"].Status != "failed" {
+			t.Fatalf("status through the moved service = %+v, %v", st, err)
+		}
+		if s.URL() != "http://svc.b:50000" {
+			t.Fatalf("URL = %q", s.URL())
+		}
+	})
+}
+
+// A subscription whose first event never comes (a request that reached
+// OpenCode in its first half second can hang) is given up after the
+// handshake timeout, not after three heartbeat periods.
+func TestStreamHandshakeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHosts(t)
+		var mu sync.Mutex
+		hang := true
+		fake := fakeopencode.New(nil)
+		fake.SetHeartbeat(10 * time.Second)
+		h.serve(hostA, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hung := hang
+			mu.Unlock()
+			if hung && r.URL.Path == "/global/event" {
+				<-r.Context().Done()
+				return
+			}
+			fake.ServeHTTP(w, r)
+		}))
+		c, _ := opencode.New("http://"+hostA, opencode.Options{Transport: h.transport()})
+		var drops []error
+		var connected time.Time
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.Stream(ctx, opencode.StreamOptions{
+				OnDrop:    func(err error) { mu.Lock(); drops = append(drops, err); hang = false; mu.Unlock() },
+				OnConnect: func(opencode.Connected) { connected = time.Now() },
+			}, func(opencode.Event) {})
+		}()
+		time.Sleep(10 * time.Second)
+		cancel()
+		<-done
+		if len(drops) == 0 || connected.IsZero() || connected.Sub(start) > 7*time.Second {
+			t.Fatalf("drops %v, connected after %v: want a drop after the 5 s handshake and a connect soon after", drops, connected.Sub(start))
+		}
+	})
+}
