@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
@@ -15,8 +17,12 @@ func newDoctor() *cobra.Command {
 		Use:   "doctor [--url URL] [--directory D]",
 		Short: "Check that mcp-reconnect can reach, authenticate to and use this OpenCode",
 		Long: `doctor checks that the OpenCode server is reachable, accepts the credentials,
-runs a version mcp-reconnect knows, and still offers (in its own GET /doc)
-every route, MCP status and event the daemon relies on. It then lists the
+runs a version mcp-reconnect knows (it says which generation, 1.x or 2.x,
+and where the password came from, never the password), and still offers
+(in its own API description: 1.x GET /doc, 2.x GET /openapi.json) every
+route, parameter, MCP status and event the daemon relies on. With no --url
+and no password it checks the OpenCode 2 background service its
+service.json names, if there is one. It then lists the
 MCP servers that need attention: those the running daemon sees in armed
 directories, and those of each --directory (reading a directory's status
 starts its MCP servers, so only the ones you name are read).
@@ -42,7 +48,16 @@ It exits 0 only when nothing failed.`,
 			if f.statusAddr != "" {
 				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
 			}
-			checks := doctor.Run(cmd.Context(), f.url, opencode.Options{Username: f.username, Password: f.password}, o)
+			url, password := f.url, f.password
+			if file := f.serviceFile(cmd.Flags()); file != "" {
+				svc, err := opencode.ReadServiceFile(file)
+				if err != nil {
+					return fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
+				}
+				url, password = svc.URL, svc.Password()
+				o.PasswordSource = "service file " + file
+			}
+			checks := doctor.Run(cmd.Context(), url, opencode.Options{Username: f.username, Password: password}, o)
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {
 					return err

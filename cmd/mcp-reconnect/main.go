@@ -95,7 +95,9 @@ type watchFlags struct {
 	stableAfter             time.Duration
 	// passwordSource says where the password came from (never the
 	// password): "--password", "env …", "config file …", or "".
-	passwordSource      string
+	passwordSource string
+	// service is --service-file: the OpenCode 2 service file to follow.
+	service             string
 	logLevel, logFormat string
 	logFile             string
 	config              string
@@ -126,6 +128,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.toast, "toast", true, "show a toast in an attached TUI when a server comes back or drops to the slow tier (at most one per server per minute) [$MCP_RECONNECT_TOAST]")
 	fs.BoolVar(&f.netwatch, "netwatch", true, "retry every failed server at once when the network changes (interfaces, addresses, routes) [$MCP_RECONNECT_NETWATCH]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
+	fs.StringVar(&f.service, "service-file", "", "follow the OpenCode 2 background service this service.json describes (its URL and password, read anew when it moves); by default "+defaultServiceFile()+" when neither --url nor a password is given and it exists [$MCP_RECONNECT_SERVICE_FILE]")
 	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
 }
 
@@ -232,13 +235,22 @@ func newWatch() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch [flags]",
 		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
-		Long: `watch attaches to a running OpenCode server (opencode serve, or a TUI started
-with --port) and reconnects its failed MCP servers until stopped with
-SIGINT or SIGTERM.
+		Long: `watch attaches to a running OpenCode server (opencode serve, a TUI started
+with --port, or OpenCode 2's background service) and reconnects its failed
+MCP servers until stopped with SIGINT or SIGTERM. It speaks both OpenCode
+generations (1.x and 2.x), detected at start and again whenever the server
+comes back after it could not be reached.
+
+With no --url and no password, watch follows the OpenCode 2 background
+service if its service.json exists (URL, password and pid; read anew when
+the service restarts on another port or with another password; the
+password is held in memory only), and otherwise watches 1.x at
+http://127.0.0.1:4096.
 
 Every flag can also be set from the environment variable shown in brackets;
 a flag given on the command line wins.`,
-		Example: `  OPENCODE_SERVER_PASSWORD=… mcp-reconnect watch --url http://127.0.0.1:4096
+		Example: `  mcp-reconnect watch      # the OpenCode 2 service (its service.json), else 1.x at :4096
+  OPENCODE_SERVER_PASSWORD=… mcp-reconnect watch --url http://127.0.0.1:4096
   mcp-reconnect watch --directory ~/src/project --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -256,11 +268,16 @@ a flag given on the command line wins.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return daemon.Run(ctx, daemon.Config{
+			cfg := daemon.Config{
 				URL: f.url, Username: f.username, Password: f.password,
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
 				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
-			}, log)
+			}
+			if file := f.serviceFile(cmd.Flags()); file != "" {
+				f.useService(&cfg, file)
+				log.Info("following the OpenCode 2 service", "file", file)
+			}
+			return daemon.Run(ctx, cfg, log)
 		},
 	}
 	f.register(cmd.Flags())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -9,7 +10,38 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
+
+// runV2 wraps an OpenCode 2 command: a 2.x TUI attaches to the user's
+// shared background service instead of serving itself, so there is no
+// child server to manage. It makes sure one daemon watches that service
+// (starting one, detached, when the registry holds none) and then gets
+// out of the way: this process becomes the command.
+func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) error {
+	file := f.service
+	if file == "" {
+		file = defaultServiceFile()
+	}
+	config := ""
+	if cmd.Flags().Changed("config") {
+		config = f.config
+	}
+	reg, err := registry.Default()
+	if err == nil {
+		var started bool
+		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(file, f.logFile, config), 5*time.Second)
+		if started {
+			log.Info("started a daemon for the OpenCode 2 service", "file", file)
+		}
+	}
+	if err != nil {
+		// The user's command matters more than the watch: say why in the
+		// log and start it all the same.
+		log.Warn("the OpenCode 2 service is not watched", "err", err)
+	}
+	return launch.Exec(args, os.Environ())
+}
 
 func newRun() *cobra.Command {
 	var f watchFlags
@@ -29,7 +61,15 @@ own subcommands, so "opencode models" stays the models command. When no password
 passes it to the child as OPENCODE_SERVER_PASSWORD (never on the command
 line, and never printed), so no other local user can drive the server.
 Other OpenCode subcommands (opencode mcp auth, --version, …) pass through
-untouched, so this alias is all it takes:
+untouched.
+
+OpenCode 2 (told by "COMMAND --version"): its TUI attaches to the user's
+shared background service instead of serving itself. run then makes sure a
+daemon watches that service (it starts "mcp-reconnect watch" in the
+background, once, when the registry of running daemons holds none; that
+daemon outlives the TUI, as the service does) and then becomes COMMAND.
+
+This alias is all it takes, for either generation:
 
   alias opencode='mcp-reconnect run -- opencode'`,
 		Example: `  mcp-reconnect run -- opencode
@@ -57,6 +97,15 @@ untouched, so this alias is all it takes:
 				return err
 			}
 			defer closeLog()
+			if launch.IsOpenCode(args[0]) && launch.Serves(args[1:]) {
+				major, err := launch.Major(cmd.Context(), args[0], os.Environ())
+				switch {
+				case err != nil:
+					log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
+				case major >= 2:
+					return runV2(cmd, &f, args, log)
+				}
+			}
 			plan, err := launch.NewPlan(args, os.Environ(), f.password)
 			if err != nil {
 				return err

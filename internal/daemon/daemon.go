@@ -34,6 +34,9 @@ type Config struct {
 	// OpenCode 2 service file), at start and whenever it cannot be
 	// reached; URL and Password are then only the first guess.
 	Discover func(ctx context.Context) (url, password string, err error)
+	// ServiceFile is the OpenCode 2 service file Discover reads, recorded
+	// in the registry so `run` can tell the service is watched.
+	ServiceFile string
 	// Directories armed from the start.
 	Directories []string
 	// StatusAddr is where the status API listens; empty disables it.
@@ -205,7 +208,7 @@ func register(cfg Config, url, bound, token string, log *slog.Logger) (unregiste
 			return func() {}
 		}
 	}
-	remove, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: []string{url}, StatusAddr: bound, Token: token,
+	remove, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: []string{url}, Service: cfg.ServiceFile, StatusAddr: bound, Token: token,
 		Version: cfg.Version, Started: time.Now()})
 	if err != nil {
 		log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)

@@ -206,3 +206,16 @@ func TestNewPort(t *testing.T) {
 		t.Fatal("a port the user gave may be replaced")
 	}
 }
+
+func TestParseMajor(t *testing.T) {
+	for out, want := range map[string]int{"1.18.34\n": 1, "2.0.21": 2, "opencode 2.1.0 (abc)\n": 2, "v10.2.3": 10} {
+		if got, err := ParseMajor(out); err != nil || got != want {
+			t.Errorf("ParseMajor(%q) = %d, %v; want %d", out, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "dev", "1.2"} {
+		if _, err := ParseMajor(bad); err == nil {
+			t.Errorf("ParseMajor(%q) accepted", bad)
+		}
+	}
+}

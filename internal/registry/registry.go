@@ -32,6 +32,9 @@ type Entry struct {
 	PID int `json:"pid"`
 	// URLs are the OpenCode servers it watches.
 	URLs []string `json:"urls"`
+	// Service is the OpenCode 2 service file the daemon follows (it finds
+	// the server's URL and password there, anew when it moves), or "".
+	Service string `json:"service,omitempty"`
 	// StatusAddr is host:port of its status API.
 	StatusAddr string `json:"status_addr"`
 	// Token authorizes mutations of its status API. Secret.

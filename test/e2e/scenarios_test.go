@@ -13,13 +13,13 @@ import (
 
 // lateRemote starts OpenCode with a project whose remote server "late" is
 // not running, and a watcher with that directory armed.
-func lateRemote(t *testing.T) (*OpenCode, *Project, *HTTPServer, *Watcher) {
+func lateRemote(t *testing.T, flags ...string) (*OpenCode, *Project, *HTTPServer, *Watcher) {
 	t.Helper()
 	oc := startOpenCode(t, 0, "")
 	p := newProject(t, nil)
 	remote := newHTTPServer(t, p.ServerLog("late"))
 	rewriteProject(t, p, map[string]any{"late": RemoteServer(remote.URL)})
-	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+	w := startWatch(t, oc, oc.Password, append([]string{"--directory", p.Dir}, flags...)...)
 	w.WaitLog(t, "watching opencode", 15*time.Second)
 	return oc, p, remote, w
 }
@@ -213,13 +213,16 @@ func TestWatchWrongPassword(t *testing.T) {
 	}
 }
 
-// Probes: a remote server down for 20 s (past the fast episode, so its
-// backoff would wait 5 minutes) is connected within seconds of its
-// endpoint accepting connections.
+// Probes: a remote server down past the fast episode (its backoff would
+// wait 5 minutes) is connected within seconds of its endpoint accepting
+// connections, once max-delay has passed since its last attempt (in the
+// slow tier a probe buys one attempt per max-delay; 4 s here, so the
+// test need not wait 30 s).
 func TestWatchProbeRecoversRemoteAfterFastEpisode(t *testing.T) {
-	oc, p, remote, w := lateRemote(t)
+	oc, p, remote, w := lateRemote(t, "--max-delay", "4s")
 	oc.Status(t, p.Dir)
 	w.WaitLog(t, "retrying slowly", 30*time.Second) // the fast episode is spent
+	time.Sleep(4 * time.Second)
 	remote.Start(t)
 	took := oc.WaitStatus(t, p.Dir, "late", "connected", 30*time.Second)
 	t.Logf("connected %v after the endpoint came up", took)

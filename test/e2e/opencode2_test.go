@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+)
+
+// OpenCode 2 cannot be installed here (the npm registry serves 1.x only):
+// these tests run the real mcp-reconnect binary against the 2.x fake, built
+// from ../shared/docs/opencode-v2-facts.md, over real loopback TCP.
+
+// writeServiceFile writes OpenCode 2's service.json under state (an
+// XDG_STATE_HOME), as the background service does at start.
+func writeServiceFile(t *testing.T, state, url, password string, pid int) string {
+	t.Helper()
+	dir := filepath.Join(state, "opencode")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"id": "svc", "version": "2.0.21", "url": url, "pid": pid, "password": password})
+	file := filepath.Join(dir, "service.json")
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// v2Env is an environment with no OpenCode URL or password and its own
+// state and config directories.
+func v2Env(state, config string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "OPENCODE_URL", "OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME", "OPENCODE_PASSWORD", "XDG_STATE_HOME", "XDG_CONFIG_HOME":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "XDG_STATE_HOME="+state, "XDG_CONFIG_HOME="+config)
+}
+
+// waitRequests waits until fake has served a status read for dir.
+func waitStatusRead(t *testing.T, fake *fake2.Server, dir string, logs *ochost.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for fake.Count(fake2.RouteMCP, dir, "") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no status read of %s on the 2.x server within 30 s; watch output:\n%s", dir, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// `watch` with no flags finds the OpenCode 2 service from its service.json
+// (URL, password, pid), and follows it when it restarts on another port
+// with another password.
+func TestWatchFollowsOpenCode2Service(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	state, config := t.TempDir(), t.TempDir()
+	first := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	first.SetPassword("first-secret-pw")
+	first.SetPID(1001)
+	srv1 := httptest.NewServer(first)
+	defer srv1.Close()
+	file := writeServiceFile(t, state, srv1.URL, "first-secret-pw", 1001)
+
+	logs := &ochost.Buffer{}
+	cmd := exec.Command(reconnectBin, "watch", "--status-addr", "127.0.0.1:0", "--log-level", "debug")
+	cmd.Env = v2Env(state, config)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		for _, secret := range []string{"first-secret-pw", "second-secret-pw"} {
+			if strings.Contains(logs.String(), secret) {
+				t.Errorf("the service password %q reached the watcher's output", secret)
+			}
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for first.Subscribers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch never subscribed to the 2.x event stream:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), file) || !strings.Contains(logs.String(), "generation=2.x") {
+		t.Fatalf("watch did not say it follows %s on 2.x:\n%s", file, logs)
+	}
+	first.Publish("/p one", "session.execution.started", map[string]any{"sessionID": "ses_1"})
+	waitStatusRead(t, first, "/p one", logs)
+
+	// The service restarts on another port with another password.
+	srv1.Close()
+	second := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	second.SetPassword("second-secret-pw")
+	second.SetPID(2002)
+	srv2 := httptest.NewServer(second)
+	defer srv2.Close()
+	writeServiceFile(t, state, srv2.URL, "second-secret-pw", 2002)
+	deadline = time.Now().Add(60 * time.Second)
+	for second.Subscribers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not follow the service to its new port:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	second.Publish("/p two", "session.execution.started", map[string]any{"sessionID": "ses_2"})
+	waitStatusRead(t, second, "/p two", logs)
+	if n := second.Count(fake2.RouteUnauthorized, "", ""); n != 0 {
+		t.Fatalf("%d requests to the new service were refused: the old password was used", n)
+	}
+	if n := second.Count(fake2.RouteMCP, "/p one", ""); n != 0 {
+		t.Fatalf("the restarted service got %d reads for a directory nobody used since", n)
+	}
+}
+
+// `run` on OpenCode 2: the TUI attaches to the shared service, so run
+// makes sure one daemon watches that service (started once, detached,
+// found in the registry) and then becomes the command: same arguments (no
+// --port), same exit code.
+func TestRunOnOpenCode2StartsOneServiceWatch(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	state, config, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	argsFile := filepath.Join(bin, "args")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 2.0.21; exit 0; fi\necho \"$@\" >> " + argsFile + "\nexit 7\n"
+	oc := filepath.Join(bin, "opencode")
+	if err := os.WriteFile(oc, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	reg := &registry.Registry{Dir: filepath.Join(state, "mcp-reconnect", "daemons")}
+	t.Cleanup(func() {
+		entries, _ := reg.List()
+		for _, e := range entries {
+			_ = syscall.Kill(e.PID, syscall.SIGTERM)
+		}
+	})
+	for i := range 2 {
+		cmd := exec.Command(reconnectBin, "run", "--", oc, "--auto")
+		cmd.Env = v2Env(state, config)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+			t.Fatalf("run %d: exit %v, want the command's 7; output:\n%s", i, err, out)
+		}
+	}
+	args, _ := os.ReadFile(argsFile)
+	if got := string(args); got != "--auto\n--auto\n" {
+		t.Fatalf("the command got %q, want its own arguments untouched", got)
+	}
+	entries, err := reg.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watching []registry.Entry
+	for _, e := range entries {
+		if e.Service == filepath.Join(state, "opencode", "service.json") {
+			watching = append(watching, e)
+		}
+	}
+	if len(watching) != 1 {
+		t.Fatalf("daemons following the service = %d, want 1 (registry: %+v)", len(watching), entries)
+	}
+	if err := syscall.Kill(watching[0].PID, 0); err != nil {
+		t.Fatalf("the service daemon is not running: %v", err)
+	}
+}
