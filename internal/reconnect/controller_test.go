@@ -19,9 +19,9 @@ import (
 // read before it started waiting: the user disabled it meanwhile, and a
 // connect would re-enable it (rule 1, rule 7).
 func TestSlotWaitRereadsStatusBeforeConnect(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
-		fake.SetDirConfig("/busy", map[string]fakeopencode.Spec{"slow": {Status: "failed", ConnectDelay: 20 * time.Second}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
+		fake.SetDirConfig("/busy", map[string]Spec{"slow": {Status: "failed", ConnectDelay: 20 * time.Second}})
 		cfg := noJitter()
 		cfg.MaxConcurrent = 1
 		r := newRig(t, fake, cfg, nil)
@@ -34,7 +34,7 @@ func TestSlotWaitRereadsStatusBeforeConnect(t *testing.T) {
 		}
 		fake.SetStatus(dirA, "f", "disabled", "") // the user disables it while it waits
 		r.at(30 * time.Second)                    // the slot came free at 21 s
-		if n := fake.Count("/mcp/{name}/connect", dirA, "f"); n != 0 {
+		if n := fake.Count(routeConnect, dirA, "f"); n != 0 {
 			t.Fatalf("a server disabled during its slot wait got %d connects", n)
 		}
 		if s := r.server(dirA, "f"); s.Status != "disabled" {
@@ -47,9 +47,9 @@ func TestSlotWaitRereadsStatusBeforeConnect(t *testing.T) {
 // poll: a thousand waiting directories do not hammer OpenCode while a
 // connect holds the only slot for a minute.
 func TestSlotWaitDoesNotPoll(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
-		fake.SetDirConfig("/busy", map[string]fakeopencode.Spec{"slow": {Status: "failed", ConnectDelay: 60 * time.Second}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
+		fake.SetDirConfig("/busy", map[string]Spec{"slow": {Status: "failed", ConnectDelay: 60 * time.Second}})
 		cfg := noJitter()
 		cfg.MaxConcurrent = 1
 		r := newRig(t, fake, cfg, nil)
@@ -61,7 +61,7 @@ func TestSlotWaitDoesNotPoll(t *testing.T) {
 		r.at(50 * time.Second)
 		// Each waiting directory: its first check, one idle check at about
 		// 31 s; nothing else while the slot is held.
-		if n := fake.Count("/mcp", "", "") - fake.Count("/mcp", "/busy", ""); n > 20*2 {
+		if n := fake.Count(routeStatus, "", "") - fake.Count(routeStatus, "/busy", ""); n > 20*2 {
 			t.Fatalf("%d status reads by 20 directories waiting for a slot", n)
 		}
 	})
@@ -70,10 +70,10 @@ func TestSlotWaitDoesNotPoll(t *testing.T) {
 // A restart repair is decided from a fresh read too: a remote server the
 // user disabled after its endpoint was last seen is left disabled.
 func TestRestartRepairRereadsStatus(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
 		ep.up.Store(true)
-		r, fake := probeRigWith(t, ep, map[string]fakeopencode.Spec{
+		r, fake := probeRigWith(t, g, ep, map[string]Spec{
 			"r": {Type: "remote", URL: "http://r.test:9000/mcp"},
 		}, Options{})
 		_ = r.eng.Arm(dirA, "test")
@@ -84,7 +84,7 @@ func TestRestartRepairRereadsStatus(t *testing.T) {
 		r.at(4 * time.Second)
 		ep.up.Store(true)
 		r.at(10 * time.Second)
-		if n := fake.Count("/mcp/{name}/connect", dirA, "r"); n != 0 {
+		if n := fake.Count(routeConnect, dirA, "r"); n != 0 {
 			t.Fatalf("a disabled server got %d connects from a restart repair", n)
 		}
 	})
@@ -94,8 +94,8 @@ func TestRestartRepairRereadsStatus(t *testing.T) {
 // every directory is forgotten, and no request names one until a client
 // uses it again (rule 8).
 func TestRestartOfOpenCodeForgetsDirectories(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm("/a", "test")
@@ -111,9 +111,9 @@ func TestRestartOfOpenCodeForgetsDirectories(t *testing.T) {
 			t.Fatalf("%d directories still armed", n)
 		}
 		// A client uses /b again: it is armed and checked.
-		fake.Publish("/b", "session.updated", nil)
+		fake.Activity("/b")
 		r.at(10*time.Minute + 1500*time.Millisecond)
-		if n := fake.Count("/mcp", "/b", ""); n != 1 {
+		if n := fake.Count(routeStatus, "/b", ""); n != 1 {
 			t.Fatalf("status reads of /b after activity = %d, want 1", n)
 		}
 		if n := fake.Count("", "/a", ""); n != 0 {
@@ -125,15 +125,15 @@ func TestRestartOfOpenCodeForgetsDirectories(t *testing.T) {
 // A stream hiccup (OpenCode stayed reachable) re-checks each armed
 // directory once.
 func TestStreamHiccupRechecksOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ok": {}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"ok": {}})
 		r := newRig(t, fake, noJitter(), nil)
 		_ = r.eng.Arm("/a", "test")
 		r.at(5 * time.Second)
-		before := fake.Count("/mcp", "/a", "")
+		before := fake.Count(routeStatus, "/a", "")
 		r.eng.StreamConnected(false)
 		r.at(6*time.Second + time.Millisecond)
-		if n := fake.Count("/mcp", "/a", "") - before; n != 1 {
+		if n := fake.Count(routeStatus, "/a", "") - before; n != 1 {
 			t.Fatalf("reads after a hiccup = %d, want 1", n)
 		}
 	})
@@ -157,11 +157,15 @@ func (o *refusingOC) MCPStatus(ctx context.Context, dir string) (map[string]open
 // forgotten: the next status read, when it is back, would re-create
 // instances nobody uses.
 func TestRefusedConnectionForgetsDirectories(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ok": {}})
-		tr, stop := fake.Serve()
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"ok": {}})
+		rr := &rig{t: t, fake: fake}
+		tr, stop := rr.serve()
 		defer stop()
-		client, _ := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr})
+		client, _ := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr, Password: fake.Secret()}})
+		if _, _, err := client.Detect(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		oc := &refusingOC{OpenCode: client}
 		eng, err := New(noJitter(), oc, Options{})
 		if err != nil {
@@ -197,9 +201,9 @@ func TestRefusedConnectionForgetsDirectories(t *testing.T) {
 func TestFlappingEndpointRespectsSlowTier(t *testing.T) {
 	for _, slow := range []time.Duration{5 * time.Minute, 0} {
 		t.Run(fmt.Sprint("slow-interval=", slow), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
+			eachGen(t, func(t *testing.T, g generation) {
 				ep := &endpoint{}
-				fake := fakeopencode.New(map[string]fakeopencode.Spec{
+				fake := g.new(map[string]Spec{
 					"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
 				})
 				cfg := noJitter()
@@ -228,7 +232,7 @@ func TestFlappingEndpointRespectsSlowTier(t *testing.T) {
 }
 
 // newRigFlapping is a probing rig over ep.
-func newRigFlapping(t *testing.T, fake *fakeopencode.Server, cfg Config, o Options, ep *endpoint) *rig {
+func newRigFlapping(t *testing.T, fake fakeOC, cfg Config, o Options, ep *endpoint) *rig {
 	o.Prober = newTestProber(ep)
 	r := newRigWith(t, fake, cfg, o)
 	t.Cleanup(ep.close)
@@ -239,8 +243,8 @@ func newRigFlapping(t *testing.T, fake *fakeopencode.Server, cfg Config, o Optio
 // on to the slow tier and says so; only a read that no longer lists the
 // server forgets it.
 func TestConnect404KeepsEpisode(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ghost": {Status: "failed", ConnectNotFound: true}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"ghost": {Status: "failed", ConnectNotFound: true}})
 		r := newRig(t, fake, noJitter(), nil)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(5*time.Minute + 20*time.Second)
@@ -257,8 +261,8 @@ func TestConnect404KeepsEpisode(t *testing.T) {
 // episode and reaches the slow tier, instead of being respawned every few
 // seconds forever (the kubelet's crash-loop backoff).
 func TestCrashLoopReachesSlowTier(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"loop": {AfterConnect: "connected", CrashAfter: 2 * time.Second}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"loop": {AfterConnect: "connected", CrashAfter: 2 * time.Second}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")
@@ -279,8 +283,8 @@ func TestCrashLoopReachesSlowTier(t *testing.T) {
 // A server that stays connected for stable-after after its last attempt
 // clears its counter; its next crash starts a fresh episode.
 func TestStableServerClearsItsCounter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed", AfterConnect: "connected"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed", AfterConnect: "connected"}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")
@@ -296,18 +300,28 @@ func TestStableServerClearsItsCounter(t *testing.T) {
 }
 
 // A first crash (a connected server with a clear counter) is checked and
-// connected at once, not initial-delay later.
+// connected at once, not initial-delay later (1.x; 2.x cannot tell a crash
+// from any other transition).
 func TestFirstCrashIsRetriedAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"s": {AfterConnect: "connected"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {AfterConnect: "connected"}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")
 		r.at(10 * time.Second)
 		fake.Crash(dirA, "s")
-		r.at(10*time.Second + time.Millisecond)
-		if got := r.connectTimes(dirA, "s"); len(got) != 1 || got[0] != 10*time.Second {
-			t.Fatalf("connects = %v, want one at once (10s)", got)
+		// 1.x reports a closed connection (mcp.tools.changed): a first
+		// crash, connected at once. 2.x reports only a transition
+		// (mcp.status.changed, which a start or a success sends too): a
+		// wake, checked initial-delay later, where the read shows the
+		// crash.
+		first := 10 * time.Second
+		if g.name == "v2" {
+			first = 11 * time.Second
+		}
+		r.at(first + time.Millisecond)
+		if got := r.connectTimes(dirA, "s"); len(got) != 1 || got[0] != first {
+			t.Fatalf("connects = %v, want one at %v", got, first)
 		}
 		// A second crash soon after is a crash loop: initial-delay later.
 		r.at(12 * time.Second)
@@ -326,18 +340,18 @@ func TestFirstCrashIsRetriedAtOnce(t *testing.T) {
 // A thousand crash reports for a healthy server cost a bounded number of
 // reads: the shortcut runs at most once per initial-delay per directory.
 func TestCrashReportStormIsBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"s": {}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")
 		r.at(2 * time.Second)
-		before := fake.Count("/mcp", dirA, "")
+		before := fake.Count(routeStatus, dirA, "")
 		for i := range 1000 {
-			fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "s"})
+			fake.ReportCrash(dirA, "s")
 			r.at(2*time.Second + time.Duration(i)*10*time.Millisecond)
 		}
-		if n := fake.Count("/mcp", dirA, "") - before; n > 25 {
+		if n := fake.Count(routeStatus, dirA, "") - before; n > 25 {
 			t.Fatalf("%d status reads for 1000 crash reports over 10 s", n)
 		}
 	})
@@ -347,8 +361,8 @@ func TestCrashReportStormIsBounded(t *testing.T) {
 // per max-delay at most, none once stopped, and a thousand changes cost
 // no more.
 func TestNetworkChangesAreRateLimited(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), nil)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(time.Minute)
@@ -366,8 +380,8 @@ func TestNetworkChangesAreRateLimited(t *testing.T) {
 // With slow-interval 0, a network change causes no attempt at all once the
 // fast episode is spent.
 func TestNetworkChangeRespectsStopped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		cfg := noJitter()
 		cfg.Backoff.SlowInterval = 0
 		r := newRig(t, fake, cfg, nil)
@@ -384,16 +398,16 @@ func TestNetworkChangeRespectsStopped(t *testing.T) {
 // One failed GET /config does not leave server kinds unknown for good: the
 // next check asks again, and the remote server is then probed.
 func TestConfigFailureIsRetried(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+		fake := g.new(map[string]Spec{
 			"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
 		})
 		fake.FailConfig(1)
 		r := newRigFlapping(t, fake, noJitter(), Options{}, ep)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(30 * time.Second)
-		if n := fake.Count("/config", dirA, ""); n != 2 {
+		if n := fake.Count(routeConfig, dirA, ""); n != 2 {
 			t.Fatalf("config reads = %d, want 2 (one failed, one asked again)", n)
 		}
 		if ep.dials.Load() == 0 {

@@ -2,6 +2,7 @@ package reconnect
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,16 +15,19 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// rig is an engine wired to an in-process fake OpenCode over an in-memory
-// pipe, inside a synctest bubble.
+// rig is an engine wired to an in-process fake OpenCode of either
+// generation over an in-memory pipe, inside a synctest bubble. The engine
+// reaches it through opencode.Server, which detects the generation once at
+// start, as the daemon does.
 type rig struct {
 	t      *testing.T
-	fake   *fakeopencode.Server
-	client *opencode.Client
+	fake   fakeOC
+	client *opencode.Server
 	eng    *Engine
 	start  time.Time
 	mu     sync.Mutex
 	events []Event
+	wire   []string // every HTTP request the fake received: "METHOD path"
 }
 
 // noJitter is the default config without jitter, so times are exact.
@@ -35,19 +39,24 @@ func noJitter() Config {
 
 // newRig starts the engine; call only inside synctest.Test. Everything is
 // stopped by t.Cleanup before the bubble ends.
-func newRig(t *testing.T, fake *fakeopencode.Server, cfg Config, budget *Budget) *rig {
+func newRig(t *testing.T, fake fakeOC, cfg Config, budget *Budget) *rig {
 	return newRigWith(t, fake, cfg, Options{Budget: budget})
 }
 
 // newRigWith is newRig with more engine options.
-func newRigWith(t *testing.T, fake *fakeopencode.Server, cfg Config, o Options) *rig {
+func newRigWith(t *testing.T, fake fakeOC, cfg Config, o Options) *rig {
 	t.Helper()
-	tr, stopFake := fake.Serve()
-	client, err := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr, Password: fake.Password})
+	r := &rig{t: t, fake: fake, start: time.Now()}
+	tr, stopFake := r.serve()
+	client, err := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr, Password: fake.Secret()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, fake: fake, client: client, start: time.Now()}
+	r.client = client
+	// The daemon detects the generation once at start.
+	if gen, _, err := client.Detect(context.Background()); err != nil || gen.String() != map[string]string{"v1": "1.x", "v2": "2.x"}[fake.Gen()] {
+		t.Fatalf("detected %v, %v; want the %s fake's generation", gen, err, fake.Gen())
+	}
 	o.URL = fakeopencode.URL
 	o.OnEvent = func(ev Event) {
 		r.mu.Lock()
@@ -73,6 +82,37 @@ func newRigWith(t *testing.T, fake *fakeopencode.Server, cfg Config, o Options) 
 	return r
 }
 
+// serve serves the fake on an in-memory pipe, noting every request that
+// reaches it (the fakes record only the routes they know), and returns
+// the transport to reach it and a function that stops it.
+func (r *rig) serve() (*http.Transport, func()) {
+	l := fakeopencode.NewPipeListener()
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+		r.mu.Lock()
+		r.wire = append(r.wire, q.Method+" "+q.URL.Path)
+		r.mu.Unlock()
+		r.fake.ServeHTTP(w, q)
+	})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(l)
+	}()
+	tr := &http.Transport{DialContext: l.Dial, MaxIdleConnsPerHost: 64}
+	return tr, func() {
+		tr.CloseIdleConnections()
+		_ = hs.Close()
+		<-done
+	}
+}
+
+// wireRequests is every HTTP request the fake received.
+func (r *rig) wireRequests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.wire...)
+}
+
 // at advances the fake clock to d after the rig started and lets every
 // goroutine settle.
 func (r *rig) at(d time.Duration) {
@@ -88,7 +128,7 @@ func (r *rig) at(d time.Duration) {
 func (r *rig) connectTimes(dir, name string) []time.Duration {
 	var out []time.Duration
 	for _, q := range r.fake.Requests() {
-		if q.Route == "/mcp/{name}/connect" && q.Directory == dir && q.Name == name {
+		if q.Route == routeConnect && q.Directory == dir && q.Name == name {
 			out = append(out, q.Time.Sub(r.start))
 		}
 	}
@@ -141,10 +181,12 @@ func equalDurations(a, b []time.Duration) bool {
 	return true
 }
 
-// stream subscribes the engine to the fake's /global/event, as the daemon
+// stream subscribes the engine to the fake's event stream, as the daemon
 // does, until the test ends.
 func (r *rig) stream() {
-	r.fake.SetHeartbeat(10 * time.Second) // as OpenCode does: the stream stays up
+	if r.fake.Gen() == "v1" {
+		r.fake.SetHeartbeat(10 * time.Second) // as OpenCode 1.x does: the stream stays up
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -159,8 +201,8 @@ func (r *rig) stream() {
 }
 
 // perDirRequests counts requests that name a directory.
-func (r *rig) perDirRequests() []fakeopencode.Request {
-	var out []fakeopencode.Request
+func (r *rig) perDirRequests() []request {
+	var out []request
 	for _, q := range r.fake.Requests() {
 		if q.Directory != "" {
 			out = append(out, q)

@@ -8,10 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
 )
 
@@ -43,8 +41,8 @@ func (ep *endpoint) close() {
 	}
 }
 
-func probeRig(t *testing.T, ep *endpoint) (*rig, *fakeopencode.Server) {
-	return probeRigWith(t, ep, map[string]fakeopencode.Spec{
+func probeRig(t *testing.T, g generation, ep *endpoint) (*rig, fakeOC) {
+	return probeRigWith(t, g, ep, map[string]Spec{
 		"r": {Status: "failed", Error: "SSE error: Unable to connect", Type: "remote", URL: "http://r.test:9000/mcp"},
 		"l": {},
 	}, Options{})
@@ -52,8 +50,8 @@ func probeRig(t *testing.T, ep *endpoint) (*rig, *fakeopencode.Server) {
 
 // probeRigWith is a rig whose engine probes through ep, with these servers
 // in every directory.
-func probeRigWith(t *testing.T, ep *endpoint, specs map[string]fakeopencode.Spec, o Options) (*rig, *fakeopencode.Server) {
-	fake := fakeopencode.New(specs)
+func probeRigWith(t *testing.T, g generation, ep *endpoint, specs map[string]Spec, o Options) (*rig, fakeOC) {
+	fake := g.new(specs)
 	return newRigFlapping(t, fake, noJitter(), o, ep), fake
 }
 
@@ -69,9 +67,9 @@ func newTestProber(ep *endpoint) *probe.Prober {
 // would be minutes away), as long as its last attempt is max-delay ago
 // (rule 5: in the slow tier a probe buys one attempt per max-delay).
 func TestProbeConnectsWhenEndpointReturns(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		r, fake := probeRig(t, ep)
+		r, fake := probeRig(t, g, ep)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(60 * time.Second)
 		if got := r.connectTimes(dirA, "r"); len(got) != 5 {
@@ -103,9 +101,9 @@ func TestProbeConnectsWhenEndpointReturns(t *testing.T) {
 // An endpoint that returns less than max-delay after the last slow-tier
 // attempt waits until max-delay after it, not for the slow interval.
 func TestProbeInSlowTierWaitsForMaxDelay(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		r, _ := probeRig(t, ep)
+		r, _ := probeRig(t, g, ep)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(20 * time.Second) // last fast attempt at 16 s
 		ep.up.Store(true)
@@ -120,9 +118,9 @@ func TestProbeInSlowTierWaitsForMaxDelay(t *testing.T) {
 // An endpoint that answers while the server stays failed (say, it needs
 // credentials) causes one probe-triggered connect, not one per probe.
 func TestProbeDoesNotHammerAReachableButBrokenServer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		r, _ := probeRig(t, ep)
+		r, _ := probeRig(t, g, ep)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(20 * time.Second)
 		ep.up.Store(true)
@@ -141,9 +139,9 @@ func TestProbeDoesNotHammerAReachableButBrokenServer(t *testing.T) {
 
 // Local servers are never probed.
 func TestProbeOnlyRemote(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		r, _ := probeRigWith(t, ep, map[string]fakeopencode.Spec{"l": {Status: "failed"}}, Options{})
+		r, _ := probeRigWith(t, g, ep, map[string]Spec{"l": {Status: "failed"}}, Options{})
 		_ = r.eng.Arm(dirA, "test")
 		r.at(time.Minute)
 		if n := ep.dials.Load(); n != 0 {
@@ -157,10 +155,10 @@ func TestProbeOnlyRemote(t *testing.T) {
 // back, so it is connected again. An idle connection the server merely
 // closes is not a restart.
 func TestStaleSessionRepairedAfterRestart(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
 		ep.up.Store(true)
-		r, fake := probeRigWith(t, ep, map[string]fakeopencode.Spec{
+		r, fake := probeRigWith(t, g, ep, map[string]Spec{
 			"r":   {Status: "connected", Type: "remote", URL: "http://r.test:9000/mcp", AfterConnect: "connected"},
 			"off": {Status: "disabled", Type: "remote", URL: "http://off.test:9000/mcp"},
 		}, Options{})
@@ -189,7 +187,7 @@ func TestStaleSessionRepairedAfterRestart(t *testing.T) {
 		if n := len(r.eventsOf(EventReconnected)); n != 1 {
 			t.Fatalf("reconnected events = %d, want 1", n)
 		}
-		if n := fake.Count("/mcp/{name}/connect", "", "off"); n != 0 {
+		if n := fake.Count(routeConnect, "", "off"); n != 0 {
 			t.Fatalf("the disabled server got %d connects", n)
 		}
 		if s := r.server(dirA, "off"); s.Status != "disabled" {
@@ -201,10 +199,10 @@ func TestStaleSessionRepairedAfterRestart(t *testing.T) {
 // However many directories use one remote server, its endpoint is watched
 // over one held connection, and a restart repairs it in every directory.
 func TestEndpointWatchIsSharedAcrossDirectories(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
 		ep.up.Store(true)
-		r, _ := probeRigWith(t, ep, map[string]fakeopencode.Spec{
+		r, _ := probeRigWith(t, g, ep, map[string]Spec{
 			"r": {Status: "connected", Type: "remote", URL: "http://r.test:9000/mcp", AfterConnect: "connected"},
 		}, Options{})
 		dirs := []string{"/a", "/b", "/c"}
@@ -233,9 +231,9 @@ func TestEndpointWatchIsSharedAcrossDirectories(t *testing.T) {
 // Directories sharing a failed remote server share its probes: ten
 // directories do not dial ten times a second.
 func TestProbesAreSharedAcrossDirectories(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		r, _ := probeRigWith(t, ep, map[string]fakeopencode.Spec{
+		r, _ := probeRigWith(t, g, ep, map[string]Spec{
 			"r": {Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"},
 		}, Options{Budget: NewBudget(100)})
 		for i := range 10 {

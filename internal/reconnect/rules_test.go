@@ -2,19 +2,19 @@ package reconnect
 
 import (
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
 
 // Rule 1: only failed is retried, whatever else happens: arming, events
 // naming the server, explicit reconnects.
 func TestOnlyFailedIsRetried(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
 			"c": {Status: "connected"},
 			"d": {Status: "disabled"},
 			"f": {Status: "failed", Error: "boom"},
@@ -29,7 +29,7 @@ func TestOnlyFailedIsRetried(t *testing.T) {
 		}
 		r.at(3 * time.Second)
 		for _, n := range []string{"c", "d", "f", "a", "r", "x"} {
-			fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": n})
+			fake.ReportCrash(dirA, n)
 			if _, err := r.eng.Reconnect(dirA, []string{n}); err != nil {
 				t.Fatal(err)
 			}
@@ -39,11 +39,11 @@ func TestOnlyFailedIsRetried(t *testing.T) {
 		}
 		r.at(2 * time.Minute)
 		for _, n := range []string{"c", "d", "a", "r", "x"} {
-			if got := fake.Count("/mcp/{name}/connect", "", n); got != 0 {
+			if got := fake.Count(routeConnect, "", n); got != 0 {
 				t.Errorf("server %q (not failed) got %d connect calls", n, got)
 			}
 		}
-		if got := fake.Count("/mcp/{name}/connect", dirA, "f"); got < 3 {
+		if got := fake.Count(routeConnect, dirA, "f"); got < 3 {
 			t.Errorf("failed server got %d connect calls, want several", got)
 		}
 		if s := r.server(dirA, "a"); !strings.Contains(s.Hint, "opencode mcp auth a") {
@@ -58,27 +58,51 @@ func TestOnlyFailedIsRetried(t *testing.T) {
 // Rule 3: no per-directory request before arming, for every kind of event
 // that must not arm.
 func TestPassiveUntilArmed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		const d = "/home/u/idle project"
-		fake.Publish("global", "project.updated", map[string]any{"id": "p", "worktree": d})
-		fake.Publish(d, "project.updated", map[string]any{"id": "p", "worktree": d})
-		fake.Publish(d, "project.initialized", map[string]any{"worktree": d})
-		fake.Publish(d, "server.heartbeat", nil)
-		fake.Publish(d, "server.connected", nil)
-		fake.Publish(d, "installation.updated", nil)
-		fake.Publish(d, "file.edited", map[string]any{"file": d + "/x"})
-		fake.Publish(d, "lsp.updated", nil)
-		fake.Publish(d, "server.instance.disposed", map[string]any{"directory": d})
-		fake.Publish("global", "global.disposed", nil)
-		fake.Publish("global", "mcp.tools.changed", map[string]any{"server": "f"})
-		fake.Publish("relative/dir", "mcp.tools.changed", map[string]any{"server": "f"})
-		fake.Publish("", "session.updated", nil)
-		fake.Publish("global", "session.status", nil)
+		if g.name == "v1" {
+			fake.Publish("global", "project.updated", map[string]any{"id": "p", "worktree": d})
+			fake.Publish(d, "project.updated", map[string]any{"id": "p", "worktree": d})
+			fake.Publish(d, "project.initialized", map[string]any{"worktree": d})
+			fake.Publish(d, "server.heartbeat", nil)
+			fake.Publish(d, "server.connected", nil)
+			fake.Publish(d, "installation.updated", nil)
+			fake.Publish(d, "file.edited", map[string]any{"file": d + "/x"})
+			fake.Publish(d, "lsp.updated", nil)
+			fake.Publish(d, "server.instance.disposed", map[string]any{"directory": d})
+			fake.Publish("global", "global.disposed", nil)
+			fake.Publish("global", "mcp.tools.changed", map[string]any{"server": "f"})
+			fake.Publish("relative/dir", "mcp.tools.changed", map[string]any{"server": "f"})
+			fake.Publish("", "session.updated", nil)
+			fake.Publish("global", "session.status", nil)
+			fake.PublishRaw([]byte(`{"directory": 7, "payload": {"type": "mcp.tools.changed"}}`))
+		} else {
+			// 2.x: the same kinds of event in its envelope, plus what
+			// 2.x adds: mcp.tools.changed and mcp.resources.changed are
+			// not state changes, location.shutdown of an unarmed
+			// location, events without a location or with one of
+			// another shape, and a 1.x frame (no "type").
+			fake.Publish(d, "project.updated", map[string]any{"id": "p", "worktree": d})
+			fake.Publish(d, "server.connected", nil)
+			fake.Publish(d, "installation.updated", nil)
+			fake.Publish(d, "file.edited", map[string]any{"file": d + "/x"})
+			fake.Publish(d, "lsp.updated", nil)
+			fake.Publish(d, "mcp.tools.changed", map[string]any{"server": "f"})
+			fake.Publish(d, "mcp.resources.changed", map[string]any{"server": "f"})
+			fake.Publish(d, "location.shutdown", nil)
+			fake.Publish("", "location.shutdown", nil)
+			fake.Publish("", "mcp.status.changed", map[string]any{"server": "f"})
+			fake.Publish("relative/dir", "mcp.status.changed", map[string]any{"server": "f"})
+			fake.Publish("", "session.execution.started", map[string]any{"sessionID": "ses_1"})
+			fake.Publish("global", "session.execution.started", map[string]any{"sessionID": "ses_1"})
+			fake.PublishRaw([]byte(`{"id":"e","type":"mcp.status.changed","location":{"directory":7},"data":{"server":"f"}}`))
+			fake.PublishRaw([]byte(`{"id":"e","type":"mcp.status.changed","location":"` + d + `","data":{"server":"f"}}`))
+			fake.PublishRaw([]byte(`{"directory":"` + d + `","payload":{"type":"mcp.tools.changed","properties":{"server":"f"}}}`))
+		}
 		fake.PublishRaw([]byte(`not json`))
-		fake.PublishRaw([]byte(`{"directory": 7, "payload": {"type": "mcp.tools.changed"}}`))
 		fake.PublishRaw([]byte(`["array"]`))
 		r.at(5 * time.Minute)
 		if reqs := r.perDirRequests(); len(reqs) != 0 {
@@ -94,34 +118,47 @@ func TestPassiveUntilArmed(t *testing.T) {
 }
 
 // Rule 3: each arming event arms its directory, and its first check runs
-// initial-delay later, not before; except a crash report naming a server
-// (rule 4: a first crash), which is checked at once.
+// initial-delay later, not before; except a 1.x crash report naming a
+// server (rule 4: a first crash), which is checked at once.
 func TestArmingEvents(t *testing.T) {
-	for _, typ := range []string{"mcp.tools.changed", "session.created", "session.updated", "session.status", "message.updated", "message.part.updated"} {
-		t.Run(typ, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
-				r := newRig(t, fake, noJitter(), nil)
-				r.stream()
-				fake.Publish(dirA, typ, map[string]any{"server": "f"})
-				first := time.Second
-				if typ == "mcp.tools.changed" {
-					first = 0
-				}
-				if first > 0 {
-					r.at(first - time.Millisecond)
-					if n := len(r.perDirRequests()); n != 0 {
-						t.Fatalf("%d requests before initial-delay", n)
-					}
-				}
-				r.at(first + time.Millisecond)
-				if n := fake.Count("/mcp", dirA, ""); n != 1 {
-					t.Fatalf("status reads at %v = %d, want 1", first, n)
-				}
-				if n := fake.Count("/mcp/{name}/connect", dirA, "f"); n != 1 {
-					t.Fatalf("connects at %v = %d, want 1", first, n)
-				}
-			})
+	for _, g := range generations {
+		t.Run(g.name, func(t *testing.T) {
+			for _, typ := range g.new(nil).ArmingTypes() {
+				t.Run(typ, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						fake := g.new(map[string]Spec{"f": {Status: "failed"}})
+						r := newRig(t, fake, noJitter(), nil)
+						r.stream()
+						props := map[string]any{"server": "f"}
+						if typ != fake.CrashType() && g.name == "v2" {
+							props = map[string]any{"sessionID": "ses_1"}
+						}
+						fake.Publish(dirA, typ, props)
+						first := time.Second
+						// 1.x's mcp.tools.changed reports a closed
+						// connection: a first crash, checked at once. 2.x's
+						// mcp.status.changed reports any transition (a
+						// start, a success, a disconnect): a wake, checked
+						// initial-delay later.
+						if typ == fake.CrashType() && g.name == "v1" {
+							first = 0
+						}
+						if first > 0 {
+							r.at(first - time.Millisecond)
+							if n := len(r.perDirRequests()); n != 0 {
+								t.Fatalf("%d requests before initial-delay", n)
+							}
+						}
+						r.at(first + time.Millisecond)
+						if n := fake.Count(routeStatus, dirA, ""); n != 1 {
+							t.Fatalf("status reads at %v = %d, want 1", first, n)
+						}
+						if n := fake.Count(routeConnect, dirA, "f"); n != 1 {
+							t.Fatalf("connects at %v = %d, want 1", first, n)
+						}
+					})
+				})
+			}
 		})
 	}
 }
@@ -129,8 +166,8 @@ func TestArmingEvents(t *testing.T) {
 func TestScheduleJitterBounds(t *testing.T) {
 	for seed := range 5 {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+			eachGen(t, func(t *testing.T, g generation) {
+				fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 				cfg := DefaultConfig // jitter 0.2
 				r := newRig(t, fake, cfg, nil)
 				if err := r.eng.Arm(dirA, "test"); err != nil {
@@ -161,8 +198,8 @@ func TestScheduleJitterBounds(t *testing.T) {
 
 // Rule 4: delays are capped at max-delay.
 func TestScheduleCappedAtMaxDelay(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		cfg := noJitter()
 		cfg.Backoff.Max = 3 * time.Second
 		cfg.Backoff.FastAttempts = 7
@@ -180,8 +217,8 @@ func TestScheduleCappedAtMaxDelay(t *testing.T) {
 // counter, one seen in any other state (not failed) too, and a server
 // removed from the config is forgotten.
 func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}, "g": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}, "g": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), nil)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(4500 * time.Millisecond) // attempts at 1, 2, 4
@@ -222,7 +259,7 @@ func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
 			}
 		}
 		// It comes back failing: starts afresh at attempt 1.
-		fake.AddServer(dirA, "g", fakeopencode.Spec{Status: "failed"})
+		fake.AddServer(dirA, "g", Spec{Status: "failed"})
 		_, _ = r.eng.Reconnect(dirA, []string{"nothing"})
 		r.at(140*time.Second + 10*time.Millisecond)
 		if s := r.server(dirA, "g"); s.Attempts != 1 {
@@ -234,8 +271,8 @@ func TestCountersResetWhenHealthyAndForgottenWhenRemoved(t *testing.T) {
 // Rule 5: after the fast episode the slow tier; mcp.tools.changed naming a
 // slow-tier server does not wake its directory, one naming another does.
 func TestSlowTierAndItsEventRule(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"dead": {Status: "failed"}, "ok": {}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"dead": {Status: "failed"}, "ok": {}})
 		cfg := noJitter()
 		cfg.IdleInterval = time.Minute
 		r := newRig(t, fake, cfg, nil)
@@ -245,15 +282,29 @@ func TestSlowTierAndItsEventRule(t *testing.T) {
 		if s := r.server(dirA, "dead"); s.Tier != TierSlow {
 			t.Fatalf("tier = %q, want slow", s.Tier)
 		}
-		reads := fake.Count("/mcp", dirA, "")
-		fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "dead"})
+		reads := fake.Count(routeStatus, dirA, "")
+		connects := fake.Count(routeConnect, dirA, "")
+		fake.ReportCrash(dirA, "dead")
 		r.at(25 * time.Second)
-		if got := fake.Count("/mcp", dirA, ""); got != reads {
-			t.Fatalf("event for a slow-tier server caused %d reads", got-reads)
+		// 1.x's crash report naming a slow-tier server is ignored. 2.x's
+		// mcp.status.changed is a wake whoever it names (a transition may
+		// be good news), so it costs one read, and never a connect: 2.x
+		// retries nothing on its own, so a broken server does not send it
+		// by itself (only a boot or a connect does).
+		wantReads := reads
+		if g.name == "v2" {
+			wantReads++
 		}
-		fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "ok"})
+		if got := fake.Count(routeStatus, dirA, ""); got != wantReads {
+			t.Fatalf("event for a slow-tier server caused %d reads, want %d", got-reads, wantReads-reads)
+		}
+		if got := fake.Count(routeConnect, dirA, ""); got != connects {
+			t.Fatalf("event for a slow-tier server caused %d connects", got-connects)
+		}
+		reads = wantReads
+		fake.ReportCrash(dirA, "ok")
 		r.at(26*time.Second + 10*time.Millisecond)
-		if got := fake.Count("/mcp", dirA, ""); got != reads+1 {
+		if got := fake.Count(routeStatus, dirA, ""); got != reads+1 {
 			t.Fatalf("event for another server caused %d reads, want 1", got-reads)
 		}
 		// The slow tier attempts every slow-interval after the last fast one.
@@ -266,8 +317,8 @@ func TestSlowTierAndItsEventRule(t *testing.T) {
 
 // --slow-interval 0 gives up after the fast episode until reset.
 func TestSlowIntervalZeroGivesUpUntilReset(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"dead": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"dead": {Status: "failed"}})
 		cfg := noJitter()
 		cfg.Backoff.SlowInterval = 0
 		r := newRig(t, fake, cfg, nil)
@@ -290,8 +341,8 @@ func TestSlowIntervalZeroGivesUpUntilReset(t *testing.T) {
 // Rule 5: at most max-concurrent connects in flight across directories; a
 // server that waits for a slot is not charged an attempt.
 func TestBudgetAcrossDirectories(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
 			"s1": {Status: "failed", ConnectDelay: 3 * time.Second},
 			"s2": {Status: "failed", ConnectDelay: 3 * time.Second},
 		})
@@ -324,8 +375,8 @@ func TestBudgetAcrossDirectories(t *testing.T) {
 // Remote connects may hold every slot but one, so a silent remote server
 // cannot starve local ones.
 func TestBudgetKeepsASlotForLocalServers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
 			"silent": {Status: "failed", Type: "remote", URL: "http://127.0.0.1:1/mcp", ConnectDelay: 60 * time.Second},
 			"local":  {Status: "failed"},
 		})
@@ -340,7 +391,7 @@ func TestBudgetKeepsASlotForLocalServers(t *testing.T) {
 				t.Errorf("%s: local connects = %d, want 5 (not starved by silent remotes)", d, got)
 			}
 		}
-		if got := fake.Count("/mcp/{name}/connect", "", "silent"); got != 1 {
+		if got := fake.Count(routeConnect, "", "silent"); got != 1 {
 			t.Errorf("silent remote connects in flight = %d, want 1 (the others wait for the remote share)", got)
 		}
 	})
@@ -350,19 +401,22 @@ func TestBudgetKeepsASlotForLocalServers(t *testing.T) {
 // check and one follow-up at most; activity wakes at most once per idle
 // interval.
 func TestSingleFlightUnderEventStorm(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ok": {}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"ok": {}})
 		cfg := noJitter()
 		r := newRig(t, fake, cfg, nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")
 		r.at(2 * time.Second) // first check at 1 s
 		fake.SetStatusDelay(2 * time.Second)
-		base := fake.Count("/mcp", dirA, "")
+		base := fake.Count(routeStatus, dirA, "")
 		// A streaming reply: many events a second for 20 seconds.
+		types := []string{"message.part.updated", "session.status", "mcp.tools.changed"}
+		if g.name == "v2" {
+			types = []string{"session.text.delta", "session.step.started", "mcp.status.changed"}
+		}
 		for i := range 400 {
-			typ := []string{"message.part.updated", "session.status", "mcp.tools.changed"}[i%3]
-			fake.Publish(dirA, typ, map[string]any{"server": "ok"})
+			fake.Publish(dirA, types[i%3], map[string]any{"server": "ok"})
 			time.Sleep(50 * time.Millisecond)
 		}
 		synctest.Wait()
@@ -372,30 +426,34 @@ func TestSingleFlightUnderEventStorm(t *testing.T) {
 		// Each check takes 2 s; wakes during a check are honoured once it
 		// finishes, so checks run back to back: at most 11 over the 20 s
 		// storm of 400 events, never one per event.
-		if got := fake.Count("/mcp", dirA, ""); got-base > 11 || got-base < 5 {
+		if got := fake.Count(routeStatus, dirA, ""); got-base > 11 || got-base < 5 {
 			t.Fatalf("status reads during the storm = %d, want 5..11", got-base)
 		}
 	})
 }
 
 func TestActivityWakesAtMostOncePerIdleInterval(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"ok": {}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"ok": {}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
-		fake.Publish(dirA, "session.created", nil) // arms; check at 1 s
+		fake.Publish(dirA, "session.created", nil) // arms (in both generations); check at 1 s
 		r.at(1500 * time.Millisecond)
-		if n := fake.Count("/mcp", dirA, ""); n != 1 {
+		if n := fake.Count(routeStatus, dirA, ""); n != 1 {
 			t.Fatalf("reads after arming = %d, want 1", n)
 		}
+		typ := "message.part.updated"
+		if g.name == "v2" {
+			typ = "session.text.delta"
+		}
 		for range 600 { // 60 s of activity, 10 events a second
-			fake.Publish(dirA, "message.part.updated", nil)
+			fake.Publish(dirA, typ, nil)
 			time.Sleep(100 * time.Millisecond)
 		}
 		synctest.Wait()
 		// Idle checks at 31 s and 61 s; activity wakes at most once per 30 s:
 		// at 30 s (1 s later) — anything more is a read per event.
-		if n := fake.Count("/mcp", dirA, ""); n < 3 || n > 4 {
+		if n := fake.Count(routeStatus, dirA, ""); n < 3 || n > 4 {
 			t.Fatalf("reads over 61.5 s of activity = %d, want 3 or 4", n)
 		}
 	})
@@ -403,8 +461,8 @@ func TestActivityWakesAtMostOncePerIdleInterval(t *testing.T) {
 
 // Rule 6: a wake never pushes an already scheduled check later.
 func TestWakeNeverPostpones(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		cfg := noJitter()
 		cfg.Backoff.Initial = 5 * time.Second
 		cfg.Backoff.Max = 30 * time.Second
@@ -412,9 +470,9 @@ func TestWakeNeverPostpones(t *testing.T) {
 		r.stream()
 		_ = r.eng.Arm(dirA, "test") // first check at 5 s
 		r.at(4 * time.Second)
-		fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "f"}) // would be 9 s
+		fake.ReportCrash(dirA, "f") // would be 9 s
 		r.at(5*time.Second + 10*time.Millisecond)
-		if n := fake.Count("/mcp", dirA, ""); n != 1 {
+		if n := fake.Count(routeStatus, dirA, ""); n != 1 {
 			t.Fatalf("check at 5 s did not run (reads = %d)", n)
 		}
 	})
@@ -422,8 +480,8 @@ func TestWakeNeverPostpones(t *testing.T) {
 
 // Rule 8: dispose stops every request for the directory; re-arming works.
 func TestDisposeStopsAndRearmWorks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed", ConnectDelay: 500 * time.Millisecond}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed", ConnectDelay: 500 * time.Millisecond}})
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")
@@ -447,14 +505,23 @@ func TestDisposeStopsAndRearmWorks(t *testing.T) {
 		if n := len(r.eventsOf(EventDisarmed)); n != 1 {
 			t.Fatalf("disarmed events = %d, want 1", n)
 		}
-		// A crash event arms it again (and is checked at once: a first crash).
-		fake.Publish(dirA, "mcp.tools.changed", map[string]any{"server": "f"})
-		r.at(10*time.Minute + 100*time.Millisecond)
-		if n := fake.Count("/mcp", dirA, ""); n != 1 {
+		if g.name == "v1" {
+			// A crash event arms it again (and is checked at once: a first crash).
+			fake.ReportCrash(dirA, "f")
+			r.at(10*time.Minute + 100*time.Millisecond)
+		} else {
+			// 2.x: an evicted location sends no MCP events (nothing runs
+			// there); a session event arms it again, checked
+			// initial-delay later.
+			fake.Activity(dirA)
+			r.at(10*time.Minute + time.Second + 100*time.Millisecond)
+		}
+		if n := fake.Count(routeStatus, dirA, ""); n != 1 {
 			t.Fatalf("reads after re-arming = %d, want 1", n)
 		}
-		// global.disposed forgets everything.
-		fake.Publish("global", "global.disposed", nil)
+		// global.disposed forgets everything (2.x: a reload shuts every
+		// location down, each with location.shutdown).
+		fake.DisposeAll()
 		synctest.Wait()
 		if n := len(r.eng.Snapshot().Directories); n != 0 {
 			t.Fatalf("%d directories after global.disposed", n)
@@ -470,67 +537,95 @@ func TestDisposeStopsAndRearmWorks(t *testing.T) {
 // Rule 9: a failing, garbled or hanging status read keeps every counter
 // and is retried at the idle interval, never read as "no servers".
 func TestUnavailableStatusKeepsCounters(t *testing.T) {
-	cases := map[string]func(string) (int, string, bool){
-		"500":       func(string) (int, string, bool) { return 500, "oops", false },
-		"502":       func(string) (int, string, bool) { return 502, "", false },
-		"non-JSON":  func(string) (int, string, bool) { return 200, "<html>", false },
-		"array":     func(string) (int, string, bool) { return 200, `["f"]`, false },
-		"null":      func(string) (int, string, bool) { return 200, `null`, false },
-		"empty":     func(string) (int, string, bool) { return 200, ``, false },
-		"bad entry": func(string) (int, string, bool) { return 200, `{"f": "failed"}`, false },
-		"no status": func(string) (int, string, bool) { return 200, `{"f": {}}`, false },
-		"hang":      func(string) (int, string, bool) { return 0, "", true },
-		"truncated": func(string) (int, string, bool) { return 200, `{"f": {"status": "fai`, false },
+	// Each case answers GET /mcp (1.x) or GET /api/mcp (2.x); a generation
+	// with no body for a case does not run it.
+	type answer struct {
+		code   int
+		v1, v2 *string
+		hang   bool
 	}
-	for name, override := range cases {
+	both := func(code int, body string) answer { return answer{code: code, v1: &body, v2: &body} }
+	each := func(v1, v2 string) answer { return answer{code: 200, v1: &v1, v2: &v2} }
+	only2 := func(v2 string) answer { return answer{code: 200, v2: &v2} }
+	cases := map[string]answer{
+		"500":       both(500, "oops"),
+		"502":       both(502, ""),
+		"non-JSON":  both(200, "<html>"),
+		"array":     both(200, `["f"]`),
+		"null":      both(200, `null`),
+		"empty":     both(200, ``),
+		"bad entry": each(`{"f": "failed"}`, `{"location":{"directory":"`+dirA+`"},"data":[{"name":"f","status":"failed"}]}`),
+		"no status": each(`{"f": {}}`, `{"location":{"directory":"`+dirA+`"},"data":[{"name":"f","status":{}}]}`),
+		"hang":      {hang: true, v1: new(string), v2: new(string)},
+		"truncated": each(`{"f": {"status": "fai`, `{"location":{"directory":"`+dirA+`"},"data":[{"name":"f","status":{"status":"fai`),
+		// 2.x only: an answer without its data array, and one for
+		// another location (a server that ignored location[directory]
+		// answers for its own $HOME), are not "no servers".
+		"no data":        only2(`{"location":{"directory":"` + dirA + `"}}`),
+		"other location": only2(`{"location":{"directory":"/home/fake"},"data":[]}`),
+		"1.x shape":      only2(`{"f": {"status": "connected"}}`),
+	}
+	for name, a := range cases {
 		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
-				cfg := noJitter()
-				r := newRig(t, fake, cfg, nil)
-				_ = r.eng.Arm(dirA, "test")
-				r.at(2500 * time.Millisecond) // attempts at 1 and 2 s
-				fake.SetStatusOverride(override)
-				r.at(3 * time.Minute)
-				fake.SetStatusOverride(nil)
-				s := r.server(dirA, "f")
-				if s.Attempts != 2 || s.Status != "failed" {
-					t.Fatalf("after unavailable status: %+v, want 2 attempts kept", s)
+			for _, g := range generations {
+				body := a.v1
+				if g.name == "v2" {
+					body = a.v2
 				}
-				if got := len(r.connectTimes(dirA, "f")); got != 2 {
-					t.Fatalf("connects while status unavailable: %d, want none beyond 2", got-2)
+				if body == nil {
+					continue
 				}
-				reads := fake.Count("/mcp", dirA, "")
-				// 2 good reads, then one at 4 s and one every idle interval
-				// (30 s), each bounded by the client timeout when hanging.
-				if reads < 4 || reads > 9 {
-					t.Fatalf("reads = %d, want about one per idle interval", reads)
-				}
-				if d := r.eng.Snapshot().Directories[0]; d.LastError == "" {
-					t.Fatal("snapshot shows no error for an unavailable status")
-				}
-				// When status is readable again the episode continues at attempt 3.
-				_, _ = r.eng.Reconnect(dirA, []string{"unrelated"})
-				r.at(3*time.Minute + 100*time.Millisecond)
-				if s := r.server(dirA, "f"); s.Attempts != 3 {
-					t.Fatalf("attempts after recovery = %d, want 3", s.Attempts)
-				}
-			})
+				override := func(string) (int, string, bool) { return a.code, *body, a.hang }
+				t.Run(g.name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						fake := g.new(map[string]Spec{"f": {Status: "failed"}})
+						cfg := noJitter()
+						r := newRig(t, fake, cfg, nil)
+						_ = r.eng.Arm(dirA, "test")
+						r.at(2500 * time.Millisecond) // attempts at 1 and 2 s
+						fake.SetStatusOverride(override)
+						r.at(3 * time.Minute)
+						fake.SetStatusOverride(nil)
+						s := r.server(dirA, "f")
+						if s.Attempts != 2 || s.Status != "failed" {
+							t.Fatalf("after unavailable status: %+v, want 2 attempts kept", s)
+						}
+						if got := len(r.connectTimes(dirA, "f")); got != 2 {
+							t.Fatalf("connects while status unavailable: %d, want none beyond 2", got-2)
+						}
+						reads := fake.Count(routeStatus, dirA, "")
+						// 2 good reads, then one at 4 s and one every idle interval
+						// (30 s), each bounded by the client timeout when hanging.
+						if reads < 4 || reads > 9 {
+							t.Fatalf("reads = %d, want about one per idle interval", reads)
+						}
+						if d := r.eng.Snapshot().Directories[0]; d.LastError == "" {
+							t.Fatal("snapshot shows no error for an unavailable status")
+						}
+						// When status is readable again the episode continues at attempt 3.
+						_, _ = r.eng.Reconnect(dirA, []string{"unrelated"})
+						r.at(3*time.Minute + 100*time.Millisecond)
+						if s := r.server(dirA, "f"); s.Attempts != 3 {
+							t.Fatalf("attempts after recovery = %d, want 3", s.Attempts)
+						}
+					})
+				})
+			}
 		})
 	}
 }
 
 // A wrong password is reported clearly and not hammered.
 func TestUnauthorizedIsNotHammered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
-		fake.Password = "right"
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
+		fake.ChangePassword("right")
 		r := newRig(t, fake, noJitter(), nil)
 		// The rig's client sends "right"; swap in a wrong one.
-		fake.Password = "other"
+		fake.ChangePassword("other")
 		_ = r.eng.Arm(dirA, "test")
 		r.at(10 * time.Minute)
-		if n := fake.Count("401", "", ""); n > 21 {
+		if n := fake.Count(route401, "", ""); n > 21 {
 			t.Fatalf("%d refused requests in 10 minutes; want at most one per idle interval", n)
 		}
 		d := r.eng.Snapshot().Directories[0]
@@ -545,15 +640,15 @@ func TestUnauthorizedIsNotHammered(t *testing.T) {
 
 // Names and directories with spaces, unicode and slashes round-trip.
 func TestOddNamesRoundTrip(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		names := []string{"with space", "ünï/cødé", "a/b", "%41?x#y", "emoji 🚀"}
-		specs := map[string]fakeopencode.Spec{}
+	eachGen(t, func(t *testing.T, g generation) {
+		names := []string{"with space", "ünï/cødé", "a/b", "%41?x#y", "emoji 🚀", "a+b=c&d[e]"}
+		specs := map[string]Spec{}
 		for _, n := range names {
-			specs[n] = fakeopencode.Spec{Status: "failed", AfterConnect: "connected"}
+			specs[n] = Spec{Status: "failed", AfterConnect: "connected"}
 		}
-		fake := fakeopencode.New(specs)
+		fake := g.new(specs)
 		r := newRig(t, fake, noJitter(), nil)
-		dirs := []string{"/home/u/my project", "/tmp/ünï cødé/x", "/a/b?c=d&e#f"}
+		dirs := []string{"/home/u/my project", "/tmp/ünï cødé/x", "/a/b?c=d&e#f", "/x/a+b=[c]&%2F;y"}
 		for _, d := range dirs {
 			if err := r.eng.Arm(d, "test"); err != nil {
 				t.Fatal(err)
@@ -570,14 +665,28 @@ func TestOddNamesRoundTrip(t *testing.T) {
 				}
 			}
 		}
+		if f2, ok := fake.(*fakeV2); ok {
+			// 2.x: every location went in location[directory], exactly
+			// (not the header, not 1.x's ?directory=, which 2.x ignores
+			// and would answer for $HOME).
+			for _, q := range f2.Server.Requests() {
+				if q.Directory == "" {
+					continue
+				}
+				v, err := url.ParseQuery(q.RawQuery)
+				if err != nil || q.ViaHeader || q.LegacyDirectory != "" || len(v["location[directory]"]) != 1 || v.Get("location[directory]") != q.Directory || !slices.Contains(dirs, q.Directory) {
+					t.Errorf("%s %s?%s named its location as %+v", q.Method, q.Route, q.RawQuery, q)
+				}
+			}
+		}
 	})
 }
 
 // Rule 2: each directory has its own loop and counters; the same server
 // name failing in two directories keeps two independent schedules.
 func TestDirectoriesNeverShareBackoff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), nil)
 		_ = r.eng.Arm("/a", "test")
 		r.at(3 * time.Second) // a: attempts at 1 and 2 s
@@ -597,8 +706,8 @@ func TestDirectoriesNeverShareBackoff(t *testing.T) {
 // once max-delay has passed since its last attempt), and touches nothing
 // else.
 func TestNetworkChangeRetriesFailedServersNow(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{"f": {Status: "failed"}, "ok": {}, "off": {Status: "disabled"}})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}, "ok": {}, "off": {Status: "disabled"}})
 		r := newRig(t, fake, noJitter(), nil)
 		_ = r.eng.Arm("/a", "test")
 		_ = r.eng.Arm("/b", "test")
@@ -620,7 +729,7 @@ func TestNetworkChangeRetriesFailedServersNow(t *testing.T) {
 		if got := r.connectTimes("/a", "f"); len(got) != 6 {
 			t.Errorf("connects = %v after a second change within max-delay", got)
 		}
-		if n := fake.Count("/mcp/{name}/connect", "", "ok") + fake.Count("/mcp/{name}/connect", "", "off"); n != 0 {
+		if n := fake.Count(routeConnect, "", "ok") + fake.Count(routeConnect, "", "off"); n != 0 {
 			t.Fatalf("%d connects of servers that were not failed", n)
 		}
 		if n := len(r.eventsOf(EventNetworkChanged)); n != 2 {

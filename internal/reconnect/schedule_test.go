@@ -2,11 +2,9 @@ package reconnect
 
 import (
 	"fmt"
+	"slices"
 	"testing"
-	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
 
 const dirA = "/work/project a"
@@ -14,8 +12,8 @@ const dirA = "/work/project a"
 // Rule 4: attempts land 1, 2, 4, 8 and 16 s after arming with the defaults,
 // then the slow tier takes over (rule 5).
 func TestScheduleDefaults(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
 			"broken": {Status: "failed", Error: "Connection closed"},
 			"fine":   {},
 		})
@@ -29,7 +27,7 @@ func TestScheduleDefaults(t *testing.T) {
 		if !equalDurations(got, want) {
 			t.Fatalf("connect times = %v, want %v", got, want)
 		}
-		if n := fake.Count("/mcp/{name}/connect", dirA, "fine"); n != 0 {
+		if n := fake.Count(routeConnect, dirA, "fine"); n != 0 {
 			t.Fatalf("connected a healthy server %d times", n)
 		}
 		if s := r.server(dirA, "broken"); s.Tier != TierSlow || s.Attempts != 6 {
@@ -44,35 +42,100 @@ func TestScheduleDefaults(t *testing.T) {
 // The engine makes exactly the requests its schedule implies, no more: 50
 // directories × 10 servers, one failing for good, over 11 minutes.
 func TestRequestsAreExactlyTheSchedule(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		specs := map[string]fakeopencode.Spec{}
-		for i := range 9 {
-			specs[fmt.Sprintf("ok%d", i)] = fakeopencode.Spec{}
+	eachGen(t, func(t *testing.T, g generation) { exactSchedule(t, g, false) })
+}
+
+// The same with the event stream subscribed, as the daemon always is. 1.x
+// publishes nothing when a connect fails (mcp.tools.changed only when a
+// live connection closes): the same requests, and one subscription. 2.x
+// publishes mcp.status.changed for every transition, so each of our own
+// connects (pending, then failed again) and the boot of each location
+// wake their directory initial-delay later, at a cost documented here.
+func TestRequestsAreExactlyTheScheduleWithEvents(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) { exactSchedule(t, g, true) })
+}
+
+func exactSchedule(t *testing.T, g generation, events bool) {
+	specs := map[string]Spec{}
+	for i := range 9 {
+		specs[fmt.Sprintf("ok%d", i)] = Spec{}
+	}
+	specs["dead"] = Spec{Status: "failed", Error: "Connection closed"}
+	fake := g.new(specs)
+	cfg := noJitter()
+	cfg.MaxConcurrent = 1000 // no slot waits, so times are exact
+	r := newRig(t, fake, cfg, nil)
+	if events {
+		r.stream()
+	}
+	const dirs = 50
+	for i := range dirs {
+		_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
+	}
+	r.at(11 * time.Minute)
+	// Per directory: status reads at 1, 2, 4, 8, 16 s, then every 30 s
+	// from 46 s to 646 s (21, the slow-tier attempts at 316 and 616 s
+	// among them); connects at 1, 2, 4, 8, 16, 316, 616 s; one config read
+	// to learn the failing server's kind.
+	reads := secs(1, 2, 4, 8, 16)
+	for at := 46; at <= 646; at += 30 {
+		reads = append(reads, secs(float64(at))...)
+	}
+	if events && g.name == "v2" {
+		// 2.x: the boot at 1 s and each connect (pending, then failed
+		// again) publish mcp.status.changed, a wake: a read 1 s after
+		// each attempt (at 2 s it is the scheduled one). The one at 17 s
+		// moves the idle grid to 47 s + 30 s·k, which leaves the
+		// slow-tier attempts at 316 and 616 s reads of their own.
+		reads = secs(1, 2, 3, 4, 5, 8, 9, 16, 17)
+		for at := 47; at <= 660; at += 30 {
+			reads = append(reads, secs(float64(at))...)
 		}
-		specs["dead"] = fakeopencode.Spec{Status: "failed", Error: "Connection closed"}
-		fake := fakeopencode.New(specs)
-		cfg := noJitter()
-		cfg.MaxConcurrent = 1000 // no slot waits, so times are exact
-		r := newRig(t, fake, cfg, nil)
-		const dirs = 50
-		for i := range dirs {
-			_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
+		reads = append(reads, secs(316, 616)...)
+		slices.Sort(reads)
+	}
+	var got0 []time.Duration
+	for _, q := range r.perDirRequests() {
+		if q.Directory == "/p/0" && q.Route == routeStatus {
+			got0 = append(got0, q.Time.Sub(r.start))
 		}
-		r.at(11 * time.Minute)
-		// Per directory: status reads at 1, 2, 4, 8, 16 s, then every 30 s
-		// from 46 s to 646 s (21); connects at 1, 2, 4, 8, 16, 316, 616 s;
-		// one config read to learn the failing server's kind.
-		if got, want := fake.Count("/mcp", "", ""), dirs*26; got != want {
-			t.Errorf("status reads = %d, want %d", got, want)
-		}
-		if got, want := fake.Count("/mcp/{name}/connect", "", ""), dirs*7; got != want {
-			t.Errorf("connects = %d, want %d", got, want)
-		}
-		if got, want := fake.Count("/config", "", ""), dirs; got != want {
-			t.Errorf("config reads = %d, want %d", got, want)
-		}
-		if got := len(fake.Requests()); got != dirs*34 {
-			t.Errorf("requests = %d, want %d", got, dirs*34)
-		}
-	})
+	}
+	if !equalDurations(got0, reads) {
+		t.Errorf("status reads of /p/0 at %v, want %v", got0, reads)
+	}
+	if got, want := fake.Count(routeStatus, "", ""), dirs*len(reads); got != want {
+		t.Errorf("status reads = %d, want %d", got, want)
+	}
+	if got, want := fake.Count(routeConnect, "", ""), dirs*7; got != want {
+		t.Errorf("connects = %d, want %d", got, want)
+	}
+	if got, want := fake.Count(routeConfig, "", ""), dirs; got != want {
+		t.Errorf("config reads = %d, want %d", got, want)
+	}
+	// Besides, once per rig (not per directory): the detection at start
+	// (1.x is asked GET /api/info, which the 1.x fake answers 404 without
+	// recording it, then GET /global/health; 2.x answers the first), and
+	// the event subscription.
+	perRig := []string{"GET /api/info", "GET /global/health"}
+	if g.name == "v2" {
+		perRig = []string{"GET /api/info"}
+	}
+	if n := fake.Count(routeDetect, "", ""); n != 1 {
+		t.Errorf("detection requests = %d, want 1", n)
+	}
+	subscriptions := 0
+	if events {
+		subscriptions = 1
+	}
+	if n := fake.Count(routeEvent, "", ""); n != subscriptions {
+		t.Errorf("event subscriptions = %d, want %d", n, subscriptions)
+	}
+	perDir := len(reads) + 7 + 1
+	if got, want := len(fake.Requests()), dirs*perDir+1+subscriptions; got != want {
+		t.Errorf("recorded requests = %d, want %d", got, want)
+	}
+	wire := r.wireRequests()
+	if got, want := len(wire), dirs*perDir+len(perRig)+subscriptions; got != want || !slices.Equal(wire[:len(perRig)], perRig) {
+		t.Errorf("requests received = %d starting %q, want %d starting %q", got, wire[:min(len(wire), len(perRig))], want, perRig)
+	}
 }

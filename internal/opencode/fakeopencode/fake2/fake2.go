@@ -30,7 +30,11 @@ import (
 
 // Spec describes one configured MCP server, as for the 1.x fake. Status
 // "disabled" is a server the config disables ("disabled": true); a
-// ConnectDelay is how long a connect's attempt runs ("pending").
+// ConnectDelay is how long a connect's attempt runs ("pending");
+// ConnectNotFound makes connect answer 404 McpServerNotFoundError although
+// status lists the server; CrashAfter makes a server a connect left
+// connected crash that long after ("failed" "Connection closed", announced
+// by mcp.status.changed), unless something changed it meanwhile.
 type Spec = fakeopencode.Spec
 
 // Defaults of a new Server.
@@ -89,6 +93,8 @@ type Request struct {
 	LegacyDirectory string
 	// ViaHeader is true when the location came from x-opencode-directory.
 	ViaHeader bool
+	// RawQuery is the request's query string exactly as received.
+	RawQuery string
 }
 
 // Server is the fake. Set its exported fields before Serve; its methods
@@ -121,6 +127,8 @@ type Server struct {
 	connecting, maxConnecting int
 	reading                   map[string]int
 	maxReading                int
+	configFailures            int
+	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
 
 type state struct {
@@ -161,6 +169,7 @@ func New(servers map[string]Spec) *Server {
 		subs:      map[*sub]struct{}{},
 		heartbeat: DefaultHeartbeat,
 		reading:   map[string]int{},
+		starts:    map[string]int{},
 	}
 	s.mux = s.routes()
 	return s
@@ -253,7 +262,7 @@ func (s *Server) record(r *http.Request, route, dir, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, Request{Time: time.Now(), Method: r.Method, Route: route, Directory: dir,
-		Name: name, LegacyDirectory: r.URL.Query().Get("directory"), ViaHeader: via})
+		Name: name, LegacyDirectory: r.URL.Query().Get("directory"), ViaHeader: via, RawQuery: r.URL.RawQuery})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -414,7 +423,7 @@ func (s *Server) AddServer(dir, name string, sp Spec) {
 		s.emitLocked(dir, "mcp.status.changed", map[string]any{"server": name})
 		return
 	}
-	s.startLocked(dir, name, st, outcome(sp), sp.Error, s.pending)
+	s.startLocked(dir, name, st, outcome(sp), sp.Error, s.pending, false)
 }
 
 // Shutdown evicts a location, as 2.x does after an hour without session
@@ -562,15 +571,17 @@ func (s *Server) bootLocked(dir string) map[string]*state {
 			st.status = "disabled"
 			continue
 		}
-		s.startLocked(dir, name, st, outcome(sp), sp.Error, s.pending)
+		s.startLocked(dir, name, st, outcome(sp), sp.Error, s.pending, false)
 	}
 	return l
 }
 
 // startLocked puts st in "pending" and, after d, in status to (with errText
-// for a failure), announcing both, unless st changed meanwhile. The
-// channel it returns is closed when the start is over.
-func (s *Server) startLocked(dir, name string, st *state, to, errText string, d time.Duration) <-chan struct{} {
+// for a failure), announcing both, unless st changed meanwhile. A start
+// made by a connect that ends connected counts in Starts and arms the
+// spec's CrashAfter. The channel it returns is closed when the start is
+// over.
+func (s *Server) startLocked(dir, name string, st *state, to, errText string, d time.Duration, byConnect bool) <-chan struct{} {
 	st.bump()
 	done := make(chan struct{})
 	st.done = done
@@ -586,6 +597,12 @@ func (s *Server) startLocked(dir, name string, st *state, to, errText string, d 
 			st.err = errText
 		}
 		s.emitLocked(dir, "mcp.status.changed", map[string]any{"server": name})
+		if byConnect && to == "connected" {
+			s.starts[dir+"\x00"+name]++
+			if c := st.spec.CrashAfter; c > 0 {
+				s.crashLater(dir, name, st, c)
+			}
+		}
 	}
 	gen := st.gen
 	if d <= 0 {
@@ -598,6 +615,49 @@ func (s *Server) startLocked(dir, name string, st *state, to, errText string, d 
 		settle(gen)
 	})
 	return done
+}
+
+// crashLater crashes st after d, unless it changed meanwhile (a connect
+// restarted it, a shutdown stopped it). Caller holds mu.
+func (s *Server) crashLater(dir, name string, st *state, d time.Duration) {
+	gen := st.gen
+	time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if st.gen != gen || s.loc[dir][name] != st {
+			return
+		}
+		st.bump()
+		st.status, st.err = "failed", "Connection closed"
+		s.emitLocked(dir, "mcp.status.changed", map[string]any{"server": name})
+	})
+}
+
+// Starts counts the connects that left a server connected in dir (for a
+// local server: the processes OpenCode started).
+func (s *Server) Starts(dir, name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.starts[dir+"\x00"+name]
+}
+
+// FailConfig makes the next n GET /api/config answer 500, without booting
+// the location.
+func (s *Server) FailConfig(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.configFailures = n
+}
+
+// Reload shuts every location down, as POST /api/location/reload does
+// (each publishes location.shutdown; the next request boots it again),
+// without recording a request.
+func (s *Server) Reload() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for dir := range s.loc {
+		s.shutdownLocked(dir)
+	}
 }
 
 // --- handlers ---
@@ -685,7 +745,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	s.record(r, route, dir, name)
 	s.mu.Lock()
 	st := s.bootLocked(dir)[name]
-	if st == nil {
+	if st == nil || st.spec.ConnectNotFound {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "McpServerNotFoundError", "server": name, "message": "MCP server not found: " + name})
 		return
@@ -705,7 +765,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	if delay <= 0 {
 		delay = s.pending
 	}
-	over := s.startLocked(dir, name, st, to, errText, delay)
+	over := s.startLocked(dir, name, st, to, errText, delay, true)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -742,6 +802,12 @@ func (s *Server) configRoute(w http.ResponseWriter, r *http.Request) {
 	dir, _ := s.location(r)
 	s.record(r, RouteConfig, dir, "")
 	s.mu.Lock()
+	if s.configFailures > 0 {
+		s.configFailures--
+		s.mu.Unlock()
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"_tag": "UnknownError", "message": "config unavailable"})
+		return
+	}
 	servers := map[string]any{}
 	for name, st := range s.bootLocked(dir) {
 		e := map[string]any{"type": "local", "command": []string{"node", "server.js"}}
@@ -767,11 +833,7 @@ func (s *Server) configRoute(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	s.record(r, RouteReload, "", "")
-	s.mu.Lock()
-	for dir := range s.loc {
-		s.shutdownLocked(dir)
-	}
-	s.mu.Unlock()
+	s.Reload()
 	w.WriteHeader(http.StatusNoContent)
 }
 

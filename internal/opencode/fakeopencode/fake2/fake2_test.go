@@ -148,3 +148,53 @@ func TestFakeConnectAndShutdown(t *testing.T) {
 		}
 	})
 }
+
+// The knobs the engine's tests share with the 1.x fake: ConnectNotFound,
+// CrashAfter and Starts, FailConfig, Reload; and the raw query is recorded.
+func TestFakeTestKnobs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.fake.SetDirConfig("/p", map[string]fake2.Spec{
+			"ghost": {Status: "failed", ConnectNotFound: true},
+			"loop":  {Status: "failed", AfterConnect: "connected", CrashAfter: 2 * time.Second},
+		})
+		if resp, body := r.do("POST", "/api/experimental/mcp/ghost/connect?location%5Bdirectory%5D=%2Fp", true, nil); resp.StatusCode != 404 || !strings.Contains(body, `"_tag":"McpServerNotFoundError"`) {
+			t.Errorf("ConnectNotFound: %d %s", resp.StatusCode, body)
+		}
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `"name":"ghost"`) {
+			t.Errorf("ghost not listed: %s", body)
+		}
+		if resp, _ := r.do("POST", "/api/experimental/mcp/loop/connect?location%5Bdirectory%5D=%2Fp", true, nil); resp.StatusCode != 204 {
+			t.Errorf("connect: %d", resp.StatusCode)
+		}
+		if n := r.fake.Starts("/p", "loop"); n != 1 {
+			t.Errorf("starts = %d, want 1", n)
+		}
+		time.Sleep(1999 * time.Millisecond)
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `{"name":"loop","status":{"status":"connected"}}`) {
+			t.Errorf("before the crash: %s", body)
+		}
+		time.Sleep(time.Millisecond)
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `{"name":"loop","status":{"error":"Connection closed","status":"failed"}}`) {
+			t.Errorf("after the crash: %s", body)
+		}
+		r.fake.FailConfig(1)
+		if resp, _ := r.do("GET", "/api/config?location%5Bdirectory%5D=%2Fq", true, nil); resp.StatusCode != 500 {
+			t.Errorf("failed config: %d", resp.StatusCode)
+		}
+		if got := r.fake.Instances(); len(got) != 1 || got[0] != "/p" {
+			t.Errorf("a failed config read booted: %v", got)
+		}
+		if resp, _ := r.do("GET", "/api/config?location%5Bdirectory%5D=%2Fq", true, nil); resp.StatusCode != 200 {
+			t.Errorf("config after the failure: %d", resp.StatusCode)
+		}
+		reqs := r.fake.Requests()
+		if q := reqs[len(reqs)-1].RawQuery; q != "location%5Bdirectory%5D=%2Fq" {
+			t.Errorf("raw query = %q", q)
+		}
+		r.fake.Reload()
+		if got := r.fake.Instances(); len(got) != 0 {
+			t.Errorf("after reload: %v", got)
+		}
+	})
+}

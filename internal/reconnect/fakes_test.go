@@ -1,0 +1,202 @@
+package reconnect
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+)
+
+// Every test of the engine runs against both OpenCode generations: each
+// gets a fake of each, behind fakeOC, and the rig reaches it through
+// opencode.Server, which detects the generation as the daemon does.
+// Expectations differ only where the generations really do, each with a
+// comment saying why.
+
+// Spec is one configured MCP server, for either fake.
+type Spec = fakeopencode.Spec
+
+// Neutral names of the routes a fake records; each adapter maps its
+// generation's routes onto them.
+const (
+	routeStatus  = "status"  // 1.x GET /mcp, 2.x GET /api/mcp
+	routeConnect = "connect" // 1.x POST /mcp/{name}/connect, 2.x POST /api/experimental/mcp/{name}/connect
+	routeConfig  = "config"  // 1.x GET /config, 2.x GET /api/config
+	routeEvent   = "event"   // 1.x GET /global/event, 2.x GET /api/event
+	routeDetect  = "detect"  // what detection asks: 1.x GET /global/health, 2.x GET /api/info
+	route401     = "401"     // refused credentials
+)
+
+// request is one request a fake recorded, with a neutral route.
+type request struct {
+	Time      time.Time
+	Route     string
+	Directory string
+	Name      string
+}
+
+// fakeOC is what the engine's tests do with a fake OpenCode, whatever its
+// generation.
+type fakeOC interface {
+	http.Handler
+	// Gen is "v1" or "v2".
+	Gen() string
+	// Secret is the password the rig's client sends.
+	Secret() string
+	// ChangePassword makes the server want another password.
+	ChangePassword(pw string)
+
+	SetDirConfig(dir string, servers map[string]Spec)
+	// SetStatus changes a server's state silently.
+	SetStatus(dir, name, status, errText string)
+	SetAfterConnect(dir, name, status string)
+	AddServer(dir, name string, sp Spec)
+	RemoveServer(dir, name string)
+	SetStatusOverride(f func(dir string) (code int, body string, hang bool))
+	SetStatusDelay(d time.Duration)
+	SetHeartbeat(d time.Duration)
+	FailConfig(n int)
+
+	// Crash fails a live server with "Connection closed" and publishes
+	// what the generation publishes then (1.x mcp.tools.changed, 2.x
+	// mcp.status.changed).
+	Crash(dir, name string)
+	// ReportCrash publishes only that event.
+	ReportCrash(dir, name string)
+	// Activity publishes a session event in dir (1.x session.updated, 2.x
+	// session.execution.started).
+	Activity(dir string)
+	// Dispose drops dir's instance and says so (1.x
+	// server.instance.disposed, 2.x location.shutdown).
+	Dispose(dir string)
+	// DisposeAll drops every instance and says so (1.x global.disposed;
+	// 2.x has no global dispose: POST /api/location/reload's effect, a
+	// location.shutdown for each location).
+	DisposeAll()
+	// Publish sends an event of the generation's envelope; PublishRaw a
+	// raw data field.
+	Publish(dir, typ string, props map[string]any)
+	PublishRaw(data []byte)
+	// ArmingTypes are the generation's event types that arm a directory;
+	// CrashType is the one a crash publishes.
+	ArmingTypes() []string
+	CrashType() string
+
+	Requests() []request
+	// Count counts recorded requests by neutral route, directory and name
+	// ("" any).
+	Count(route, dir, name string) int
+	ResetRequests()
+	Instances() []string
+	Starts(dir, name string) int
+	MaxConcurrentConnects() int
+	MaxConcurrentReads() int
+}
+
+// generation makes fakes of one OpenCode generation.
+type generation struct {
+	name string
+	new  func(map[string]Spec) fakeOC
+}
+
+var generations = []generation{
+	{"v1", func(s map[string]Spec) fakeOC { return &fake1{fakeopencode.New(s)} }},
+	{"v2", func(s map[string]Spec) fakeOC { return &fakeV2{fake2.New(s)} }},
+}
+
+// eachGen runs f in a synctest bubble once per generation, as subtests
+// v1 and v2.
+func eachGen(t *testing.T, f func(t *testing.T, g generation)) {
+	for _, g := range generations {
+		t.Run(g.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { f(t, g) })
+		})
+	}
+}
+
+// --- 1.x ---
+
+type fake1 struct{ *fakeopencode.Server }
+
+func (f *fake1) Gen() string              { return "v1" }
+func (f *fake1) Secret() string           { return f.Password }
+func (f *fake1) ChangePassword(pw string) { f.Password = pw }
+func (f *fake1) CrashType() string        { return "mcp.tools.changed" }
+func (f *fake1) Activity(dir string)      { f.Publish(dir, "session.updated", nil) }
+func (f *fake1) DisposeAll()              { f.Publish("global", "global.disposed", nil) }
+func (f *fake1) ReportCrash(dir, n string) {
+	f.Publish(dir, f.CrashType(), map[string]any{"server": n})
+}
+func (f *fake1) ArmingTypes() []string {
+	return []string{"mcp.tools.changed", "session.created", "session.updated", "session.status", "message.updated", "message.part.updated"}
+}
+
+var routes1 = map[string]string{
+	"/mcp": routeStatus, "/mcp/{name}/connect": routeConnect, "/config": routeConfig,
+	"/global/event": routeEvent, "/global/health": routeDetect, "401": route401,
+}
+
+func (f *fake1) Requests() []request {
+	var out []request
+	for _, q := range f.Server.Requests() {
+		route, ok := routes1[q.Route]
+		if !ok {
+			route = q.Route
+		}
+		out = append(out, request{Time: q.Time, Route: route, Directory: q.Directory, Name: q.Name})
+	}
+	return out
+}
+
+func (f *fake1) Count(route, dir, name string) int { return count(f.Requests(), route, dir, name) }
+
+// --- 2.x ---
+
+type fakeV2 struct{ *fake2.Server }
+
+func (f *fakeV2) Gen() string              { return "v2" }
+func (f *fakeV2) Secret() string           { return f.Password }
+func (f *fakeV2) ChangePassword(pw string) { f.SetPassword(pw) }
+func (f *fakeV2) CrashType() string        { return "mcp.status.changed" }
+func (f *fakeV2) Activity(dir string) {
+	f.Publish(dir, "session.execution.started", map[string]any{"sessionID": "ses_1"})
+}
+func (f *fakeV2) DisposeAll() { f.Reload() }
+func (f *fakeV2) ReportCrash(dir, n string) {
+	f.Publish(dir, f.CrashType(), map[string]any{"server": n})
+}
+func (f *fakeV2) ArmingTypes() []string {
+	return []string{"mcp.status.changed", "session.created", "session.execution.started", "session.execution.succeeded", "session.step.started", "session.text.delta", "session.status"}
+}
+
+var routes2 = map[string]string{
+	fake2.RouteMCP: routeStatus, fake2.RouteConnect: routeConnect, fake2.RouteConfig: routeConfig,
+	fake2.RouteEvent: routeEvent, fake2.RouteInfo: routeDetect, fake2.RouteUnauthorized: route401,
+}
+
+func (f *fakeV2) Requests() []request {
+	var out []request
+	for _, q := range f.Server.Requests() {
+		route, ok := routes2[q.Route]
+		if !ok {
+			route = q.Route
+		}
+		out = append(out, request{Time: q.Time, Route: route, Directory: q.Directory, Name: q.Name})
+	}
+	return out
+}
+
+func (f *fakeV2) Count(route, dir, name string) int { return count(f.Requests(), route, dir, name) }
+
+func count(reqs []request, route, dir, name string) int {
+	n := 0
+	for _, r := range reqs {
+		if (route == "" || r.Route == route) && (dir == "" || r.Directory == dir) && (name == "" || r.Name == name) {
+			n++
+		}
+	}
+	return n
+}
