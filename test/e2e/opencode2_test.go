@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -39,6 +40,19 @@ func writeServiceFile(t *testing.T, state, url, password string, pid int) string
 		t.Fatal(err)
 	}
 	return file
+}
+
+// serveHTTP serves h on a loopback port until the test ends.
+func serveHTTP(t *testing.T, h http.Handler) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(func() { closeHTTP(s) })
+	return s
+}
+
+// closeHTTP stops s, event streams included (Close alone waits for them).
+func closeHTTP(s *httptest.Server) {
+	s.CloseClientConnections()
+	s.Close()
 }
 
 // v2Env is an environment with no OpenCode URL or password and its own
@@ -79,8 +93,7 @@ func TestWatchFollowsOpenCode2Service(t *testing.T) {
 	first := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
 	first.SetPassword("first-secret-pw")
 	first.SetPID(1001)
-	srv1 := httptest.NewServer(first)
-	defer srv1.Close()
+	srv1 := serveHTTP(t, first)
 	file := writeServiceFile(t, state, srv1.URL, "first-secret-pw", 1001)
 
 	logs := &ochost.Buffer{}
@@ -113,12 +126,11 @@ func TestWatchFollowsOpenCode2Service(t *testing.T) {
 	waitStatusRead(t, first, "/p one", logs)
 
 	// The service restarts on another port with another password.
-	srv1.Close()
+	closeHTTP(srv1)
 	second := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
 	second.SetPassword("second-secret-pw")
 	second.SetPID(2002)
-	srv2 := httptest.NewServer(second)
-	defer srv2.Close()
+	srv2 := serveHTTP(t, second)
 	writeServiceFile(t, state, srv2.URL, "second-secret-pw", 2002)
 	deadline = time.Now().Add(60 * time.Second)
 	for second.Subscribers() == 0 {
