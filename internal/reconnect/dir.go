@@ -79,6 +79,9 @@ type server struct {
 	confirm     bool // an attempt was made whose outcome no read has shown yet
 	slowTold    bool // gave_up was announced for this episode
 	slotWait    bool // a due attempt waits for a budget slot
+	// pendingReads counts consecutive reads that showed it pending (2.x),
+	// spacing the re-checks of a start that takes long.
+	pendingReads int
 
 	lastReconnect time.Time
 
@@ -389,6 +392,9 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		s.status, s.err = cur.Status, cur.Error
 		trig := s.trig
 		s.trig, s.slotWait = 0, false
+		if cur.Status != opencode.StatusPending {
+			s.pendingReads = 0
+		}
 		confirmed := s.confirm && !s.connecting
 		if confirmed {
 			s.confirm = false
@@ -438,9 +444,12 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 
 		case opencode.StatusPending:
 			// OpenCode 2 is making an attempt of its own (a location boot)
-			// or ours: never connect it; look again soon.
+			// or ours: never connect it; look again soon, then less and
+			// less often (a start can take 70 s before 2.x gives up on it,
+			// and a stuck one must not cost a read a second for ever).
 			if !s.connecting {
-				next = earlier(next, now.Add(e.wakeDelay()))
+				s.pendingReads++
+				next = earlier(next, now.Add(p.Base(s.pendingReads)))
 			}
 
 		default:

@@ -279,7 +279,7 @@ func (e *Engine) HandleEvent(ev opencode.Event) {
 	case opencode.KindServerFailed:
 		e.serverFailed(ev.Directory, ev.Server, ev.Type)
 	case opencode.KindServerChanged:
-		e.armOrWake(ev.Directory, ev.Type, e.wakeDelay(), func(d *dir, now time.Time) { d.wakeBy(now.Add(e.wakeDelay())) })
+		e.serverChanged(ev.Directory, ev.Server, ev.Type)
 	case opencode.KindInstanceGone:
 		e.Disarm(ev.Directory, ev.Type)
 	case opencode.KindAllGone:
@@ -346,6 +346,27 @@ func (e *Engine) serverFailed(path, name, reason string) {
 		switch s.ep.Phase(e.cfg.Backoff) {
 		case backoff.Slow, backoff.Stopped:
 			return // a permanently broken server must not keep its directory busy
+		}
+		d.wakeBy(now.Add(e.wakeDelay()))
+	})
+}
+
+// serverChanged handles a state change of a server (OpenCode 2's
+// mcp.status.changed, sent on every transition): a wake, not a crash
+// report, so a check initial-delay later and no shortcut. Changes the
+// engine causes itself (a connect in flight, or one that just returned,
+// whose outcome the schedule re-checks anyway) and changes of a server in
+// the slow tier (rule 5) wake nothing.
+func (e *Engine) serverChanged(path, name, reason string) {
+	e.armOrWake(path, reason, e.wakeDelay(), func(d *dir, now time.Time) {
+		if s := d.servers[name]; name != "" && s != nil {
+			if s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial {
+				return
+			}
+			switch s.ep.Phase(e.cfg.Backoff) {
+			case backoff.Slow, backoff.Stopped:
+				return
+			}
 		}
 		d.wakeBy(now.Add(e.wakeDelay()))
 	})
