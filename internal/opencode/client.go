@@ -163,6 +163,8 @@ type Error struct {
 	kind    error
 	refused bool
 	cause   error
+	// hint, when set, replaces the 1.x fix named for a refused password.
+	hint string
 }
 
 func (e *Error) Error() string {
@@ -174,7 +176,10 @@ func (e *Error) Error() string {
 	if e.Detail != "" {
 		fmt.Fprintf(&b, ": %s", e.Detail)
 	}
-	if errors.Is(e.kind, ErrUnauthorized) {
+	switch {
+	case e.hint != "":
+		b.WriteString(" (" + e.hint + ")")
+	case errors.Is(e.kind, ErrUnauthorized):
 		b.WriteString(" (set --password or OPENCODE_SERVER_PASSWORD, and --username or OPENCODE_SERVER_USERNAME if not \"opencode\")")
 	}
 	return b.String()

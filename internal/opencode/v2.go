@@ -112,20 +112,25 @@ func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duratio
 	return resp.StatusCode, body, nil
 }
 
+// hintV2 is the fix for a password OpenCode 2 refused: it authenticates as
+// "opencode" with OPENCODE_PASSWORD (or OPENCODE_SERVER_PASSWORD), or the
+// background service's generated password.
+const hintV2 = "OpenCode 2 takes the password from OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json: run mcp-reconnect without --url and --password to follow the background service, or set --password"
+
 // classifyV2 sorts a 2.x answer into nil (2xx) or an *Error.
 func (c *Client) classifyV2(op string, status int, body []byte) error {
 	switch {
 	case status >= 200 && status <= 299:
 		return nil
 	case status == http.StatusUnauthorized:
-		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized}
+		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: hintV2}
 	case status == http.StatusForbidden && errorTag(body) == tagLocationDenied:
 		// 2.x's 403 is about the directory (OpenCode may not read it), not
 		// the credentials: telling the user to fix the password would
 		// send them the wrong way.
 		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 	case status == http.StatusForbidden:
-		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized}
+		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: hintV2}
 	case status == http.StatusNotFound:
 		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotFound}
 	}
