@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -198,5 +199,99 @@ func TestRunOnOpenCode2StartsOneServiceWatch(t *testing.T) {
 	}
 	if err := syscall.Kill(watching[0].PID, 0); err != nil {
 		t.Fatalf("the service daemon is not running: %v", err)
+	}
+}
+
+// switcher serves one handler, then another: an OpenCode upgraded from
+// 1.x to 2.x on the same port.
+type switcher struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+func (s *switcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+func (s *switcher) set(h http.Handler) {
+	s.mu.Lock()
+	s.h = h
+	s.mu.Unlock()
+}
+
+// A running watch that started against 1.x follows the server when it is
+// replaced by 2.x on the same port (an upgrade under a running daemon):
+// it finds the new generation when its event stream comes back, forgets
+// the directories the old process had, and drives 2.x's API from then on,
+// without a restart of the daemon.
+func TestWatchFollowsUpgradeFrom1To2(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	const password = "upgrade-secret-pw"
+	v1 := fakeopencode.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	v1.Password = password
+	v1.SetHeartbeat(5 * time.Second)
+	sw := &switcher{h: v1}
+	srv := serveHTTP(t, sw)
+	logs := &ochost.Buffer{}
+	cmd := exec.Command(reconnectBin, "watch", "--url", srv.URL, "--status-addr", "127.0.0.1:0", "--log-level", "debug")
+	cmd.Env = append(v2Env(t.TempDir(), t.TempDir()), "OPENCODE_SERVER_PASSWORD="+password)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if strings.Contains(logs.String(), password) {
+			t.Error("the password reached the watcher's output")
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for v1.Subscribers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch never subscribed to 1.x:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	v1.Publish("/p old", "session.updated", nil)
+	deadline = time.Now().Add(10 * time.Second)
+	for v1.Count("/mcp", "/p old", "") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 1.x status read:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	v2 := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	v2.SetPassword(password)
+	sw.set(v2)
+	srv.CloseClientConnections() // the old process is gone
+	deadline = time.Now().Add(60 * time.Second)
+	for v2.Subscribers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not follow the upgrade to 2.x:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	if n := v2.Count(fake2.RouteMCP, "/p old", ""); n != 0 {
+		t.Fatalf("the new 2.x process got %d reads for a directory of the old one:\n%s", n, logs)
+	}
+	v2.Publish("/p new", "session.execution.started", map[string]any{"sessionID": "ses_1"})
+	waitStatusRead(t, v2, "/p new", logs)
+	deadline = time.Now().Add(15 * time.Second)
+	for v2.Count(fake2.RouteConnect, "/p new", "docs") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 2.x connect of the failed server:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "generation=2.x") {
+		t.Fatalf("the log does not say it found 2.x:\n%s", logs)
 	}
 }
