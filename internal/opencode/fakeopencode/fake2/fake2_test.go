@@ -175,6 +175,7 @@ func TestFakeTestKnobs(t *testing.T) {
 			t.Errorf("before the crash: %s", body)
 		}
 		time.Sleep(time.Millisecond)
+		synctest.Wait() // the crash timer's goroutine has run
 		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `{"name":"loop","status":{"error":"Connection closed","status":"failed"}}`) {
 			t.Errorf("after the crash: %s", body)
 		}
