@@ -143,7 +143,7 @@ func TestMetrics(t *testing.T) {
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	_, _ = buf.ReadFrom(resp.Body)
-	for _, want := range []string{"mcp_reconnect_connect_attempts_total 3", "mcp_reconnect_armed_directories", "mcp_reconnect_event_stream_reconnects_total", "mcp_reconnect_status_read_failures_total", "mcp_reconnect_connects_in_flight"} {
+	for _, want := range []string{`mcp_reconnect_connect_attempts_total{url=""} 3`, "mcp_reconnect_armed_directories", "mcp_reconnect_event_stream_reconnects_total", "mcp_reconnect_status_read_failures_total", "mcp_reconnect_connects_in_flight"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("metrics lack %q", want)
 		}
