@@ -65,6 +65,9 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 		if key == "config" {
 			return fmt.Errorf("config file %s: key %q: a config file cannot name another", path, key)
 		}
+		if key == serversKey {
+			continue // [[opencode]] tables: read by readServerEntries
+		}
 		f := fset.Lookup(key)
 		if f == nil {
 			if sharedKeys[key] {

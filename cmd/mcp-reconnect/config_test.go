@@ -49,7 +49,7 @@ directory = ["/a", "/b c"]
 	if f.maxDelay != 50*time.Second { // env over file
 		t.Errorf("max-delay = %v, want the env's 50s", f.maxDelay)
 	}
-	if f.url != "http://127.0.0.1:7000" || f.maxConcurrent != 4 || f.jitter != 0.1 || len(f.directories) != 2 { // file
+	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:7000" || f.maxConcurrent != 4 || f.jitter != 0.1 || len(f.directories) != 2 { // file
 		t.Errorf("from the file: %+v", f)
 	}
 	if f.idleInterval != 30*time.Second { // default
@@ -62,7 +62,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		`nope = 1`:                `unknown key "nope"`,
 		`max-concurrent = "many"`: `key "max-concurrent"`,
 		`initial-delay = "soon"`:  `key "initial-delay"`,
-		`url = ["a", "b"]`:        `key "url" takes one value`,
+		`jitter = [0.1, 0.2]`:     `key "jitter" takes one value`,
+		"[[opencode]]\nurl = \"http://127.0.0.1:1\"\npassword = \"x\"": `put the password in a file named by password-file`,
+		"[[opencode]]\nurl = \"http://127.0.0.1:1\"\nport = 3":           `unknown key "port"`,
+		"[[opencode]]\nusername = \"u\"":                                  `url is missing`,
 		`this is not toml`:        `config file`,
 		`password = [1]`:          `key "password" takes one value`,
 	}

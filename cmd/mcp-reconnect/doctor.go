@@ -33,7 +33,7 @@ It exits 0 only when nothing failed.`,
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
-			if _, err := opencode.New(f.url, opencode.Options{}); err != nil {
+			if _, err := opencode.New(f.urls[0], opencode.Options{}); err != nil {
 				return err // a bad URL, said before any request
 			}
 			var dirs []string
@@ -48,7 +48,7 @@ It exits 0 only when nothing failed.`,
 			if f.statusAddr != "" {
 				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
 			}
-			url, password := f.url, f.password
+			url, password := f.urls[0], f.password
 			if file := f.serviceFile(cmd.Flags()); file != "" {
 				svc, err := opencode.ReadServiceFile(file)
 				if err != nil {

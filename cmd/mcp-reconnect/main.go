@@ -82,7 +82,8 @@ never re-enables a server you disabled.`,
 
 // watchFlags are the flags shared by watch (and, later, run).
 type watchFlags struct {
-	url, username, password string
+	urls                    []string
+	username, password      string
 	directories             []string
 	statusAddr              string
 	statusPublic            bool
@@ -108,7 +109,7 @@ type watchFlags struct {
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
 	d := reconnect.DefaultConfig
-	fs.StringVar(&f.url, "url", "http://127.0.0.1:4096", "OpenCode server URL [$OPENCODE_URL]")
+	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (for per-server passwords use [[opencode]] in the config file) [$OPENCODE_URL]")
 	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user [$OPENCODE_SERVER_USERNAME]")
 	fs.StringVar(&f.password, "password", "", "HTTP basic auth password; prefer the environment, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
 	fs.StringArrayVar(&f.directories, "directory", nil, "project directory to watch from the start (repeatable) [$MCP_RECONNECT_DIRECTORY, colon-separated]")
@@ -181,7 +182,7 @@ func applyEnv(fs *pflag.FlagSet) error {
 		if !ok || v == "" {
 			return
 		}
-		if f.Value.Type() == "stringArray" {
+		if f.Value.Type() == "stringArray" && f.Name != "url" { // a URL holds colons: $OPENCODE_URL is one
 			for _, part := range strings.Split(v, ":") {
 				if part != "" {
 					if e := fs.Set(f.Name, part); e != nil {
@@ -269,13 +270,11 @@ a flag given on the command line wins.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg := daemon.Config{
-				URL: f.url, Username: f.username, Password: f.password,
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
 				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 			}
-			if file := f.serviceFile(cmd.Flags()); file != "" {
-				f.useService(&cfg, file)
-				log.Info("following the OpenCode 2 service", "file", file)
+			if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
+				return err
 			}
 			return daemon.Run(ctx, cfg, log)
 		},
@@ -369,7 +368,7 @@ with --url or --status-addr, or pass --all.`,
 			}
 			n := 0
 			for _, d := range ds {
-				res, err := d.client.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names})
+				res, err := d.client.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names, URL: c.url})
 				if err != nil {
 					return err
 				}

@@ -44,24 +44,23 @@ func (f *watchFlags) serviceFile(fs *pflag.FlagSet) string {
 	return file
 }
 
-// useService points the daemon's config at the service described by file:
-// its URL and password are read from the file at start and again whenever
-// the server cannot be reached (it restarted on another port, or with
-// another password). The password stays in memory.
-func (f *watchFlags) useService(cfg *daemon.Config, file string) {
-	cfg.ServiceFile = file
-	cfg.URL, cfg.Password = v2ServiceDefaultURL, ""
+// serviceServer is the OpenCode 2 service described by file, as one
+// server to watch: its URL and password are read from the file at start
+// and again whenever the server cannot be reached (it restarted on another
+// port, or with another password). The password stays in memory.
+func serviceServer(file string) daemon.Server {
+	sc := daemon.Server{ServiceFile: file, URL: v2ServiceDefaultURL}
 	if svc, err := opencode.ReadServiceFile(file); err == nil {
-		cfg.URL = svc.URL
+		sc.URL = svc.URL
 	}
-	cfg.Discover = func(ctx context.Context) (string, string, error) {
+	sc.Discover = func(ctx context.Context) (string, string, error) {
 		svc, err := opencode.DiscoverService(ctx, file, opencode.Options{})
 		if err != nil {
 			return "", "", err
 		}
 		return svc.URL, svc.Password(), nil
 	}
-	f.passwordSource = "service file " + file
+	return sc
 }
 
 // spawnServiceWatch starts `mcp-reconnect watch` for the OpenCode 2

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -24,9 +25,33 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
+// Server is one OpenCode server the daemon watches.
+type Server struct {
+	// URL of the server.
+	URL string
+	// Username and Password for its basic auth.
+	Username, Password string
+	// Discover, when set, finds the server's URL and password anew (the
+	// OpenCode 2 service file), at start and whenever it cannot be
+	// reached; URL and Password are then only the first guess.
+	Discover func(ctx context.Context) (url, password string, err error)
+	// ServiceFile is the OpenCode 2 service file Discover reads.
+	ServiceFile string
+	// Directories armed from the start in this server (besides
+	// Config.Directories, armed in every server).
+	Directories []string
+	// Transport replaces the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
 // Config is everything `watch` needs.
 type Config struct {
-	// URL of the OpenCode server.
+	// Servers are the OpenCode servers to watch, each with its own engine
+	// and event stream; they share one connect budget (it protects the
+	// machine), one status API and one metrics registry. When empty, the
+	// one server of URL, Username, Password, Discover and ServiceFile.
+	Servers []Server
+	// URL of the OpenCode server (when Servers is empty).
 	URL string
 	// Username and Password for its basic auth.
 	Username, Password string
@@ -70,68 +95,67 @@ type Config struct {
 // server the daemon watches.
 const probesPerSecond = 20
 
-// Run watches one OpenCode server until ctx ends. It returns early only for
-// a configuration error or refused credentials.
+// servers is cfg.Servers, or the one server of the single-server fields.
+func (cfg Config) servers() []Server {
+	if len(cfg.Servers) > 0 {
+		return cfg.Servers
+	}
+	return []Server{{URL: cfg.URL, Username: cfg.Username, Password: cfg.Password, Discover: cfg.Discover, ServiceFile: cfg.ServiceFile}}
+}
+
+// watched is one OpenCode server with everything that works for it alone.
+type watched struct {
+	client *opencode.Server
+	eng    *reconnect.Engine
+	ann    *announce.Announcer
+	m      *metrics.Metrics
+}
+
+// Run watches the configured OpenCode servers until ctx ends. It returns
+// early only for a configuration error, or refused credentials when it
+// watches a single server (with several, one refusing the password must
+// not stop the others: it is logged, once, and retried as any outage).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	client, err := opencode.NewServer(opencode.ServerOptions{URL: cfg.URL, Discover: cfg.Discover, Log: log,
-		Client: opencode.Options{Username: cfg.Username, Password: cfg.Password}})
+	servers := cfg.servers()
+	dirs, err := absDirs(cfg.Directories)
 	if err != nil {
 		return err
-	}
-	dirs := make([]string, 0, len(cfg.Directories))
-	for _, d := range cfg.Directories {
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			return fmt.Errorf("--directory %q: %w", d, err)
-		}
-		dirs = append(dirs, abs)
 	}
 	if cfg.StatusAddr != "" {
 		if err := statusapi.CheckAddr(cfg.StatusAddr, cfg.StatusPublic); err != nil {
 			return err
 		}
 	}
-
-	// One detection tells a wrong password apart from a server that is
-	// not up yet: the first is fatal, the second is waited out.
-	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	gen, version, err := client.Detect(hctx)
-	cancel()
-	switch {
-	case errors.Is(err, opencode.ErrUnauthorized):
-		return err
-	case err != nil:
-		log.Warn("opencode not reachable yet; waiting for it", "url", client.URL(), "err", err)
-	default:
-		log.Info("watching opencode", "url", client.URL(), "generation", gen.String(), "version", version)
-	}
-
-	m := metrics.New()
+	set := metrics.NewSet()
 	broker := statusapi.NewBroker()
-	ann := announce.New(client, log)
-	ann.OnToast = func(_ opencode.Toast, err error) {
-		if err == nil {
-			m.Toasts.Inc()
-		}
-	}
-	onEvent := broker.Publish
-	if !cfg.NoToasts {
-		onEvent = func(ev reconnect.Event) {
-			broker.Publish(ev)
-			ann.Notify(ev)
-		}
-	}
-	opts := reconnect.Options{URL: client.URL(), Log: log, Metrics: m, OnEvent: onEvent}
+	budget := reconnect.NewBudget(cfg.Engine.MaxConcurrent)
+	var prober *probe.Prober
 	if !cfg.NoProbes {
-		opts.Prober = probe.New(probesPerSecond)
+		prober = probe.New(probesPerSecond)
 	}
-	eng, err := reconnect.New(cfg.Engine, client, opts)
-	if err != nil {
-		return err
-	}
-	for _, d := range dirs {
-		if err := eng.Arm(d, "--directory"); err != nil {
+	var all []*watched
+	var sources []statusapi.Source
+	var urls []string
+	var serviceFile string
+	for _, sc := range servers {
+		w, err := newWatched(ctx, cfg, sc, len(servers) == 1, set, broker, budget, prober, log)
+		if err != nil {
 			return err
+		}
+		own, err := absDirs(sc.Directories)
+		if err != nil {
+			return err
+		}
+		for _, d := range append(append([]string{}, dirs...), own...) {
+			if err := w.eng.Arm(d, "--directory"); err != nil {
+				return err
+			}
+		}
+		all = append(all, w)
+		sources = append(sources, w.eng)
+		urls = append(urls, w.client.URL())
+		if sc.ServiceFile != "" {
+			serviceFile = sc.ServiceFile
 		}
 	}
 
@@ -147,7 +171,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		api := &statusapi.Server{Sources: []statusapi.Source{eng}, Broker: broker, Metrics: m, Version: cfg.Version, Log: log,
+		api := &statusapi.Server{Sources: sources, Broker: broker, Metrics: &metrics.Metrics{Registry: set.Registry}, Version: cfg.Version, Log: log,
 			Token: token, Public: cfg.StatusPublic}
 		bound, wait, err := api.Serve(ctx, cfg.StatusAddr)
 		if err != nil && cfg.StatusAddrFallback && errors.Is(err, syscall.EADDRINUSE) {
@@ -159,35 +183,42 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		apiWait = wait
 		log.Info("status api listening", "addr", bound)
-		unregister := register(cfg, client.URL(), bound, token, log)
+		unregister := register(cfg, urls, serviceFile, bound, token, log)
 		defer unregister()
 		if cfg.Ready != nil {
 			cfg.Ready(bound)
 		}
 	}
 
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		_ = eng.Run(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		ann.Run(ctx)
-	}()
+	for _, w := range all {
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			_ = w.eng.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			w.ann.Run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			streamLoop(ctx, w.client, w.eng, w.m, broker, log)
+		}()
+	}
 	if !cfg.NoNetwatch {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := netwatch.Watch(ctx, netwatch.New(), eng.NetworkChanged); err != nil {
+			changed := func() {
+				for _, w := range all {
+					w.eng.NetworkChanged()
+				}
+			}
+			if err := netwatch.Watch(ctx, netwatch.New(), changed); err != nil {
 				log.Warn("not watching network changes", "err", err)
 			}
 		}()
 	}
-	go func() {
-		defer wg.Done()
-		streamLoop(ctx, client, eng, m, broker, log)
-	}()
 	wg.Wait()
 	if apiWait != nil {
 		return apiWait()
@@ -195,11 +226,71 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
+// newWatched builds the client, engine and announcer of one server. A
+// single server that refuses the password is a configuration error.
+func newWatched(ctx context.Context, cfg Config, sc Server, single bool, set *metrics.Set, broker *statusapi.Broker,
+	budget *reconnect.Budget, prober *probe.Prober, log *slog.Logger) (*watched, error) {
+	client, err := opencode.NewServer(opencode.ServerOptions{URL: sc.URL, Discover: sc.Discover, Log: log,
+		Client: opencode.Options{Username: sc.Username, Password: sc.Password, Transport: sc.Transport}})
+	if err != nil {
+		return nil, err
+	}
+	// One detection tells a wrong password apart from a server that is
+	// not up yet: the first is fatal (for a single server), the second is
+	// waited out.
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gen, version, err := client.Detect(hctx)
+	cancel()
+	switch {
+	case errors.Is(err, opencode.ErrUnauthorized) && single:
+		return nil, err
+	case errors.Is(err, opencode.ErrUnauthorized):
+		log.Error("opencode refused the credentials; watching the other servers", "url", client.URL(), "err", err)
+	case err != nil:
+		log.Warn("opencode not reachable yet; waiting for it", "url", client.URL(), "err", err)
+	default:
+		log.Info("watching opencode", "url", client.URL(), "generation", gen.String(), "version", version)
+	}
+	w := &watched{client: client, m: set.For(client.URL())}
+	w.ann = announce.New(client, log)
+	w.ann.OnToast = func(_ opencode.Toast, err error) {
+		if err == nil {
+			w.m.Toasts.Inc()
+		}
+	}
+	onEvent := broker.Publish
+	if !cfg.NoToasts {
+		onEvent = func(ev reconnect.Event) {
+			broker.Publish(ev)
+			w.ann.Notify(ev)
+		}
+	}
+	opts := reconnect.Options{URL: client.URL(), Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober}
+	w.eng, err = reconnect.New(cfg.Engine, client, opts)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// absDirs makes every directory absolute.
+func absDirs(dirs []string) ([]string, error) {
+	out := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("--directory %q: %w", d, err)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
 // register records the daemon in the registry so `status` and `reconnect`
 // find it (and its token) without being told the port. A registry that
 // cannot be written leaves the API read-only in effect; the daemon still
 // does its job.
-func register(cfg Config, url, bound, token string, log *slog.Logger) (unregister func()) {
+func register(cfg Config, urls []string, serviceFile, bound, token string, log *slog.Logger) (unregister func()) {
 	reg := cfg.Registry
 	if reg == nil {
 		var err error
@@ -208,7 +299,7 @@ func register(cfg Config, url, bound, token string, log *slog.Logger) (unregiste
 			return func() {}
 		}
 	}
-	remove, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: []string{url}, Service: cfg.ServiceFile, StatusAddr: bound, Token: token,
+	remove, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: urls, Service: serviceFile, StatusAddr: bound, Token: token,
 		Version: cfg.Version, Started: time.Now()})
 	if err != nil {
 		log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)

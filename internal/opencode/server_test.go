@@ -3,11 +3,8 @@ package opencode_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,73 +14,11 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
-// hosts serves handlers on in-memory listeners by host name, and can stop
-// and replace one: an OpenCode restarting, on the same port or another,
-// as the same generation or the other. Dialing a host that serves nothing
-// is refused, as a closed loopback port is.
-type hosts struct {
-	mu      sync.Mutex
-	servers map[string]*hostServer
-}
-
-type hostServer struct {
-	l    *fakeopencode.PipeListener
-	hs   *http.Server
-	done chan struct{}
-}
-
-func newHosts(t *testing.T) *hosts {
-	h := &hosts{servers: map[string]*hostServer{}}
-	t.Cleanup(func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for name := range h.servers {
-			h.stopLocked(name)
-		}
-	})
+// newHosts serves fakes by host name until the test ends.
+func newHosts(t *testing.T) *fakeopencode.Hosts {
+	h := fakeopencode.NewHosts()
+	t.Cleanup(h.Close)
 	return h
-}
-
-// serve starts handler at host (host:port of a URL).
-func (h *hosts) serve(host string, handler http.Handler) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stopLocked(host)
-	s := &hostServer{l: fakeopencode.NewPipeListener(), hs: &http.Server{Handler: handler}, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		_ = s.hs.Serve(s.l)
-	}()
-	h.servers[host] = s
-}
-
-// stop ends what serves host, dropping its connections.
-func (h *hosts) stop(host string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stopLocked(host)
-}
-
-func (h *hosts) stopLocked(host string) {
-	if s := h.servers[host]; s != nil {
-		_ = s.hs.Close()
-		<-s.done
-		delete(h.servers, host)
-	}
-}
-
-func (h *hosts) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	h.mu.Lock()
-	s := h.servers[addr]
-	h.mu.Unlock()
-	if s == nil {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	}
-	return s.l.Dial(ctx, network, addr)
-}
-
-func (h *hosts) transport() *http.Transport {
-	return &http.Transport{DialContext: h.dial, DisableKeepAlives: true}
 }
 
 const hostA = "opencode.a:4096"
@@ -98,12 +33,12 @@ func TestServerDetectsEitherGeneration(t *testing.T) {
 				specs := map[string]fakeopencode.Spec{"f": {Status: "failed", Error: "boom"}, "ok": {}}
 				pw := ""
 				if gen == opencode.V1 {
-					h.serve(hostA, fakeopencode.New(specs))
+					h.Serve(hostA, fakeopencode.New(specs))
 				} else {
-					h.serve(hostA, fake2.New(specs))
+					h.Serve(hostA, fake2.New(specs))
 					pw = fake2.DefaultPassword
 				}
-				s, err := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: pw, Transport: h.transport()}})
+				s, err := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: pw, Transport: h.Transport()}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -171,18 +106,18 @@ func TestServerFollowsAnUpgradeToV2(t *testing.T) {
 		h := newHosts(t)
 		v1 := fakeopencode.New(map[string]fakeopencode.Spec{"f": {}})
 		v1.SetHeartbeat(10 * time.Second)
-		h.serve(hostA, v1)
-		s, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: h.transport()}})
+		h.Serve(hostA, v1)
+		s, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: h.Transport()}})
 		var rec streamRecorder
 		rec.run(t, s)
 		time.Sleep(time.Second)
 		v1.Publish("/p", "mcp.tools.changed", map[string]any{"server": "f"})
 		time.Sleep(time.Second)
 
-		h.stop(hostA) // the upgrade: nothing listens for a while
+		h.Stop(hostA) // the upgrade: nothing listens for a while
 		time.Sleep(3 * time.Second)
 		v2 := fake2.New(map[string]fakeopencode.Spec{"f": {}})
-		h.serve(hostA, v2)
+		h.Serve(hostA, v2)
 		time.Sleep(40 * time.Second) // the stream's backoff
 		v2.Publish("/p", "location.shutdown", map[string]any{})
 		time.Sleep(time.Second)
@@ -215,11 +150,11 @@ func TestServerFollowsServiceToNewPortAndPassword(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHosts(t)
 		first := fake2.New(map[string]fakeopencode.Spec{"f": {}})
-		h.serve("svc.a:49374", first)
+		h.Serve("svc.a:49374", first)
 		var mu sync.Mutex
 		url, pw := "http://svc.a:49374", fake2.DefaultPassword
 		s, _ := opencode.NewServer(opencode.ServerOptions{
-			Client: opencode.Options{Transport: h.transport()},
+			Client: opencode.Options{Transport: h.Transport()},
 			Discover: func(context.Context) (string, string, error) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -230,11 +165,11 @@ func TestServerFollowsServiceToNewPortAndPassword(t *testing.T) {
 		rec.run(t, s)
 		time.Sleep(2 * time.Second)
 
-		h.stop("svc.a:49374")
+		h.Stop("svc.a:49374")
 		second := fake2.New(map[string]fakeopencode.Spec{"g": {Status: "failed"}})
 		second.SetPassword("new-password")
 		second.SetPID(777)
-		h.serve("svc.b:50000", second)
+		h.Serve("svc.b:50000", second)
 		mu.Lock()
 		url, pw = "http://svc.b:50000", "new-password"
 		mu.Unlock()
@@ -265,7 +200,7 @@ func TestStreamHandshakeTimeout(t *testing.T) {
 		hang := true
 		fake := fakeopencode.New(nil)
 		fake.SetHeartbeat(10 * time.Second)
-		h.serve(hostA, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(hostA, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			hung := hang
 			mu.Unlock()
@@ -275,7 +210,7 @@ func TestStreamHandshakeTimeout(t *testing.T) {
 			}
 			fake.ServeHTTP(w, r)
 		}))
-		c, _ := opencode.New("http://"+hostA, opencode.Options{Transport: h.transport()})
+		c, _ := opencode.New("http://"+hostA, opencode.Options{Transport: h.Transport()})
 		var drops []error
 		var connected time.Time
 		start := time.Now()

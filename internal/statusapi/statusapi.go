@@ -28,6 +28,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
 
@@ -51,6 +52,10 @@ type ReconnectRequest struct {
 	Directory string `json:"directory,omitempty"`
 	// Servers limits it to these names; empty means every failed server.
 	Servers []string `json:"servers,omitempty"`
+	// URL names the OpenCode server when the daemon watches several;
+	// empty means every one (refused with a Directory: arming a directory
+	// in every server would start its MCP servers in each).
+	URL string `json:"url,omitempty"`
 }
 
 // ReconnectResponse is the answer of POST /reconnect.
@@ -185,7 +190,27 @@ func (s *Server) reconnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := ReconnectResponse{Results: []reconnect.ReconnectResult{}}
-	for _, src := range s.Sources {
+	sources := s.Sources
+	if req.URL != "" {
+		sources = nil
+		for _, src := range s.Sources {
+			if registry.NormalizeURL(src.Snapshot().URL) == registry.NormalizeURL(req.URL) {
+				sources = append(sources, src)
+			}
+		}
+		if len(sources) == 0 {
+			http.Error(w, "this daemon does not watch "+req.URL, http.StatusNotFound)
+			return
+		}
+	} else if req.Directory != "" && len(sources) > 1 {
+		var urls []string
+		for _, src := range sources {
+			urls = append(urls, src.Snapshot().URL)
+		}
+		http.Error(w, "this daemon watches several OpenCode servers ("+strings.Join(urls, ", ")+"); name one with url (reconnect --url)", http.StatusBadRequest)
+		return
+	}
+	for _, src := range sources {
 		res, err := src.Reconnect(req.Directory, req.Servers)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

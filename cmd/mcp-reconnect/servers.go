@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/spf13/pflag"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// defaultURL is OpenCode 1.x's `serve` default.
+const defaultURL = "http://127.0.0.1:4096"
+
+// serversKey is the config file's array of tables listing OpenCode
+// servers, each with its own credentials:
+//
+//	[[opencode]]
+//	url = "http://127.0.0.1:4096"
+//	password-file = "~/.config/mcp-reconnect/work.pw"
+const serversKey = "opencode"
+
+// serverEntry is one [[opencode]] table.
+type serverEntry struct {
+	URL          string   `toml:"url"`
+	Username     string   `toml:"username"`
+	PasswordFile string   `toml:"password-file"`
+	Directory    []string `toml:"directory"`
+}
+
+// readServerEntries reads the [[opencode]] tables of the config file at
+// path (none when it does not exist and was not asked for by name).
+// Unknown keys are errors that name the file, the table and the key; a
+// password itself is refused: it goes in a password file.
+func readServerEntries(path string, explicit bool) ([]serverEntry, error) {
+	if path == "" {
+		return nil, nil
+	}
+	var file struct {
+		Servers []map[string]any `toml:"opencode"`
+	}
+	if _, err := toml.DecodeFile(path, &file); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !explicit {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	var out []serverEntry
+	for i, raw := range file.Servers {
+		where := fmt.Sprintf("config file %s: [[opencode]] #%d", path, i+1)
+		var e serverEntry
+		for k, v := range raw {
+			switch k {
+			case "url", "username", "password-file":
+				s, ok := v.(string)
+				if !ok {
+					return nil, fmt.Errorf("%s: key %q takes a string", where, k)
+				}
+				switch k {
+				case "url":
+					e.URL = s
+				case "username":
+					e.Username = s
+				default:
+					e.PasswordFile = s
+				}
+			case "directory":
+				list, ok := v.([]any)
+				if !ok {
+					list = []any{v}
+				}
+				for _, d := range list {
+					s, ok := d.(string)
+					if !ok {
+						return nil, fmt.Errorf("%s: key %q takes strings", where, k)
+					}
+					e.Directory = append(e.Directory, s)
+				}
+			case "password":
+				return nil, fmt.Errorf("%s: put the password in a file named by password-file (chmod 600), not in the config", where)
+			default:
+				return nil, fmt.Errorf("%s: unknown key %q (url, username, password-file, directory)", where, k)
+			}
+		}
+		if e.URL == "" {
+			return nil, fmt.Errorf("%s: url is missing", where)
+		}
+		if _, err := opencode.New(e.URL, opencode.Options{}); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// readPasswordFile reads a password from a file only this user can read
+// (as ssh refuses a private key others can read), trimming one trailing
+// newline. The error never holds the password.
+func readPasswordFile(path string) (string, error) {
+	if strings.HasPrefix(path, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("password file %s: %w", path, err)
+		}
+		path = filepath.Join(home, path[2:])
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("password file %s: %w", path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("password file %s: other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("password file %s: %w", path, err)
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		return "", fmt.Errorf("password file %s is empty", path)
+	}
+	return pw, nil
+}
+
+// servers is the list of OpenCode servers to watch: each --url (with
+// --username and --password), each [[opencode]] table of the config file
+// (with its own password file), and the OpenCode 2 background service
+// when its service file is named or found (see serviceFile). The 1.x
+// default URL is watched only when nothing else is.
+func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Server, error) {
+	entries, err := readServerEntries(f.config, fset.Changed("config"))
+	if err != nil {
+		return nil, err
+	}
+	var out []daemon.Server
+	service := f.serviceFile(fset)
+	if fset.Changed("url") || len(entries) == 0 && service == "" {
+		for _, u := range f.urls {
+			out = append(out, daemon.Server{URL: u, Username: f.username, Password: f.password})
+		}
+	}
+	for _, e := range entries {
+		sc := daemon.Server{URL: e.URL, Username: e.Username, Directories: e.Directory}
+		if sc.Username == "" {
+			sc.Username = f.username
+		}
+		if e.PasswordFile != "" {
+			if sc.Password, err = readPasswordFile(e.PasswordFile); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, sc)
+	}
+	if service != "" {
+		out = append(out, serviceServer(service))
+		log.Info("following the OpenCode 2 service", "file", service)
+	}
+	seen := map[string]bool{}
+	for _, sc := range out {
+		if sc.ServiceFile == "" {
+			n := strings.TrimSuffix(strings.ToLower(sc.URL), "/")
+			if seen[n] {
+				return nil, fmt.Errorf("OpenCode server %s is listed twice", opencode.Redact(sc.URL))
+			}
+			seen[n] = true
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func loadFlags(t *testing.T, args ...string) (*watchFlags, *pflag.FlagSet) {
+	t.Helper()
+	var f watchFlags
+	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.load(fs); err != nil {
+		t.Fatal(err)
+	}
+	return &f, fs
+}
+
+// --url may be repeated, and [[opencode]] tables add servers with their
+// own password files; the 1.x default is watched only when nothing else is.
+func TestServersFromFlagsAndConfig(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "work.pw")
+	if err := os.WriteFile(pw, []byte("work-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npassword-file = \""+pw+"\"\ndirectory = [\"/w\"]\n\n[[opencode]]\nurl = \"http://127.0.0.1:5002\"\n")
+
+	f, fs := loadFlags(t, "--config", cfg)
+	got, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].URL != "http://127.0.0.1:5001" || got[0].Password != "work-secret" || got[0].Directories[0] != "/w" ||
+		got[1].URL != "http://127.0.0.1:5002" || got[1].Password != "" {
+		t.Fatalf("servers = %+v, want the two [[opencode]] entries only", got)
+	}
+
+	f, fs = loadFlags(t, "--config", cfg, "--url", "http://127.0.0.1:6001", "--url", "http://127.0.0.1:6002")
+	got, err = f.servers(fs, slog.New(slog.DiscardHandler))
+	if err != nil || len(got) != 4 || got[0].URL != "http://127.0.0.1:6001" || got[1].URL != "http://127.0.0.1:6002" {
+		t.Fatalf("servers = %+v, %v: want both --url, then the config's", got, err)
+	}
+
+	f, fs = loadFlags(t, "--config", "")
+	got, _ = f.servers(fs, slog.New(slog.DiscardHandler))
+	if len(got) != 1 || got[0].URL != defaultURL {
+		t.Fatalf("servers = %+v, want the 1.x default alone", got)
+	}
+
+	f, fs = loadFlags(t, "--config", "", "--url", "http://127.0.0.1:7000", "--url", "http://127.0.0.1:7000/")
+	if _, err := f.servers(fs, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("a server listed twice: %v", err)
+	}
+}
+
+// A password file others can read is refused with the fix, and its
+// content never appears in an error.
+func TestPasswordFileMustBePrivate(t *testing.T) {
+	pw := filepath.Join(t.TempDir(), "open.pw")
+	if err := os.WriteFile(pw, []byte("open-secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npassword-file = \""+pw+"\"\n")
+	f, fs := loadFlags(t, "--config", cfg)
+	_, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+pw) || strings.Contains(err.Error(), "open-secret") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// $OPENCODE_URL is one URL (its colons are not a list separator).
+func TestOpenCodeURLFromEnvIsOneURL(t *testing.T) {
+	t.Setenv("OPENCODE_URL", "http://127.0.0.1:4999")
+	f, fs := loadFlags(t, "--config", "")
+	got, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	if err != nil || len(got) != 1 || got[0].URL != "http://127.0.0.1:4999" {
+		t.Fatalf("servers = %+v, %v", got, err)
+	}
+}
