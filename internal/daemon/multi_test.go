@@ -140,3 +140,22 @@ func TestBudgetSharedAcrossServers(t *testing.T) {
 		}
 	})
 }
+
+// One server refusing the password does not stop the daemon or the other
+// server.
+func TestOneServerRefusingThePasswordLeavesTheOther(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		v1 := fakeopencode.New(map[string]fakeopencode.Spec{"a": {Status: "failed"}})
+		v1.Password = "not-what-the-daemon-has"
+		v2 := fake2.New(map[string]fakeopencode.Spec{"b": {Status: "failed", AfterConnect: "connected"}})
+		runTwo(t, v1, v2, 2)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := v2.Count(fake2.RouteConnect, "/p", "b"); n != 1 {
+			t.Fatalf("2.x connects of b = %d, want 1", n)
+		}
+		if n := v1.Count("/mcp/{name}/connect", "", ""); n != 0 {
+			t.Fatalf("%d connects on the server that refused the password", n)
+		}
+	})
+}
