@@ -24,8 +24,8 @@ func TestReviewFastRestartOfV2ServiceIsARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHosts(t)
 		first := fake2.New(map[string]fakeopencode.Spec{"f": {}})
-		h.serve(hostA, first)
-		s, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: h.transport()}})
+		h.Serve(hostA, first)
+		s, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: h.Transport()}})
 		var rec streamRecorder
 		rec.run(t, s)
 		time.Sleep(time.Second)
@@ -36,7 +36,7 @@ func TestReviewFastRestartOfV2ServiceIsARestart(t *testing.T) {
 		// up again before the stream's first retry.
 		second := fake2.New(map[string]fakeopencode.Spec{"f": {}})
 		second.SetPID(fake2.DefaultPID + 1)
-		h.serve(hostA, second)
+		h.Serve(hostA, second)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 

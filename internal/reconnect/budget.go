@@ -83,22 +83,22 @@ func (b *Budget) Release(remote bool) {
 	}
 }
 
-// Wait puts a waiter for a slot of this kind in line. When a slot is
-// handed to it, grant runs and the waiter owns that slot: it must Release
-// it. cancel takes the waiter out of line; it reports false when the slot
-// was granted already (grant has run or is running).
-func (b *Budget) Wait(remote bool, grant func()) (cancel func() bool) {
+// Wait takes a slot of this kind if one is free (granted), or else puts a
+// waiter in line: when a slot is handed to it, grant runs (from Release,
+// never from Wait, so a caller may hold its own lock) and the waiter owns
+// that slot: it must Release it. cancel takes the waiter out of line; it
+// reports false when the slot was granted already (grant has run or is
+// running).
+func (b *Budget) Wait(remote bool, grant func()) (granted bool, cancel func() bool) {
 	w := &waiter{remote: remote, grant: grant}
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.free(remote) {
 		b.take(remote)
-		b.mu.Unlock()
-		grant()
-		return func() bool { return false }
+		return true, nil
 	}
 	b.line = append(b.line, w)
-	b.mu.Unlock()
-	return func() bool {
+	return false, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for i, x := range b.line {

@@ -62,6 +62,9 @@ type dir struct {
 	// server to its endpoint, for probes and restart watches.
 	kinds map[string]string
 	urls  map[string]string
+	// kindsKnown is set once GET /config answered; a failed read, or a
+	// server it did not list, clears it so the next check asks again.
+	kindsKnown bool
 
 	// Budget slots handed to this directory while it waited in line
 	// (index 1: remote), used by its next check or released after it.
@@ -263,7 +266,7 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 		case r := <-d.probes:
 			e.finishProbe(d, r)
 		case name := <-d.restarts:
-			e.restarted(d, name)
+			e.endpointRestarted(d, name)
 		case <-timer.C:
 			e.startProbes(ctx, d, &work)
 			e.mu.Lock()
@@ -306,7 +309,14 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	defer e.releaseHeld(d)
 	e.mu.Lock()
 	d.next = time.Time{}
+	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
 	e.mu.Unlock()
+	if learn {
+		// Before the status read: nothing may come between the read that
+		// decides a connect and the connect (a slow config read would
+		// leave the decision seconds old).
+		e.learnKinds(ctx, d)
+	}
 
 	e.metrics.StatusReads.Inc()
 	st, err := e.oc.MCPStatus(ctx, d.path)
@@ -321,15 +331,12 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized = now, "", false
 	connects, needKinds, evs := e.reconcile(d, st, now)
-	e.mu.Unlock()
-	e.publish(evs...)
-
 	if needKinds {
-		e.learnKinds(ctx, d)
+		d.kindsKnown = false // a server the config did not list: ask again next check
 	}
-	e.mu.Lock()
 	watches := e.endpoints(d, now)
 	e.mu.Unlock()
+	e.publish(evs...)
 	e.startWatches(ctx, d, watches, work)
 	e.connect(ctx, d, connects, work)
 }
@@ -342,7 +349,9 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	e.metrics.StatusReadFailures.Inc()
 	if errors.Is(err, opencode.ErrRefused) {
 		e.opencodeGone(err)
-		return
+		if d.armedBy != ArmedByFlag {
+			return
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -358,10 +367,13 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	d.wakeBy(e.idleAt(now))
 }
 
-// attempt is one connect a reconcile decided on, and what caused it.
+// attempt is one connect a reconcile decided on, and what caused it: the
+// limiter's view (trigger) and the trigger bit that asked (trig, 0 for the
+// schedule), kept while the attempt waits for a slot.
 type attempt struct {
 	name    string
 	trigger backoff.Trigger
+	trig    int
 }
 
 // reconcile folds one status read into the directory's memory and decides
@@ -419,7 +431,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 				// A connect gives it a fresh one without passing through
 				// disabled (see the facts).
 				e.log.Info("remote MCP server restarted behind OpenCode's back; reconnecting for a fresh session", "url", e.url, "directory", d.path, "server", name)
-				connects = append(connects, attempt{name, backoff.Extra})
+				connects = append(connects, attempt{name, backoff.Extra, trigRestart})
 			} else {
 				next = earlier(next, at)
 			}
@@ -430,14 +442,14 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 				break
 			}
 			if s.ep.Allow(p, now, backoff.Scheduled) {
-				connects = append(connects, attempt{name, backoff.Scheduled})
+				connects = append(connects, attempt{name, backoff.Scheduled, 0})
 				break
 			}
 			next = earlier(next, s.ep.Next())
 			if fire, at := s.fire(trig&trigNetwork, p, now); fire {
-				connects = append(connects, attempt{name, backoff.Network})
+				connects = append(connects, attempt{name, backoff.Network, trigNetwork})
 			} else if fire, at2 := s.fire(trig&trigProbe, p, now); fire {
-				connects = append(connects, attempt{name, backoff.Extra})
+				connects = append(connects, attempt{name, backoff.Extra, trigProbe})
 			} else {
 				next = earlier(next, earlier(at, at2))
 			}
@@ -471,7 +483,8 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 
 // learnKinds reads the directory's MCP config to tell remote servers (and
 // their endpoints) from local ones. A failure leaves the kinds unknown, to
-// be asked again at the next check.
+// be asked again at the next check; until then an unknown server is
+// budgeted as local and not probed.
 func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 	cfg, err := e.oc.MCPConfig(ctx, d.path)
 	if err != nil {
@@ -480,13 +493,15 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for n := range d.servers {
-		entry := cfg[n]
+	for n, entry := range cfg {
 		d.kinds[n] = entry.Type
 		if entry.Type == "remote" && entry.URL != "" {
 			d.urls[n] = entry.URL
+		} else {
+			delete(d.urls, n)
 		}
 	}
+	d.kindsKnown = true
 }
 
 // connect sends the connects a reconcile decided on, each with a budget
@@ -509,7 +524,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 		remote := d.kinds[a.name] == "remote"
 		if !e.takeSlot(d, remote) {
 			s.slotWait = true
-			s.trig |= trigOf(a.trigger) // still wanted when the slot comes
+			s.trig |= a.trig // still wanted when the slot comes, for the same reason
 			continue
 		}
 		next := s.ep.Attempt(p, now, a.trigger, rand.Float64())
@@ -539,17 +554,6 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 	e.publish(evs...)
 }
 
-// trigOf maps an attempt's cause back to the trigger that asked for it.
-func trigOf(t backoff.Trigger) int {
-	switch t {
-	case backoff.Network:
-		return trigNetwork
-	case backoff.Extra:
-		return trigProbe | trigRestart
-	}
-	return 0
-}
-
 // takeSlot takes a budget slot for a connect of this kind: one handed to
 // the directory while it waited, or a free one. Failing both, the
 // directory waits in line. Caller holds Engine.mu.
@@ -559,12 +563,16 @@ func (e *Engine) takeSlot(d *dir, remote bool) bool {
 		d.held[k]--
 		return true
 	}
-	if e.budget.TryAcquire(remote) {
+	if d.waiting[k] != nil {
+		return false // in line already
+	}
+	// Wait takes a slot freed since a TryAcquire would have failed, or
+	// queues; it never runs the grant here, under Engine.mu.
+	granted, cancel := e.budget.Wait(remote, func() { e.granted(d, k) })
+	if granted {
 		return true
 	}
-	if d.waiting[k] == nil {
-		d.waiting[k] = e.budget.Wait(remote, func() { e.granted(d, k) })
-	}
+	d.waiting[k] = cancel
 	return false
 }
 

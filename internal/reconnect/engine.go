@@ -189,8 +189,12 @@ func validDir(d string) bool {
 	return d != "" && filepath.IsAbs(d) && !strings.ContainsRune(d, 0)
 }
 
+// ArmedByFlag is the reason of directories the user named (--directory):
+// they stay armed through OpenCode restarts (see restarted).
+const ArmedByFlag = "--directory"
+
 // Arm starts watching dir (idempotent). Its first check runs initial-delay
-// later. reason is shown in status ("--directory", "mcp.tools.changed", …).
+// later. reason is shown in status (ArmedByFlag, "mcp.tools.changed", …).
 func (e *Engine) Arm(d, reason string) error {
 	if !validDir(d) {
 		return fmt.Errorf("directory %q is not an absolute path", d)
@@ -261,16 +265,31 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
 }
 
-// DisarmAll forgets every directory (global.disposed, an OpenCode restart).
-// The engine keeps running and arms again on later events.
-func (e *Engine) DisarmAll(reason string) {
+// DisarmAll forgets every directory (global.disposed). The engine keeps
+// running and arms again on later events.
+func (e *Engine) DisarmAll(reason string) { _ = e.disarmAll(reason, false) }
+
+// restarted forgets every directory after OpenCode restarted (or refused
+// connections: it is restarting), except those the user named with
+// --directory: nobody may use the others any more, and reading one would
+// create its instance and spawn its MCP servers in the new process; the
+// named ones are in use by definition, and keep being read (a read that is
+// refused is no news, rule 9) until OpenCode answers again.
+// It returns how many directories were forgotten.
+func (e *Engine) restarted(reason string) int { return e.disarmAll(reason, true) }
+
+func (e *Engine) disarmAll(reason string, keepNamed bool) int {
 	e.mu.Lock()
 	var evs []Event
 	for _, p := range opencode.Names(e.dirs) {
+		if keepNamed && e.dirs[p].armedBy == ArmedByFlag {
+			continue
+		}
 		evs = append(evs, e.disarmLocked(p, reason))
 	}
 	e.mu.Unlock()
 	e.publish(evs...)
+	return len(evs)
 }
 
 // HandleEvent applies one OpenCode event: arming, waking, disposing.
@@ -338,7 +357,7 @@ func (e *Engine) serverFailed(path, name, reason string) {
 		if s.status == opencode.StatusConnected && stable && now.Sub(d.lastAtOnce) >= e.cfg.Backoff.Initial {
 			// It stayed connected since its last attempt for stable-after:
 			// this is a new episode, not a crash loop.
-			s.ep.Forget()
+			s.forget()
 			d.lastAtOnce = now
 			d.wakeBy(now)
 			return
@@ -383,17 +402,16 @@ func (e *Engine) activity(path, reason string) {
 }
 
 // StreamConnected tells the engine that the event stream was subscribed
-// again after a drop. If OpenCode refused connections meanwhile it
-// restarted, and every armed directory is forgotten: reading one would
-// create an instance (and spawn its MCP servers) nobody may use any more;
-// directories re-arm on the next activity. If it stayed reachable, the
-// drop was a hiccup: each armed directory is re-checked once, since events
-// may have been missed.
+// again after a drop. If OpenCode restarted meanwhile, every armed
+// directory but those named with --directory is forgotten: reading one
+// would create an instance (and spawn its MCP servers) nobody may use any
+// more; they re-arm on the next activity. The directories still armed
+// (all of them after a hiccup, when OpenCode stayed reachable) are
+// re-checked once, since events may have been missed.
 func (e *Engine) StreamConnected(restarted bool) {
 	if restarted {
 		e.log.Info("opencode restarted; forgetting every directory until it is used again", "url", e.url)
-		e.DisarmAll("opencode restarted")
-		return
+		e.restarted("opencode restarted")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -469,7 +487,7 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 		}
 		for name, s := range d.servers {
 			if len(names) == 0 || slices.Contains(names, name) {
-				s.ep.Forget()
+				s.forget()
 			}
 		}
 		d.wakeBy(now)
@@ -481,10 +499,12 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 }
 
 // opencodeGone handles a call OpenCode refused the connection for: it is
-// restarting (rule 8), so every directory is forgotten from this moment.
+// restarting (rule 8), so every directory is forgotten from this moment
+// (but those named with --directory).
 func (e *Engine) opencodeGone(err error) {
-	e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "err", err)
-	e.DisarmAll("opencode refused connections")
+	if n := e.restarted("opencode refused connections"); n > 0 {
+		e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "directories", n, "err", err)
+	}
 }
 
 // SetStream records the event stream's state for Snapshot.

@@ -161,11 +161,11 @@ func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, work 
 	}
 }
 
-// restarted makes the directory due at once for a connected remote server
+// endpointRestarted makes the directory due at once for a connected remote server
 // whose endpoint restarted, if its episode allows an attempt outside the
 // schedule. The check decides from a fresh read: a server the user
 // disabled meanwhile is left alone.
-func (e *Engine) restarted(d *dir, name string) {
+func (e *Engine) endpointRestarted(d *dir, name string) {
 	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -21,7 +21,7 @@ func TestReviewTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for round := 0; time.Now().Before(deadline); round++ {
 		b := NewBudget(1)
 		e.budget = b

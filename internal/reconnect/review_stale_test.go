@@ -48,6 +48,10 @@ func TestReviewConnectNotSentOnStatusOlderThanConfigRead(t *testing.T) {
 		if _, _, err := client.Detect(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		// A client uses the directory: its instance exists.
+		if _, err := client.MCPStatus(context.Background(), dirA); err != nil {
+			t.Fatal(err)
+		}
 		oc := &slowConfigOC{OpenCode: client, delay: 10 * time.Second}
 		oc.onConfig = func() {
 			// The user disables the server while the daemon reads the config.

@@ -37,7 +37,7 @@ func TestReviewSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.
 	// The endpoint answered again: the reconcile decided a probe attempt,
 	// and connect found no free slot.
 	var work sync.WaitGroup
-	e.connect(ctx, d, []attempt{{"r", backoff.Extra}}, &work)
+	e.connect(ctx, d, []attempt{{"r", backoff.Extra, trigProbe}}, &work)
 	work.Wait()
 	if c := d.servers["r"]; c.connecting || !c.slotWait {
 		t.Fatalf("server state %+v, want waiting for a slot", *c)

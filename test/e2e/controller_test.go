@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -158,7 +157,8 @@ func TestWatchCrashLoopReachesSlowTier(t *testing.T) {
 
 // OpenCode killed and restarted under watch: the daemon forgets its
 // directories, and no instance is created for one (no MCP process starts)
-// until a client uses it again.
+// until a client uses it again; a directory named with --directory is the
+// user's and is watched in the new process too.
 func TestWatchOpenCodeRestartCreatesNoInstance(t *testing.T) {
 	needOpenCode(t)
 	home := t.TempDir()
@@ -168,9 +168,24 @@ func TestWatchOpenCodeRestartCreatesNoInstance(t *testing.T) {
 	oc := startOpenCode(t, 0, home)
 	p := newProject(t, nil)
 	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
-	w := startWatch(t, oc, oc.Password, "--directory", p.Dir, "--idle-interval", "2s")
+	named := newProject(t, nil) // named with --directory: kept through restarts
+	rewriteProject(t, named, map[string]any{"n": named.StdioServer("n")})
+	w := startWatch(t, oc, oc.Password, "--directory", named.Dir, "--idle-interval", "2s")
 	w.WaitLog(t, "watching opencode", 15*time.Second)
-	p.WaitStarts(t, "s", 1, 30*time.Second) // the daemon's first check made the instance
+	named.WaitStarts(t, "n", 1, 30*time.Second)
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel0()
+	if code, body, err := oc.Do(ctx0, "POST", "/session", p.Dir); err != nil || code != 200 {
+		t.Fatalf("create session: %d %v %s", code, err, body) // a client uses p: the daemon arms it
+	}
+	p.WaitStarts(t, "s", 1, 30*time.Second)
+	deadline0 := time.Now().Add(20 * time.Second)
+	for len(serverDirs(t, w)) < 2 {
+		if time.Now().After(deadline0) {
+			t.Fatalf("p was not armed by the session: %v", serverDirs(t, w))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 
 	oc.Kill()
 	time.Sleep(time.Second)
@@ -186,9 +201,11 @@ func TestWatchOpenCodeRestartCreatesNoInstance(t *testing.T) {
 	if got := len(p.Starts(t, "s")); got != 1 {
 		t.Fatalf("%d MCP processes after OpenCode restarted: the daemon re-created an instance nobody used", got-1)
 	}
-	if strings.Contains(w.Log.String(), "armed directory") && len(serverDirs(t, w)) != 0 {
-		t.Fatalf("directories still armed after the restart: %v", serverDirs(t, w))
+	if dirs := serverDirs(t, w); len(dirs) != 1 || dirs[0] != named.Dir {
+		t.Fatalf("armed after the restart: %v, want only the --directory one", dirs)
 	}
+	// The directory the user named is watched in the new process too.
+	named.WaitStarts(t, "n", 2, 30*time.Second)
 
 	// A client uses the directory again: it is armed and watched.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -197,7 +214,7 @@ func TestWatchOpenCodeRestartCreatesNoInstance(t *testing.T) {
 		t.Fatalf("create session: %d %v %s", code, err, body)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for len(serverDirs(t, w)) == 0 {
+	for len(serverDirs(t, w)) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the directory was not armed again after a client used it")
 		}
