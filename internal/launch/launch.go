@@ -441,8 +441,10 @@ func (c *Child) Forward() (stop func()) {
 }
 
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// A character device is not enough: /dev/null is one (stdin of a
+	// service, cron job or nohup), and treating it as a terminal would
+	// swallow the signals meant for the child.
+	return isTTY(f.Fd())
 }
 
 // Tail keeps the last bytes written to it.

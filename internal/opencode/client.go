@@ -223,13 +223,33 @@ func (c *Client) doJSON(ctx context.Context, hc *http.Client, timeout time.Durat
 // so a server name holding a slash stays one segment.
 // reqBody, when set, is sent as JSON.
 func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values, reqBody []byte) ([]byte, error) {
+	status, body, err := c.send(ctx, hc, timeout, op, method, escPath, query, reqBody)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return nil, &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized}
+	case status == http.StatusNotFound:
+		return nil, &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotFound}
+	case status < 200 || status > 299:
+		return nil, &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
+	}
+	return body, nil
+}
+
+// send sends one request and returns any HTTP answer's status and body
+// (both generations classify the status their own way); err is set only
+// when no answer arrived or it could not be read, and is ErrRefused too
+// when the connection was refused. reqBody, when set, is sent as JSON.
+func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values, reqBody []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	u := *c.base
 	u.RawPath = c.base.EscapedPath() + escPath
 	p, err := url.PathUnescape(u.RawPath)
 	if err != nil {
-		return nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
+		return 0, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
 	}
 	u.Path = p
 	u.RawQuery = query.Encode()
@@ -248,25 +268,17 @@ func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration,
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, c.transportError(ctx, op, err)
+		return 0, nil, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
 	}
 	if len(body) > maxBody {
-		return nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
+		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
 	}
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrNotFound}
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrUnavailable}
-	}
-	return body, nil
+	return resp.StatusCode, body, nil
 }
 
 // ctxErr prefers the context's reason (a deadline) over a transport message.

@@ -64,7 +64,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	var seen []string
 	refused := false
 	probe := func(route string) (int, []byte, error) {
-		status, body, err := c.send(ctx, c.http, timeout, "GET "+route, "GET", route, nil)
+		status, body, err := c.send(ctx, c.http, timeout, "GET "+route, "GET", route, nil, nil)
 		if err == nil {
 			seen = append(seen, fmt.Sprintf("%s answered %d", route, status))
 			refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden

@@ -99,8 +99,9 @@ type identity struct {
 }
 
 // source gives the feed to subscribe to next, and the identity of the
-// process behind it. redetect asks it to look again (the previous attempt
-// reached nobody).
+// process behind it. redetect asks it to look again (every attempt after
+// the first: the server may have moved, restarted, or been replaced by
+// another generation on the same port).
 type source func(ctx context.Context, redetect bool) (feed, identity, error)
 
 // Stream subscribes to 1.x's /global/event and hands every parsed event to
@@ -119,10 +120,13 @@ func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event))
 	opts.defaults()
 	log := opts.Log
 	failures, connects := 0, 0
-	restarted, unreachable := false, false
+	restarted := false
 	var last identity
-	for {
-		f, id, err := src(ctx, unreachable)
+	for attempt := 0; ; attempt++ {
+		// Every re-subscribe looks at the server again: a 2.x service that
+		// restarted within one backoff step answers on the same port with
+		// another pid, and only its identity tells a restart from a hiccup.
+		f, id, err := src(ctx, attempt > 0)
 		lasted := time.Duration(0)
 		if err == nil {
 			lasted, err = subscribe(ctx, f, opts, func() {
@@ -140,11 +144,6 @@ func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event))
 		if errors.Is(err, ErrRefused) {
 			restarted = true
 		}
-		// An attempt that got no stream at all (nothing listened, the
-		// answer was not an event stream, no first event came) makes the
-		// next one look for the server again: it may have moved, or been
-		// replaced by another generation on the same port.
-		unreachable = lasted == 0 && !errors.Is(err, ErrUnauthorized)
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
 		}

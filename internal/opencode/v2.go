@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"path"
 	"sync"
-	"time"
 )
 
 // ClientV2 talks to one OpenCode 2.x server (see
@@ -76,41 +74,6 @@ func errorTag(body []byte) string {
 	return e.Tag
 }
 
-// send sends one request and returns any HTTP answer's status and body;
-// err is set only when no answer arrived (or it could not be read). It is
-// the 1.x client's do without the sorting of statuses, which 2.x needs to
-// make from the error body's _tag.
-func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values) (int, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + escPath
-	p, err := url.PathUnescape(u.RawPath)
-	if err != nil {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
-	}
-	u.Path = p
-	u.RawQuery = query.Encode()
-	req := (&http.Request{Method: method, URL: &u, Host: u.Host, Header: http.Header{},
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
-	if c.password != "" {
-		req.SetBasicAuth(c.username, c.password)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Detail: transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
-	}
-	if len(body) > maxBody {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
-	}
-	return resp.StatusCode, body, nil
-}
 
 // hintV2 is the fix for a password OpenCode 2 refused: it authenticates as
 // "opencode" with OPENCODE_PASSWORD (or OPENCODE_SERVER_PASSWORD), or the
@@ -139,7 +102,7 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 
 // get is a GET of a 2.x JSON route; it returns the 2xx body.
 func (v *ClientV2) get(ctx context.Context, op, escPath string, query url.Values) ([]byte, error) {
-	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query)
+	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +213,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 			op, prefix = "POST "+routeConnectDev, connectPrefixDev
 		}
 		tried[i] = op
-		status, body, err := v.c.send(ctx, v.c.long, v.c.connectTimeout, op, "POST", prefix+url.PathEscape(name)+connectSuffix, locQuery(dir))
+		status, body, err := v.c.send(ctx, v.c.long, v.c.connectTimeout, op, "POST", prefix+url.PathEscape(name)+connectSuffix, locQuery(dir), nil)
 		if err != nil {
 			return err
 		}
