@@ -109,7 +109,7 @@ func plainText(vs ...string) error {
 		if !utf8.ValidString(v) {
 			return fmt.Errorf("service: %q is not valid UTF-8; use a plain path", v)
 		}
-		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == 0xfffe || r == 0xffff }) {
 			return fmt.Errorf("service: %q holds a control character; use a plain path", v)
 		}
 	}
@@ -536,11 +536,9 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 	} else {
 		return false, nil
 	}
-	verb := func(s string) string {
-		if dryRun {
-			return "would " + s
-		}
-		return s
+	removed := "removed"
+	if dryRun {
+		removed = "would remove"
 	}
 	var stopErr error
 	for _, c := range m.p.stopCommands() {
@@ -567,7 +565,7 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 				return true, fmt.Errorf("service: %w", err)
 			}
 		}
-		fmt.Fprintf(w, "%s %s\n", verb("removed"), f)
+		fmt.Fprintf(w, "%s %s\n", removed, f)
 	}
 	// Deepest first, and only empty ones: a directory install created
 	// that the user has since put files in is theirs now.

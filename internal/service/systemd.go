@@ -62,6 +62,11 @@ func (s systemd) render(spec Spec) (File, error) {
 			return File{}, fmt.Errorf("$%s: %w", kv[0], err)
 		}
 	}
+	if strings.ContainsAny(spec.Binary, `"'\`) {
+		// systemd refuses such an executable ("contains special
+		// characters") and would never start the unit.
+		return File{}, fmt.Errorf("service: systemd does not run an executable whose path holds a quote or backslash (%s); move the binary to a plain path", spec.Binary)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
 	fmt.Fprintf(&b, "# No secrets here: a password goes in the config file (chmod 600) or in\n# %s (OPENCODE_SERVER_PASSWORD=…, chmod 600).\n", s.envFile())
@@ -70,8 +75,10 @@ func (s systemd) render(spec Spec) (File, error) {
 	b.WriteString("\n[Service]\n")
 	b.WriteString("Type=simple\n")
 	args := make([]string, 0, 4)
-	for _, a := range spec.Args() {
-		args = append(args, systemdQuote(a, true))
+	for i, a := range spec.Args() {
+		// systemd expands $VAR in the arguments, not in the command
+		// itself (where "$$" would stay two dollars).
+		args = append(args, systemdQuote(a, i > 0))
 	}
 	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(args, " "))
 	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", systemdEscapePath(s.envFile()))
@@ -90,11 +97,11 @@ func (s systemd) render(spec Spec) (File, error) {
 
 // systemdQuote quotes one word for a unit file: inside double quotes,
 // backslash and quote are escaped, "%" is doubled (specifiers), and in
-// ExecStart "$" is doubled (variable expansion).
-func systemdQuote(v string, exec bool) string {
+// ExecStart's arguments "$" is doubled (variable expansion).
+func systemdQuote(v string, args bool) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%")
 	v = r.Replace(v)
-	if exec {
+	if args {
 		v = strings.ReplaceAll(v, "$", "$$")
 	}
 	return `"` + v + `"`
