@@ -73,10 +73,13 @@ func serviceManager(platform string) (*service.Manager, error) {
 	return service.New(env)
 }
 
+// executable is os.Executable; tests point it at a stand-in.
+var executable = os.Executable
+
 // serviceBinary is the running binary, through symlinks, refused when it
 // is a temporary build that will be gone after this command.
 func serviceBinary() (string, error) {
-	exe, err := os.Executable()
+	exe, err := executable()
 	if err != nil {
 		return "", fmt.Errorf("service: finding this binary: %w", err)
 	}
