@@ -126,16 +126,16 @@ type File struct {
 // Running is what the service manager says about the service.
 type Running struct {
 	// Active is true while the service's process runs.
-	Active bool
+	Active bool `json:"active"`
 	// State is the manager's word for it ("active (running)", "running",
 	// "inactive (dead)", "not loaded").
-	State string
+	State string `json:"state"`
 	// PID is the service's main process, 0 when none.
-	PID int
+	PID int `json:"pid,omitempty"`
 	// Restarts counts restarts the manager made, -1 when unknown.
-	Restarts int
+	Restarts int `json:"restarts"`
 	// Enabled says whether it starts at login, "" when unknown.
-	Enabled string
+	Enabled string `json:"enabled,omitempty"`
 }
 
 // platform is one service manager.
@@ -526,7 +526,13 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 	var files, dirs []string
 	if mf != nil {
 		for _, f := range mf.Files {
-			files = append(files, f.Path)
+			// Only the service's own file: a manifest that names
+			// anything else was not written by install.
+			if f.Path == m.p.path() {
+				files = append(files, f.Path)
+			} else {
+				fmt.Fprintf(w, "left alone: %s (named by %s, but not the service's file)\n", f.Path, m.ManifestPath())
+			}
 		}
 		dirs = mf.Dirs
 	} else if b, err := os.ReadFile(m.p.path()); err == nil && bytes.Contains(b, []byte(Marker)) {

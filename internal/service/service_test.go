@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -209,6 +210,34 @@ func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
 
 // Without a manifest (the state directory was wiped) uninstall still
 // removes a unit that carries install's marker.
+// A manifest naming another file (edited, or from a hostile hand) does not
+// make uninstall delete it.
+func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	precious := filepath.Join(env.Home, "precious.txt")
+	if err := os.WriteFile(precious, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(m.ManifestPath())
+	var mf Manifest
+	if err := json.Unmarshal(b, &mf); err != nil {
+		t.Fatal(err)
+	}
+	mf.Files = append(mf.Files, ManifestFile{Path: precious})
+	b, _ = json.Marshal(mf)
+	if err := os.WriteFile(m.ManifestPath(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(precious); err != nil {
+		t.Fatalf("uninstall removed a file the manifest named: %v", err)
+	}
+}
+
 func TestUninstallWithoutManifestRemovesMarkedUnit(t *testing.T) {
 	env, _ := testEnv(t, "linux", nil)
 	m := mustNew(t, env)

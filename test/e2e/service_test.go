@@ -205,8 +205,8 @@ type serviceJSON struct {
 		Current   bool   `json:"current"`
 		Path      string `json:"path"`
 		Running   *struct {
-			Active bool `json:"Active"`
-			PID    int  `json:"PID"`
+			Active bool `json:"active"`
+			PID    int  `json:"pid"`
 		} `json:"running"`
 	} `json:"service"`
 	Daemon *struct {
