@@ -1,0 +1,492 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+func newService() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "service install|uninstall|status",
+		Short: "Keep `mcp-reconnect watch` running as a per-user service (systemd on Linux, launchd on macOS)",
+		Long: `service installs ` + "`mcp-reconnect watch`" + ` as a per-user service that starts at
+login and is restarted ` + fmt.Sprint(service.RestartSec) + ` s after it fails:
+
+  Linux  a systemd user unit, ~/.config/systemd/user/` + service.UnitName + `,
+         enabled and started with systemctl --user; logs in the journal
+         (journalctl --user -u ` + service.UnitName + `)
+  macOS  a launchd agent, ~/Library/LaunchAgents/` + service.Label + `.plist,
+         loaded with launchctl bootstrap; logs in ~/Library/Logs/mcp-reconnect
+
+The service runs this binary's ` + "`watch`" + ` with your config file: with no URL and
+no password configured it follows the OpenCode 2 background service, else
+it watches the OpenCode your config file names. No password is ever written
+into the unit or plist: put it in the config file (chmod 600) or, on Linux,
+in ~/.config/mcp-reconnect/env (OPENCODE_SERVER_PASSWORD=…, chmod 600).
+
+uninstall removes exactly what install wrote (recorded in
+$XDG_STATE_HOME/mcp-reconnect/service-install.json), after stopping it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newServiceInstall(), newServiceUninstall(), newServiceStatus())
+	return cmd
+}
+
+// platformFlag is the hidden --platform (systemd or launchd) that renders
+// the other platform's files, for a dry run on Linux of what macOS gets.
+func platformFlag(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "platform", "", "systemd or launchd (default: this system's)")
+	_ = fs.MarkHidden("platform")
+}
+
+func serviceManager(platform string) (*service.Manager, error) {
+	goos := runtime.GOOS
+	switch platform {
+	case "":
+	case "systemd":
+		goos = "linux"
+	case "launchd":
+		goos = "darwin"
+	default:
+		return nil, fmt.Errorf("--platform %q: want systemd or launchd", platform)
+	}
+	env, err := service.FromOS(goos)
+	if err != nil {
+		return nil, err
+	}
+	return service.New(env)
+}
+
+// executable is os.Executable; tests point it at a stand-in.
+var executable = os.Executable
+
+// serviceBinary is the running binary, through symlinks, refused when it
+// is a temporary build that will be gone after this command.
+func serviceBinary() (string, error) {
+	exe, err := executable()
+	if err != nil {
+		return "", fmt.Errorf("service: finding this binary: %w", err)
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "", fmt.Errorf("service: %s is a temporary build (go run) that is deleted when it exits; install the binary first (go install github.com/mcp-reconnect/mcp-reconnect/cmd/mcp-reconnect@latest) and run its `service install`", exe)
+	}
+	return exe, nil
+}
+
+func newServiceInstall() *cobra.Command {
+	var config, password, platform string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "install [--config FILE] [--dry-run]",
+		Short: "Install and start the per-user service that runs `mcp-reconnect watch`",
+		Long: `install writes the per-user service (a systemd user unit on Linux, a launchd
+agent on macOS) that runs ` + "`mcp-reconnect watch`" + ` with this binary, starts it now
+and at every login, and restarts it ` + fmt.Sprint(service.RestartSec) + ` s after it fails. Running it again
+updates the service (after the binary moved, or with another --config).
+
+The config file (--config, else $MCP_RECONNECT_CONFIG, else watch's default)
+is checked first as watch would read it. The service does not see this
+shell's environment: settings go in the config file. A password goes in the
+config file (chmod 600) or, on Linux, in ~/.config/mcp-reconnect/env
+(chmod 600) — never in the unit or plist, so there is no --password.
+
+--dry-run prints the directories and files (with paths and modes) it would
+write and the commands it would run, and changes nothing.`,
+		Example: `  mcp-reconnect service install --dry-run
+  mcp-reconnect service install
+  mcp-reconnect service install --config ~/.config/mcp-reconnect/work.toml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("password") {
+				return fmt.Errorf("service install takes no --password: a password in the unit or plist is readable by every process of yours and ends up in backups; put it in the config file (key password, chmod 600)%s", envFileHint(platform))
+			}
+			out := cmd.OutOrStdout()
+			m, err := serviceManager(platform)
+			if err != nil {
+				return err
+			}
+			bin, err := serviceBinary()
+			if err != nil {
+				return err
+			}
+			explicit := cmd.Flags().Changed("config")
+			if !explicit {
+				if v := os.Getenv(envName("config")); v != "" {
+					config, explicit = v, true
+				}
+			}
+			spec := service.Spec{Binary: bin}
+			if explicit {
+				if config, err = filepath.Abs(expandHome(config)); err != nil {
+					return err
+				}
+				spec.Config = config
+			}
+			if err := checkServiceConfig(spec.Config); err != nil {
+				return fmt.Errorf("the service would fail to start: %w", err)
+			}
+			if err := m.CheckEnvFile(); err != nil {
+				return err
+			}
+			pl, err := m.Plan(spec, versionString(), time.Now())
+			if err != nil {
+				return err
+			}
+			for _, w := range shellOnlySettings(m) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", w)
+			}
+			if dryRun {
+				if err := pl.Print(out); err != nil {
+					return err
+				}
+				fmt.Fprintln(out, "dry run: nothing was changed")
+				return nil
+			}
+			if err := m.Install(cmd.Context(), pl, out); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "installed and started: %s\n", m.Describe())
+			fmt.Fprintf(out, "logs: %s\n", m.Logs())
+			fmt.Fprintf(out, "secrets: %s\n", m.SecretsHint())
+			if h := lingerHint(platform); h != "" {
+				fmt.Fprintln(out, h)
+			}
+			fmt.Fprintln(out, "check it with: mcp-reconnect service status")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", defaultConfigPath(), "config file the service's watch reads (passed as --config when given) [$MCP_RECONNECT_CONFIG]")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be written and run, change nothing")
+	cmd.Flags().StringVar(&password, "password", "", "refused: a password never goes into the service file")
+	_ = cmd.Flags().MarkHidden("password")
+	platformFlag(cmd.Flags(), &platform)
+	return cmd
+}
+
+func envFileHint(platform string) string {
+	if m, err := serviceManager(platform); err == nil && m.EnvFile() != "" {
+		return fmt.Sprintf(" or %s as OPENCODE_SERVER_PASSWORD=… (chmod 600)", m.EnvFile())
+	}
+	return ""
+}
+
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
+
+// checkServiceConfig reads the config file as watch will (unknown keys, a
+// password in a file others can read), so install does not start a
+// service that can only fail.
+func checkServiceConfig(path string) error {
+	var f watchFlags
+	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
+	f.register(fs)
+	explicit := path != ""
+	if !explicit {
+		path = defaultConfigPath()
+	}
+	return applyConfigFile(fs, path, explicit)
+}
+
+// shellOnlySettings names settings made in this shell's environment that
+// the service will not see (names only, never values).
+func shellOnlySettings(m *service.Manager) []string {
+	var names []string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if v == "" || k == envName("config") {
+			continue
+		}
+		if strings.HasPrefix(k, "MCP_RECONNECT_") || k == "OPENCODE_URL" || k == "OPENCODE_SERVER_USERNAME" || k == "OPENCODE_SERVER_PASSWORD" {
+			names = append(names, "$"+k)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	where := "the config file"
+	if ef := m.EnvFile(); ef != "" {
+		where += " or " + ef
+	}
+	return []string{fmt.Sprintf("%s set in this shell; the service does not see this shell's environment: put such settings in %s", strings.Join(names, ", "), where)}
+}
+
+// lingerHint tells a Linux user whose systemd stops their services at
+// logout how to keep it running (a shared dev box reached over ssh).
+func lingerHint(platform string) string {
+	if platform == "launchd" || (platform == "" && runtime.GOOS != "linux") {
+		return ""
+	}
+	u, err := user.Current()
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join("/var/lib/systemd/linger", u.Username)); err == nil {
+		return ""
+	}
+	return "it runs while you have a login session; to keep it running after you log out: loginctl enable-linger " + u.Username
+}
+
+func newServiceUninstall() *cobra.Command {
+	var platform string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "uninstall [--dry-run]",
+		Short: "Stop the per-user service and remove exactly what `service install` wrote",
+		Long: `uninstall stops the service and keeps it from starting at login, then
+removes the files ` + "`service install`" + ` wrote (the unit or plist and the manifest
+that records them) and the directories it created when they are empty
+again. Nothing else: your config file, the environment file and logs stay.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := serviceManager(platform)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			installed, err := m.Uninstall(cmd.Context(), out, dryRun)
+			if err != nil {
+				return err
+			}
+			if !installed {
+				fmt.Fprintf(out, "not installed (no %s)\n", m.Describe())
+				return nil
+			}
+			if dryRun {
+				fmt.Fprintln(out, "dry run: nothing was changed")
+				return nil
+			}
+			fmt.Fprintf(out, "uninstalled: %s\n", m.Describe())
+			if m.EnvFile() == "" {
+				fmt.Fprintf(out, "logs kept: %s\n", m.Logs())
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be stopped and removed, change nothing")
+	platformFlag(cmd.Flags(), &platform)
+	return cmd
+}
+
+// serviceStatus is `service status --json`.
+type serviceStatus struct {
+	Service service.Report `json:"service"`
+	// Daemon is the registry's entry for the service's process (never
+	// its token) with what it sees.
+	Daemon *daemonView `json:"daemon,omitempty"`
+	// DaemonError says why there is no Daemon while the service runs.
+	DaemonError string `json:"daemon_error,omitempty"`
+	// Others are other registered daemons (started by hand or by run).
+	Others []daemonView `json:"others,omitempty"`
+}
+
+func newServiceStatus() *cobra.Command {
+	var platform string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Say whether the service is installed and running, and what its daemon sees",
+		Long: `status says whether the per-user service is installed (and whether the file
+is what ` + "`service install`" + ` would write now), whether the service manager runs
+it, and what the running daemon sees: its entry in the registry of running
+daemons and, through its status API, the OpenCode servers it watches.
+
+It exits 0 when the service is installed and running, 3 when not.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := serviceManager(platform)
+			if err != nil {
+				return err
+			}
+			bin, err := serviceBinary()
+			if err != nil {
+				bin = "" // status still reports; "current" is then false
+			}
+			rep, err := m.Status(cmd.Context(), bin)
+			if err != nil {
+				return err
+			}
+			st := serviceStatus{Service: rep}
+			lookupDaemon(cmd.Context(), &st)
+			if asJSON {
+				if err := writeIndentedJSON(cmd.OutOrStdout(), st); err != nil {
+					return err
+				}
+			} else {
+				writeServiceStatus(cmd.OutOrStdout(), m, st)
+			}
+			if !rep.Installed || rep.Running == nil || !rep.Running.Active {
+				return exitError{3}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	platformFlag(cmd.Flags(), &platform)
+	return cmd
+}
+
+// lookupDaemon finds the service's process in the registry and asks its
+// status API what it sees.
+func lookupDaemon(ctx context.Context, st *serviceStatus) {
+	reg, err := openRegistry()
+	if err != nil {
+		st.DaemonError = err.Error()
+		return
+	}
+	ents, err := reg.List()
+	if err != nil {
+		st.DaemonError = err.Error()
+		return
+	}
+	pid := 0
+	if r := st.Service.Running; r != nil && r.Active {
+		pid = r.PID
+	}
+	for _, e := range ents {
+		v := viewOf(e)
+		if pid != 0 && e.PID == pid {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			s, err := (&statusapi.Client{Addr: e.StatusAddr}).Status(ctx)
+			cancel()
+			if err != nil {
+				v.Error = err.Error()
+			} else {
+				v.Status = &s
+			}
+			st.Daemon = &v
+			continue
+		}
+		st.Others = append(st.Others, v)
+	}
+	if pid != 0 && st.Daemon == nil {
+		st.DaemonError = fmt.Sprintf("the service's process (pid %d) is not in the registry of running daemons (%s); it registers once its status API listens: see its logs", pid, reg.Dir)
+	}
+}
+
+func viewOf(e registry.Entry) daemonView {
+	v := daemonView{PID: e.PID, URLs: e.URLs, StatusAddr: e.StatusAddr, Version: e.Version}
+	if !e.Started.IsZero() {
+		started := e.Started
+		v.Started = &started
+	}
+	return v
+}
+
+func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
+	r := st.Service
+	fmt.Fprintf(w, "service:   %s\n", m.Describe())
+	switch {
+	case !r.Installed:
+		fmt.Fprintln(w, "installed: no (mcp-reconnect service install)")
+	case r.Current:
+		fmt.Fprintln(w, "installed: yes, as `service install` would write it now")
+	default:
+		fmt.Fprintf(w, "installed: yes, but not as `service install` would write it now: %s (run mcp-reconnect service install to update it)\n", r.Differs)
+	}
+	switch {
+	case r.RunningError != "":
+		fmt.Fprintf(w, "running:   unknown: %s\n", oneLineErr(r.RunningError))
+	case r.Running != nil:
+		line := r.Running.State
+		if r.Running.PID > 0 {
+			line += fmt.Sprintf(", pid %d", r.Running.PID)
+		}
+		if r.Running.Restarts > 0 {
+			line += fmt.Sprintf(", restarted %d times", r.Running.Restarts)
+		}
+		if r.Running.Enabled != "" {
+			line += ", at login: " + r.Running.Enabled
+		}
+		fmt.Fprintf(w, "running:   %s\n", line)
+	}
+	fmt.Fprintf(w, "logs:      %s\n", r.Logs)
+	if r.EnvFile != "" {
+		fmt.Fprintf(w, "env file:  %s (%s)\n", r.EnvFile, r.EnvFileState)
+	}
+	if d := st.Daemon; d != nil {
+		fmt.Fprintf(w, "daemon:    pid %d, status api %s, version %s", d.PID, d.StatusAddr, d.Version)
+		if d.Started != nil {
+			fmt.Fprintf(w, ", since %s", d.Started.Local().Format(time.DateTime))
+		}
+		fmt.Fprintln(w)
+		if d.Status == nil {
+			fmt.Fprintf(w, "  not answering: %s\n", d.Error)
+		} else {
+			for _, line := range summarize(*d.Status) {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+		}
+	} else if st.DaemonError != "" {
+		fmt.Fprintf(w, "daemon:    %s\n", st.DaemonError)
+	}
+	for _, o := range st.Others {
+		fmt.Fprintf(w, "other daemon (not this service): pid %d watching %s, status api %s\n", o.PID, strings.Join(o.URLs, ","), o.StatusAddr)
+	}
+}
+
+func oneLineErr(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// summarize is one line per watched OpenCode: its stream and its MCP
+// servers counted by status.
+func summarize(st statusapi.Status) []string {
+	var out []string
+	for _, s := range st.Servers {
+		stream := "event stream connected"
+		if !s.Stream.Connected {
+			stream = "event stream down"
+			if s.Stream.LastError != "" {
+				stream += " (" + oneLineErr(s.Stream.LastError) + ")"
+			}
+		}
+		counts := map[string]int{}
+		for _, d := range s.Directories {
+			for _, srv := range d.Servers {
+				counts[srv.Status]++
+			}
+		}
+		keys := make([]string, 0, len(counts))
+		for k := range counts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+		servers := "no MCP servers seen yet"
+		if len(parts) > 0 {
+			servers = "MCP servers: " + strings.Join(parts, ", ")
+		}
+		out = append(out, fmt.Sprintf("%s: %s, %d directories armed, %s", s.URL, stream, len(s.Directories), servers))
+	}
+	if len(out) == 0 {
+		out = append(out, "watching no OpenCode yet")
+	}
+	return out
+}

@@ -1,0 +1,462 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeRunner records commands and answers from a table.
+type fakeRunner struct {
+	calls [][]string
+	// answer returns the output and error for a command.
+	answer func(argv []string) ([]byte, error)
+}
+
+func (f *fakeRunner) Run(_ context.Context, argv []string) ([]byte, error) {
+	f.calls = append(f.calls, argv)
+	if f.answer != nil {
+		return f.answer(argv)
+	}
+	return nil, nil
+}
+
+func (f *fakeRunner) joined() []string {
+	var out []string
+	for _, c := range f.calls {
+		out = append(out, strings.Join(c, " "))
+	}
+	return out
+}
+
+// testEnv is a hermetic home with XDG variables pointing into it.
+func testEnv(t *testing.T, goos string, vars map[string]string) (Env, *fakeRunner) {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := &fakeRunner{}
+	return Env{GOOS: goos, Home: home, UID: 501, Runner: r, Getenv: func(k string) string { return vars[k] }}, r
+}
+
+// tree lists every path under root with its mode, for before/after
+// comparisons.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, p+" "+fi.Mode().String())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mustNew(t *testing.T, env Env) *Manager {
+	t.Helper()
+	m, err := New(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func install(t *testing.T, m *Manager, spec Spec) *Plan {
+	t.Helper()
+	pl, err := m.Plan(spec, "test", time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := m.Install(context.Background(), pl, &out); err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+func TestInstallThenUninstallLeavesNothingBehind(t *testing.T) {
+	for _, tc := range []struct {
+		goos              string
+		file              string
+		install, uninstal []string
+	}{
+		{"linux", ".config/systemd/user/mcp-reconnect.service",
+			[]string{"systemctl --user daemon-reload", "systemctl --user enable --now mcp-reconnect.service"},
+			[]string{"systemctl --user disable --now mcp-reconnect.service", "systemctl --user daemon-reload"}},
+		{"darwin", "Library/LaunchAgents/dev.mcp-reconnect.watch.plist",
+			[]string{"launchctl bootstrap gui/501 HOME/Library/LaunchAgents/dev.mcp-reconnect.watch.plist"},
+			[]string{"launchctl bootout gui/501/dev.mcp-reconnect.watch"}},
+	} {
+		t.Run(tc.goos, func(t *testing.T) {
+			env, r := testEnv(t, tc.goos, nil)
+			// Something of the user's that must survive.
+			if err := os.MkdirAll(filepath.Join(env.Home, ".config", "mcp-reconnect"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(env.Home, ".config", "mcp-reconnect", "config.toml"), []byte("url = \"http://127.0.0.1:1\"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := tree(t, env.Home)
+			m := mustNew(t, env)
+			install(t, m, Spec{Binary: "/opt/mcp reconnect/bin/mcp-reconnect"})
+			fi, err := os.Stat(filepath.Join(env.Home, tc.file))
+			if err != nil || fi.Mode().Perm() != 0o644 {
+				t.Fatalf("service file: %v %v", fi, err)
+			}
+			fi, err = os.Stat(m.ManifestPath())
+			if err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("manifest: %v %v", fi, err)
+			}
+			want := strings.Split(strings.ReplaceAll(strings.Join(tc.install, "\n"), "HOME", env.Home), "\n")
+			if got := r.joined(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("install ran %q, want %q", got, want)
+			}
+			r.calls = nil
+			var out bytes.Buffer
+			installed, err := m.Uninstall(context.Background(), &out, false)
+			if err != nil || !installed {
+				t.Fatalf("uninstall: %v %v\n%s", installed, err, out.String())
+			}
+			if got := r.joined(); !reflect.DeepEqual(got, tc.uninstal) {
+				t.Fatalf("uninstall ran %q, want %q", got, tc.uninstal)
+			}
+			if after := tree(t, env.Home); !reflect.DeepEqual(before, after) {
+				t.Fatalf("uninstall left the home changed:\nbefore %q\nafter  %q", before, after)
+			}
+		})
+	}
+}
+
+// The service manager's own directory (default.target.wants, made by
+// `systemctl enable`) goes too when install saw it appear.
+func TestUninstallRemovesTheManagersEmptyWantsDir(t *testing.T) {
+	env, r := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	wants := filepath.Join(env.Home, ".config", "systemd", "user", "default.target.wants")
+	r.answer = func(argv []string) ([]byte, error) {
+		if len(argv) > 2 && argv[2] == "enable" {
+			return nil, os.MkdirAll(wants, 0o755)
+		}
+		return nil, nil
+	}
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(env.Home, ".config")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("~/.config left behind: %v", err)
+	}
+}
+
+func TestUninstallKeepsWhatTheUserPutInCreatedDirs(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	theirs := filepath.Join(env.Home, ".config", "systemd", "user", "other.service")
+	if err := os.WriteFile(theirs, []byte("[Service]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Fatalf("the user's unit is gone: %v", err)
+	}
+	if _, err := os.Stat(m.Path()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("our unit is still there: %v", err)
+	}
+}
+
+func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
+	env, r := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	if err := os.MkdirAll(filepath.Dir(m.Path()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mine := []byte("[Service]\nExecStart=/home/me/bin/my-own-watch\n")
+	if err := os.WriteFile(m.Path(), mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Plan(Spec{Binary: "/usr/bin/mcp-reconnect"}, "test", time.Now()); err == nil || !strings.Contains(err.Error(), "not written by") {
+		t.Fatalf("plan over a foreign unit: %v", err)
+	}
+	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err == nil {
+		t.Fatal("uninstall of a foreign unit succeeded")
+	}
+	if b, _ := os.ReadFile(m.Path()); !bytes.Equal(b, mine) || len(r.calls) != 0 {
+		t.Fatalf("foreign unit touched (%q) or commands run %q", b, r.joined())
+	}
+}
+
+// Without a manifest (the state directory was wiped) uninstall still
+// removes a unit that carries install's marker.
+// A manifest naming another file (edited, or from a hostile hand) does not
+// make uninstall delete it.
+func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	precious := filepath.Join(env.Home, "precious.txt")
+	if err := os.WriteFile(precious, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(m.ManifestPath())
+	var mf Manifest
+	if err := json.Unmarshal(b, &mf); err != nil {
+		t.Fatal(err)
+	}
+	mf.Files = append(mf.Files, ManifestFile{Path: precious})
+	b, _ = json.Marshal(mf)
+	if err := os.WriteFile(m.ManifestPath(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(precious); err != nil {
+		t.Fatalf("uninstall removed a file the manifest named: %v", err)
+	}
+}
+
+func TestUninstallWithoutManifestRemovesMarkedUnit(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	if err := os.Remove(m.ManifestPath()); err != nil {
+		t.Fatal(err)
+	}
+	installed, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false)
+	if err != nil || !installed {
+		t.Fatal(installed, err)
+	}
+	if _, err := os.Stat(m.Path()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("unit left: %v", err)
+	}
+}
+
+func TestFailedFirstInstallLeavesNothing(t *testing.T) {
+	env, r := testEnv(t, "linux", nil)
+	r.answer = func([]string) ([]byte, error) {
+		return []byte("Failed to connect to bus: No medium found"), errors.New("exit status 1")
+	}
+	before := tree(t, env.Home)
+	m := mustNew(t, env)
+	pl, err := m.Plan(Spec{Binary: "/usr/bin/mcp-reconnect"}, "test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Install(context.Background(), pl, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "Failed to connect to bus") || !strings.Contains(err.Error(), "nothing is installed") {
+		t.Fatalf("install: %v", err)
+	}
+	if after := tree(t, env.Home); !reflect.DeepEqual(before, after) {
+		t.Fatalf("failed install left:\n%q", after)
+	}
+}
+
+func TestReinstallRestartsAndKeepsCreatedDirs(t *testing.T) {
+	env, r := testEnv(t, "linux", nil)
+	before := tree(t, env.Home)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	r.calls = nil
+	pl := install(t, m, Spec{Binary: "/usr/local/bin/mcp-reconnect", Config: "/etc/mcpr.toml"})
+	if len(pl.MkDirs) != 0 {
+		t.Fatalf("second install creates %q", pl.MkDirs)
+	}
+	if got := r.joined(); got[len(got)-1] != "systemctl --user restart mcp-reconnect.service" {
+		t.Fatalf("re-install ran %q: the running daemon keeps the old unit", got)
+	}
+	b, _ := os.ReadFile(m.Path())
+	if !strings.Contains(string(b), `ExecStart="/usr/local/bin/mcp-reconnect" "watch" "--config" "/etc/mcpr.toml"`) {
+		t.Fatalf("unit not updated:\n%s", b)
+	}
+	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if after := tree(t, env.Home); !reflect.DeepEqual(before, after) {
+		t.Fatalf("after re-install and uninstall:\n%q", after)
+	}
+}
+
+func TestDryRunUninstallChangesNothing(t *testing.T) {
+	env, r := testEnv(t, "darwin", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	r.calls = nil
+	before := tree(t, env.Home)
+	var out bytes.Buffer
+	if _, err := m.Uninstall(context.Background(), &out, true); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.calls) != 0 || !reflect.DeepEqual(before, tree(t, env.Home)) {
+		t.Fatalf("dry run changed something: %q", r.joined())
+	}
+	for _, s := range []string{"would run: launchctl bootout gui/501/dev.mcp-reconnect.watch", "would remove " + m.Path(), "would remove " + m.ManifestPath()} {
+		if !strings.Contains(out.String(), s) {
+			t.Fatalf("dry run output lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+func TestUninstallReportsAStopThatFailed(t *testing.T) {
+	env, r := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	r.answer = func([]string) ([]byte, error) {
+		return []byte("Failed to connect to bus"), errors.New("exit status 1")
+	}
+	_, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false)
+	if err == nil || !strings.Contains(err.Error(), "may still run") {
+		t.Fatalf("uninstall with a dead bus: %v", err)
+	}
+}
+
+// A path cannot smuggle a directive into the unit: control characters are
+// refused, in the binary, the config and the pinned XDG directories.
+func TestNoInjectionThroughPaths(t *testing.T) {
+	for _, goos := range []string{"linux", "darwin"} {
+		for _, spec := range []Spec{
+			{Binary: "/bin/x\nExecStartPre=/bin/evil"},
+			{Binary: "/bin/x", Config: "/c\r\n[Service]"},
+			{Binary: "/bin/x\xff"},
+			{Binary: "relative/bin"},
+		} {
+			env, _ := testEnv(t, goos, nil)
+			if _, err := mustNew(t, env).Plan(spec, "t", time.Now()); err == nil {
+				t.Errorf("%s: %q accepted", goos, spec)
+			}
+		}
+		env, _ := testEnv(t, goos, map[string]string{"XDG_STATE_HOME": "/s\nExecStartPre=/bin/evil"})
+		if _, err := mustNew(t, env).Plan(Spec{Binary: "/bin/x"}, "t", time.Now()); err == nil {
+			t.Errorf("%s: newline in XDG_STATE_HOME accepted", goos)
+		}
+	}
+}
+
+// Nothing from the environment but the XDG directories reaches the unit
+// or plist: a password in the installing shell stays out.
+func TestNoSecretFromTheEnvironment(t *testing.T) {
+	vars := map[string]string{
+		"OPENCODE_SERVER_PASSWORD": "hunter2-secret",
+		"XDG_STATE_HOME":           "/state",
+		"XDG_CONFIG_HOME":          "relative-ignored",
+	}
+	for _, goos := range []string{"linux", "darwin"} {
+		env, _ := testEnv(t, goos, vars)
+		pl, err := mustNew(t, env).Plan(Spec{Binary: "/bin/x"}, "t", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		_ = pl.Print(&out)
+		if strings.Contains(out.String(), "hunter2") || strings.Contains(out.String(), "relative-ignored") {
+			t.Fatalf("%s plan holds the environment:\n%s", goos, out.String())
+		}
+		if !strings.Contains(out.String(), "XDG_STATE_HOME") {
+			t.Fatalf("%s plan does not pin XDG_STATE_HOME:\n%s", goos, out.String())
+		}
+	}
+}
+
+func TestStatusComparesWithWhatInstallWouldWrite(t *testing.T) {
+	env, r := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	r.answer = func(argv []string) ([]byte, error) {
+		if argv[2] == "show" {
+			return []byte("LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=2\nUnitFileState=enabled\n"), nil
+		}
+		return nil, nil
+	}
+	rep, err := m.Status(context.Background(), "/usr/bin/mcp-reconnect")
+	if err != nil || rep.Installed {
+		t.Fatalf("before install: %+v %v", rep, err)
+	}
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect", Config: "/etc/c.toml"})
+	rep, err = m.Status(context.Background(), "/usr/bin/mcp-reconnect")
+	if err != nil || !rep.Installed || !rep.Current {
+		t.Fatalf("after install: %+v %v", rep, err)
+	}
+	want := Running{Active: true, State: "active (running)", PID: 4242, Restarts: 2, Enabled: "enabled"}
+	if *rep.Running != want {
+		t.Fatalf("running = %+v", *rep.Running)
+	}
+	if rep, _ = m.Status(context.Background(), "/elsewhere/mcp-reconnect"); rep.Current || !strings.Contains(rep.Differs, "/elsewhere") {
+		t.Fatalf("moved binary: %+v", rep)
+	}
+	b, _ := os.ReadFile(m.Path())
+	if err := os.WriteFile(m.Path(), append(b, "Nice=5\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rep, _ = m.Status(context.Background(), "/usr/bin/mcp-reconnect"); rep.Current || !strings.Contains(rep.Differs, "edited") {
+		t.Fatalf("edited unit: %+v", rep)
+	}
+}
+
+func TestEnvFileMustBePrivate(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	if err := m.CheckEnvFile(); err != nil {
+		t.Fatalf("absent env file: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(m.EnvFile()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.EnvFile(), []byte("OPENCODE_SERVER_PASSWORD=x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckEnvFile(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("0644 env file: %v", err)
+	}
+	if err := os.Chmod(m.EnvFile(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckEnvFile(); err != nil {
+		t.Fatalf("0600 env file: %v", err)
+	}
+}
+
+func TestParseLaunchctlPrint(t *testing.T) {
+	out := "gui/501/dev.mcp-reconnect.watch = {\n\tactive count = 1\n\tpath = /Users/me/Library/LaunchAgents/dev.mcp-reconnect.watch.plist\n\ttype = LaunchAgent\n\tstate = running\n\n\tprogram = /usr/local/bin/mcp-reconnect\n\targuments = {\n\t\t/usr/local/bin/mcp-reconnect\n\t\twatch\n\t}\n\n\truns = 3\n\tpid = 812\n\timmediate reason = inefficient\n\tforks = 0\n\tendpoints = {\n\t\tpid = 1\n\t}\n}\n"
+	got := parseLaunchctlPrint([]byte(out))
+	want := Running{Active: true, State: "running", PID: 812, Restarts: 2}
+	if got != want {
+		t.Fatalf("got %+v want %+v", got, want)
+	}
+	if r := parseLaunchctlPrint([]byte("gui/501/x = {\n\tstate = not running\n\truns = 1\n}\n")); r.Active || r.PID != 0 {
+		t.Fatalf("not running: %+v", r)
+	}
+}
+
+func TestParseSystemdShowNotFound(t *testing.T) {
+	r := parseSystemdShow([]byte("LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\nUnitFileState=\n"))
+	if r.Active || r.State != "not loaded" {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestUnsupportedPlatform(t *testing.T) {
+	if _, err := New(Env{GOOS: "windows", Home: "/h"}); err == nil || !strings.Contains(err.Error(), "not supported on windows") {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,174 @@
+package service
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// UnitName is the systemd user unit.
+const UnitName = "mcp-reconnect.service"
+
+// RestartSec is how long systemd (and launchd, its ThrottleInterval) waits
+// before starting the daemon again after it failed, in seconds: long
+// enough not to spin on a persistent error, short enough that MCP servers
+// are watched again before anyone notices.
+const RestartSec = 5
+
+// systemd is the Linux backend: a systemd user unit, logs in the journal.
+type systemd struct{ env Env }
+
+func (s systemd) kind() string { return "systemd" }
+
+func (s systemd) configHome() string {
+	return s.env.xdg("XDG_CONFIG_HOME", filepath.Join(s.env.Home, ".config"))
+}
+
+func (s systemd) path() string {
+	return filepath.Join(s.configHome(), "systemd", "user", UnitName)
+}
+
+func (s systemd) describe() string { return "systemd user unit " + s.path() }
+
+// envFile is read by the unit when it exists ("-" prefix): the place for
+// OPENCODE_SERVER_PASSWORD, chmod 600. Install never creates it.
+func (s systemd) envFile() string {
+	return filepath.Join(s.configHome(), "mcp-reconnect", "env")
+}
+
+func (s systemd) managerDirs() []string {
+	return []string{filepath.Join(s.configHome(), "systemd", "user", "default.target.wants")}
+}
+
+func (s systemd) logs() string { return "the journal: journalctl --user -u " + UnitName }
+
+func (s systemd) secretsHint() string {
+	return fmt.Sprintf("a password goes in the config file (key password, chmod 600) or in %s as OPENCODE_SERVER_PASSWORD=… (chmod 600); the OpenCode 2 service needs none (watch reads its service.json)", s.envFile())
+}
+
+// render writes the unit. Every value is quoted for systemd: a path with a
+// space, "%" (a specifier) or "$" (a variable in ExecStart) stays one
+// literal argument.
+func (s systemd) render(spec Spec) (File, error) {
+	if err := plainText(s.path(), s.envFile()); err != nil {
+		return File{}, err
+	}
+	for _, kv := range s.env.pinnedEnv() {
+		if err := plainText(kv[1]); err != nil {
+			return File{}, fmt.Errorf("$%s: %w", kv[0], err)
+		}
+	}
+	if strings.ContainsAny(spec.Binary, `"'\`) {
+		// systemd refuses such an executable ("contains special
+		// characters") and would never start the unit.
+		return File{}, fmt.Errorf("service: systemd does not run an executable whose path holds a quote or backslash (%s); move the binary to a plain path", spec.Binary)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
+	fmt.Fprintf(&b, "# No secrets here: a password goes in the config file (chmod 600) or in\n# %s (OPENCODE_SERVER_PASSWORD=…, chmod 600).\n", s.envFile())
+	b.WriteString("[Unit]\n")
+	b.WriteString("Description=mcp-reconnect: keep the MCP servers of OpenCode connected\n")
+	b.WriteString("\n[Service]\n")
+	b.WriteString("Type=simple\n")
+	args := make([]string, 0, 4)
+	for i, a := range spec.Args() {
+		// systemd expands $VAR in the arguments, not in the command
+		// itself (where "$$" would stay two dollars).
+		args = append(args, systemdQuote(a, i > 0))
+	}
+	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(args, " "))
+	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", systemdEscapePath(s.envFile()))
+	for _, kv := range s.env.pinnedEnv() {
+		fmt.Fprintf(&b, "Environment=%s\n", systemdQuote(kv[0]+"="+kv[1], false))
+	}
+	// on-failure: a crash, a kill or a non-zero exit restarts it; a clean
+	// exit (SIGTERM from `systemctl --user stop`) does not.
+	b.WriteString("Restart=on-failure\n")
+	fmt.Fprintf(&b, "RestartSec=%d\n", RestartSec)
+	// Logs go to stderr, which systemd sends to the journal.
+	b.WriteString("\n[Install]\n")
+	b.WriteString("WantedBy=default.target\n")
+	return File{Path: s.path(), Mode: 0o644, Content: []byte(b.String())}, nil
+}
+
+// systemdQuote quotes one word for a unit file: inside double quotes,
+// backslash and quote are escaped, "%" is doubled (specifiers), and in
+// ExecStart's arguments "$" is doubled (variable expansion).
+func systemdQuote(v string, args bool) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%")
+	v = r.Replace(v)
+	if args {
+		v = strings.ReplaceAll(v, "$", "$$")
+	}
+	return `"` + v + `"`
+}
+
+// systemdEscapePath escapes a path for a directive that takes one
+// unquoted path (EnvironmentFile): only specifiers are special.
+func systemdEscapePath(p string) string { return strings.ReplaceAll(p, "%", "%%") }
+
+func (s systemd) ctl(args ...string) []string {
+	return append([]string{"systemctl", "--user"}, args...)
+}
+
+func (s systemd) installCommands(again bool) [][]string {
+	cmds := [][]string{s.ctl("daemon-reload"), s.ctl("enable", "--now", UnitName)}
+	if again {
+		// enable --now leaves a running daemon on the old unit.
+		cmds = append(cmds, s.ctl("restart", UnitName))
+	}
+	return cmds
+}
+
+func (s systemd) stopCommands() [][]string {
+	return [][]string{s.ctl("disable", "--now", UnitName)}
+}
+
+func (s systemd) afterRemoveCommands() [][]string {
+	return [][]string{s.ctl("daemon-reload")}
+}
+
+func (s systemd) notLoaded(out []byte, _ error) bool {
+	// The unit file is gone already (removed by hand): nothing to disable.
+	return bytes.Contains(out, []byte("does not exist"))
+}
+
+// running asks `systemctl --user show`, which answers for a unit in any
+// state (is-active only says active or not, and exits non-zero for the
+// rest).
+func (s systemd) running(ctx context.Context, r Runner) (Running, error) {
+	out, err := r.Run(ctx, s.ctl("show", UnitName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
+	if err != nil {
+		return Running{}, fmt.Errorf("systemctl --user show %s: %v%s", UnitName, err, indentOutput(out))
+	}
+	return parseSystemdShow(out), nil
+}
+
+func parseSystemdShow(out []byte) Running {
+	kv := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			kv[k] = v
+		}
+	}
+	run := Running{Restarts: -1, Enabled: kv["UnitFileState"]}
+	if kv["LoadState"] == "not-found" {
+		run.State = "not loaded"
+		return run
+	}
+	run.State = kv["ActiveState"]
+	if sub := kv["SubState"]; sub != "" {
+		run.State += " (" + sub + ")"
+	}
+	run.PID, _ = strconv.Atoi(kv["MainPID"])
+	if n, err := strconv.Atoi(kv["NRestarts"]); err == nil {
+		run.Restarts = n
+	}
+	run.Active = kv["ActiveState"] == "active" && run.PID > 0
+	return run
+}
