@@ -92,7 +92,8 @@ type Engine struct {
 	mu      sync.Mutex
 	ctx     context.Context // set by Run; nil before and after
 	dirs    map[string]*dir
-	pending map[string]string // armed before Run: dir → reason
+	pending map[string]string    // armed before Run: dir → reason
+	gone    map[string]time.Time // instances that went away lately (pruned)
 	stream  StreamState
 	wg      sync.WaitGroup
 }
@@ -121,7 +122,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, oc: oc, url: o.URL, log: o.Log, metrics: o.Metrics, budget: o.Budget, onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, pending: map[string]string{}}
+		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -301,6 +302,7 @@ func (e *Engine) HandleEvent(ev opencode.Event) {
 		e.serverChanged(ev.Directory, ev.Server, ev.Type)
 	case opencode.KindInstanceGone:
 		e.Disarm(ev.Directory, ev.Type)
+		e.markGone(ev.Directory)
 	case opencode.KindAllGone:
 		e.DisarmAll(ev.Type)
 	case opencode.KindActivity:
@@ -377,6 +379,12 @@ func (e *Engine) serverFailed(path, name, reason string) {
 // whose outcome the schedule re-checks anyway) and changes of a server in
 // the slow tier (rule 5) wake nothing.
 func (e *Engine) serverChanged(path, name, reason string) {
+	if e.recentlyGone(path) {
+		// A location stopping its servers may announce each of them after
+		// location.shutdown: that is no sign of use, and arming would
+		// boot the location again.
+		return
+	}
 	e.armOrWake(path, reason, e.wakeDelay(), func(d *dir, now time.Time) {
 		if s := d.servers[name]; name != "" && s != nil {
 			if s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial {
@@ -389,6 +397,32 @@ func (e *Engine) serverChanged(path, name, reason string) {
 		}
 		d.wakeBy(now.Add(e.wakeDelay()))
 	})
+}
+
+// goneQuarantine is how long after its instance went away a directory is
+// not armed by server state changes.
+const goneQuarantine = 10 * time.Second
+
+// markGone records that path's instance went away; old records are pruned.
+func (e *Engine) markGone(path string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	for p, t := range e.gone {
+		if now.Sub(t) >= goneQuarantine {
+			delete(e.gone, p)
+		}
+	}
+	e.gone[path] = now
+}
+
+// recentlyGone reports whether path's instance went away within the
+// quarantine.
+func (e *Engine) recentlyGone(path string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.gone[path]
+	return ok && time.Since(t) < goneQuarantine
 }
 
 // activity arms dir, or wakes it at most once per idle interval.

@@ -169,3 +169,29 @@ func TestLocationShutdownDisarms(t *testing.T) {
 		}
 	})
 }
+
+// Server state changes announced just after location.shutdown (the
+// location stopping its servers) do not arm the evicted location again;
+// a session there does.
+func TestStatusChangesAfterShutdownDoNotRearm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFake2(map[string]Spec{"a": {}, "b": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(5 * time.Second)
+		fake.Shutdown(dirA)
+		for _, n := range []string{"a", "b"} {
+			fake.Publish(dirA, "mcp.status.changed", map[string]any{"server": n})
+		}
+		r.at(time.Minute)
+		if n := len(r.eng.Snapshot().Directories); n != 0 {
+			t.Fatalf("%d directories armed after the shutdown's status changes", n)
+		}
+		fake.Activity(dirA)
+		r.at(time.Minute + 2*time.Second)
+		if n := len(r.eng.Snapshot().Directories); n != 1 {
+			t.Fatalf("a session did not arm the location again")
+		}
+	})
+}
