@@ -1,0 +1,43 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// review2: after install, the user replaces the unit with one of their own
+// (no marker: not what install wrote). The manifest still names the path,
+// so a second install overwrites the user's file and uninstall deletes it,
+// although the manifest's SHA-256 says the file is not what install wrote.
+func TestReview2ReinstallKeepsAUnitTheUserReplaced(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	mine := []byte("[Service]\nExecStart=/home/me/bin/my-own-watch\n")
+	if err := os.WriteFile(m.Path(), mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Plan(Spec{Binary: "/usr/bin/mcp-reconnect"}, "test", time.Now())
+	if err == nil {
+		t.Fatalf("install plans to overwrite %s, which holds the user's own unit (no marker, hash differs from the manifest)", m.Path())
+	}
+}
+
+func TestReview2UninstallKeepsAUnitTheUserReplaced(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	mine := []byte("[Service]\nExecStart=/home/me/bin/my-own-watch\n")
+	if err := os.WriteFile(m.Path(), mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_, _ = m.Uninstall(context.Background(), &out, false)
+	b, err := os.ReadFile(m.Path())
+	if err != nil || !bytes.Equal(b, mine) {
+		t.Fatalf("uninstall removed the user's own unit (no marker, not the manifest's hash): %v\n%s", err, out.String())
+	}
+}
