@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// review2: install "checks the config file as watch would read it" so it
+// does not start a service that can only fail, but checkServiceConfig
+// skips the [[opencode]] tables: a password-file others can read (which
+// watch refuses at every start, so systemd restarts it every 5 s forever)
+// passes install, and so does an [[opencode]] table with an unknown key.
+func TestReview2ServiceInstallChecksPasswordFiles(t *testing.T) {
+	home := serviceHome(t)
+	pw := filepath.Join(home, "work.pw")
+	if err := os.WriteFile(pw, []byte("hunter2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(home, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npassword-file = \""+pw+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "chmod 600 "+pw) {
+		t.Fatalf("install accepted a config whose password-file others can read (watch will refuse it at every start): exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestReview2ServiceInstallChecksServerTables(t *testing.T) {
+	home := serviceHome(t)
+	cfg := filepath.Join(home, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npasword-file = \"/x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "pasword-file") {
+		t.Fatalf("install accepted an [[opencode]] table watch refuses: exit %d\n%s%s", code, out, errOut)
+	}
+}
