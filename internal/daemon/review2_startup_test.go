@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// review2: Run detects every server one after the other, each for up to
+// 5 s, before any engine, stream or the status API starts. A server that
+// accepts connections and never answers (a hung OpenCode) listed first
+// delays every other server by 5 s each (N hung servers: N×5 s), and the
+// status API with them. Server two's failed MCP server should get its
+// first connect at initial-delay (1 s), as it would alone.
+func TestReview2HungServerDoesNotDelayTheOthersStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hung := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		v2 := fake2.New(map[string]fakeopencode.Spec{"b": {Status: "failed", AfterConnect: "connected"}})
+		v2.SetHeartbeat(10 * time.Second)
+		hosts := fakeopencode.NewHosts()
+		hosts.Serve("hung-1:4096", hung)
+		hosts.Serve("hung-2:4096", hung)
+		hosts.Serve(host2, v2)
+		ec := reconnect.DefaultConfig
+		ec.Backoff.Jitter = 0
+		cfg := Config{
+			Servers: []Server{
+				{URL: "http://hung-1:4096", Transport: hosts.Transport()},
+				{URL: "http://hung-2:4096", Transport: hosts.Transport()},
+				{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/b"}, Transport: hosts.Transport()},
+			},
+			Engine: ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler)) }()
+		defer func() {
+			cancel()
+			<-done
+			hosts.Close()
+		}()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if n := v2.Count(fake2.RouteConnect, "/b", "b"); n == 0 {
+			t.Fatal("3 s after start, server two's failed MCP server got no connect: Run is still detecting the hung servers listed before it (5 s each)")
+		}
+	})
+}
