@@ -64,10 +64,10 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		`initial-delay = "soon"`:  `key "initial-delay"`,
 		`jitter = [0.1, 0.2]`:     `key "jitter" takes one value`,
 		"[[opencode]]\nurl = \"http://127.0.0.1:1\"\npassword = \"x\"": `put the password in a file named by password-file`,
-		"[[opencode]]\nurl = \"http://127.0.0.1:1\"\nport = 3":           `unknown key "port"`,
-		"[[opencode]]\nusername = \"u\"":                                  `url is missing`,
-		`this is not toml`:        `config file`,
-		`password = [1]`:          `key "password" takes one value`,
+		"[[opencode]]\nurl = \"http://127.0.0.1:1\"\nport = 3":         `unknown key "port"`,
+		"[[opencode]]\nusername = \"u\"":                               `url is missing`,
+		`this is not toml`:                                             `config file`,
+		`password = [1]`:                                               `key "password" takes one value`,
 	}
 	for body, want := range cases {
 		path := writeConfig(t, body)

@@ -82,18 +82,18 @@ never re-enables a server you disabled.`,
 
 // watchFlags are the flags shared by watch (and, later, run).
 type watchFlags struct {
-	urls                    []string
-	username, password      string
-	directories             []string
-	statusAddr              string
-	statusPublic            bool
-	initialDelay, maxDelay  time.Duration
-	idleInterval            time.Duration
-	jitter                  float64
-	maxConcurrent           int
-	fastAttempts            int
-	slowInterval            time.Duration
-	stableAfter             time.Duration
+	urls                   []string
+	username, password     string
+	directories            []string
+	statusAddr             string
+	statusPublic           bool
+	initialDelay, maxDelay time.Duration
+	idleInterval           time.Duration
+	jitter                 float64
+	maxConcurrent          int
+	fastAttempts           int
+	slowInterval           time.Duration
+	stableAfter            time.Duration
 	// passwordSource says where the password came from (never the
 	// password): "--password", "env …", "config file …", or "".
 	passwordSource string

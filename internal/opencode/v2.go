@@ -74,7 +74,6 @@ func errorTag(body []byte) string {
 	return e.Tag
 }
 
-
 // hintV2 is the fix for a password OpenCode 2 refused: it authenticates as
 // "opencode" with OPENCODE_PASSWORD (or OPENCODE_SERVER_PASSWORD), or the
 // background service's generated password.
