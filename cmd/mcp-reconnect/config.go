@@ -51,10 +51,8 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	if _, ok := data["password"]; ok {
-		if err := checkPrivate(path); err != nil {
-			return err
-		}
+	if err := checkConfigPerms(path, data); err != nil {
+		return err
 	}
 	keys := make([]string, 0, len(data))
 	for k := range data {
@@ -90,7 +88,10 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 			if _, isMap := v.(map[string]any); isMap {
 				return fmt.Errorf("config file %s: key %q: a table is not a value", path, key)
 			}
-			if err := f.Value.Set(s); err != nil {
+			// fset.Set marks the flag as given, as a flag or the
+			// environment would: a url or password from the file counts as
+			// chosen (over the OpenCode 2 service file, for one).
+			if err := fset.Set(key, s); err != nil {
 				shown := s
 				if key == "password" {
 					shown = "(hidden)"
@@ -98,6 +99,26 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 				return fmt.Errorf("config file %s: key %q = %q: %w", path, key, shown, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkConfigPerms refuses a config file other users can change (it names
+// the servers to send passwords to, password files, and directories whose
+// MCP servers OpenCode will start), and one holding a password (or naming
+// password files) that other users can read.
+func checkConfigPerms(path string, data map[string]any) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("config file %s: other users can change it (mode %04o); run: chmod 600 %s", path, perm, path)
+	}
+	_, password := data["password"]
+	_, servers := data[serversKey]
+	if password || servers {
+		return checkPrivate(path)
 	}
 	return nil
 }

@@ -164,13 +164,13 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	}
 	seen := map[string]bool{}
 	for _, sc := range out {
-		if sc.ServiceFile == "" {
-			n := strings.TrimSuffix(strings.ToLower(sc.URL), "/")
-			if seen[n] {
-				return nil, fmt.Errorf("OpenCode server %s is listed twice", opencode.Redact(sc.URL))
-			}
-			seen[n] = true
+		// The service counts at the URL its file names now: listing it
+		// again would give one server two engines.
+		n := strings.TrimSuffix(strings.ToLower(sc.URL), "/")
+		if seen[n] {
+			return nil, fmt.Errorf("OpenCode server %s is listed twice (the OpenCode 2 service file names it too, or --url and the config file both do)", opencode.Redact(sc.URL))
 		}
+		seen[n] = true
 	}
 	return out, nil
 }

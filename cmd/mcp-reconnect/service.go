@@ -209,7 +209,23 @@ func checkServiceConfig(path string) error {
 	if !explicit {
 		path = defaultConfigPath()
 	}
-	return applyConfigFile(fs, path, explicit)
+	if err := applyConfigFile(fs, path, explicit); err != nil {
+		return err
+	}
+	// The [[opencode]] tables and their password files, as watch will read
+	// them at every start.
+	entries, err := readServerEntries(path, explicit)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.PasswordFile != "" {
+			if _, err := readPasswordFile(e.PasswordFile); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // shellOnlySettings names settings made in this shell's environment that

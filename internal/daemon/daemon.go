@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var urls []string
 	var serviceFile string
 	for _, sc := range servers {
-		w, err := newWatched(ctx, cfg, sc, len(servers) == 1, set, broker, budget, prober, log)
+		w, err := newWatched(cfg, sc, set, broker, budget, prober, log)
 		if err != nil {
 			return err
 		}
@@ -147,7 +147,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		for _, d := range append(append([]string{}, dirs...), own...) {
-			if err := w.eng.Arm(d, "--directory"); err != nil {
+			if err := w.eng.Arm(d, reconnect.ArmedByFlag); err != nil {
 				return err
 			}
 		}
@@ -163,17 +163,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer stop()
 	var wg sync.WaitGroup
 	var apiWait func() error
+	var bound string
 	if cfg.StatusAddr != "" {
-		// The token exists only in memory and in the registry file, which
-		// only this user can read: whoever can read it could have run the
-		// daemon's commands anyway.
+		// Registered before anything talks to OpenCode (a detection can
+		// take seconds): `run` must see a daemon that is starting for the
+		// OpenCode 2 service, or it would start a second one. The token
+		// exists only in memory and in the registry file, which only this
+		// user can read: whoever can read it could have run the daemon's
+		// commands anyway.
 		token, err := registry.NewToken()
 		if err != nil {
 			return err
 		}
 		api := &statusapi.Server{Sources: sources, Broker: broker, Metrics: &metrics.Metrics{Registry: set.Registry}, Version: cfg.Version, Log: log,
 			Token: token, Public: cfg.StatusPublic}
-		bound, wait, err := api.Serve(ctx, cfg.StatusAddr)
+		var wait func() error
+		bound, wait, err = api.Serve(ctx, cfg.StatusAddr)
 		if err != nil && cfg.StatusAddrFallback && errors.Is(err, syscall.EADDRINUSE) {
 			log.Info("status address taken; using a free port", "wanted", cfg.StatusAddr)
 			bound, wait, err = api.Serve(ctx, "127.0.0.1:0")
@@ -185,9 +190,31 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Info("status api listening", "addr", bound)
 		unregister := register(cfg, urls, serviceFile, bound, token, log)
 		defer unregister()
-		if cfg.Ready != nil {
-			cfg.Ready(bound)
+	}
+
+	// One detection tells a wrong password apart from a server that is
+	// not up yet: for a single server the first is fatal, the second is
+	// waited out. With several, each is detected on its own (its stream
+	// does it), so one that hangs or refuses the password delays nobody.
+	if len(all) == 1 {
+		if err := all[0].detect(ctx, log); err != nil {
+			stop()
+			if apiWait != nil {
+				_ = apiWait()
+			}
+			return err
 		}
+	} else {
+		for _, w := range all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = w.detect(ctx, log)
+			}()
+		}
+	}
+	if cfg.Ready != nil && apiWait != nil {
+		cfg.Ready(bound)
 	}
 
 	for _, w := range all {
@@ -226,30 +253,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
-// newWatched builds the client, engine and announcer of one server. A
-// single server that refuses the password is a configuration error.
-func newWatched(ctx context.Context, cfg Config, sc Server, single bool, set *metrics.Set, broker *statusapi.Broker,
+// newWatched builds the client, engine and announcer of one server.
+func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broker,
 	budget *reconnect.Budget, prober *probe.Prober, log *slog.Logger) (*watched, error) {
 	client, err := opencode.NewServer(opencode.ServerOptions{URL: sc.URL, Discover: sc.Discover, Log: log,
 		Client: opencode.Options{Username: sc.Username, Password: sc.Password, Transport: sc.Transport}})
 	if err != nil {
 		return nil, err
-	}
-	// One detection tells a wrong password apart from a server that is
-	// not up yet: the first is fatal (for a single server), the second is
-	// waited out.
-	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	gen, version, err := client.Detect(hctx)
-	cancel()
-	switch {
-	case errors.Is(err, opencode.ErrUnauthorized) && single:
-		return nil, err
-	case errors.Is(err, opencode.ErrUnauthorized):
-		log.Error("opencode refused the credentials; watching the other servers", "url", client.URL(), "err", err)
-	case err != nil:
-		log.Warn("opencode not reachable yet; waiting for it", "url", client.URL(), "err", err)
-	default:
-		log.Info("watching opencode", "url", client.URL(), "generation", gen.String(), "version", version)
 	}
 	w := &watched{client: client, m: set.For(client.URL())}
 	w.ann = announce.New(client, log)
@@ -265,12 +275,33 @@ func newWatched(ctx context.Context, cfg Config, sc Server, single bool, set *me
 			w.ann.Notify(ev)
 		}
 	}
-	opts := reconnect.Options{URL: client.URL(), Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober}
+	// The label stays the first URL (metrics series must not come and go),
+	// while status shows where the server is now (the OpenCode 2 service
+	// may move to another port).
+	opts := reconnect.Options{URL: client.URL(), CurrentURL: client.URL, Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober}
 	w.eng, err = reconnect.New(cfg.Engine, client, opts)
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// detect finds the server's generation (within 5 s) and says so; a
+// refused password is the error.
+func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	gen, version, err := w.client.Detect(hctx)
+	cancel()
+	switch {
+	case errors.Is(err, opencode.ErrUnauthorized):
+		log.Error("opencode refused the credentials", "url", w.client.URL(), "err", err)
+		return err
+	case err != nil:
+		log.Warn("opencode not reachable yet; waiting for it", "url", w.client.URL(), "err", err)
+	default:
+		log.Info("watching opencode", "url", w.client.URL(), "generation", gen.String(), "version", version)
+	}
+	return nil
 }
 
 // absDirs makes every directory absolute.

@@ -9,6 +9,11 @@ import "sync"
 // hold at most all slots but one: a silent remote server can delay other
 // remote servers, never a local one.
 //
+// Several engines (one daemon watching several OpenCode servers) each take
+// a Share: while n servers share the budget, one may hold at most all slots
+// but n-1 (and at least one), so connects that hang on one server (a
+// silent remote URL holds its slot for a minute) never starve another.
+//
 // A directory that finds no free slot does not poll: it waits in line, and
 // a released slot is handed to the first waiter that may take it. The
 // waiter then owns the slot and re-reads status before it connects (a
@@ -21,12 +26,41 @@ type Budget struct {
 	inUse       int
 	remoteInUse int
 	line        []*waiter
+	shares      map[*Share]int // slots each share holds
 }
 
 type waiter struct {
+	share  *Share
 	remote bool
 	grant  func()
 }
+
+// Share is one engine's (one OpenCode server's) part of a Budget, with the
+// same calls.
+type Share struct{ b *Budget }
+
+// Share adds a sharer: each engine of the daemon takes one.
+func (b *Budget) Share() *Share {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := &Share{b: b}
+	if b.shares == nil {
+		b.shares = map[*Share]int{}
+	}
+	b.shares[s] = 0
+	return s
+}
+
+// TryAcquire is Budget.TryAcquire for this share.
+func (s *Share) TryAcquire(remote bool) bool { return s.b.tryAcquire(s, remote) }
+
+// Wait is Budget.Wait for this share.
+func (s *Share) Wait(remote bool, grant func()) (bool, func() bool) {
+	return s.b.wait(s, remote, grant)
+}
+
+// Release is Budget.Release for this share.
+func (s *Share) Release(remote bool) { s.b.release(s, remote) }
 
 // NewBudget returns a budget of n slots (at least 1).
 func NewBudget(n int) *Budget {
@@ -36,44 +70,57 @@ func NewBudget(n int) *Budget {
 
 // TryAcquire takes a slot if one is free for a connect of this kind.
 // (Nobody in line could take it: a released slot goes to the line first.)
-func (b *Budget) TryAcquire(remote bool) bool {
+func (b *Budget) TryAcquire(remote bool) bool { return b.tryAcquire(nil, remote) }
+
+func (b *Budget) tryAcquire(s *Share, remote bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.free(remote) {
+	if !b.free(s, remote) {
 		return false
 	}
-	b.take(remote)
+	b.take(s, remote)
 	return true
 }
 
-func (b *Budget) free(remote bool) bool {
-	return b.inUse < b.max && !(remote && b.remoteInUse >= b.remoteMax)
+func (b *Budget) free(s *Share, remote bool) bool {
+	if b.inUse >= b.max || remote && b.remoteInUse >= b.remoteMax {
+		return false
+	}
+	return s == nil || b.shares[s] < max(1, b.max-(len(b.shares)-1))
 }
 
-func (b *Budget) take(remote bool) {
+func (b *Budget) take(s *Share, remote bool) {
 	b.inUse++
 	if remote {
 		b.remoteInUse++
+	}
+	if s != nil {
+		b.shares[s]++
 	}
 }
 
 // Release returns a slot of this kind. If someone waits for a slot that is
 // now free, the slot passes to the first such waiter, whose grant runs
 // (outside the budget's lock).
-func (b *Budget) Release(remote bool) {
+func (b *Budget) Release(remote bool) { b.release(nil, remote) }
+
+func (b *Budget) release(s *Share, remote bool) {
 	b.mu.Lock()
 	b.inUse--
 	if remote {
 		b.remoteInUse--
 	}
+	if s != nil {
+		b.shares[s]--
+	}
 	var grants []func()
 	for i := 0; i < len(b.line); {
 		w := b.line[i]
-		if !b.free(w.remote) {
+		if !b.free(w.share, w.remote) {
 			i++
 			continue
 		}
-		b.take(w.remote)
+		b.take(w.share, w.remote)
 		grants = append(grants, w.grant)
 		b.line = append(b.line[:i], b.line[i+1:]...)
 	}
@@ -90,11 +137,15 @@ func (b *Budget) Release(remote bool) {
 // reports false when the slot was granted already (grant has run or is
 // running).
 func (b *Budget) Wait(remote bool, grant func()) (granted bool, cancel func() bool) {
-	w := &waiter{remote: remote, grant: grant}
+	return b.wait(nil, remote, grant)
+}
+
+func (b *Budget) wait(s *Share, remote bool, grant func()) (granted bool, cancel func() bool) {
+	w := &waiter{share: s, remote: remote, grant: grant}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.free(remote) {
-		b.take(remote)
+	if b.free(s, remote) {
+		b.take(s, remote)
 		return true, nil
 	}
 	b.line = append(b.line, w)

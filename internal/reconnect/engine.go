@@ -84,8 +84,9 @@ type Engine struct {
 	url     string
 	log     *slog.Logger
 	metrics *metrics.Metrics
-	budget  *Budget
+	budget  *Share // this engine's share of the daemon's connect budget
 	onEvent func(Event)
+	current func() string
 	prober  *probe.Prober
 	hub     *probe.Hub // endpoint watches shared by every directory
 
@@ -102,6 +103,9 @@ type Engine struct {
 type Options struct {
 	// URL names the OpenCode server in snapshots, events and logs.
 	URL string
+	// CurrentURL, when set, is where the server is now (the OpenCode 2
+	// service may move), shown in snapshots instead of URL.
+	CurrentURL func() string
 	// Log receives the engine's log lines.
 	Log *slog.Logger
 	// Metrics counts what the engine does.
@@ -121,7 +125,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, oc: oc, url: o.URL, log: o.Log, metrics: o.Metrics, budget: o.Budget, onEvent: o.OnEvent, prober: o.Prober,
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -129,9 +133,11 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if e.metrics == nil {
 		e.metrics = metrics.New()
 	}
-	if e.budget == nil {
-		e.budget = NewBudget(cfg.MaxConcurrent)
+	b := o.Budget
+	if b == nil {
+		b = NewBudget(cfg.MaxConcurrent)
 	}
+	e.budget = b.Share()
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
@@ -567,6 +573,9 @@ func (e *Engine) Snapshot() Snapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Snapshot{URL: e.url, Stream: e.stream, Directories: []DirSnapshot{}}
+	if e.current != nil {
+		s.URL = e.current()
+	}
 	for _, p := range opencode.Names(e.dirs) {
 		s.Directories = append(s.Directories, e.dirs[p].snapshot(e.cfg.Backoff))
 	}

@@ -24,7 +24,7 @@ func TestReviewTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for round := 0; time.Now().Before(deadline); round++ {
 		b := NewBudget(1)
-		e.budget = b
+		e.budget = b.Share()
 		if !b.TryAcquire(false) { // a connect of another directory holds the only slot
 			t.Fatal("fresh budget full")
 		}

@@ -343,17 +343,30 @@ func (m *Manager) checkOurs(path string, prev *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("service: %w", err)
 	}
-	if prev != nil {
-		for _, f := range prev.Files {
-			if f.Path == path {
-				return nil
-			}
-		}
-	}
-	if bytes.Contains(b, []byte(Marker)) {
+	if ours(b, path, prev) {
 		return nil
 	}
 	return fmt.Errorf("service: %s exists and was not written by `mcp-reconnect service install`; move it away (or remove it) first", path)
+}
+
+// ours reports whether the content b of the file at path is install's: it
+// carries the Marker, or it is exactly what the manifest says install
+// wrote there. A manifest naming the path is not enough: the user may have
+// replaced the file since.
+func ours(b []byte, path string, mf *Manifest) bool {
+	if bytes.Contains(b, []byte(Marker)) {
+		return true
+	}
+	if mf == nil {
+		return false
+	}
+	sum := sha256.Sum256(b)
+	for _, f := range mf.Files {
+		if f.Path == path && f.SHA256 == hex.EncodeToString(sum[:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // missingDirs lists dir and those of its parents that do not exist,
@@ -529,7 +542,14 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 			// Only the service's own file: a manifest that names
 			// anything else was not written by install.
 			if f.Path == m.p.path() {
-				files = append(files, f.Path)
+				b, err := os.ReadFile(f.Path)
+				switch {
+				case errors.Is(err, fs.ErrNotExist):
+				case err == nil && !ours(b, f.Path, mf):
+					fmt.Fprintf(w, "left alone: %s (changed since install: it is yours now)\n", f.Path)
+				default:
+					files = append(files, f.Path)
+				}
 			} else {
 				fmt.Fprintf(w, "left alone: %s (named by %s, but not the service's file)\n", f.Path, m.ManifestPath())
 			}
