@@ -62,7 +62,7 @@ never re-enables a server you disabled.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRun(), newWatch(), newStatus(), newReconnect(), newDoctor(), newVersion())
+	root.AddCommand(newRun(), newWatch(), newStatus(), newReconnect(), newDoctor(), newVersion(), newMan())
 	return root
 }
 
