@@ -2,7 +2,7 @@
 GO ?= go
 OPENCODE_BIN ?= $(CURDIR)/.cache/opencode/node_modules/opencode-linux-x64/bin/opencode
 
-.PHONY: all build test unit e2e lint demo bench opencode clean
+.PHONY: all build test unit e2e lint demo bench opencode clean release release-check
 
 all: build
 
@@ -24,9 +24,12 @@ unit: lint
 e2e: opencode
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -v ./test/e2e/
 
+# lint also vets and builds for macOS, a release target.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	GOOS=darwin $(GO) vet ./...
+	GOOS=darwin $(GO) build ./...
 
 # demo starts a real OpenCode with real MCP servers under mcp-reconnect,
 # breaks them, and shows them coming back.
@@ -39,5 +42,18 @@ bench: opencode
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./test/e2e/
 
+# release builds the binaries users download into dist/, one per target,
+# stamped with version, commit and date, reproducibly, with SHA256SUMS
+# (scripts/release.sh says how). release-check builds them and checks them
+# (test/release): architecture, stamped version, no local paths, same bytes
+# when rebuilt from a copy of the tree elsewhere.
+RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+release:
+	GO=$(GO) ./scripts/release.sh $(RELEASE_TARGETS)
+
+release-check: release
+	MCP_RECONNECT_RELEASE_DIR=$(CURDIR)/dist $(GO) test -count=1 -v ./test/release/
+
 clean:
-	rm -rf bin .cache
+	rm -rf bin .cache dist

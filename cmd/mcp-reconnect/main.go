@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -22,19 +21,6 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = ""
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -76,7 +62,7 @@ never re-enables a server you disabled.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRun(), newWatch(), newStatus(), newReconnect(), newDoctor(), newVersion(), newService())
+	root.AddCommand(newRun(), newWatch(), newStatus(), newReconnect(), newDoctor(), newVersion(), newService(), newMan())
 	return root
 }
 
@@ -390,15 +376,4 @@ with --url or --status-addr, or pass --all.`,
 	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon")
 	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed)")
 	return cmd
-}
-
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "mcp-reconnect", versionString())
-		},
-	}
 }

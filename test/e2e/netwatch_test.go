@@ -1,3 +1,7 @@
+//go:build linux
+
+// Network namespaces (ip netns, setns) exist only on Linux.
+
 package e2e
 
 import (

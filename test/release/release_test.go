@@ -1,0 +1,301 @@
+// Package release checks the binaries `make release` puts in dist/: one per
+// target, for the right OS and CPU, stamped with the version, commit and
+// date, free of local paths, matching SHA256SUMS, and the same bytes when
+// rebuilt from a copy of the tree in another directory.
+//
+// It needs the binaries, which take minutes to build, so `go test ./...`
+// skips it; `make release-check` (run by .ci/run after `make test`) builds
+// them and runs it with MCP_RECONNECT_RELEASE_DIR set.
+package release
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
+	"debug/macho"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// targets are the release's platforms, as the Makefile's RELEASE_TARGETS.
+var targets = []struct {
+	goos, goarch string
+	elf          elf.Machine
+	macho        macho.Cpu
+}{
+	{"linux", "amd64", elf.EM_X86_64, 0},
+	{"linux", "arm64", elf.EM_AARCH64, 0},
+	{"darwin", "amd64", 0, macho.CpuAmd64},
+	{"darwin", "arm64", 0, macho.CpuArm64},
+}
+
+func distDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MCP_RECONNECT_RELEASE_DIR")
+	if dir == "" {
+		t.Skip("no release to check: run `make release-check` (sets MCP_RECONNECT_RELEASE_DIR)")
+	}
+	return dir
+}
+
+// repoRoot is the checkout the release was built from: two levels up.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(filepath.Dir(wd))
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// stamp is what scripts/release.sh wrote into the binaries with -X.
+type stamp struct{ version, commit, date string }
+
+var versionOut = regexp.MustCompile(`^mcp-reconnect (v\d+\.\d+\.\d+\S*)\ncommit: ([0-9a-f]{40})\ndate:   (\S+)\ngo:     (\S+) (\S+)\n$`)
+
+// hostStamp runs the binary built for this machine: its `version` output
+// is the stamp every other binary must carry too.
+func hostStamp(t *testing.T, dir string) stamp {
+	t.Helper()
+	bin := filepath.Join(dir, fmt.Sprintf("mcp-reconnect-%s-%s", runtime.GOOS, runtime.GOARCH))
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v (the release must include this machine's platform to be checked here)", bin, err)
+	}
+	m := versionOut.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("%s version printed %q, want version, full commit, date and Go", bin, out)
+	}
+	if want := runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH; m[4]+" "+m[5] != want {
+		t.Errorf("go: %s %s, want %s", m[4], m[5], want)
+	}
+	return stamp{m[1], m[2], m[3]}
+}
+
+// checkBuild reads a binary's build record (debug/buildinfo parses ELF and
+// Mach-O alike) for the settings a reproducible release needs. (-trimpath
+// keeps -ldflags out of the record, so the stamp is checked in the bytes.)
+func checkBuild(t *testing.T, path, goos, goarch string) {
+	t.Helper()
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	set := map[string]string{}
+	for _, s := range bi.Settings {
+		set[s.Key] = s.Value
+	}
+	want := map[string]string{"GOOS": goos, "GOARCH": goarch, "CGO_ENABLED": "0", "-trimpath": "true", "vcs.revision": ""}
+	for k, v := range want {
+		if set[k] != v {
+			t.Errorf("%s: build setting %s = %q, want %q", path, k, set[k], v)
+		}
+	}
+	if bi.Path != "github.com/mcp-reconnect/mcp-reconnect/cmd/mcp-reconnect" {
+		t.Errorf("%s: main package %s", path, bi.Path)
+	}
+}
+
+// checkArch reads the executable header: the CPU, and for Linux a static
+// binary (no interpreter: it runs on any distribution).
+func checkArch(t *testing.T, path string, wantELF elf.Machine, wantMacho macho.Cpu) {
+	t.Helper()
+	if wantELF != 0 {
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatalf("%s is not ELF: %v", path, err)
+		}
+		defer f.Close()
+		if f.Machine != wantELF || f.Class != elf.ELFCLASS64 || f.Type != elf.ET_EXEC {
+			t.Errorf("%s: ELF %v %v %v, want %v ELFCLASS64 ET_EXEC", path, f.Machine, f.Class, f.Type, wantELF)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s: dynamically linked (PT_INTERP); CGO_ENABLED=0 should make it static", path)
+			}
+		}
+		return
+	}
+	f, err := macho.Open(path)
+	if err != nil {
+		t.Fatalf("%s is not Mach-O: %v", path, err)
+	}
+	defer f.Close()
+	if f.Cpu != wantMacho || f.Type != macho.TypeExec {
+		t.Errorf("%s: Mach-O %v %v, want %v executable", path, f.Cpu, f.Type, wantMacho)
+	}
+}
+
+// localPaths are strings that would tie a binary to the machine that built
+// it. $HOME is checked with a trailing slash: "/root" alone is also part of
+// crypto/x509/root.go.
+func localPaths(t *testing.T, root string) []string {
+	t.Helper()
+	paths := []string{root}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" {
+		paths = append(paths, home+"/")
+	}
+	for _, v := range []string{"GOROOT", "GOMODCACHE", "GOPATH", "GOCACHE"} {
+		out, err := exec.Command("go", "env", v).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := strings.TrimSpace(string(out)); p != "" && p != "/" {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+func sha(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// readSums parses SHA256SUMS ("<hex>  <name>" per line).
+func readSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sums := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		if !ok || len(sum) != 64 {
+			t.Fatalf("SHA256SUMS line %q", sc.Text())
+		}
+		sums[name] = sum
+	}
+	return sums
+}
+
+func TestReleaseBinaries(t *testing.T) {
+	dir := distDir(t)
+	root := repoRoot(t)
+	st := hostStamp(t, dir)
+	if head := git(t, root, "rev-parse", "HEAD"); st.commit != head {
+		t.Errorf("stamped commit %s, checkout is at %s", st.commit, head)
+	}
+	if d := git(t, root, "log", "-1", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", "--format=%cd", "HEAD"); st.date != d {
+		t.Errorf("stamped date %s, the commit's is %s", st.date, d)
+	}
+	commitTime, err := time.Parse(time.RFC3339, st.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := readSums(t, dir)
+	if len(sums) != len(targets) {
+		t.Errorf("SHA256SUMS lists %d files, want %d: %v", len(sums), len(targets), sums)
+	}
+	forbidden := localPaths(t, root)
+	for _, tg := range targets {
+		name := fmt.Sprintf("mcp-reconnect-%s-%s", tg.goos, tg.goarch)
+		path := filepath.Join(dir, name)
+		t.Run(name, func(t *testing.T) {
+			if got := sha(t, path); got != sums[name] {
+				t.Errorf("sha256 %s, SHA256SUMS says %q", got, sums[name])
+			}
+			checkArch(t, path, tg.elf, tg.macho)
+			checkBuild(t, path, tg.goos, tg.goarch)
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !fi.ModTime().Equal(commitTime) {
+				t.Errorf("mtime %v, want the commit's time %v", fi.ModTime().UTC(), commitTime)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{st.version, st.commit, st.date} {
+				if !bytes.Contains(b, []byte(v)) {
+					t.Errorf("stamp %q is not in the binary", v)
+				}
+			}
+			for _, p := range forbidden {
+				if i := bytes.Index(b, []byte(p)); i >= 0 {
+					lo, hi := max(0, i-40), min(len(b), i+len(p)+40)
+					t.Errorf("local path %q in the binary: %q", p, b[lo:hi])
+				}
+			}
+		})
+	}
+}
+
+// The release is reproducible: scripts/release.sh run again in a clone of
+// the checkout in another directory (other absolute paths; uncommitted
+// changes copied over, so the version says -dirty alike) builds this
+// machine's binary with the same bytes.
+func TestReleaseIsReproducible(t *testing.T) {
+	dir := distDir(t)
+	root := repoRoot(t)
+	name := fmt.Sprintf("mcp-reconnect-%s-%s", runtime.GOOS, runtime.GOARCH)
+	st := hostStamp(t, dir)
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+	git(t, root, "clone", "--quiet", "--no-hardlinks", "--no-checkout", root, elsewhere)
+	git(t, elsewhere, "checkout", "--quiet", "--detach", st.commit)
+	for _, f := range strings.Split(git(t, root, "ls-files", "-co", "--exclude-standard", "-z"), "\x00") {
+		if f == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if os.IsNotExist(err) {
+			_ = os.Remove(filepath.Join(elsewhere, f)) // deleted in the work tree
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(elsewhere, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(elsewhere, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("bash", "scripts/release.sh", runtime.GOOS+"/"+runtime.GOARCH)
+	cmd.Dir = elsewhere
+	cmd.Env = append(os.Environ(), "VERSION="+st.version)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh in %s: %v\n%s", elsewhere, err, out)
+	}
+	if got, want := sha(t, filepath.Join(elsewhere, "dist", name)), sha(t, filepath.Join(dir, name)); got != want {
+		t.Fatalf("rebuilt in %s: sha256 %s, the release has %s: the build is not reproducible", elsewhere, got, want)
+	}
+}
