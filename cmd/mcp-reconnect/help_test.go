@@ -45,7 +45,9 @@ func mustMention(c *cobra.Command) []string {
 		})
 		return env
 	case "status", "reconnect":
-		return []string{"$MCP_RECONNECT_STATUS_ADDR"}
+		if c.Parent() != nil && c.Parent().Parent() == nil { // not `service status`
+			return []string{"$MCP_RECONNECT_STATUS_ADDR"}
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -158,10 +159,16 @@ func envName(flag string) string {
 // applyEnv sets every flag that was not given on the command line from its
 // environment variable, with an error that names the variable. A flag set
 // this way counts as given, so the config file cannot override it.
-func applyEnv(fs *pflag.FlagSet) error {
+func applyEnv(fs *pflag.FlagSet) error { return applyEnvFor(fs) }
+
+// applyEnvFor is applyEnv for the named flags only (all when none are
+// named): status and reconnect read $MCP_RECONNECT_STATUS_ADDR, never the
+// daemon's own settings ($MCP_RECONNECT_DIRECTORY must not narrow a
+// reconnect, nor $MCP_RECONNECT_ALL widen one).
+func applyEnvFor(fs *pflag.FlagSet, only ...string) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
+		if err != nil || f.Changed || len(only) > 0 && !slices.Contains(only, f.Name) {
 			return
 		}
 		v, ok := os.LookupEnv(envName(f.Name))
@@ -297,7 +304,7 @@ and --json prints {"daemons": [...]}. --url or --status-addr picks one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			clearURL := urlOnlyFromFlag(cmd, &c.url)
-			if err := applyEnv(cmd.Flags()); err != nil {
+			if err := applyEnvFor(cmd.Flags(), "status-addr"); err != nil {
 				return err
 			}
 			clearURL()
@@ -330,7 +337,7 @@ token its status API wants for this. With several daemons running, say which
 with --url or --status-addr, or pass --all.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			clearURL := urlOnlyFromFlag(cmd, &c.url)
-			if err := applyEnv(cmd.Flags()); err != nil {
+			if err := applyEnvFor(cmd.Flags(), "status-addr"); err != nil {
 				return err
 			}
 			clearURL()
