@@ -86,24 +86,12 @@ func newRigWith(t *testing.T, fake fakeOC, cfg Config, o Options) *rig {
 // reaches it (the fakes record only the routes they know), and returns
 // the transport to reach it and a function that stops it.
 func (r *rig) serve() (*http.Transport, func()) {
-	l := fakeopencode.NewPipeListener()
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+	return fakeopencode.ServeHandler(http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
 		r.mu.Lock()
 		r.wire = append(r.wire, q.Method+" "+q.URL.Path)
 		r.mu.Unlock()
 		r.fake.ServeHTTP(w, q)
-	})}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.Serve(l)
-	}()
-	tr := &http.Transport{DialContext: l.Dial, MaxIdleConnsPerHost: 64}
-	return tr, func() {
-		tr.CloseIdleConnections()
-		_ = hs.Close()
-		<-done
-	}
+	}))
 }
 
 // wireRequests is every HTTP request the fake received.

@@ -600,9 +600,12 @@ func (pipeAddr) String() string  { return "pipe" }
 // Serve serves the fake on an in-memory pipe and returns the transport to
 // reach it and a stop function that closes everything (call it before a
 // synctest bubble ends).
-func (s *Server) Serve() (*http.Transport, func()) {
+func (s *Server) Serve() (*http.Transport, func()) { return ServeHandler(s) }
+
+// ServeHandler serves h on an in-memory pipe, as Serve does.
+func ServeHandler(h http.Handler) (*http.Transport, func()) {
 	l := NewPipeListener()
-	hs := &http.Server{Handler: s}
+	hs := &http.Server{Handler: h}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

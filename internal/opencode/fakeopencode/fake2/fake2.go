@@ -901,21 +901,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // Serve serves the fake on an in-memory pipe and returns the transport to
 // reach it and a stop function that closes everything (call it before a
 // synctest bubble ends).
-func (s *Server) Serve() (*http.Transport, func()) {
-	l := fakeopencode.NewPipeListener()
-	hs := &http.Server{Handler: s}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.Serve(l)
-	}()
-	tr := &http.Transport{DialContext: l.Dial, MaxIdleConnsPerHost: 64}
-	return tr, func() {
-		tr.CloseIdleConnections()
-		_ = hs.Close()
-		<-done
-	}
-}
+func (s *Server) Serve() (*http.Transport, func()) { return fakeopencode.ServeHandler(s) }
 
 // DefaultDoc is the OpenAPI description the fake serves: the routes,
 // parameters, statuses and event types the 2.x client relies on, in the
