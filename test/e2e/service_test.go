@@ -354,7 +354,10 @@ func TestServiceRestartedBySystemd(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	if out, err := exec.Command("systemctl", "--user", "show-environment").CombinedOutput(); err != nil {
-		t.Skipf("no user systemd here: systemctl --user show-environment: %v: %s", err, bytes.TrimSpace(out))
+		reason := fmt.Sprintf("no user systemd here: systemctl --user show-environment: %v: %s", err, bytes.TrimSpace(out))
+		// Printed even without -v: a skip under CI=true is never silent.
+		fmt.Fprintf(os.Stderr, "SKIP %s: %s\n", t.Name(), reason)
+		t.Skip(reason)
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
