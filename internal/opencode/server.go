@@ -113,7 +113,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	prev := s.id
 	s.id, s.v1, s.v2, s.options, s.toastOK = id, v1, v2, opts, gen == V1
 	s.mu.Unlock()
-	if prev.gen != gen || prev.version != version || prev.url != url {
+	if prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url) {
 		s.log.Info("found opencode", "url", Redact(url), "generation", gen.String(), "version", version)
 	}
 	return gen, version, nil
