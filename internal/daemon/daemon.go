@@ -164,6 +164,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	var apiWait func() error
 	var bound string
+	var reg *registration
 	if cfg.StatusAddr != "" {
 		// Registered before anything talks to OpenCode (a detection can
 		// take seconds): `run` must see a daemon that is starting for the
@@ -188,8 +189,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		apiWait = wait
 		log.Info("status api listening", "addr", bound)
-		unregister := register(cfg, urls, serviceFile, bound, token, log)
-		defer unregister()
+		reg = register(cfg, urls, serviceFile, bound, token, log)
+		defer reg.unregister()
 	}
 
 	// One detection tells a wrong password apart from a server that is
@@ -217,7 +218,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cfg.Ready(bound)
 	}
 
-	for _, w := range all {
+	for i, w := range all {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
@@ -229,7 +230,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 		go func() {
 			defer wg.Done()
-			streamLoop(ctx, w.client, w.eng, w.m, broker, log)
+			streamLoop(ctx, w.client, w.eng, w.m, broker, log, func(url string) { reg.setURL(i, url) })
 		}()
 	}
 	if !cfg.NoNetwatch {
@@ -321,32 +322,71 @@ func absDirs(dirs []string) ([]string, error) {
 // find it (and its token) without being told the port. A registry that
 // cannot be written leaves the API read-only in effect; the daemon still
 // does its job.
-func register(cfg Config, urls []string, serviceFile, bound, token string, log *slog.Logger) (unregister func()) {
-	reg := cfg.Registry
-	if reg == nil {
+func register(cfg Config, urls []string, serviceFile, bound, token string, log *slog.Logger) *registration {
+	r := &registration{log: log, entry: registry.Entry{PID: os.Getpid(), URLs: urls, Service: serviceFile, StatusAddr: bound, Token: token,
+		Version: cfg.Version, Started: time.Now()}}
+	r.reg = cfg.Registry
+	if r.reg == nil {
 		var err error
-		if reg, err = registry.Default(); err != nil {
+		if r.reg, err = registry.Default(); err != nil {
 			log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
-			return func() {}
+			return r
 		}
 	}
-	remove, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: urls, Service: serviceFile, StatusAddr: bound, Token: token,
-		Version: cfg.Version, Started: time.Now()})
+	remove, err := r.reg.Register(r.entry)
 	if err != nil {
 		log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
-		return func() {}
+		r.reg = nil
+		return r
 	}
-	log.Debug("registered", "dir", reg.Dir)
-	return remove
+	r.remove = remove
+	log.Debug("registered", "dir", r.reg.Dir)
+	return r
+}
+
+// registration is the daemon's registry entry while it runs. Nil-safe.
+type registration struct {
+	mu     sync.Mutex
+	log    *slog.Logger
+	reg    *registry.Registry
+	entry  registry.Entry
+	remove func()
+}
+
+// setURL records that the i-th server is now at url (the OpenCode 2
+// service moved), so `reconnect --url` finds this daemon there.
+func (r *registration) setURL(i int, url string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reg == nil || i >= len(r.entry.URLs) || r.entry.URLs[i] == url {
+		return
+	}
+	r.entry.URLs = append([]string(nil), r.entry.URLs...)
+	r.entry.URLs[i] = url
+	if _, err := r.reg.Register(r.entry); err != nil {
+		r.log.Warn("could not update this daemon's registry entry", "err", err)
+	}
+}
+
+// unregister removes the entry.
+func (r *registration) unregister() {
+	if r == nil || r.remove == nil {
+		return
+	}
+	r.remove()
 }
 
 // streamLoop feeds OpenCode's event stream (either generation) into the
 // engine and keeps its state.
-func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger) {
+func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger, at func(url string)) {
 	var wasUnauthorized bool
 	_ = client.Stream(ctx, opencode.StreamOptions{
 		Log: log,
 		OnConnect: func(c opencode.Connected) {
+			at(client.URL())
 			eng.SetStream(true, nil)
 			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
 			wasUnauthorized = false

@@ -72,6 +72,9 @@ func TestReview2ServiceMovedPortIsReportedAndReachable(t *testing.T) {
 	if len(ents) != 1 {
 		t.Fatalf("registry: %+v", ents)
 	}
+	if !ents[0].Watches(b.URL) {
+		t.Errorf("the registry still says %v after the service moved to %s: `reconnect --url` would not find this daemon", ents[0].URLs, b.URL)
+	}
 	_, err = (&statusapi.Client{Addr: addr, Token: ents[0].Token}).Reconnect(context.Background(), statusapi.ReconnectRequest{URL: b.URL, Directory: "/p"})
 	if err != nil {
 		t.Errorf("reconnect --url %s (where the service now is): %v", b.URL, err)
