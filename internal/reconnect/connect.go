@@ -1,0 +1,171 @@
+package reconnect
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// Connects: each within the budget (a slot taken, or handed to the
+// directory while it waited in line), charged to the server's episode, and
+// followed by a check at the server's next scheduled attempt.
+
+// connect sends the connects a reconcile decided on, each with a budget
+// slot. A server that finds none is not charged: the directory waits in
+// line, and the slot it is handed makes it due again, so the connect is
+// decided anew from a fresh read.
+func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *sync.WaitGroup) {
+	if len(connects) == 0 {
+		return
+	}
+	now := time.Now()
+	p := e.cfg.Backoff
+	var evs []Event
+	e.mu.Lock()
+	for _, a := range connects {
+		s := d.servers[a.name]
+		if s == nil || s.connecting {
+			continue
+		}
+		remote := d.kinds[a.name] == "remote"
+		if !e.takeSlot(d, remote) {
+			s.slotWait = true
+			s.trig |= a.trig // still wanted when the slot comes, for the same reason
+			continue
+		}
+		next := s.ep.Attempt(p, now, a.trigger, rand.Float64())
+		if s.ep.Phase(p) == backoff.Slow {
+			// Slow-tier attempts are idle work: batch them like idle checks.
+			s.ep.Postpone(e.onGrid(next))
+		}
+		s.connecting, s.confirm = true, true
+		e.metrics.Attempts.Inc()
+		e.metrics.InFlightConnects.Inc()
+		tier := tierOf(s.ep.Phase(p))
+		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", a.name, "attempt", s.ep.NumRequeues(), "tier", tier)
+		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: a.name, Attempt: s.ep.NumRequeues(), Tier: tier, Error: s.err})
+		work.Add(1)
+		go func(name string, extra bool) {
+			defer work.Done()
+			err := e.oc.Connect(ctx, d.path, name)
+			e.budget.Release(remote)
+			e.metrics.InFlightConnects.Dec()
+			select {
+			case d.results <- connectResult{name: name, extra: extra, err: err}:
+			case <-ctx.Done():
+			}
+		}(a.name, a.trigger != backoff.Scheduled)
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+}
+
+// takeSlot takes a budget slot for a connect of this kind: one handed to
+// the directory while it waited, or a free one. Failing both, the
+// directory waits in line. Caller holds Engine.mu.
+func (e *Engine) takeSlot(d *dir, remote bool) bool {
+	k := kindIndex(remote)
+	if d.held[k] > 0 {
+		d.held[k]--
+		return true
+	}
+	if d.waiting[k] != nil {
+		return false // in line already
+	}
+	// Wait takes a slot freed since a TryAcquire would have failed, or
+	// queues; it never runs the grant here, under Engine.mu.
+	granted, cancel := e.budget.Wait(remote, func() { e.granted(d, k) })
+	if granted {
+		return true
+	}
+	d.waiting[k] = cancel
+	return false
+}
+
+func kindIndex(remote bool) int {
+	if remote {
+		return 1
+	}
+	return 0
+}
+
+// granted runs when the budget hands the waiting directory a slot: the
+// directory owns it and is due now.
+func (e *Engine) granted(d *dir, k int) {
+	e.mu.Lock()
+	if d.loopEnded {
+		e.mu.Unlock()
+		e.budget.Release(k == 1)
+		return
+	}
+	d.waiting[k] = nil
+	d.held[k]++
+	d.wakeBy(time.Now())
+	e.mu.Unlock()
+}
+
+// releaseHeld gives back the slots a check did not use.
+func (e *Engine) releaseHeld(d *dir) {
+	e.mu.Lock()
+	held := d.held
+	d.held = [2]int{}
+	e.mu.Unlock()
+	for k, n := range held {
+		for range n {
+			e.budget.Release(k == 1)
+		}
+	}
+}
+
+// finishConnect schedules the re-check of a server whose connect returned:
+// at its next scheduled attempt, which also confirms the outcome; sooner
+// when the attempt jumped the schedule (the user should not wait a backoff
+// delay to see a probe's reconnect confirmed).
+func (e *Engine) finishConnect(d *dir, r connectResult) {
+	now := time.Now()
+	var evs []Event
+	e.mu.Lock()
+	s := d.servers[r.name]
+	if s == nil {
+		e.mu.Unlock()
+		return
+	}
+	s.connecting = false
+	if errors.Is(r.err, opencode.ErrRefused) {
+		e.mu.Unlock()
+		e.opencodeGone(r.err)
+		return
+	}
+	if r.err != nil {
+		// A 404 too is an attempt like any other: only a status read that
+		// no longer lists the server forgets it.
+		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", r.name, "err", r.err)
+	}
+	p := e.cfg.Backoff
+	ph := s.ep.Phase(p)
+	if (ph == backoff.Slow || ph == backoff.Stopped) && !s.slowTold {
+		s.slowTold = true
+		e.metrics.GiveUps.Inc()
+		attrs := []any{"url", e.url, "directory", d.path, "server", r.name, "attempts", s.ep.NumRequeues(), "error", s.err}
+		if ph == backoff.Slow {
+			e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
+		} else {
+			e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
+		}
+		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Error: s.err})
+	}
+	if next := s.ep.Next(); !next.IsZero() {
+		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
+		d.wakeBy(next)
+	}
+	if r.extra {
+		d.wakeBy(now.Add(e.wakeDelay()))
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+}
