@@ -153,4 +153,3 @@ func (e *Engine) activity(path, reason string) {
 		}
 	})
 }
-
