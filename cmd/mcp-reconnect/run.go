@@ -85,6 +85,11 @@ This alias is all it takes, for either generation:
 			if !cmd.Flags().Changed("log-file") {
 				f.logFile = defaultLogPath()
 			}
+			// Only a --status-addr typed for this run may fail it when the
+			// address is taken: one from the config file or the
+			// environment is shared by every wrapped TUI, and the second
+			// one moves to a free port (the registry finds it).
+			statusAddrTyped := cmd.Flags().Changed("status-addr")
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
@@ -112,7 +117,7 @@ This alias is all it takes, for either generation:
 			}
 			code, err := daemon.Managed(cmd.Context(), plan, daemon.Config{
 				Username: f.username, Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				StatusAddrFallback: !cmd.Flags().Changed("status-addr"), Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
+				StatusAddrFallback: !statusAddrTyped, Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 			}, startTimeout, launch.IO{}, log)
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", err)

@@ -347,10 +347,8 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	e.metrics.StatusReadFailures.Inc()
 	if errors.Is(err, opencode.ErrRefused) {
-		e.opencodeGone(err)
-		if d.armedBy != ArmedByFlag {
-			return
-		}
+		e.opencodeGone(err) // this directory too (named ones start afresh)
+		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -497,6 +495,14 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 		if entry.Type == "remote" && entry.URL != "" {
 			d.urls[n] = entry.URL
 		} else {
+			delete(d.urls, n)
+		}
+	}
+	for n := range d.servers {
+		if _, listed := cfg[n]; !listed {
+			// Not in the config (added at run time): treated as local,
+			// known, so it does not make every check ask again.
+			d.kinds[n] = ""
 			delete(d.urls, n)
 		}
 	}

@@ -274,30 +274,41 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 
 // DisarmAll forgets every directory (global.disposed). The engine keeps
 // running and arms again on later events.
-func (e *Engine) DisarmAll(reason string) { _ = e.disarmAll(reason, false) }
-
-// restarted forgets every directory after OpenCode restarted (or refused
-// connections: it is restarting), except those the user named with
-// --directory: nobody may use the others any more, and reading one would
-// create its instance and spawn its MCP servers in the new process; the
-// named ones are in use by definition, and keep being read (a read that is
-// refused is no news, rule 9) until OpenCode answers again.
-// It returns how many directories were forgotten.
-func (e *Engine) restarted(reason string) int { return e.disarmAll(reason, true) }
-
-func (e *Engine) disarmAll(reason string, keepNamed bool) int {
+func (e *Engine) DisarmAll(reason string) {
 	e.mu.Lock()
 	var evs []Event
 	for _, p := range opencode.Names(e.dirs) {
-		if keepNamed && e.dirs[p].armedBy == ArmedByFlag {
-			continue
-		}
 		evs = append(evs, e.disarmLocked(p, reason))
 	}
 	e.mu.Unlock()
 	e.publish(evs...)
-	return len(evs)
 }
+
+// restarted forgets every directory after OpenCode restarted (or refused
+// connections: it is restarting): nobody may use them any more, and
+// reading one would create its instance and spawn its MCP servers in the
+// new process. Those the user named with --directory are in use by
+// definition: they are armed afresh (new episodes, config read again, as
+// the new process knows nothing of the old one's), their first check
+// first later. It returns how many directories were forgotten.
+func (e *Engine) restarted(reason string, first time.Duration) int {
+	e.mu.Lock()
+	var evs []Event
+	forgotten := 0
+	for _, p := range opencode.Names(e.dirs) {
+		named := e.dirs[p].armedBy == ArmedByFlag
+		evs = append(evs, e.disarmLocked(p, reason))
+		if named {
+			evs = append(evs, e.armAtLocked(p, ArmedByFlag, first))
+		} else {
+			forgotten++
+		}
+	}
+	e.mu.Unlock()
+	e.publish(evs...)
+	return forgotten
+}
+
 
 // StreamConnected tells the engine that the event stream was subscribed
 // again after a drop. If OpenCode restarted meanwhile, every armed
@@ -309,7 +320,7 @@ func (e *Engine) disarmAll(reason string, keepNamed bool) int {
 func (e *Engine) StreamConnected(restarted bool) {
 	if restarted {
 		e.log.Info("opencode restarted; forgetting every directory until it is used again", "url", e.url)
-		e.restarted("opencode restarted")
+		e.restarted("opencode restarted", e.wakeDelay())
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -400,7 +411,9 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 // restarting (rule 8), so every directory is forgotten from this moment
 // (but those named with --directory).
 func (e *Engine) opencodeGone(err error) {
-	if n := e.restarted("opencode refused connections"); n > 0 {
+	// Named directories look again after an idle interval: OpenCode may
+	// stay down a while, and a refused read is no news (rule 9).
+	if n := e.restarted("opencode refused connections", e.cfg.Backoff.Jittered(e.cfg.IdleInterval)); n > 0 {
 		e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "directories", n, "err", err)
 	}
 }
