@@ -309,7 +309,6 @@ func (e *Engine) restarted(reason string, first time.Duration) int {
 	return forgotten
 }
 
-
 // StreamConnected tells the engine that the event stream was subscribed
 // again after a drop. If OpenCode restarted meanwhile, every armed
 // directory but those named with --directory is forgotten: reading one
