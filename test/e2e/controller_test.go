@@ -187,15 +187,7 @@ func TestWatchOpenCodeRestartCreatesNoInstance(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	oc.Kill()
-	time.Sleep(time.Second)
-	oc2 := &OpenCode{}
-	var err error
-	oc2.OpenCode, err = ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(oc2.Kill)
+	oc2 := restartOpenCode(t, oc, home)
 	w.WaitLog(t, "forgetting every directory", 40*time.Second)
 	time.Sleep(10 * time.Second) // five idle intervals
 	if got := len(p.Starts(t, "s")); got != 1 {

@@ -100,6 +100,20 @@ func startOpenCode(t testing.TB, port int, home string) *OpenCode {
 	return &OpenCode{OpenCode: oc}
 }
 
+// restartOpenCode kills oc and starts a new opencode serve on its port,
+// with the same home and password (an upgrade, a crash and a supervisor).
+func restartOpenCode(t testing.TB, oc *OpenCode, home string) *OpenCode {
+	t.Helper()
+	oc.Kill()
+	time.Sleep(time.Second)
+	next, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(next.Kill)
+	return &OpenCode{OpenCode: next}
+}
+
 // Status reads GET /mcp for dir (which starts its MCP servers, like a client).
 func (o *OpenCode) Status(t testing.TB, dir string) map[string]ochost.MCPStatus {
 	t.Helper()

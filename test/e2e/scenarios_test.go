@@ -172,15 +172,7 @@ func TestWatchSurvivesOpenCodeRestart(t *testing.T) {
 	w := startWatch(t, oc, oc.Password)
 	w.WaitLog(t, "watching opencode", 15*time.Second)
 
-	oc.Kill()
-	time.Sleep(time.Second)
-	oc2 := &OpenCode{}
-	var err error
-	oc2.OpenCode, err = ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(oc2.Kill)
+	oc2 := restartOpenCode(t, oc, home)
 	w.WaitLog(t, "event stream reconnected", 40*time.Second)
 
 	oc2.Status(t, p.Dir)
