@@ -68,12 +68,22 @@ func TestReview2ServiceMovedPortIsReportedAndReachable(t *testing.T) {
 	if len(st.Servers) != 1 || st.Servers[0].URL != b.URL {
 		t.Errorf("status names %q after the service moved to %s", st.Servers[0].URL, b.URL)
 	}
-	ents, _ := reg.List()
-	if len(ents) != 1 {
-		t.Fatalf("registry: %+v", ents)
-	}
-	if !ents[0].Watches(b.URL) {
-		t.Errorf("the registry still says %v after the service moved to %s: `reconnect --url` would not find this daemon", ents[0].URLs, b.URL)
+	// The entry is rewritten when the stream's first event arrives, a
+	// moment after the subscription.
+	var ents []registry.Entry
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ents, _ = reg.List()
+		if len(ents) != 1 {
+			t.Fatalf("registry: %+v", ents)
+		}
+		if ents[0].Watches(b.URL) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the registry still says %v after the service moved to %s: `reconnect --url` would not find this daemon", ents[0].URLs, b.URL)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	_, err = (&statusapi.Client{Addr: addr, Token: ents[0].Token}).Reconnect(context.Background(), statusapi.ReconnectRequest{URL: b.URL, Directory: "/p"})
 	if err != nil {
