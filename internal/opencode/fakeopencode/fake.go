@@ -65,24 +65,20 @@ type Request struct {
 type Server struct {
 	// Username and Password enable basic auth when Password is set.
 	Username, Password string
+	// ReadGate holds GET /mcp's delay, override and concurrency count.
+	ReadGate
 
-	mu       sync.Mutex
-	config   map[string]map[string]Spec // dir → name → spec; "" is every directory's default
-	inst     map[string]map[string]*state
-	requests []Request
-	subs     map[chan []byte]struct{}
-	mux      *http.ServeMux
-	// StatusOverride, when set, answers GET /mcp instead of the model:
-	// return code and body; hang blocks until the request is cancelled.
-	statusOverride func(dir string) (code int, body string, hang bool)
-	heartbeat      time.Duration
-	statusDelay    time.Duration
-	doc            []byte
-	toasts         []map[string]any
+	mu        sync.Mutex
+	config    map[string]map[string]Spec // dir → name → spec; "" is every directory's default
+	inst      map[string]map[string]*state
+	requests  []Request
+	subs      map[chan []byte]struct{}
+	mux       *http.ServeMux
+	heartbeat time.Duration
+	doc       []byte
+	toasts    []map[string]any
 
 	connecting, maxConnecting int
-	reading                   map[string]int
-	maxReading                int
 	configFailures            int
 	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
@@ -96,11 +92,10 @@ type state struct {
 // New returns a fake whose directories all have the given servers.
 func New(servers map[string]Spec) *Server {
 	s := &Server{
-		config:  map[string]map[string]Spec{"": servers},
-		inst:    map[string]map[string]*state{},
-		subs:    map[chan []byte]struct{}{},
-		reading: map[string]int{},
-		starts:  map[string]int{},
+		config: map[string]map[string]Spec{"": servers},
+		inst:   map[string]map[string]*state{},
+		subs:   map[chan []byte]struct{}{},
+		starts: map[string]int{},
 	}
 	s.mux = s.routes()
 	return s
@@ -151,14 +146,6 @@ func (s *Server) SetDirConfig(dir string, servers map[string]Spec) {
 	s.config[dir] = servers
 }
 
-// SetStatusOverride makes GET /mcp answer with f instead of the model; nil
-// restores the model.
-func (s *Server) SetStatusOverride(f func(dir string) (code int, body string, hang bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statusOverride = f
-}
-
 // SetHeartbeat makes the event stream send server.heartbeat every d.
 func (s *Server) SetHeartbeat(d time.Duration) {
 	s.mu.Lock()
@@ -180,26 +167,11 @@ func (s *Server) Toasts() []map[string]any {
 	return append([]map[string]any(nil), s.toasts...)
 }
 
-// SetStatusDelay makes every GET /mcp take d.
-func (s *Server) SetStatusDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statusDelay = d
-}
-
 // MaxConcurrentConnects is the most connects that were in flight at once.
 func (s *Server) MaxConcurrentConnects() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.maxConnecting
-}
-
-// MaxConcurrentReads is the most GET /mcp for one directory that were in
-// flight at once.
-func (s *Server) MaxConcurrentReads() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.maxReading
 }
 
 // SetStatus changes a server's state in a live instance (a crash, a fix).
@@ -379,31 +351,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	s.record(r, "/mcp", "")
 	dir := r.URL.Query().Get("directory")
-	s.mu.Lock()
-	override, delay := s.statusOverride, s.statusDelay
-	s.reading[dir]++
-	s.maxReading = max(s.maxReading, s.reading[dir])
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.reading[dir]--
-		s.mu.Unlock()
-	}()
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	if override != nil {
-		code, body, hang := override(dir)
-		if hang {
-			<-r.Context().Done()
-			return
-		}
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
+	serve, leave := s.Enter(w, r, dir)
+	defer leave()
+	if !serve {
 		return
 	}
 	s.mu.Lock()

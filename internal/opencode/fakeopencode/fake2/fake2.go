@@ -100,6 +100,8 @@ type Request struct {
 // Server is the fake. Set its exported fields before Serve; its methods
 // are safe for concurrent use.
 type Server struct {
+	// ReadGate holds GET /api/mcp's delay, override and concurrency count.
+	fakeopencode.ReadGate
 	// Password required as user "opencode" on /api/* and /openapi.json
 	// (New sets DefaultPassword; "" turns auth off, as some builds allow).
 	Password string
@@ -120,13 +122,9 @@ type Server struct {
 	devRoute  bool
 	seq       int
 
-	statusOverride func(dir string) (code int, body string, hang bool)
-	statusDelay    time.Duration
-	doc            []byte
+	doc []byte
 
 	connecting, maxConnecting int
-	reading                   map[string]int
-	maxReading                int
 	configFailures            int
 	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
@@ -168,7 +166,6 @@ func New(servers map[string]Spec) *Server {
 		loc:       map[string]map[string]*state{},
 		subs:      map[*sub]struct{}{},
 		heartbeat: DefaultHeartbeat,
-		reading:   map[string]int{},
 		starts:    map[string]int{},
 	}
 	s.mux = s.routes()
@@ -313,21 +310,6 @@ func (s *Server) SetDevConnectRoute(dev bool) {
 	s.devRoute = dev
 }
 
-// SetStatusOverride makes GET /api/mcp answer with f instead of the model;
-// nil restores the model.
-func (s *Server) SetStatusOverride(f func(dir string) (code int, body string, hang bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statusOverride = f
-}
-
-// SetStatusDelay makes every GET /api/mcp take d.
-func (s *Server) SetStatusDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statusDelay = d
-}
-
 // SetHeartbeat sets the period of ": heartbeat" comments (0: none).
 func (s *Server) SetHeartbeat(d time.Duration) {
 	s.mu.Lock()
@@ -351,14 +333,6 @@ func (s *Server) MaxConcurrentConnects() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.maxConnecting
-}
-
-// MaxConcurrentReads is the most GET /api/mcp for one location that were
-// in flight at once.
-func (s *Server) MaxConcurrentReads() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.maxReading
 }
 
 // SetStatus changes a server's state in a booted location, silently (as
@@ -674,31 +648,9 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	dir, _ := s.location(r)
 	s.record(r, RouteMCP, dir, "")
-	s.mu.Lock()
-	override, delay := s.statusOverride, s.statusDelay
-	s.reading[dir]++
-	s.maxReading = max(s.maxReading, s.reading[dir])
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.reading[dir]--
-		s.mu.Unlock()
-	}()
-	if delay > 0 {
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	if override != nil {
-		code, body, hang := override(dir)
-		if hang {
-			<-r.Context().Done()
-			return
-		}
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte(body))
+	serve, leave := s.Enter(w, r, dir)
+	defer leave()
+	if !serve {
 		return
 	}
 	s.mu.Lock()
