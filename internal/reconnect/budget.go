@@ -161,17 +161,3 @@ func (b *Budget) wait(s *Share, remote bool, grant func()) (granted bool, cancel
 		return false
 	}
 }
-
-// InUse is the number of slots taken.
-func (b *Budget) InUse() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.inUse
-}
-
-// Waiting is the number of waiters in line.
-func (b *Budget) Waiting() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.line)
-}

@@ -328,10 +328,6 @@ func (e *Engine) StreamConnected(restarted bool) {
 	}
 }
 
-// Resync re-checks every armed directory initial-delay from now: the event
-// stream was re-subscribed while OpenCode stayed reachable.
-func (e *Engine) Resync() { e.StreamConnected(false) }
-
 // NetworkChanged asks for a check of every armed directory holding a
 // failed server, as soon as its episode allows a network-triggered
 // attempt (at once in the fast episode; at most one per server per
