@@ -4,15 +4,25 @@ import "sync"
 
 // Budget bounds the connect calls in flight across every directory (and
 // every engine of one daemon). Local connects spawn a process each, so the
-// bound is real work saved. A remote connect to a URL that accepts TCP and
-// never answers holds its slot for up to a minute, so remote connects may
-// hold at most all slots but one: a silent remote server can delay other
-// remote servers, never a local one.
+// bound is real work saved.
 //
 // Several engines (one daemon watching several OpenCode servers) each take
-// a Share: while n servers share the budget, one may hold at most all slots
-// but n-1 (and at least one), so connects that hang on one server (a
-// silent remote URL holds its slot for a minute) never starve another.
+// a Share. While n servers share the budget, one may hold at most all slots
+// but n-1 (and at least one), so connects that hang on one server never
+// starve another.
+//
+// Within a share, remote connects may hold every slot but one: a remote
+// connect to a URL that accepts TCP and never answers holds its slot for up
+// to a minute (OpenCode's own timeouts), so a silent remote server can
+// delay its server's other remote servers, never a local one. The remote
+// limit is the share's, not the daemon's: a silent remote URL on one
+// OpenCode server never delays remote connects on another.
+//
+// A share (or a budget) of a single slot could not keep one for local
+// servers and still let a remote one connect; there the remote connect
+// gets a slot of its own beside the local one: with --max-concurrent 1 at
+// most one local and one remote connect are in flight, and a silent remote
+// URL never holds the only slot.
 //
 // A directory that finds no free slot does not poll: it waits in line, and
 // a released slot is handed to the first waiter that may take it. The
@@ -20,14 +30,15 @@ import "sync"
 // connect is never sent on status read before the wait), so one released
 // slot costs at most one status read.
 type Budget struct {
-	mu          sync.Mutex
-	max         int
-	remoteMax   int
-	inUse       int
-	remoteInUse int
-	line        []*waiter
-	shares      map[*Share]int // slots each share holds
+	mu     sync.Mutex
+	max    int
+	all    pool // every connect of the daemon
+	line   []*waiter
+	shares map[*Share]*pool
 }
+
+// pool counts the connects in flight of one kind of holder.
+type pool struct{ local, remote int }
 
 type waiter struct {
 	share  *Share
@@ -45,9 +56,9 @@ func (b *Budget) Share() *Share {
 	defer b.mu.Unlock()
 	s := &Share{b: b}
 	if b.shares == nil {
-		b.shares = map[*Share]int{}
+		b.shares = map[*Share]*pool{}
 	}
-	b.shares[s] = 0
+	b.shares[s] = &pool{}
 	return s
 }
 
@@ -64,8 +75,7 @@ func (s *Share) Release(remote bool) { s.b.release(s, remote) }
 
 // NewBudget returns a budget of n slots (at least 1).
 func NewBudget(n int) *Budget {
-	n = max(n, 1)
-	return &Budget{max: n, remoteMax: max(n-1, 1)}
+	return &Budget{max: max(n, 1)}
 }
 
 // TryAcquire takes a slot if one is free for a connect of this kind.
@@ -82,20 +92,47 @@ func (b *Budget) tryAcquire(s *Share, remote bool) bool {
 	return true
 }
 
-func (b *Budget) free(s *Share, remote bool) bool {
-	if b.inUse >= b.max || remote && b.remoteInUse >= b.remoteMax {
+// fits reports whether a pool of n slots holding p may start one more
+// connect of this kind: remote connects hold at most n-1 slots (at least
+// one), and a pool of one slot runs one of each kind.
+func (p pool) fits(n int, remote bool) bool {
+	if n == 1 {
+		if remote {
+			return p.remote == 0
+		}
+		return p.local == 0
+	}
+	if remote && p.remote >= n-1 {
 		return false
 	}
-	return s == nil || b.shares[s] < max(1, b.max-(len(b.shares)-1))
+	return p.local+p.remote < n
+}
+
+// free reports whether a connect of this kind may start for share s (nil:
+// the budget's own, unshared). The daemon's pool counts every connect
+// against max; the remote limit is the share's.
+func (b *Budget) free(s *Share, remote bool) bool {
+	if s == nil {
+		return b.all.fits(b.max, remote)
+	}
+	if b.max > 1 && b.all.local+b.all.remote >= b.max || b.max == 1 && !b.all.fits(1, remote) {
+		return false
+	}
+	return b.shares[s].fits(max(1, b.max-(len(b.shares)-1)), remote)
+}
+
+func (p *pool) add(remote bool, n int) {
+	if remote {
+		p.remote += n
+	} else {
+		p.local += n
+	}
 }
 
 func (b *Budget) take(s *Share, remote bool) {
-	b.inUse++
-	if remote {
-		b.remoteInUse++
-	}
+	b.all.add(remote, 1)
 	if s != nil {
-		b.shares[s]++
+		b.shares[s].add(remote, 1)
 	}
 }
 
@@ -106,12 +143,9 @@ func (b *Budget) Release(remote bool) { b.release(nil, remote) }
 
 func (b *Budget) release(s *Share, remote bool) {
 	b.mu.Lock()
-	b.inUse--
-	if remote {
-		b.remoteInUse--
-	}
+	b.all.add(remote, -1)
 	if s != nil {
-		b.shares[s]--
+		b.shares[s].add(remote, -1)
 	}
 	var grants []func()
 	for i := 0; i < len(b.line); {
