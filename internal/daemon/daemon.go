@@ -284,6 +284,17 @@ func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broke
 	if err != nil {
 		return nil, err
 	}
+	// Whichever request learns that OpenCode went away or came back as
+	// another process (the stream, a status read, a connect, a detection)
+	// tells the engine in the same step (rule 8).
+	client.OnChange(func(ch opencode.Change, err error) {
+		switch ch {
+		case opencode.Gone:
+			w.eng.OpenCodeGone(err)
+		case opencode.Replaced:
+			w.eng.OpenCodeReplaced()
+		}
+	})
 	return w, nil
 }
 
@@ -391,11 +402,12 @@ func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Eng
 			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
 			wasUnauthorized = false
 			if c.N > 1 {
-				// Events may have been missed while the stream was down;
-				// after refused connections OpenCode is a new process.
+				// Events may have been missed while the stream was down.
+				// (An OpenCode restart reached the engine through
+				// OnChange before the stream could subscribe again.)
 				m.StreamReconnects.Inc()
 				log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Restarted)
-				eng.StreamConnected(c.Restarted)
+				eng.StreamConnected()
 			}
 		},
 		OnDrop: func(err error) {

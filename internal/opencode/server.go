@@ -29,6 +29,78 @@ type Server struct {
 	v2      *ClientV2
 	options Options // the credentials in use (from Discover, or o.Client)
 	toastOK bool    // a toast route exists (1.x)
+	// down is set once a request was refused (nothing listened) and
+	// cleared by the next answer: that answer comes from a new process.
+	down     bool
+	watchers []func(Change, error)
+}
+
+// Change is news about the OpenCode process behind a Server, learned by
+// whichever request saw it first (the event stream, a status read, a
+// connect, a detection) and told to every watcher at once (OnChange).
+type Change int
+
+// The changes a Server reports.
+const (
+	// Gone: a request was refused (nothing listens): OpenCode is not
+	// running, or is restarting. Its instances are gone with it, and
+	// reading a directory of the next process would create one anew.
+	Gone Change = iota + 1
+	// Replaced: OpenCode answers again after it was Gone, or answers as
+	// another process (2.x pid, version, generation or address).
+	Replaced
+)
+
+func (c Change) String() string {
+	switch c {
+	case Gone:
+		return "gone"
+	case Replaced:
+		return "replaced"
+	}
+	return "unknown"
+}
+
+// OnChange adds fn to the watchers of the server's process: it is called,
+// without any lock of the server held, from the goroutine of the request
+// that learned the change, before that request returns. Register before
+// the first request.
+func (s *Server) OnChange(fn func(Change, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers = append(s.watchers, fn)
+}
+
+// observe learns from the outcome of one request: a refused connection
+// makes the server Gone; any HTTP answer after that (even an error
+// status: something listens again) makes it Replaced.
+func (s *Server) observe(err error) {
+	var e *Error
+	answered := err == nil || errors.As(err, &e) && e.Status != 0
+	refused := errors.Is(err, ErrRefused)
+	if !answered && !refused {
+		return // a timeout or a reset proves nothing either way
+	}
+	s.mu.Lock()
+	var ch Change
+	switch {
+	case refused && !s.down:
+		s.down, ch = true, Gone
+	case answered && s.down:
+		s.down, ch = false, Replaced
+	}
+	watchers := s.watchers
+	s.mu.Unlock()
+	s.tell(watchers, ch, err)
+}
+
+func (s *Server) tell(watchers []func(Change, error), ch Change, err error) {
+	if ch == 0 {
+		return
+	}
+	for _, fn := range watchers {
+		fn(ch, err)
+	}
 }
 
 // ServerOptions configure a Server.
@@ -93,6 +165,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	}
 	gen, version, pid, err := Detect(ctx, url, opts)
 	if err != nil {
+		s.observe(err)
 		return gen, version, err
 	}
 	id := identity{gen: gen, version: version, pid: pid, url: url}
@@ -112,10 +185,21 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	s.mu.Lock()
 	prev := s.id
 	s.id, s.v1, s.v2, s.options, s.toastOK = id, v1, v2, opts, gen == V1
+	// Another process answers where the last detection found one: its
+	// instances are not the old one's, even if no request was refused in
+	// between (a 2.x service replaced within one backoff step).
+	other := prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url ||
+		prev.pid != 0 && pid != 0 && prev.pid != pid)
+	var ch Change
+	if other || s.down {
+		s.down, ch = false, Replaced
+	}
+	watchers := s.watchers
 	s.mu.Unlock()
 	if prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url) {
 		s.log.Info("found opencode", "url", Redact(url), "generation", gen.String(), "version", version)
 	}
+	s.tell(watchers, ch, nil)
 	return gen, version, nil
 }
 
@@ -152,7 +236,9 @@ func (s *Server) MCPStatus(ctx context.Context, dir string) (map[string]ServerSt
 	if err != nil {
 		return nil, err
 	}
-	return c.MCPStatus(ctx, dir)
+	st, err := c.MCPStatus(ctx, dir)
+	s.observe(err)
+	return st, err
 }
 
 // Connect asks OpenCode to connect one MCP server in dir.
@@ -161,7 +247,9 @@ func (s *Server) Connect(ctx context.Context, dir, name string) error {
 	if err != nil {
 		return err
 	}
-	return c.Connect(ctx, dir, name)
+	err = c.Connect(ctx, dir, name)
+	s.observe(err)
+	return err
 }
 
 // MCPConfig reads the MCP servers configured for dir.
@@ -170,7 +258,9 @@ func (s *Server) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry
 	if err != nil {
 		return nil, err
 	}
-	return c.MCPConfig(ctx, dir)
+	cfg, err := c.MCPConfig(ctx, dir)
+	s.observe(err)
+	return cfg, err
 }
 
 // Doc reads the server's own API description (1.x /doc, 2.x /openapi.json).
@@ -179,7 +269,9 @@ func (s *Server) Doc(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.Doc(ctx)
+	b, err := c.Doc(ctx)
+	s.observe(err)
+	return b, err
 }
 
 // ShowToast shows t in an attached TUI. OpenCode 2.0.x has no toast route:
@@ -194,7 +286,9 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 	if !ok || v1 == nil {
 		return ErrNoToast
 	}
-	return v1.ShowToast(ctx, t)
+	err := v1.ShowToast(ctx, t)
+	s.observe(err)
+	return err
 }
 
 // Stream follows the server's event stream, whatever its generation, and
@@ -203,7 +297,23 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 // moved, or been replaced by another generation); Connected.Restarted says
 // when the process behind the stream is a new one.
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
-	return stream(ctx, opts, func(ctx context.Context, redetect bool) (feed, identity, error) {
+	onDrop := opts.OnDrop
+	opts.OnDrop = func(err error) {
+		s.observe(err) // a refused subscribe: every watcher learns it now
+		if onDrop != nil {
+			onDrop(err)
+		}
+	}
+	// When a stream that was up ends, OpenCode may have died with it: look
+	// at once, not a backoff step later, so that a refusal reaches the
+	// watchers before any of them reads a directory of the next process.
+	alive := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
+		defer cancel()
+		_, _, err := s.Detect(ctx)
+		return err
+	}
+	return stream(ctx, opts, alive, func(ctx context.Context, redetect bool) (feed, identity, error) {
 		s.mu.Lock()
 		v1, v2, id := s.v1, s.v2, s.id
 		s.mu.Unlock()

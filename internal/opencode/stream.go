@@ -17,8 +17,9 @@ import (
 // StreamOptions tune Stream.
 type StreamOptions struct {
 	// Silence is how long the stream may stay quiet before it is dropped
-	// and re-subscribed: three heartbeat periods (default 45s; 1.x sends a
-	// heartbeat event about every 10 s, 2.x a heartbeat comment every 15 s).
+	// and re-subscribed. The default is three heartbeat periods of the
+	// generation behind the stream: 30 s on 1.x (a heartbeat event about
+	// every 10 s), 45 s on 2.x (a heartbeat comment every 15 s).
 	Silence time.Duration
 	// Handshake bounds the wait for the first event of a subscription
 	// (default 5s): a request that reaches OpenCode within about half a
@@ -44,9 +45,6 @@ type StreamOptions struct {
 }
 
 func (o *StreamOptions) defaults() {
-	if o.Silence <= 0 {
-		o.Silence = 45 * time.Second
-	}
 	if o.Handshake <= 0 {
 		o.Handshake = 5 * time.Second
 	}
@@ -84,10 +82,17 @@ type feed struct {
 	client *Client
 	path   string
 	parse  func([]byte) (Event, error)
+	// heartbeat is how often the server sends a heartbeat on this feed.
+	heartbeat time.Duration
 }
 
-func (c *Client) feed() feed   { return feed{client: c, path: "/global/event", parse: ParseEvent} }
-func (v *ClientV2) feed() feed { return feed{client: v.c, path: "/api/event", parse: ParseEventV2} }
+func (c *Client) feed() feed {
+	return feed{client: c, path: "/global/event", parse: ParseEvent, heartbeat: 10 * time.Second}
+}
+
+func (v *ClientV2) feed() feed {
+	return feed{client: v.c, path: "/api/event", parse: ParseEventV2, heartbeat: 15 * time.Second}
+}
 
 // identity tells one OpenCode process from another, as far as it can be
 // told: 1.x reports no pid.
@@ -110,13 +115,15 @@ type source func(ctx context.Context, redetect bool) (feed, identity, error)
 // over sse.MaxFrame, are skipped. fn is called from Stream's goroutine and
 // must not block for long. Server.Stream follows either generation.
 func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
-	return stream(ctx, opts, func(context.Context, bool) (feed, identity, error) {
+	return stream(ctx, opts, nil, func(context.Context, bool) (feed, identity, error) {
 		return c.feed(), identity{gen: V1, url: c.URL()}, nil
 	}, fn)
 }
 
-// stream is the subscription loop of either generation.
-func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event)) error {
+// stream is the subscription loop of either generation. alive, when set,
+// is asked at once when a subscription that was up ends (before the
+// backoff's wait): OpenCode may have died with it.
+func stream(ctx context.Context, opts StreamOptions, alive func(context.Context) error, src source, fn func(Event)) error {
 	opts.defaults()
 	log := opts.Log
 	failures, connects := 0, 0
@@ -128,8 +135,10 @@ func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event))
 		// another pid, and only its identity tells a restart from a hiccup.
 		f, id, err := src(ctx, attempt > 0)
 		lasted := time.Duration(0)
+		wasUp := false
 		if err == nil {
 			lasted, err = subscribe(ctx, f, opts, func() {
+				wasUp = true
 				connects++
 				info := Connected{N: connects, Restarted: connects > 1 && (restarted || id != last), Generation: id.gen, Version: id.version}
 				restarted, last = false, id
@@ -146,6 +155,14 @@ func stream(ctx context.Context, opts StreamOptions, src source, fn func(Event))
 		}
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
+		}
+		if wasUp && alive != nil && !errors.Is(err, ErrRefused) {
+			if aerr := alive(ctx); errors.Is(aerr, ErrRefused) {
+				restarted = true
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 		if lasted >= opts.Stable {
 			failures = 0
@@ -198,6 +215,10 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 	// the first event within Handshake (a server that accepts the request
 	// and never answers), then any bytes (an event, a heartbeat comment)
 	// within Silence.
+	silence := opts.Silence
+	if silence <= 0 {
+		silence = 3 * f.heartbeat
+	}
 	alive := make(chan struct{}, 1)
 	done := make(chan struct{})
 	defer close(done)
@@ -216,7 +237,7 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 					default:
 					}
 				}
-				t.Reset(opts.Silence)
+				t.Reset(silence)
 				why = errSilent
 			case <-t.C:
 				cancel(why)

@@ -138,7 +138,7 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 	s.connecting = false
 	if errors.Is(r.err, opencode.ErrRefused) {
 		e.mu.Unlock()
-		e.opencodeGone(r.err)
+		e.OpenCodeGone(r.err)
 		return
 	}
 	if r.err != nil {

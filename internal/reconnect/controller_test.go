@@ -101,7 +101,7 @@ func TestRestartOfOpenCodeForgetsDirectories(t *testing.T) {
 		_ = r.eng.Arm("/a", "test")
 		_ = r.eng.Arm("/b", "test")
 		r.at(time.Minute)
-		r.eng.StreamConnected(true)
+		r.eng.OpenCodeReplaced()
 		fake.ResetRequests()
 		r.at(10 * time.Minute)
 		if reqs := r.perDirRequests(); len(reqs) != 0 {
@@ -131,7 +131,7 @@ func TestStreamHiccupRechecksOnce(t *testing.T) {
 		_ = r.eng.Arm("/a", "test")
 		r.at(5 * time.Second)
 		before := fake.Count(routeStatus, "/a", "")
-		r.eng.StreamConnected(false)
+		r.eng.StreamConnected()
 		r.at(6*time.Second + time.Millisecond)
 		if n := fake.Count(routeStatus, "/a", "") - before; n != 1 {
 			t.Fatalf("reads after a hiccup = %d, want 1", n)

@@ -329,6 +329,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	}
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized = now, "", false
+	e.down = false // it answers
 	connects, needKinds, evs := e.reconcile(d, st, now)
 	if needKinds {
 		d.kindsKnown = false // a server the config did not list: ask again next check
@@ -347,7 +348,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	e.metrics.StatusReadFailures.Inc()
 	if errors.Is(err, opencode.ErrRefused) {
-		e.opencodeGone(err) // this directory too (named ones start afresh)
+		e.OpenCodeGone(err) // this directory too (named ones start afresh)
 		return
 	}
 	e.mu.Lock()

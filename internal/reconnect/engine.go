@@ -95,8 +95,12 @@ type Engine struct {
 	dirs    map[string]*dir
 	pending map[string]string    // armed before Run: dir → reason
 	gone    map[string]time.Time // instances that went away lately (pruned)
-	stream  StreamState
-	wg      sync.WaitGroup
+	// down is set while OpenCode is known to refuse connections (from the
+	// first refusal to the next answer): the directories were forgotten
+	// once, and further refusals are no news.
+	down   bool
+	stream StreamState
+	wg     sync.WaitGroup
 }
 
 // Options are the engine's collaborators. Zero fields get harmless defaults.
@@ -310,21 +314,50 @@ func (e *Engine) restarted(reason string, first time.Duration) int {
 }
 
 // StreamConnected tells the engine that the event stream was subscribed
-// again after a drop. If OpenCode restarted meanwhile, every armed
-// directory but those named with --directory is forgotten: reading one
-// would create an instance (and spawn its MCP servers) nobody may use any
-// more; they re-arm on the next activity. The directories still armed
-// (all of them after a hiccup, when OpenCode stayed reachable) are
-// re-checked once, since events may have been missed.
-func (e *Engine) StreamConnected(restarted bool) {
-	if restarted {
-		e.log.Info("opencode restarted; forgetting every directory until it is used again", "url", e.url)
-		e.restarted("opencode restarted", e.wakeDelay())
-	}
+// again after a drop: events may have been missed, so every armed
+// directory is re-checked once (after a hiccup all of them; after an
+// OpenCode restart, which OpenCodeReplaced handled before the stream came
+// back, those named with --directory).
+func (e *Engine) StreamConnected() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, d := range e.dirs {
 		d.wakeBy(time.Now().Add(e.wakeDelay()))
+	}
+}
+
+// OpenCodeReplaced tells the engine that another OpenCode process answers
+// than before (it answers again after refusing connections, or reports
+// another pid, version or generation): every armed directory but those
+// named with --directory is forgotten, since reading one would create an
+// instance (and spawn its MCP servers) nobody may use any more; they re-arm
+// on the next activity. Named ones start afresh, checked initial-delay
+// later.
+func (e *Engine) OpenCodeReplaced() {
+	e.mu.Lock()
+	e.down = false
+	e.mu.Unlock()
+	e.log.Info("opencode restarted; forgetting every directory until it is used again", "url", e.url)
+	e.restarted("opencode restarted", e.wakeDelay())
+}
+
+// OpenCodeGone tells the engine that OpenCode refused a connection
+// (whichever request saw it: the event stream, a status read, a connect):
+// it is not running or is restarting (rule 8), so every directory is
+// forgotten from this moment (but those named with --directory, which
+// look again after an idle interval: OpenCode may stay down a while, and
+// a refused read is no news, rule 9). Further refusals before OpenCode
+// answers again change nothing.
+func (e *Engine) OpenCodeGone(err error) {
+	e.mu.Lock()
+	if e.down {
+		e.mu.Unlock()
+		return
+	}
+	e.down = true
+	e.mu.Unlock()
+	if n := e.restarted("opencode refused connections", e.cfg.Backoff.Jittered(e.cfg.IdleInterval)); n > 0 {
+		e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "directories", n, "err", err)
 	}
 }
 
@@ -371,7 +404,9 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 		// Before Run (the status API may answer first): arm it with the
 		// others; its first check is a fresh episode anyway.
 		if path != "" && e.pending != nil {
-			e.pending[path] = "reconnect"
+			if _, armed := e.pending[path]; !armed {
+				e.pending[path] = "reconnect" // never over --directory's standing
+			}
 			res.Directories = append(res.Directories, path)
 		}
 		e.mu.Unlock()
@@ -400,17 +435,6 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 	e.mu.Unlock()
 	e.publish(evs...)
 	return res, nil
-}
-
-// opencodeGone handles a call OpenCode refused the connection for: it is
-// restarting (rule 8), so every directory is forgotten from this moment
-// (but those named with --directory).
-func (e *Engine) opencodeGone(err error) {
-	// Named directories look again after an idle interval: OpenCode may
-	// stay down a while, and a refused read is no news (rule 9).
-	if n := e.restarted("opencode refused connections", e.cfg.Backoff.Jittered(e.cfg.IdleInterval)); n > 0 {
-		e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "directories", n, "err", err)
-	}
 }
 
 // SetStream records the event stream's state for Snapshot.

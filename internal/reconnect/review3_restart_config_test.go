@@ -20,7 +20,7 @@ func TestReview3DirectoryFlagReadsConfigAgainAfterOpenCodeRestart(t *testing.T) 
 		r.at(5 * time.Second)
 		fake.SetDirConfig(dirA, map[string]Spec{"svc": {Type: "remote", URL: "http://new.example/mcp"}})
 		fake.Dispose(dirA) // the old process's instance is gone with it (no stream here: no event)
-		r.eng.StreamConnected(true)
+		r.eng.OpenCodeReplaced()
 		r.at(60 * time.Second)
 		r.eng.mu.Lock()
 		d := r.eng.dirs[dirA]

@@ -25,7 +25,7 @@ func TestReview3DirectoryFlagStartsAfreshAfterOpenCodeRestart(t *testing.T) {
 		before := fake.Count(routeConnect, dirA, "late")
 		// OpenCode restarts (the stream comes back from a new process); the
 		// server is failed in the new process too, and comes up 3 s later.
-		r.eng.StreamConnected(true)
+		r.eng.OpenCodeReplaced()
 		fake.SetAfterConnect(dirA, "late", "connected")
 		r.at(60*time.Second + 30*time.Second)
 		if n := fake.Count(routeConnect, dirA, "late") - before; n == 0 {
