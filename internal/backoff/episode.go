@@ -54,10 +54,11 @@ const (
 // an attempt now, so every cause of a connect is charged to one limiter.
 // The zero value is a healthy server.
 type Episode struct {
-	n       int
-	last    time.Time
-	next    time.Time // zero: due at once (healthy) or never (stopped)
-	lastNet time.Time
+	n        int
+	last     time.Time
+	returned time.Time // when the last attempt's call returned
+	next     time.Time // zero: due at once (healthy) or never (stopped)
+	lastNet  time.Time
 }
 
 // NumRequeues is the number of attempts in this episode.
@@ -69,6 +70,24 @@ func (e *Episode) Last() time.Time { return e.last }
 // Next is when the schedule makes the next attempt due; zero when healthy
 // (due at once) or stopped (never).
 func (e *Episode) Next() time.Time { return e.next }
+
+// Returned records that the last attempt's call returned at now: a
+// connect can take a minute (a silent remote URL), and a server is stable
+// only once it stayed up that long after its attempt was over.
+func (e *Episode) Returned(now time.Time) { e.returned = now }
+
+// Stable reports whether the server, now connected, has stayed so for
+// after since its last attempt returned, so its episode may end. A healthy
+// episode is stable; one whose attempt has not returned yet is not.
+func (e *Episode) Stable(now time.Time, after time.Duration) bool {
+	if e.n == 0 {
+		return true
+	}
+	if e.returned.Before(e.last) {
+		return false // the attempt is still in flight
+	}
+	return now.Sub(e.returned) >= after
+}
 
 // Forget ends the episode: the server is healthy again.
 func (e *Episode) Forget() { *e = Episode{} }

@@ -109,3 +109,25 @@ func TestEpisodeThousandTriggersAreBounded(t *testing.T) {
 		t.Fatalf("%d attempts in ten minutes of constant triggers", n)
 	}
 }
+
+// An episode is stable only once its last attempt returned and the server
+// stayed up after for the given time.
+func TestEpisodeStableCountsFromReturn(t *testing.T) {
+	p := Default
+	t0 := time.Unix(1000, 0)
+	var e Episode
+	if !e.Stable(t0, time.Minute) {
+		t.Fatal("a healthy episode is not stable")
+	}
+	e.Attempt(p, t0, Scheduled, 0.5)
+	if e.Stable(t0.Add(2*time.Minute), time.Minute) {
+		t.Fatal("stable while the attempt has not returned")
+	}
+	e.Returned(t0.Add(50 * time.Second))
+	if e.Stable(t0.Add(109*time.Second), time.Minute) {
+		t.Fatal("stable 59 s after the return")
+	}
+	if !e.Stable(t0.Add(110*time.Second), time.Minute) {
+		t.Fatal("not stable 60 s after the return")
+	}
+}

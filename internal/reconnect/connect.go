@@ -136,6 +136,7 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		return
 	}
 	s.connecting = false
+	s.ep.Returned(now) // stable-after counts from here, not from the attempt's start
 	if errors.Is(r.err, opencode.ErrRefused) {
 		e.mu.Unlock()
 		e.OpenCodeGone(r.err)

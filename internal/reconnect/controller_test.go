@@ -415,3 +415,23 @@ func TestConfigFailureIsRetried(t *testing.T) {
 		}
 	})
 }
+
+// --stable-after counts from when the attempt's connect returned, not from
+// when it started: a connect that took most of a minute (a slow remote)
+// has not shown the server stable for that minute.
+func TestStableAfterCountsFromTheConnectsReturn(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed", AfterConnect: "connected", ConnectDelay: 50 * time.Second}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(100 * time.Second) // attempt at 1 s, returned at 51 s, connected since
+		if s := r.server(dirA, "f"); s.Status != "connected" || s.Attempts != 1 {
+			t.Fatalf("49 s after the connect returned: %+v, want connected with its attempt still counted", s)
+		}
+		r.at(130 * time.Second) // an idle check 60 s after the return
+		if s := r.server(dirA, "f"); s.Attempts != 0 {
+			t.Fatalf("stable-after past the connect's return: %+v, want a clear counter", s)
+		}
+	})
+}

@@ -421,7 +421,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 				e.log.Info("reconnected MCP server", "url", e.url, "directory", d.path, "server", name, "attempts", s.ep.NumRequeues())
 				evs = append(evs, Event{Time: now, Type: EventReconnected, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues()})
 			}
-			if s.ep.NumRequeues() > 0 && now.Sub(s.ep.Last()) >= e.cfg.StableAfter {
+			if s.ep.NumRequeues() > 0 && s.ep.Stable(now, e.cfg.StableAfter) {
 				s.forget() // stayed connected long enough: the episode is over
 			}
 			if fire, at := s.fire(trig&trigRestart, p, now); fire {

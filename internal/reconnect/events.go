@@ -74,7 +74,7 @@ func (e *Engine) serverFailed(path, name, reason string) {
 			d.wakeBy(now.Add(e.wakeDelay()))
 			return
 		}
-		stable := s.ep.NumRequeues() == 0 || now.Sub(s.ep.Last()) >= e.cfg.StableAfter
+		stable := s.ep.Stable(now, e.cfg.StableAfter)
 		if s.status == opencode.StatusConnected && stable && now.Sub(d.lastAtOnce) >= e.cfg.Backoff.Initial {
 			// It stayed connected since its last attempt for stable-after:
 			// this is a new episode, not a crash loop.
