@@ -276,9 +276,15 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 			poke() // bytes after the first event: events and heartbeat comments
 		}
 	}})
-	r.OnSkip = func(size int64) {
+	r.OnSkip = func(sk sse.Skipped) {
 		lasted = time.Since(start)
-		opts.Log.Debug("event stream: skipped an event over the size limit", "url", c.URL(), "bytes", size, "limit", sse.MaxFrame)
+		opts.Log.Debug("event stream: skipped an event over the size limit", "url", c.URL(), "bytes", sk.Size, "limit", sse.MaxFrame)
+		// Its head still says where a client is busy (1.x puts the
+		// directory and the type first): it arms and wakes, and is
+		// otherwise skipped.
+		if ev, err := f.parse(sk.Head); err == nil && wakes(ev.Kind) {
+			fn(ev)
+		}
 	}
 	for {
 		frame, err := r.Next()
@@ -300,6 +306,12 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 		}
 		fn(ev)
 	}
+}
+
+// wakes reports whether an event of kind k only arms or wakes a directory,
+// so that its head alone may be acted on.
+func wakes(k Kind) bool {
+	return k == KindActivity || k == KindServerFailed || k == KindServerChanged
 }
 
 // pokeReader calls poke after every read that returned bytes.

@@ -83,8 +83,9 @@ func (h *recordLog) find(s string) string {
 }
 
 // Rule 10: a message.part.updated over the size limit (a tool that read a
-// large file) is skipped; the crash report behind it in the same write is
-// delivered and the subscription goes on. Before the fix the stream ended
+// large file) is skipped but for its head, which still arms and wakes its
+// directory; the crash report behind it in the same write is delivered and
+// the subscription goes on. Before the fix the stream ended
 // with "event larger than 1 MiB", the crash report was lost and the
 // stream was re-subscribed.
 func TestOversizedEventKeepsStream(t *testing.T) {
@@ -114,8 +115,11 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 		}, func(ev opencode.Event) { mu.Lock(); got = append(got, ev); mu.Unlock() })
 		synctest.Wait()
 		mu.Lock()
-		if len(got) != 2 || got[1].Kind != opencode.KindServerFailed || got[1].Server != "github" || got[1].Directory != "/d" {
-			t.Errorf("events = %+v, want server.connected then the crash of github", got)
+		// The big event's head still arms and wakes /d (1.x puts the
+		// directory and the type first); the rest of it is skipped.
+		if len(got) != 3 || got[1].Kind != opencode.KindActivity || got[1].Directory != "/d" || got[1].Type != "message.part.updated" ||
+			got[2].Kind != opencode.KindServerFailed || got[2].Server != "github" || got[2].Directory != "/d" {
+			t.Errorf("events = %+v, want server.connected, the big event's activity in /d from its head, then the crash of github", got)
 		}
 		if len(drops) != 0 {
 			t.Errorf("the subscription ended: %v", drops)
@@ -352,4 +356,32 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1}) {
 		t.Errorf("connect after a 500 = %+v, want not Restarted", c)
 	}
+}
+
+// Only arming and waking is taken from an oversized event's head: one that
+// would dispose a directory (or anything else) is skipped whole.
+func TestOversizedEventHeadOnlyWakes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, connectedFrame)
+			big := `{"directory":"/d","payload":{"type":"server.instance.disposed","properties":{"directory":"/d","pad":"` +
+				strings.Repeat("x", sse.MaxFrame+1) + `"}}}`
+			_, _ = io.WriteString(w, "data: "+big+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		})
+		c, stopServer := pipeServer(t, h)
+		defer stopServer()
+		var mu sync.Mutex
+		var got []opencode.Event
+		stop := streamRun(c, opencode.StreamOptions{}, func(ev opencode.Event) { mu.Lock(); got = append(got, ev); mu.Unlock() })
+		synctest.Wait()
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 1 {
+			t.Fatalf("events = %+v, want only server.connected", got)
+		}
+	})
 }

@@ -23,6 +23,20 @@ const MaxFrame = 1 << 20
 // skipped too. Real names and ids are a few bytes.
 const MaxMeta = 4 << 10
 
+// MaxHead is how much of a skipped event's data is kept for OnSkip: enough
+// for the fields a server puts first (OpenCode 1.x: the directory, then the
+// payload's type), never the whole event.
+const MaxHead = 16 << 10
+
+// Skipped describes an event skipped for being over a limit.
+type Skipped struct {
+	// Size is the bytes the event took in the stream.
+	Size int64
+	// Head is the start of its data, at most MaxHead bytes (nil when the
+	// event was skipped for its name or id and had no data yet).
+	Head []byte
+}
+
 // bufSize is the read buffer. A Reader holds at most MaxFrame + 2*MaxMeta +
 // bufSize bytes, however long a line or an event is.
 const bufSize = 64 << 10
@@ -44,13 +58,15 @@ type Reader struct {
 	r *bufio.Reader
 
 	// OnSkip, when set, is called from Next for each event skipped for
-	// being over MaxFrame or MaxMeta, with the bytes it took in the stream.
-	OnSkip func(size int64)
+	// being over MaxFrame or MaxMeta. The Head it gets is valid only
+	// during the call.
+	OnSkip func(Skipped)
 	// Skipped counts the events skipped for being over a limit.
 	Skipped int64
 
 	// The event being read.
 	data, name, id []byte
+	head           []byte // the start of an oversized event's data
 	hasData        bool
 	oversized      bool  // over a limit: read to its end, then dropped
 	size           int64 // bytes of the stream this event took so far
@@ -200,6 +216,14 @@ func (r *Reader) appendTo(dst *[]byte, p []byte) {
 	need := len(*dst) + len(p)
 	if need > limit {
 		r.oversized = true
+		if dst == &r.data {
+			r.head = append(r.head[:0], (*dst)[:min(len(*dst), MaxHead)]...)
+			if n := MaxHead - len(r.head); n > 0 {
+				r.head = append(r.head, p[:min(len(p), n)]...)
+			}
+		} else {
+			r.head = append(r.head[:0], r.data[:min(len(r.data), MaxHead)]...)
+		}
 		r.data, r.name, r.id = nil, nil, nil
 		return
 	}
@@ -228,7 +252,11 @@ func (r *Reader) endLine() (Event, bool) {
 	if r.oversized {
 		r.Skipped++
 		if r.OnSkip != nil {
-			r.OnSkip(r.size)
+			var head []byte
+			if len(r.head) > 0 {
+				head = r.head
+			}
+			r.OnSkip(Skipped{Size: r.size, Head: head})
 		}
 		return Event{}, false
 	}
@@ -244,7 +272,7 @@ func (r *Reader) reset() {
 	if cap(r.data) > bufSize {
 		r.data = nil
 	}
-	r.data, r.name, r.id = r.data[:0], r.name[:0], r.id[:0]
+	r.data, r.name, r.id, r.head = r.data[:0], r.name[:0], r.id[:0], r.head[:0]
 	r.hasData, r.oversized, r.size = false, false, 0
 }
 

@@ -114,7 +114,7 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 		in := "data: before\n\n" + big + "event: after\ndata: kept\n\n"
 		r := NewReader(strings.NewReader(in))
 		var sizes []int64
-		r.OnSkip = func(n int64) { sizes = append(sizes, n) }
+		r.OnSkip = func(sk Skipped) { sizes = append(sizes, sk.Size) }
 		got, err := collect(r)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -359,4 +359,26 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A skipped event hands over the start of its data (the fields a server
+// puts first), at most MaxHead bytes, and nothing of a previous event.
+func TestOversizedEventKeepsItsHead(t *testing.T) {
+	body := `{"directory":"/p","payload":{"type":"message.part.updated","properties":{"text":"` + strings.Repeat("x", MaxFrame) + `"}}}`
+	in := "data: small\n\n" + "data: " + body + "\n\n" + "event: " + strings.Repeat("n", MaxMeta+1) + "\ndata: x\n\n"
+	r := NewReader(strings.NewReader(in))
+	var heads []string
+	r.OnSkip = func(sk Skipped) { heads = append(heads, string(sk.Head)) }
+	if _, err := collect(r); err != nil {
+		t.Fatal(err)
+	}
+	if len(heads) != 2 {
+		t.Fatalf("skipped %d events, want 2", len(heads))
+	}
+	if len(heads[0]) != MaxHead || !strings.HasPrefix(body, heads[0]) {
+		t.Errorf("head of the big event = %d bytes %.60q, want the first %d bytes of its data", len(heads[0]), heads[0], MaxHead)
+	}
+	if heads[1] != "" {
+		t.Errorf("head of an event skipped for its name = %.60q, want none", heads[1])
+	}
 }
