@@ -2,9 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"path/filepath"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 )
 
 func writeIndentedJSON(w io.Writer, v any) error {
@@ -13,10 +13,5 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func absDir(d string) (string, error) {
-	abs, err := filepath.Abs(d)
-	if err != nil {
-		return "", fmt.Errorf("--directory %q: %w", d, err)
-	}
-	return abs, nil
-}
+// absDir is the directory OpenCode knows d by (daemon.PhysicalDir).
+func absDir(d string) (string, error) { return daemon.PhysicalDir(d) }

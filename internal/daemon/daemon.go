@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -316,17 +317,38 @@ func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// absDirs makes every directory absolute.
+// absDirs makes every directory its PhysicalDir.
 func absDirs(dirs []string) ([]string, error) {
 	out := make([]string, 0, len(dirs))
 	for _, d := range dirs {
-		abs, err := filepath.Abs(d)
+		p, err := PhysicalDir(d)
 		if err != nil {
-			return nil, fmt.Errorf("--directory %q: %w", d, err)
+			return nil, err
 		}
-		out = append(out, abs)
+		out = append(out, p)
 	}
 	return out, nil
+}
+
+// PhysicalDir is the directory a TUI started in d would name: absolute,
+// with every symlink resolved (its getcwd). OpenCode keys an instance (2.x:
+// a location) by the exact string it is sent, so ~/code -> /Volumes/work/code
+// (or /tmp on macOS) sent as given would boot a second instance, and a
+// second MCP fleet, beside the TUI's. A directory that does not exist (yet)
+// is only made absolute.
+func PhysicalDir(d string) (string, error) {
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return "", fmt.Errorf("--directory %q: %w", d, err)
+	}
+	p, err := filepath.EvalSymlinks(abs)
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return abs, nil
+	}
+	return "", fmt.Errorf("--directory %q: %w", d, err)
 }
 
 // register records the daemon in the registry so `status` and `reconnect`
