@@ -300,8 +300,10 @@ func TestStableServerClearsItsCounter(t *testing.T) {
 }
 
 // A first crash (a connected server with a clear counter) is checked and
-// connected at once, not initial-delay later (1.x; 2.x cannot tell a crash
-// from any other transition).
+// connected at once, not initial-delay later: 1.x reports a closed
+// connection (mcp.tools.changed); 2.x reports only a transition
+// (mcp.status.changed), but one of a server last seen connected and
+// stable may be a crash, and the read decides.
 func TestFirstCrashIsRetriedAtOnce(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"s": {AfterConnect: "connected"}})
@@ -310,15 +312,7 @@ func TestFirstCrashIsRetriedAtOnce(t *testing.T) {
 		_ = r.eng.Arm(dirA, "test")
 		r.at(10 * time.Second)
 		fake.Crash(dirA, "s")
-		// 1.x reports a closed connection (mcp.tools.changed): a first
-		// crash, connected at once. 2.x reports only a transition
-		// (mcp.status.changed, which a start or a success sends too): a
-		// wake, checked initial-delay later, where the read shows the
-		// crash.
 		first := 10 * time.Second
-		if g.name == "v2" {
-			first = 11 * time.Second
-		}
 		r.at(first + time.Millisecond)
 		if got := r.connectTimes(dirA, "s"); len(got) != 1 || got[0] != first {
 			t.Fatalf("connects = %v, want one at %v", got, first)

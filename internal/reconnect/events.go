@@ -54,15 +54,12 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 	e.publish(ev)
 }
 
-// serverFailed handles a crash report (a live MCP connection closed). A
-// first crash of a server that was connected and stable is checked at once
-// (at most once per initial-delay per directory, so a server that spams the
-// event cannot make it a status read each): a crashed stdio server is back
-// in about the time OpenCode takes to spawn it. A report that arms its
-// directory is such a first crash too: the server was connected (its
-// connection closed), and nobody here reconnected it. A crash loop gets no
-// shortcut: its directory is checked initial-delay later, and not at all
-// once the server is in the slow tier.
+// serverFailed handles a crash report (1.x mcp.tools.changed: a live MCP
+// connection closed). A first crash is checked at once (firstCrash). A
+// report that arms its directory is such a first crash too: the server was
+// connected (its connection closed), and nobody here reconnected it. A
+// crash loop gets no shortcut: its directory is checked initial-delay
+// later, and not at all once the server is in the slow tier.
 func (e *Engine) serverFailed(path, name, reason string) {
 	first := e.wakeDelay()
 	if name != "" {
@@ -74,13 +71,7 @@ func (e *Engine) serverFailed(path, name, reason string) {
 			d.wakeBy(now.Add(e.wakeDelay()))
 			return
 		}
-		stable := s.ep.Stable(now, e.cfg.StableAfter)
-		if s.status == opencode.StatusConnected && stable && now.Sub(d.lastAtOnce) >= e.cfg.Backoff.Initial {
-			// It stayed connected since its last attempt for stable-after:
-			// this is a new episode, not a crash loop.
-			s.forget()
-			d.lastAtOnce = now
-			d.wakeBy(now)
+		if e.firstCrash(d, s, now, false) {
 			return
 		}
 		switch s.ep.Phase(e.cfg.Backoff) {
@@ -91,12 +82,40 @@ func (e *Engine) serverFailed(path, name, reason string) {
 	})
 }
 
+// firstCrash checks d at once when the server s, last seen connected and
+// stable (stable-after since its last attempt returned), is reported
+// changed: a new episode, not a crash loop, so a crashed stdio server is
+// back in about the time OpenCode takes to spawn it. At most once per
+// initial-delay per directory, so a server that spams the event cannot
+// make it a status read each. The check connects only what its read shows
+// failed. Caller holds Engine.mu.
+//
+// ambiguous is set for a report that does not say the server failed (2.x
+// mcp.status.changed): one that comes within initial-delay of the last
+// read is most likely that read's own doing (it booted the location, whose
+// servers announce every transition) and gets the ordinary wake, at most
+// initial-delay later, instead of a read of its own.
+func (e *Engine) firstCrash(d *dir, s *server, now time.Time, ambiguous bool) bool {
+	if s.status != opencode.StatusConnected || s.connecting || !s.ep.Stable(now, e.cfg.StableAfter) ||
+		now.Sub(d.lastAtOnce) < e.cfg.Backoff.Initial ||
+		ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial {
+		return false
+	}
+	s.forget()
+	d.lastAtOnce = now
+	d.wakeBy(now)
+	return true
+}
+
 // serverChanged handles a state change of a server (OpenCode 2's
-// mcp.status.changed, sent on every transition): a wake, not a crash
-// report, so a check initial-delay later and no shortcut. Changes the
-// engine causes itself (a connect in flight, or one that just returned,
-// whose outcome the schedule re-checks anyway) and changes of a server in
-// the slow tier (rule 5) wake nothing.
+// mcp.status.changed, sent on every transition, which does not say to
+// what). A server last seen connected and stable may have crashed: it is
+// checked at once, as 1.x's crash report is (firstCrash); the read decides.
+// Any other change is a wake initial-delay later. Changes the engine
+// causes itself (a connect in flight, or one that just returned, whose
+// outcome the schedule re-checks anyway) and changes of a server in the
+// slow tier (rule 5) wake nothing. A change that arms its directory (a
+// location booting is a burst of them) waits initial-delay.
 func (e *Engine) serverChanged(path, name, reason string) {
 	if e.recentlyGone(path) {
 		// A location stopping its servers may announce each of them after
@@ -107,6 +126,9 @@ func (e *Engine) serverChanged(path, name, reason string) {
 	e.armOrWake(path, reason, e.wakeDelay(), func(d *dir, now time.Time) {
 		if s := d.servers[name]; name != "" && s != nil {
 			if s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial {
+				return
+			}
+			if e.firstCrash(d, s, now, true) {
 				return
 			}
 			switch s.ep.Phase(e.cfg.Backoff) {

@@ -130,3 +130,65 @@ func exactSchedule(t *testing.T, g generation, events bool) {
 		t.Errorf("requests received = %d starting %q, want %d starting %q", got, wire[:min(len(wire), len(perRig))], want, perRig)
 	}
 }
+
+// Rule 4, the first-crash shortcut: a server that crashes after it had
+// been connected for a while is connected at once, then 1, 3, 7 and 15 s
+// after the crash (the gaps 1, 2, 4, 8 s of the fast episode), then
+// slow-interval after the last fast attempt. On both generations.
+func TestScheduleAfterAFirstCrash(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "--directory")
+		r.at(100 * time.Second) // connected since the first check at 1 s
+		fake.SetAfterConnect(dirA, "s", "failed")
+		fake.Crash(dirA, "s") // and it never comes up again
+		r.at(100*time.Second + 5*time.Minute + 20*time.Second)
+		got := r.connectTimes(dirA, "s")
+		want := secs(100, 101, 103, 107, 115, 415)
+		if !equalDurations(got, want) {
+			t.Fatalf("connect times = %v, want %v", got, want)
+		}
+	})
+}
+
+// Every delay of the schedule is jittered by a factor in [1-j, 1+j] (the
+// first check after arming only downwards: it is never later than
+// initial-delay), and a slow-tier attempt is rounded up to the next whole
+// second (the idle grid). README, SPEC and --help say exactly this.
+func TestScheduleJitterBoundsIncludeTheSlowTier(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"broken": {Status: "failed"}})
+		cfg := DefaultConfig // jitter 0.2
+		r := newRig(t, fake, cfg, nil)
+		var dirs []string
+		for i := range 20 {
+			d := fmt.Sprintf("/p/%d", i)
+			dirs = append(dirs, d)
+			_ = r.eng.Arm(d, "--directory")
+		}
+		r.at(13 * time.Minute)
+		p := cfg.Backoff
+		for _, d := range dirs {
+			got := r.connectTimes(d, "broken")
+			if len(got) < 7 {
+				t.Fatalf("%s: %d attempts in 13 minutes: %v", d, len(got), got)
+			}
+			if got[0] < time.Duration(float64(p.Initial)*(1-p.Jitter)) || got[0] > p.Initial {
+				t.Errorf("%s: first attempt %v after arming, want within [0.8, 1] s", d, got[0])
+			}
+			for n := 1; n < len(got); n++ {
+				nominal, _ := p.After(n)
+				gap := got[n] - got[n-1]
+				lo, hi := time.Duration(float64(nominal)*(1-p.Jitter)), time.Duration(float64(nominal)*(1+p.Jitter))
+				if p.Slow(n) {
+					hi += time.Second // the idle grid
+				}
+				if gap < lo || gap > hi {
+					t.Errorf("%s: gap after attempt %d = %v, want within [%v, %v]", d, n, gap, lo, hi)
+				}
+			}
+		}
+	})
+}
