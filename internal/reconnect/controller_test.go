@@ -351,22 +351,38 @@ func TestCrashReportStormIsBounded(t *testing.T) {
 	})
 }
 
-// Network changes are charged: one network-triggered attempt per server
-// per max-delay at most, none once stopped, and a thousand changes cost
-// no more.
+// Network changes are rate limited by themselves, not only by the slow
+// tier: at most one network-triggered attempt per server per max-delay,
+// in the fast episode too (README, "Network changes"). Here the fast
+// episode never ends (fast-attempts 1000), so a thousand changes over ten
+// minutes meet the limit alone: the schedule makes about one attempt per
+// max-delay, and the changes at most one more each.
 func TestNetworkChangesAreRateLimited(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
-		r := newRig(t, fake, noJitter(), nil)
+		cfg := noJitter()
+		cfg.Backoff.FastAttempts = 1000
+		r := newRig(t, fake, cfg, nil)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(time.Minute)
+		before := len(r.connectTimes(dirA, "f"))
 		for i := range 1000 {
 			r.eng.NetworkChanged()
 			r.at(time.Minute + time.Duration(i)*600*time.Millisecond)
 		}
-		// 10 minutes of constant changes: 5 fast, then at most one per 30 s.
-		if n := len(r.connectTimes(dirA, "f")); n > 5+20+1 {
-			t.Fatalf("%d connects under a thousand network changes", n)
+		// 600 s: 20 scheduled attempts (every max-delay) and at most 20
+		// network-triggered ones, give or take the ends.
+		n := len(r.connectTimes(dirA, "f")) - before
+		if n > 2*20+2 {
+			t.Fatalf("%d connects in ten minutes under a thousand network changes in the fast episode, want at most one network-triggered per max-delay", n)
+		}
+		// The changes do buy attempts in the fast episode: more than the
+		// schedule alone makes.
+		if n < 20+10 {
+			t.Fatalf("%d connects in ten minutes of network changes, want network-triggered attempts besides the 20 scheduled", n)
+		}
+		if s := r.server(dirA, "f"); s.Tier != TierFast {
+			t.Fatalf("%+v: the test wants the fast episode", s)
 		}
 	})
 }

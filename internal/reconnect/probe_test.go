@@ -2,9 +2,12 @@ package reconnect
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,17 +140,72 @@ func TestProbeDoesNotHammerAReachableButBrokenServer(t *testing.T) {
 	})
 }
 
-// Local servers are never probed.
+// Local servers are never probed, even when their config entry names a
+// URL (a stray key, or one left from when the server was remote): only a
+// remote server's endpoint says anything about whether it can connect.
+// The remote server beside it is probed, through the same endpoint.
 func TestProbeOnlyRemote(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
-		r, _ := probeRigWith(t, g, ep, map[string]Spec{"l": {Status: "failed"}}, Options{})
+		fake := &localURLs{fakeOC: g.new(map[string]Spec{"l": {Status: "failed"}}), url: "http://l.test:9000/mcp"}
+		r := newRigFlapping(t, fake, noJitter(), Options{}, ep)
 		_ = r.eng.Arm(dirA, "test")
 		r.at(time.Minute)
 		if n := ep.dials.Load(); n != 0 {
 			t.Fatalf("%d probes of a local server", n)
 		}
+		if fake.served.Load() == 0 {
+			t.Fatal("the config that names a URL for the local server was never read")
+		}
+		fake.AddServer(dirA, "r", Spec{Status: "failed", Type: "remote", URL: "http://r.test:9000/mcp"})
+		r.at(2 * time.Minute)
+		if ep.dials.Load() == 0 {
+			t.Fatal("the remote server was never probed: the test cannot see a probe")
+		}
 	})
+}
+
+// localURLs gives every local server's config entry a url, in either
+// generation's GET /config answer.
+type localURLs struct {
+	fakeOC
+	url    string
+	served atomic.Int64
+}
+
+func (f *localURLs) ServeHTTP(w http.ResponseWriter, q *http.Request) {
+	if q.URL.Path != "/config" && q.URL.Path != "/api/config" {
+		f.fakeOC.ServeHTTP(w, q)
+		return
+	}
+	rec := httptest.NewRecorder()
+	f.fakeOC.ServeHTTP(rec, q)
+	var body any
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "local" {
+				v["url"] = f.url
+				f.served.Add(1)
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(body)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // A remote server that restarts behind OpenCode's back (OpenCode still

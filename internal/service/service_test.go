@@ -3,6 +3,8 @@ package service
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -208,16 +210,19 @@ func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
 	}
 }
 
-// Without a manifest (the state directory was wiped) uninstall still
-// removes a unit that carries install's marker.
 // A manifest naming another file (edited, or from a hostile hand) does not
-// make uninstall delete it.
+// make uninstall delete it, even when the entry's SHA-256 is right and the
+// file carries install's marker: only the service's own path is removed.
 func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
 	env, _ := testEnv(t, "linux", nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	precious := filepath.Join(env.Home, "precious.txt")
+	marked := filepath.Join(env.Home, "marked.txt")
 	if err := os.WriteFile(precious, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marked, []byte("# "+Marker+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(m.ManifestPath())
@@ -225,19 +230,34 @@ func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
 	if err := json.Unmarshal(b, &mf); err != nil {
 		t.Fatal(err)
 	}
-	mf.Files = append(mf.Files, ManifestFile{Path: precious})
+	sum := sha256.Sum256([]byte("x"))
+	mf.Files = append(mf.Files, ManifestFile{Path: precious, SHA256: hex.EncodeToString(sum[:])}, ManifestFile{Path: marked})
 	b, _ = json.Marshal(mf)
 	if err := os.WriteFile(m.ManifestPath(), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err != nil {
+	var out bytes.Buffer
+	if _, err := m.Uninstall(context.Background(), &out, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(precious); err != nil {
-		t.Fatalf("uninstall removed a file the manifest named: %v", err)
+	for _, p := range []string{precious, marked} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("uninstall removed %s, which the manifest named: %v", p, err)
+		}
+		if !strings.Contains(out.String(), "left alone: "+p) {
+			t.Errorf("uninstall does not say it left %s alone", p)
+		}
+	}
+	if t.Failed() {
+		t.Logf("uninstall said:\n%s", out.String())
+	}
+	if _, err := os.Stat(m.Path()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the service's own unit is still there: %v", err)
 	}
 }
 
+// Without a manifest (the state directory was wiped) uninstall still
+// removes a unit that carries install's marker.
 func TestUninstallWithoutManifestRemovesMarkedUnit(t *testing.T) {
 	env, _ := testEnv(t, "linux", nil)
 	m := mustNew(t, env)

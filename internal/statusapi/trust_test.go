@@ -176,16 +176,32 @@ func TestReconnectNeedsToken(t *testing.T) {
 	}
 }
 
-// A daemon without a token (misconfigured) refuses every mutation.
+// A daemon without a token (misconfigured) refuses every mutation, even
+// one that presents an empty token: an empty token must never compare
+// equal to the daemon's empty one. Over the wire net/http trims the
+// header to "Bearer", which fails the scheme check first, so the empty
+// token is handed to the handler directly, as any server that does not
+// trim header values would hand it.
 func TestNoTokenFailsClosed(t *testing.T) {
 	src := &fakeSource{}
 	s := &Server{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New()}
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
 	defer s.Broker.Close()
+	h := s.Handler()
+	for _, auth := range []string{"", "Bearer ", "Bearer", "Bearer x"} {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:4097/reconnect", strings.NewReader(`{"directory":"/attacker/chosen"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header["Authorization"] = []string{auth}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("auth %q: %d, want 401", auth, rec.Code)
+		}
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
 	for _, auth := range []string{"", "Bearer ", "Bearer x"} {
 		if code, _ := request(t, hs, "POST", "/reconnect", "", map[string]string{"Authorization": auth}); code != http.StatusUnauthorized {
-			t.Errorf("auth %q: %d, want 401", auth, code)
+			t.Errorf("over the wire, auth %q: %d, want 401", auth, code)
 		}
 	}
 	if len(src.calls) != 0 {
