@@ -234,3 +234,78 @@ func serverDirs(t *testing.T, w *Watcher) []string {
 	}
 	return out
 }
+
+// Rule 8, the moment a restart is seen: OpenCode is killed while an armed
+// directory's idle check is due later, and a new OpenCode is up just
+// before that check. The event stream sees the refusal at once and the
+// engine forgets the directory then; without that, the check would read
+// the new process (the stream's next attempt comes up to 30 s later) and
+// create an instance, and an MCP fleet, nobody uses.
+func TestWatchOpenCodeRestartBeforeAnIdleCheckCreatesNoInstance(t *testing.T) {
+	needOpenCode(t)
+	home := t.TempDir()
+	if err := ochost.SeedConfigDir(filepath.Join(home, "config", "opencode")); err != nil {
+		t.Fatal(err)
+	}
+	oc := startOpenCode(t, 0, home)
+	p := newProject(t, nil)
+	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
+	w := startWatch(t, oc, oc.Password, "--idle-interval", "40s", "--jitter", "0")
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if code, body, err := oc.Do(ctx, "POST", "/session", p.Dir); err != nil || code != 200 {
+		t.Fatalf("create session: %d %v %s", code, err, body) // a client uses p: the daemon arms it
+	}
+	p.WaitStarts(t, "s", 1, 30*time.Second)
+	var next time.Time
+	waitFor(t, 20*time.Second, "p checked once", func() bool {
+		next = nextCheck(t, w, p.Dir)
+		return !next.IsZero() && time.Until(next) > 20*time.Second
+	})
+
+	killed := time.Now()
+	oc.Kill()
+	w.WaitLog(t, "forgetting every directory", 5*time.Second)
+	t.Logf("the engine forgot the directories %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+	time.Sleep(time.Until(next.Add(-5 * time.Second)))
+	oc2, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc2.Kill)
+	if time.Now().After(next) {
+		t.Fatalf("the new OpenCode took until %v after the due check to start; the scenario did not happen", time.Since(next))
+	}
+	time.Sleep(time.Until(next.Add(5 * time.Second)))
+	if got := len(p.Starts(t, "s")); got != 1 {
+		t.Fatalf("%d MCP processes after OpenCode restarted: the due check read the new process", got)
+	}
+	if dirs := serverDirs(t, w); len(dirs) != 0 {
+		t.Fatalf("armed after the restart: %v, want none", dirs)
+	}
+}
+
+// nextCheck is the next_check the watcher reports for dir (zero if none).
+func nextCheck(t *testing.T, w *Watcher, dir string) time.Time {
+	t.Helper()
+	var st struct {
+		Servers []struct {
+			Directories []struct {
+				Directory string    `json:"directory"`
+				NextCheck time.Time `json:"next_check"`
+				LastCheck time.Time `json:"last_check"`
+			} `json:"directories"`
+		} `json:"servers"`
+	}
+	b, _ := json.Marshal(w.StatusJSON(t))
+	_ = json.Unmarshal(b, &st)
+	for _, s := range st.Servers {
+		for _, d := range s.Directories {
+			if d.Directory == dir && !d.LastCheck.IsZero() {
+				return d.NextCheck
+			}
+		}
+	}
+	return time.Time{}
+}
