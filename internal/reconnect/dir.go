@@ -82,8 +82,15 @@ type server struct {
 	slowTold    bool // gave_up was announced for this episode
 	slotWait    bool // a due attempt waits for a budget slot
 	// pendingReads counts consecutive reads that showed it pending (2.x),
-	// spacing the re-checks of a start that takes long.
+	// spacing the re-checks of a start that takes long; pendingSince is
+	// when the first of them was read, stuckTold whether the start was
+	// reported stuck.
 	pendingReads int
+	pendingSince time.Time
+	stuckTold    bool
+	// unknownTold is the unknown status last logged, so each is logged
+	// once.
+	unknownTold string
 
 	lastReconnect time.Time
 
@@ -216,6 +223,9 @@ func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,
 			WaitingForSlot: s.slotWait, NextAttempt: s.ep.Next(), LastAttempt: s.ep.Last(), LastReconnect: s.lastReconnect,
 			Hint: hint(s.status, name)}
+		if s.status == opencode.StatusPending && s.stuckTold {
+			ss.Hint = stuckHint(time.Since(s.pendingSince))
+		}
 		if s.status == opencode.StatusFailed {
 			ss.Tier = tierOf(s.ep.Phase(p))
 		}
@@ -403,7 +413,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		trig := s.trig
 		s.trig, s.slotWait = 0, false
 		if cur.Status != opencode.StatusPending {
-			s.pendingReads = 0
+			s.pendingReads, s.pendingSince, s.stuckTold = 0, time.Time{}, false
 		}
 		confirmed := s.confirm && !s.connecting
 		if confirmed {
@@ -458,17 +468,33 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			// less often (a start can take 70 s before 2.x gives up on it,
 			// and a stuck one must not cost a read a second for ever).
 			if !s.connecting {
+				if s.pendingReads == 0 {
+					s.pendingSince = now
+				}
 				s.pendingReads++
 				next = earlier(next, now.Add(p.Base(s.pendingReads)))
+				if now.Sub(s.pendingSince) > PendingStuckAfter && !s.stuckTold {
+					// 2.x gives up on a start after its startup and catalog
+					// timeouts; past them (and a margin) the start is
+					// stuck, and only the user (or a restart) can tell why.
+					s.stuckTold = true
+					e.log.Warn("MCP server start looks stuck", "url", e.url, "directory", d.path, "server", name, "pending_for", now.Sub(s.pendingSince).Round(time.Second))
+					evs = append(evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: stuckHint(now.Sub(s.pendingSince))})
+				}
 			}
 
 		default:
 			// Rule 1: only failed is retried. disabled is the user's
 			// choice; needs_auth and needs_client_registration need the
-			// user; unknown states are left alone. The episode ends.
+			// user; unknown states are left alone, and said once. The
+			// episode ends.
 			if h := hint(cur.Status, name); h != "" && prev != cur.Status {
 				e.log.Warn("MCP server needs the user", "url", e.url, "directory", d.path, "server", name, "status", cur.Status, "hint", h)
 				evs = append(evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
+			}
+			if !knownStatus(cur.Status) && s.unknownTold != cur.Status {
+				s.unknownTold = cur.Status
+				e.log.Warn("MCP server in a status this daemon does not know; leaving it alone", "url", e.url, "directory", d.path, "server", name, "status", cur.Status)
 			}
 			s.forget()
 			s.endWatch()

@@ -90,6 +90,25 @@ type ServerSnapshot struct {
 	Hint string `json:"hint,omitempty"`
 }
 
+// PendingStuckAfter is how long a server may stay pending (2.x) before its
+// start is reported stuck: OpenCode 2's default startup and catalog
+// timeouts (30 s each) and 10 s more.
+const PendingStuckAfter = 70 * time.Second
+
+// stuckHint is the note for a start that looks stuck.
+func stuckHint(d time.Duration) string {
+	return "pending for " + d.Round(time.Second).String() + ", past OpenCode's startup and catalog timeouts: its start looks stuck (see OpenCode's log; restarting OpenCode or `opencode mcp` may tell why)"
+}
+
+// knownStatus reports whether the engine knows what status means.
+func knownStatus(status string) bool {
+	switch status {
+	case "connected", "failed", "disabled", "needs_auth", "needs_client_registration", "pending":
+		return true
+	}
+	return false
+}
+
 // hint is the advice for statuses only the user can fix.
 func hint(status, name string) string {
 	switch status {
