@@ -319,7 +319,16 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	e.mu.Lock()
 	d.next = time.Time{}
 	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
+	named := d.armedBy == ArmedByFlag || d.armedBy == armedByReconnect
 	e.mu.Unlock()
+	if !named {
+		// A directory the user did not name is read only while OpenCode
+		// still has it booted (locations.go): reading would boot it again.
+		if booted, known := e.booted(ctx, d.path); known && !booted {
+			e.locationGone(d)
+			return
+		}
+	}
 	if learn {
 		// Before the status read: nothing may come between the read that
 		// decides a connect and the connect (a slow config read would

@@ -100,6 +100,9 @@ type Engine struct {
 	// once, and further refusals are no news.
 	down   bool
 	stream StreamState
+	// bootedList is the server's list of booted locations, shared by the
+	// checks of one second (locations.go).
+	bootedList bootedCache
 	wg     sync.WaitGroup
 }
 
@@ -203,6 +206,10 @@ func validDir(d string) bool {
 // ArmedByFlag is the reason of directories the user named (--directory):
 // they stay armed through OpenCode restarts (see restarted).
 const ArmedByFlag = "--directory"
+
+// armedByReconnect is the reason of a directory armed by the user's
+// reconnect: read even when OpenCode has not booted it (the user asked).
+const armedByReconnect = "reconnect"
 
 // Arm starts watching dir (idempotent). Its first check runs initial-delay
 // later. reason is shown in status (ArmedByFlag, "mcp.tools.changed", …).
@@ -405,7 +412,7 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 		// others; its first check is a fresh episode anyway.
 		if path != "" && e.pending != nil {
 			if _, armed := e.pending[path]; !armed {
-				e.pending[path] = "reconnect" // never over --directory's standing
+				e.pending[path] = armedByReconnect // never over --directory's standing
 			}
 			res.Directories = append(res.Directories, path)
 		}
@@ -415,7 +422,7 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 	var evs []Event
 	targets := opencode.Names(e.dirs)
 	if path != "" {
-		evs = append(evs, e.armLocked(path, "reconnect"))
+		evs = append(evs, e.armLocked(path, armedByReconnect))
 		targets = []string{path}
 	}
 	now := time.Now()
