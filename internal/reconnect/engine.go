@@ -103,7 +103,7 @@ type Engine struct {
 	// bootedList is the server's list of booted locations, shared by the
 	// checks of one second (locations.go).
 	bootedList bootedCache
-	wg     sync.WaitGroup
+	wg         sync.WaitGroup
 }
 
 // Options are the engine's collaborators. Zero fields get harmless defaults.
