@@ -105,6 +105,9 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 		o2 := opts
 		o2.Username = "" // 2.x always authenticates as "opencode"
 		v2, err = NewV2(url, o2)
+		if err == nil {
+			v2.SetLog(s.log)
+		}
 	}
 	if err != nil {
 		return GenUnknown, "", err
@@ -223,4 +226,37 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 		}
 		return feed{}, id, fmt.Errorf("opencode at %s: no generation detected: %w", Redact(id.url), ErrUnavailable)
 	}, fn)
+}
+
+// Capabilities reports, for an OpenCode 2 server, which route it offers
+// for each thing the daemon uses, or why it has none (from its API
+// description, read once per detection). A 1.x server has fixed routes:
+// nil.
+func (s *Server) Capabilities(ctx context.Context) []Capability {
+	if _, err := s.current(ctx); err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	v2 := s.v2
+	s.mu.Unlock()
+	if v2 == nil {
+		return nil
+	}
+	return v2.Capabilities(ctx)
+}
+
+// LocationBooted reports whether dir's location is booted, without booting
+// it, where the server can tell (OpenCode 2 with GET /api/debug/location);
+// known is false where it cannot (1.x, 2.x without that route).
+func (s *Server) LocationBooted(ctx context.Context, dir string) (booted, known bool, err error) {
+	if _, err := s.current(ctx); err != nil {
+		return false, false, err
+	}
+	s.mu.Lock()
+	v2 := s.v2
+	s.mu.Unlock()
+	if v2 == nil {
+		return false, false, nil
+	}
+	return v2.LocationBooted(ctx, dir)
 }

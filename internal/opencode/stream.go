@@ -87,7 +87,7 @@ type feed struct {
 }
 
 func (c *Client) feed() feed   { return feed{client: c, path: "/global/event", parse: ParseEvent} }
-func (v *ClientV2) feed() feed { return feed{client: v.c, path: "/api/event", parse: ParseEventV2} }
+func (v *ClientV2) feed() feed { return feed{client: v.c, path: "/api/event", parse: v.parseEvent} }
 
 // identity tells one OpenCode process from another, as far as it can be
 // told: 1.x reports no pid.
