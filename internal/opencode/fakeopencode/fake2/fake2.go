@@ -336,9 +336,17 @@ func (s *Server) offered(r *http.Request) bool {
 	served := s.served
 	s.mu.Unlock()
 	if served == nil {
-		return true
+		// 2.0.21 has none of the preview build's own routes (2.0.20
+		// answers /api/health 404).
+		return !previewOnly[r.Method+" "+template(r.URL.Path)]
 	}
 	return served[r.Method+" "+template(r.URL.Path)] || r.Method == http.MethodHead && served["GET "+template(r.URL.Path)]
+}
+
+// previewOnly are the routes only the preview profile serves.
+var previewOnly = map[string]bool{
+	"GET /api/health": true, "GET /api/debug/location": true, "DELETE /api/debug/location": true,
+	"POST /api/mcp/{}/disconnect": true,
 }
 
 // template erases path parameters for matching a request against the
