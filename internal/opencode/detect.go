@@ -131,6 +131,13 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		}
 	}
 	healthRefused := status == http.StatusUnauthorized || status == http.StatusForbidden
+	if healthRefused && !infoRefused {
+		// Refused at /global/health but not with the empty Basic-realm
+		// 401 both 1.18.34 and the preview give at /api/info: nothing
+		// left to tell apart, and asking more would only be refused
+		// again.
+		return GenUnknown, "", 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: status, kind: ErrUnauthorized}
+	}
 
 	status, hdr, body, err = probe("/api/health")
 	if err != nil {
