@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -270,6 +271,22 @@ func TestFakePreviewSurface(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		var mu sync.Mutex
+		var stream []byte
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			buf := make([]byte, 4096)
+			for {
+				n, err := resp.Body.Read(buf)
+				mu.Lock()
+				stream = append(stream, buf[:n]...)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
 		synctest.Wait()
 		if resp, _ := r.do("DELETE", "/api/debug/location?location%5Bdirectory%5D=/p", true, nil); resp.StatusCode != 204 {
 			t.Errorf("evict: %d", resp.StatusCode)
@@ -277,9 +294,11 @@ func TestFakePreviewSurface(t *testing.T) {
 		fake.Publish("/p", "session.execution.started", map[string]any{"sessionID": "ses_1"})
 		fake.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"})
 		synctest.Wait()
+		mu.Lock()
+		got := string(stream)
+		mu.Unlock()
 		cancel()
-		b, _ := io.ReadAll(resp.Body)
-		got := string(b)
+		<-read
 		if !strings.HasPrefix(got, "data: {\"id\":\"evt_") || !strings.Contains(got, "\"type\":\"server.connected\",\"data\":{}}\n\n: heartbeat\n\n") {
 			t.Errorf("stream start: %q", got)
 		}
