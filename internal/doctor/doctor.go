@@ -245,6 +245,7 @@ func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []C
 		} else {
 			checks = append(checks, CheckDocV2(doc)...)
 		}
+		checks = append(checks, capabilityChecks(v.Capabilities(ctx))...)
 	default:
 		v, err := opencode.New(rawURL, oo)
 		if err != nil {

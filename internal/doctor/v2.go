@@ -34,39 +34,50 @@ type routeV2 struct {
 	located bool
 	// use says what the client needs the route for.
 	use string
+	// alt are other paths that serve the same need, in the client's
+	// order of preference after path.
+	alt []string
+	// optional: the client runs without it (without says how).
+	optional bool
+	without  string
 }
 
 // The routes of the 2.x client (internal/opencode ClientV2 and its event
-// stream). Connect is checked apart: it has two possible paths.
+// stream), which it chooses from this same description. Connect is
+// checked apart: it has two possible paths.
 var routesV2 = []routeV2{
-	{"GET", "/api/info", false, "version and pid"},
-	{"GET", "/api/mcp", true, "MCP status"},
-	{"GET", "/api/config", true, "which servers the user disabled"},
-	{"GET", "/api/event", false, "the event stream"},
+	{"GET", "/api/info", false, "version and pid", []string{"/api/health", "/api/status"}, false, ""},
+	{"GET", "/api/mcp", true, "MCP status", nil, false, ""},
+	{"GET", "/api/config", true, "server kinds, remote URLs and which servers the user disabled", nil, true,
+		"mcp-reconnect runs without it: server kinds and remote URLs come from the config files (when OpenCode runs on this machine) and from integrationID"},
+	{"GET", "/api/event", false, "the event stream", nil, false, ""},
 }
 
 // The connect routes: 2.0.21's, and the development builds' one ClientV2
 // falls back to.
 var (
-	connectExpV2 = routeV2{"POST", "/api/experimental/mcp/{name}/connect", true, "reconnecting a server"}
-	connectDevV2 = routeV2{"POST", "/api/mcp/{name}/connect", true, "reconnecting a server"}
+	connectExpV2 = routeV2{method: "POST", path: "/api/experimental/mcp/{name}/connect", located: true, use: "reconnecting a server"}
+	connectDevV2 = routeV2{method: "POST", path: "/api/mcp/{name}/connect", located: true, use: "reconnecting a server"}
 )
 
 // StatusesV2 are the MCP statuses the 2.x client understands.
 var StatusesV2 = []string{opencode.StatusConnected, opencode.StatusPending, opencode.StatusDisabled, opencode.StatusFailed, opencode.StatusNeedsAuth, opencode.StatusNeedsClientRegistration}
 
-// eventV2 is an event type the daemon relies on, and what it is for.
-type eventV2 struct{ typ, use string }
+// eventV2 is an event type the daemon relies on, and what it is for;
+// without, when set, says how the daemon runs without it (a warning, not
+// a failure).
+type eventV2 struct{ typ, use, without string }
 
 // eventsV2 are the 2.x event types the daemon acts on.
 var eventsV2 = []eventV2{
-	{"server.connected", "the stream's first frame, proof it is subscribed"},
-	{opencode.EventStatusChangedV2, "the wake-up when a server's status changes"},
-	{opencode.EventLocationShutdownV2, "an evicted location: without it the daemon keeps reading it, and each read boots it again"},
-	{"session.execution.started", "session activity (busy)"},
-	{"session.execution.succeeded", "session activity (idle)"},
-	{"session.execution.failed", "session activity (idle)"},
-	{"session.execution.interrupted", "session activity (idle)"},
+	{"server.connected", "the stream's first frame, proof it is subscribed", ""},
+	{opencode.EventStatusChangedV2, "the wake-up when a server's status changes", ""},
+	{opencode.EventLocationShutdownV2, "an evicted location: without it the daemon keeps reading it, and each read boots it again",
+		"a disposed location can be noticed only where the server lists its booted locations (GET /api/debug/location)"},
+	{"session.execution.started", "session activity (busy)", ""},
+	{"session.execution.succeeded", "session activity (idle)", ""},
+	{"session.execution.failed", "session activity (idle)", ""},
+	{"session.execution.interrupted", "session activity (idle)", ""},
 }
 
 // CheckDocV2 compares OpenCode 2.x's GET /openapi.json with what the 2.x
@@ -87,14 +98,27 @@ func CheckDocV2(doc []byte) []Check {
 	missing := false
 	for _, r := range routesV2 {
 		p, ok := d.operation(r.method, r.path)
+		for _, a := range r.alt {
+			if !ok {
+				p, ok = d.operation(r.method, a)
+			}
+		}
+		if !ok && r.optional {
+			checks = append(checks, Check{Warn, "api routes", fmt.Sprintf("OpenCode does not offer %s %s (%s): %s", r.method, r.path, r.use, r.without)})
+			continue
+		}
 		if !ok {
 			missing = true
-			checks = append(checks, Check{Fail, "api routes", fmt.Sprintf("OpenCode does not offer %s %s (%s)", r.method, r.path, r.use)})
+			name := r.path
+			if len(r.alt) > 0 {
+				name += ", " + strings.Join(r.alt, " or ")
+			}
+			checks = append(checks, Check{Fail, "api routes", fmt.Sprintf("OpenCode does not offer %s %s (%s)", r.method, name, r.use)})
 			continue
 		}
 		offered = append(offered, r.method+" "+p)
 		if r.located {
-			located = append(located, routeV2{r.method, p, true, r.use})
+			located = append(located, routeV2{method: r.method, path: p, located: true, use: r.use})
 		}
 	}
 	if !missing {
@@ -107,13 +131,13 @@ func CheckDocV2(doc []byte) []Check {
 	switch {
 	case hasExp && hasDev:
 		checks = append(checks, Check{OK, "connect route", fmt.Sprintf("POST %s (and the development route POST %s)", exp, dev)})
-		located = append(located, routeV2{"POST", exp, true, connectExpV2.use})
+		located = append(located, routeV2{method: "POST", path: exp, located: true, use: connectExpV2.use})
 	case hasExp:
 		checks = append(checks, Check{OK, "connect route", "POST " + exp})
-		located = append(located, routeV2{"POST", exp, true, connectExpV2.use})
+		located = append(located, routeV2{method: "POST", path: exp, located: true, use: connectExpV2.use})
 	case hasDev:
-		checks = append(checks, Check{OK, "connect route", fmt.Sprintf("POST %s, the development builds' route: mcp-reconnect falls back to it after POST %s answers 404", dev, connectExpV2.path)})
-		located = append(located, routeV2{"POST", dev, true, connectDevV2.use})
+		checks = append(checks, Check{OK, "connect route", fmt.Sprintf("POST %s, the development builds' route: mcp-reconnect uses it, since this server describes no POST %s", dev, connectExpV2.path)})
+		located = append(located, routeV2{method: "POST", path: dev, located: true, use: connectDevV2.use})
 	default:
 		checks = append(checks, Check{Fail, "connect route", fmt.Sprintf("OpenCode offers neither POST %s nor POST %s: mcp-reconnect cannot reconnect a server", connectExpV2.path, connectDevV2.path)})
 	}
@@ -137,6 +161,27 @@ func CheckDocV2(doc []byte) []Check {
 	checks = append(checks, d.statusChecks()...)
 	checks = append(checks, d.eventChecks()...)
 	checks = append(checks, d.toastCheck())
+	return checks
+}
+
+// capabilityChecks says, per capability, which route the daemon's own
+// client chose on this server from the same description, or that it runs
+// without it.
+func capabilityChecks(caps []opencode.Capability) []Check {
+	var checks []Check
+	for _, c := range caps {
+		name := "uses " + c.Name
+		switch {
+		case c.Available() && c.FromDescription:
+			checks = append(checks, Check{OK, name, c.Route})
+		case c.Available():
+			checks = append(checks, Check{Warn, name, c.Route + " (the default: the server's API description could not be read)"})
+		case c.Name == opencode.CapStatus || c.Name == opencode.CapConnect || c.Name == opencode.CapEvents:
+			checks = append(checks, Check{Fail, name, "none: " + c.Missing + "; " + c.Without})
+		default:
+			checks = append(checks, Check{Info, name, "none, runs without it: " + c.Missing + "; " + c.Without})
+		}
+	}
 	return checks
 }
 
@@ -231,17 +276,19 @@ func (d *openAPI) eventChecks() []Check {
 		}
 	}
 	missing := false
+	var list []string
 	for _, e := range eventsV2 {
-		if !slices.Contains(types, e.typ) {
+		switch {
+		case slices.Contains(types, e.typ):
+			list = append(list, e.typ)
+		case e.without != "":
+			checks = append(checks, Check{Warn, name, fmt.Sprintf("event `%s` is not %s; mcp-reconnect runs without it: %s", e.typ, where, e.without)})
+		default:
 			missing = true
 			checks = append(checks, Check{Fail, name, fmt.Sprintf("event `%s` is not %s; mcp-reconnect uses it for %s", e.typ, where, e.use)})
 		}
 	}
 	if !missing {
-		var list []string
-		for _, e := range eventsV2 {
-			list = append(list, e.typ)
-		}
 		detail := strings.Join(list, ", ")
 		if where != "on GET /api/event's stream" {
 			detail += " (found " + where + ")"

@@ -136,8 +136,9 @@ func TestDocV2Changes(t *testing.T) {
 		want []Check
 	}
 	cases := []tc{
-		{"no GET /api/info", func(d map[string]any) { delete(paths(d), "/api/info") },
-			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/info (version and pid)"}}},
+		{"no GET /api/info", func(d map[string]any) { delete(paths(d), "/api/info") }, nil}, // /api/health serves
+		{"no version route", func(d map[string]any) { delete(paths(d), "/api/info"); delete(paths(d), "/api/health") },
+			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/info, /api/health or /api/status (version and pid)"}}},
 		{"no GET /api/mcp", func(d map[string]any) { delete(paths(d), mcpList) },
 			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/mcp (MCP status)"}}},
 		{"GET /api/mcp became POST", func(d map[string]any) {
@@ -146,7 +147,7 @@ func TestDocV2Changes(t *testing.T) {
 			delete(item, "get")
 		}, []Check{{Fail, "api routes", "OpenCode does not offer GET /api/mcp (MCP status)"}}},
 		{"no GET /api/config", func(d map[string]any) { delete(paths(d), config) },
-			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/config (which servers the user disabled)"}}},
+			[]Check{{Warn, "api routes", "OpenCode does not offer GET /api/config (server kinds, remote URLs and which servers the user disabled): mcp-reconnect runs without it: server kinds and remote URLs come from the config files (when OpenCode runs on this machine) and from integrationID"}}},
 		{"no GET /api/event", func(d map[string]any) { delete(paths(d), "/api/event") },
 			[]Check{{Fail, "api routes", "OpenCode does not offer GET /api/event (the event stream)"}}},
 		{"no connect route", func(d map[string]any) { delete(paths(d), connectExp) },
@@ -199,16 +200,28 @@ func TestDocV2Changes(t *testing.T) {
 				name = "V2Event.server.connected"
 			}
 			dropRef(schemas(d)["V2Event"].(map[string]any), name)
-		}, []Check{{Fail, "events", fmt.Sprintf("event `%s` is not on GET /api/event's stream; mcp-reconnect uses it for %s", e.typ, e.use)}}})
+		}, eventGone(e)})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := notOK(CheckDocV2(editV2(t, c.edit)))
+			if len(got) == 0 {
+				got = nil
+			}
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("got:\n%swant:\n%s", describe(got), describe(c.want))
 			}
 		})
 	}
+}
+
+// eventGone is the check for a missing event: a failure, or a warning for
+// one the daemon runs without.
+func eventGone(e eventV2) []Check {
+	if e.without != "" {
+		return []Check{{Warn, "events", fmt.Sprintf("event `%s` is not on GET /api/event's stream; mcp-reconnect runs without it: %s", e.typ, e.without)}}
+	}
+	return []Check{{Fail, "events", fmt.Sprintf("event `%s` is not on GET /api/event's stream; mcp-reconnect uses it for %s", e.typ, e.use)}}
 }
 
 // The development builds' connect route is accepted and named; the
@@ -344,6 +357,11 @@ func TestRunAgainstFake2(t *testing.T) {
 			{OK, "version", "2.0.21 (the 2.x client is built to its published API; not tested against a real binary)"},
 		}
 		want = append(want, CheckDocV2(refDocV2(t))...)
+		want = append(want,
+			Check{OK, "uses version", "GET /api/info"}, Check{OK, "uses mcp-status", "GET /api/mcp"},
+			Check{OK, "uses connect", "POST /api/experimental/mcp/{name}/connect"}, Check{OK, "uses config", "GET /api/config"},
+			Check{OK, "uses events", "GET /api/event"},
+			Check{Info, "uses locations", "none, runs without it: not in the server's API description (GET /api/debug/location); a disposed location cannot be told from a booted one without booting it"})
 		want = append(want, Check{Fail, "/p: gh", "needs_auth: run opencode mcp auth gh"})
 		if !slices.Equal(checks, want) {
 			t.Fatalf("checks:\n%swant:\n%s", d, describe(want))
@@ -425,8 +443,15 @@ func TestRunAgainstFake2BadDoc(t *testing.T) {
 		fake, oo := newFake2(t, nil)
 		fake.SetDoc([]byte("<!doctype html>"))
 		checks := Run(context.Background(), fake2.URL, oo, Options{})
-		if got := notOK(checks); len(got) != 1 || got[0] != (Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: not JSON (at byte 1)"}) {
+		got := notOK(checks)
+		if len(got) != 6 || got[0] != (Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: not JSON (at byte 1)"}) {
 			t.Fatalf("checks:\n%s", describe(checks))
+		}
+		// The daemon runs on the facts' routes then, and doctor says so.
+		for _, c := range got[1:] {
+			if c.Severity != Warn || !strings.HasPrefix(c.Name, "uses ") || !strings.HasSuffix(c.Detail, "(the default: the server's API description could not be read)") {
+				t.Errorf("%+v", c)
+			}
 		}
 	})
 }
@@ -457,7 +482,7 @@ func TestFallbacksSayWhere(t *testing.T) {
 		dropRef(schemas(d)["V2Event"].(map[string]any), "location.shutdown")
 		delete(schemas(d), "location.shutdown")
 	})
-	if c := notOK(CheckDocV2(doc)); len(c) != 2 || c[1] != (Check{Fail, "events", "event `location.shutdown` is not in the component schemas; mcp-reconnect uses it for an evicted location: without it the daemon keeps reading it, and each read boots it again"}) {
+	if c := notOK(CheckDocV2(doc)); len(c) != 2 || c[1] != (Check{Warn, "events", "event `location.shutdown` is not in the component schemas; mcp-reconnect runs without it: a disposed location can be noticed only where the server lists its booted locations (GET /api/debug/location)"}) {
 		t.Fatalf("got:\n%s", describe(c))
 	}
 }
@@ -488,7 +513,7 @@ func TestRunPasswordSourceAndOld2(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fake2.New(nil)
 		fake.Password = v2pw
-		fake.SetDoc(editV2(t, func(d map[string]any) { delete(paths(d), "/api/info") }))
+		fake.SetDoc(editV2(t, func(d map[string]any) { delete(paths(d), "/api/info"); delete(paths(d), "/api/health") }))
 		old := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/api/info":
@@ -511,11 +536,47 @@ func TestRunPasswordSourceAndOld2(t *testing.T) {
 		for _, want := range []Check{
 			{OK, "password", "given (its source was not reported)"},
 			{OK, "generation", "OpenCode 2.x, version 2.0.3 (no pid: it has no GET /api/info)"},
-			{Fail, "api routes", "OpenCode does not offer GET /api/info (version and pid)"},
+			{Fail, "api routes", "OpenCode does not offer GET /api/info, /api/health or /api/status (version and pid)"},
+			{Info, "uses version", "none, runs without it: not in the server's API description (GET /api/info, /api/health, /api/status); the version found at detection is kept"},
 		} {
 			if !slices.Contains(checks, want) {
 				t.Errorf("no %+v in:\n%s", want, describe(checks))
 			}
+		}
+	})
+}
+
+// Against the v2 preview build (its real description, served by the
+// preview fake) doctor says, per capability, the route the daemon will
+// use or that it runs without it, and nothing fails.
+func TestRunAgainstPreview(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.NewPreview(map[string]fake2.Spec{"ok": {}})
+		fake.Password = v2pw
+		tr, stop := fake.Serve()
+		defer stop()
+		checks := Run(context.Background(), fake2.URL, opencode.Options{Password: v2pw, Transport: tr}, Options{Directories: []string{"/p"}})
+		for _, want := range []Check{
+			{OK, "generation", "OpenCode 2.x, version 0.0.0-v2src-44b6938b (pid 27820)"},
+			{OK, "api routes", "GET /api/health, GET /api/mcp, GET /api/event"},
+			{Warn, "api routes", "OpenCode does not offer GET /api/config (server kinds, remote URLs and which servers the user disabled): mcp-reconnect runs without it: server kinds and remote URLs come from the config files (when OpenCode runs on this machine) and from integrationID"},
+			{OK, "uses version", "GET /api/health"},
+			{OK, "uses mcp-status", "GET /api/mcp"},
+			{OK, "uses connect", "POST /api/mcp/{name}/connect"},
+			{Info, "uses config", "none, runs without it: not in the server's API description (GET /api/config); server kinds and remote URLs come from the config files and integrationID"},
+			{OK, "uses events", "GET /api/event"},
+			{OK, "uses locations", "GET /api/debug/location"},
+		} {
+			if !slices.Contains(checks, want) {
+				t.Errorf("no %+v in:\n%s", want, describe(checks))
+			}
+		}
+		if !Healthy(checks) {
+			t.Errorf("a check failed:\n%s", describe(checks))
+		}
+		if n := fake.Count(fake2.RouteUnknownAPI, "", ""); n != 1 {
+			// Detection's GET /api/info, nothing after it.
+			t.Errorf("%d requests of routes the server lacks:\n%+v", n, fake.Requests())
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,15 +38,31 @@ func (g Generation) String() string {
 const DetectTimeout = 2 * time.Second
 
 // Detect asks the server at baseURL which OpenCode generation it is, and
-// returns its version and, for 2.x from 2.0.6, its pid. The probes, in
-// order (each must answer the expected JSON; a status code alone proves
-// nothing, since 2.x's web UI answers 200 HTML to any unknown GET):
+// returns its version and, for 2.x builds that report one, its pid. The
+// probes, in order (each must answer the expected JSON; a status code
+// alone proves nothing, since 2.x's web UI answers 200 HTML to any unknown
+// GET and 1.18.34 serves some /api/* routes of its own):
 //
-//  1. GET /api/info with the credentials: a string version of major ≥ 2 and
-//     an integer pid → V2. A 401 whose body is 2.x's UnauthorizedError →
-//     V2 with an error matching ErrUnauthorized: the password is wrong.
+//  1. GET /api/info with the credentials: a string version and an integer
+//     pid → V2 (the version need not be 2.x.y: development builds report
+//     "local" or "0.0.0-v2src-…"; only a 1.x version is refused). A 401
+//     whose body is 2.x's UnauthorizedError → V2 with an error matching
+//     ErrUnauthorized: the password is wrong.
 //  2. GET /global/health: {"healthy":true,"version":"1.…"} → V1.
-//  3. GET /api/status: a version "2.…" → V2 (2.0.0–2.0.5, pid 0).
+//  3. GET /api/health: {"healthy":true,"version":V,"pid":P} → V2 (the
+//     v2-line builds before 2.0.6; 1.18.34 answers only {"healthy":true}
+//     there, and 2.0.20 404).
+//  4. GET /api/status: a version "2.…" → V2 (2.0.0–2.0.5, pid 0).
+//
+// A refused password is told apart by its shape. 1.18.34 answers 401 with
+// an empty body and www-authenticate at /api/info and /global/health, and
+// a tagged UnauthorizedError at /api/health; the v2 preview build answers
+// an empty 401 with www-authenticate everywhere, and 404 (not 401) to
+// /global/health when it does not refuse it. So an empty Basic-realm 401
+// at /api/health, or at any 2.x probe once /global/health was not 1.x's
+// refusal, is OpenCode 2 refusing the password (ErrUnauthorized, with how
+// to give 2.x its password); a refusal of /global/health with a tagged one
+// at /api/health is 1.x's.
 //
 // Anything else is an error matching ErrUnavailable (not ready, or not
 // OpenCode) that names what each probe answered, or ErrUnauthorized when a
@@ -63,33 +80,41 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	}
 	var seen []string
 	refused := false
-	probe := func(route string) (int, []byte, error) {
-		status, body, err := c.send(ctx, c.http, timeout, "GET "+route, "GET", route, nil, nil)
-		if err == nil {
-			seen = append(seen, fmt.Sprintf("%s answered %d", route, status))
-			refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden
+	probe := func(route string) (int, http.Header, []byte, error) {
+		status, hdr, body, err := c.probe(ctx, timeout, route)
+		if err != nil {
+			return 0, nil, nil, err
 		}
-		return status, body, err
+		seen = append(seen, fmt.Sprintf("%s answered %d", route, status))
+		refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden
+		return status, hdr, body, nil
+	}
+	refusedV2 := func(route string, status int) (Generation, string, int, error) {
+		return V2, "", 0, &Error{Op: "GET " + route, URL: c.URL(), Status: status,
+			Detail: "OpenCode 2 refused the password", kind: ErrUnauthorized, hint: hintV2}
 	}
 
-	status, body, err := probe("/api/info")
+	status, hdr, body, err := probe("/api/info")
 	if err != nil {
 		// Nothing listens, or it hangs: the other probes would only wait
 		// for the same.
 		return GenUnknown, "", 0, err
 	}
+	// infoRefused: an empty Basic-realm 401, which 1.18.34 and the v2
+	// preview both give: the next probes tell which.
+	infoRefused := false
 	switch {
 	case status == http.StatusOK:
-		if info, err := ParseInfo(body); err == nil && major(info.Version) >= 2 {
+		if info, err := ParseInfo(body); err == nil && major(info.Version) != 1 {
 			return V2, info.Version, info.PID, nil
 		}
 	case status == http.StatusUnauthorized && errorTag(body) == tagUnauthorized:
-		return V2, "", 0, &Error{Op: "GET /api/info", URL: c.URL(), Status: status,
-			Detail: "OpenCode 2.x refused the password (2.x authenticates as user \"opencode\"; its password is in service.json or OPENCODE_PASSWORD)",
-			kind:   ErrUnauthorized}
+		return refusedV2("/api/info", status)
+	case emptyBasicRefusal(status, hdr, body):
+		infoRefused = true
 	}
 
-	status, body, err = probe("/global/health")
+	status, _, body, err = probe("/global/health")
 	if err != nil {
 		return GenUnknown, "", 0, err
 	}
@@ -105,14 +130,43 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			return V1, *h.Version, 0, nil
 		}
 	}
-
-	if status == http.StatusUnauthorized || status == http.StatusForbidden {
-		// 1.x with a wrong password (2.x would have said so at /api/info):
-		// asking a third route would only be refused again.
+	healthRefused := status == http.StatusUnauthorized || status == http.StatusForbidden
+	if healthRefused && !infoRefused {
+		// Refused at /global/health but not with the empty Basic-realm
+		// 401 both 1.18.34 and the preview give at /api/info: nothing
+		// left to tell apart, and asking more would only be refused
+		// again.
 		return GenUnknown, "", 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: status, kind: ErrUnauthorized}
 	}
 
-	status, body, err = probe("/api/status")
+	status, hdr, body, err = probe("/api/health")
+	if err != nil {
+		return GenUnknown, "", 0, err
+	}
+	switch {
+	case status == http.StatusOK:
+		if info, err := ParseHealthV2(body); err == nil && major(info.Version) != 1 {
+			return V2, info.Version, info.PID, nil
+		}
+	case emptyBasicRefusal(status, hdr, body):
+		// 1.18.34 tags its refusal here: this is OpenCode 2.
+		return refusedV2("/api/health", status)
+	case status == http.StatusUnauthorized && errorTag(body) == tagUnauthorized && !healthRefused:
+		// /global/health was not refused, so not 1.x: OpenCode 2.
+		return refusedV2("/api/health", status)
+	}
+	if healthRefused {
+		// 1.x with a wrong password (2.x would have said so above):
+		// asking another route would only be refused again.
+		return GenUnknown, "", 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: http.StatusUnauthorized, kind: ErrUnauthorized}
+	}
+	if infoRefused {
+		// /global/health was not 1.x's refusal (the preview answers it
+		// 404): the empty refusal of /api/info was OpenCode 2's.
+		return refusedV2("/api/info", http.StatusUnauthorized)
+	}
+
+	status, _, body, err = probe("/api/status")
 	if err != nil {
 		return GenUnknown, "", 0, err
 	}
@@ -136,6 +190,13 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		Detail: "not (yet) an OpenCode server this daemon knows: " + strings.Join(seen, ", "), kind: kind}
 }
 
+// emptyBasicRefusal reports a 401 with no body and OpenCode's
+// `www-authenticate: Basic realm="Secure Area"`.
+func emptyBasicRefusal(status int, hdr http.Header, body []byte) bool {
+	return status == http.StatusUnauthorized && len(strings.TrimSpace(string(body))) == 0 &&
+		strings.EqualFold(strings.TrimSpace(hdr.Get("Www-Authenticate")), `Basic realm="Secure Area"`)
+}
+
 // major is the major number of a version such as "2.0.21" or "v1.18.34",
 // or -1.
 func major(v string) int {
@@ -146,4 +207,33 @@ func major(v string) int {
 		return -1
 	}
 	return n
+}
+
+// probe is a GET of route for detection. Unlike send it keeps the
+// answer's headers: a refusal is told apart by its www-authenticate.
+func (c *Client) probe(ctx context.Context, timeout time.Duration, route string) (int, http.Header, []byte, error) {
+	op := "GET " + route
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base.String()+route, nil)
+	if err != nil {
+		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Detail: "bad url: " + err.Error(), kind: ErrUnavailable}
+	}
+	if c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, c.transportError(ctx, op, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+	}
+	if len(body) > maxBody {
+		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
+	}
+	return resp.StatusCode, resp.Header, body, nil
 }

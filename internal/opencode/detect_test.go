@@ -27,7 +27,8 @@ func TestDetectFakes(t *testing.T) {
 		}
 		// A wrong password is recognised as 2.x's refusal.
 		gen, _, _, err = opencode.Detect(context.Background(), fake2.URL, opencode.Options{Transport: tr2, Password: "wrong"})
-		if gen != opencode.V2 || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "2.x refused the password") || strings.Contains(err.Error(), "wrong") {
+		if gen != opencode.V2 || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "OpenCode 2 refused the password") ||
+			!strings.Contains(err.Error(), "OPENCODE_PASSWORD") || strings.Contains(err.Error(), "--username") || strings.Contains(err.Error(), "wrong") {
 			t.Errorf("2.x fake, wrong password: %v, %v", gen, err)
 		}
 		if len(f2.Instances()) != 0 {
@@ -140,4 +141,83 @@ func TestDetectTimesOut(t *testing.T) {
 		_ = hs.Close()
 		<-done
 	})
+}
+
+// emptyRefusal is the 401 of OpenCode 1.18.34's Hono routes and of the v2
+// preview build: no body, only www-authenticate.
+func emptyRefusal(w http.ResponseWriter) {
+	w.Header().Set("Www-Authenticate", `Basic realm="Secure Area"`)
+	w.WriteHeader(http.StatusUnauthorized)
+}
+
+func emptyNotFound(w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) }
+
+// The v2 preview build (facts §6) answers /api/info, /global/health and
+// /api/status 404 with an empty body, and /api/health its version and
+// pid: OpenCode 2, whatever its version looks like.
+func TestDetectPreviewShapes(t *testing.T) {
+	preview := map[string]func(http.ResponseWriter){
+		"/api/info": emptyNotFound, "/global/health": emptyNotFound, "/api/status": emptyNotFound,
+		"/api/health": answer(200, `{"healthy":true,"version":"0.0.0-v2src-44b6938b","pid":27820}`),
+	}
+	gen, v, pid, err := detectAgainst(t, preview)
+	if err != nil || gen != opencode.V2 || v != "0.0.0-v2src-44b6938b" || pid != 27820 {
+		t.Errorf("preview: %v %q %d %v", gen, v, pid, err)
+	}
+	// A local-channel build's /api/info.
+	gen, v, _, err = detectAgainst(t, map[string]func(http.ResponseWriter){"/api/info": answer(200, `{"version":"local","pid":5}`)})
+	if err != nil || gen != opencode.V2 || v != "local" {
+		t.Errorf("local build: %v %q %v", gen, v, err)
+	}
+	// 1.18.34 serves /api/health too, without version or pid: never 2.x.
+	for name, routes := range map[string]map[string]func(http.ResponseWriter){
+		"1.18.34 api health":   {"/api/health": answer(200, `{"healthy":true}`)},
+		"unhealthy api health": {"/api/health": answer(200, `{"healthy":false,"version":"2.0.0","pid":3}`)},
+		"api health of 1.x":    {"/api/health": answer(200, `{"healthy":true,"version":"1.18.34","pid":3}`)},
+	} {
+		if gen, v, _, err := detectAgainst(t, routes); gen != opencode.GenUnknown || err == nil {
+			t.Errorf("%s: %v %q %v, want unknown and an error", name, gen, v, err)
+		}
+	}
+	// 1.x is 1.x even where /api/health would say more.
+	gen, _, _, err = detectAgainst(t, map[string]func(http.ResponseWriter){
+		"/global/health": answer(200, `{"healthy":true,"version":"1.18.34"}`),
+		"/api/health":    answer(200, `{"healthy":true,"version":"2.0.0","pid":3}`)})
+	if err != nil || gen != opencode.V1 {
+		t.Errorf("1.x with an /api/health: %v %v", gen, err)
+	}
+}
+
+// A wrong password is told apart by the refusal's shape (both answers
+// seen on the wire: 1.18.34 with the real binary, the preview in the
+// facts' section 6). The 2.x error says how to give 2.x its password, not
+// 1.x's --username.
+func TestDetectRefusalShapes(t *testing.T) {
+	tagged := answer(401, `{"_tag":"UnauthorizedError","message":"Authentication required"}`)
+	for name, c := range map[string]struct {
+		routes map[string]func(http.ResponseWriter)
+		gen    opencode.Generation
+	}{
+		// 1.18.34: empty refusals, a tagged one at /api/health.
+		"1.18.34": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyRefusal, "/api/health": tagged, "/api/status": emptyRefusal}, opencode.GenUnknown},
+		// The preview refusing everything.
+		"preview, all refused": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyRefusal, "/api/health": emptyRefusal, "/api/status": emptyRefusal}, opencode.V2},
+		// The preview refusing /api/* only.
+		"preview, api refused": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyNotFound, "/api/health": emptyRefusal, "/api/status": emptyRefusal}, opencode.V2},
+		// Its /api/info refused, /api/health unknown.
+		"preview, info refused": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyNotFound, "/api/health": emptyNotFound, "/api/status": emptyNotFound}, opencode.V2},
+		// 2.0.21 tags its refusal at /api/info.
+		"2.0.21": {map[string]func(http.ResponseWriter){"/api/info": tagged}, opencode.V2},
+	} {
+		gen, _, _, err := detectAgainst(t, c.routes)
+		if gen != c.gen || !errors.Is(err, opencode.ErrUnauthorized) {
+			t.Errorf("%s: %v %v, want %v and ErrUnauthorized", name, gen, err, c.gen)
+			continue
+		}
+		v2hint := strings.Contains(err.Error(), "OPENCODE_PASSWORD") && strings.Contains(err.Error(), "service.json")
+		v1hint := strings.Contains(err.Error(), "--username")
+		if c.gen == opencode.V2 && (!v2hint || v1hint) || c.gen != opencode.V2 && !v1hint {
+			t.Errorf("%s: %v: the wrong fix", name, err)
+		}
+	}
 }

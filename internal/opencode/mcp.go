@@ -25,6 +25,9 @@ const (
 type ServerStatus struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// IntegrationID (2.x) is set on remote servers only: OpenCode ties
+	// each remote server to an integration.
+	IntegrationID string `json:"integrationID,omitempty"`
 }
 
 // Health is the answer of GET /global/health.
@@ -105,6 +108,12 @@ type MCPEntry struct {
 	URL string `json:"url,omitempty"`
 	// Enabled is false when the config disables the server.
 	Enabled *bool `json:"enabled,omitempty"`
+	// Command is a local server's command line (2.x without GET
+	// /api/config: read from the config files).
+	Command []string `json:"command,omitempty"`
+	// Cwd is a local server's working directory as configured (relative
+	// to the location when not absolute).
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // MCPConfig reads the resolved MCP section of GET /config for dir.

@@ -178,6 +178,9 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 		o2 := opts
 		o2.Username = "" // 2.x always authenticates as "opencode"
 		v2, err = NewV2(url, o2)
+		if err == nil {
+			v2.SetLog(s.log)
+		}
 	}
 	if err != nil {
 		return GenUnknown, "", err
@@ -333,4 +336,40 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 		}
 		return feed{}, id, fmt.Errorf("opencode at %s: no generation detected: %w", Redact(id.url), ErrUnavailable)
 	}, fn)
+}
+
+// Capabilities reports, for an OpenCode 2 server, which route it offers
+// for each thing the daemon uses, or why it has none (from its API
+// description, read once per detection). A 1.x server has fixed routes:
+// nil.
+func (s *Server) Capabilities(ctx context.Context) []Capability {
+	if _, err := s.current(ctx); err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	v2 := s.v2
+	s.mu.Unlock()
+	if v2 == nil {
+		return nil
+	}
+	return v2.Capabilities(ctx)
+}
+
+// BootedLocations lists the directories whose locations are booted,
+// without booting one, where the server can tell (OpenCode 2 with GET
+// /api/debug/location); known is false where it cannot (1.x, 2.x without
+// that route), and then no request is sent. The engine's LocationLister.
+func (s *Server) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
+	if _, err := s.current(ctx); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	v2 := s.v2
+	s.mu.Unlock()
+	if v2 == nil {
+		return nil, false, nil
+	}
+	dirs, known, err = v2.BootedLocations(ctx)
+	s.observe(err)
+	return dirs, known, err
 }

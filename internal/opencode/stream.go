@@ -91,7 +91,7 @@ func (c *Client) feed() feed {
 }
 
 func (v *ClientV2) feed() feed {
-	return feed{client: v.c, path: "/api/event", parse: ParseEventV2, heartbeat: 15 * time.Second}
+	return feed{client: v.c, path: "/api/event", parse: v.parseEvent, heartbeat: 15 * time.Second}
 }
 
 // identity tells one OpenCode process from another, as far as it can be

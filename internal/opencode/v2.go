@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
+	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 )
 
 // ClientV2 talks to one OpenCode 2.x server (see
@@ -16,13 +21,32 @@ import (
 // routes the engine uses with the same methods and types as the 1.x Client,
 // so the engine cannot tell which generation it talks to. It shares the 1.x
 // client's error type, timeouts, body limit, redirect policy and basic auth.
+//
+// One ClientV2 is one detection: it reads the server's GET /openapi.json
+// once, at its first call, and takes every route from it (see routes2.go);
+// a route that answers 404 without an OpenCode error tag is not asked again
+// by this client.
 type ClientV2 struct {
 	c *Client
+	// local: the server listens on a loopback address, so its config
+	// files are this machine's.
+	local bool
 
-	mu sync.Mutex
-	// devConnect is true once the development route /api/mcp/{n}/connect
-	// answered where /api/experimental/... did not exist.
-	devConnect bool
+	once sync.Once
+	rs   *routeSet
+
+	mu  sync.Mutex
+	log *slog.Logger
+	// gone holds the "METHOD path" routes that answered 404 (without an
+	// OpenCode error tag) or 405.
+	gone map[string]bool
+	// integration holds, per directory, the servers its last status read
+	// marked with an integrationID (remote servers).
+	integration map[string]map[string]bool
+	// empty holds the directories whose last status read listed no server.
+	empty map[string]bool
+
+	sessions *sessionDirs
 }
 
 // NewV2 returns a 2.x client for the server at rawURL. OpenCode 2.x always
@@ -32,7 +56,40 @@ func NewV2(rawURL string, o Options) (*ClientV2, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ClientV2{c: c}, nil
+	return &ClientV2{c: c, local: loopbackHost(c.base.Host), log: slog.New(slog.DiscardHandler),
+		gone: map[string]bool{}, integration: map[string]map[string]bool{}, empty: map[string]bool{},
+		sessions: newSessionDirs(maxSessions)}, nil
+}
+
+// SetLog sets where the client says, once per detection, which routes it
+// chose and which capabilities the server lacks (default: nowhere).
+func (v *ClientV2) SetLog(l *slog.Logger) {
+	if l == nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.log = l
+}
+
+func (v *ClientV2) logger() *slog.Logger {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.log
+}
+
+// loopbackHost reports whether host (host[:port]) is a loopback name.
+func loopbackHost(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	h = strings.Trim(h, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // URL is the server's base URL, safe to log.
@@ -50,9 +107,6 @@ const (
 	opDocV2             = "GET /openapi.json"
 	routeConnectExp     = "/api/experimental/mcp/{name}/connect"
 	routeConnectDev     = "/api/mcp/{name}/connect"
-	connectPrefixExp    = "/api/experimental/mcp/"
-	connectPrefixDev    = "/api/mcp/"
-	connectSuffix       = "/connect"
 	maxErrorTagBodySize = 64 << 10
 )
 
@@ -99,9 +153,159 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 	return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 }
 
+// descriptionTimeout bounds the one read of GET /openapi.json per
+// detection (about 300 KB on the preview build).
+const descriptionTimeout = 5 * time.Second
+
+// routes returns this detection's route choices, reading the server's
+// description at the first call; concurrent first calls wait for the one
+// read. The read does not end with the caller's context (every later
+// call depends on it), only with its own timeout.
+func (v *ClientV2) routes(ctx context.Context) *routeSet {
+	v.once.Do(func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(descriptionTimeout, v.c.timeout))
+		defer cancel()
+		var doc *APIDescription
+		note := ""
+		body, err := v.Doc(rctx)
+		if err == nil {
+			doc, err = ParseAPIDescription(body)
+		}
+		if err != nil {
+			note = err.Error()
+			if e, ok := err.(*Error); ok && e.Status != 0 {
+				note = fmt.Sprintf("GET /openapi.json answered %d", e.Status)
+			} else if ok {
+				note = "GET /openapi.json failed: " + e.Detail
+			} else {
+				note = "GET /openapi.json is unreadable: " + note
+			}
+		}
+		v.rs = chooseRoutes(doc, note)
+		v.logCapabilities()
+	})
+	return v.rs
+}
+
+// logCapabilities says once per detection which route each capability
+// uses, and what the daemon runs without.
+func (v *ClientV2) logCapabilities() {
+	attrs := []any{"url", v.URL()}
+	if v.rs.doc != nil {
+		attrs = append(attrs, "description", fmt.Sprintf("%d paths", v.rs.doc.Paths()))
+	} else {
+		attrs = append(attrs, "description", "none: "+v.rs.docNote+"; using the defaults")
+	}
+	var without []string
+	for _, c := range v.capabilities() {
+		if c.Available() {
+			attrs = append(attrs, c.Name, c.Route)
+		} else {
+			attrs = append(attrs, c.Name, "none ("+c.Missing+")")
+			without = append(without, c.Name)
+		}
+	}
+	log := v.logger()
+	if len(without) > 0 {
+		attrs = append(attrs, "running_without", strings.Join(without, ","))
+	}
+	log.Info("OpenCode 2 routes", attrs...)
+}
+
+// Capabilities reports, for each thing the daemon uses, the route this
+// server offers for it, or why it has none (reading the server's API
+// description first if no call did yet).
+func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
+	v.routes(ctx)
+	return v.capabilities()
+}
+
+func (v *ClientV2) capabilities() []Capability {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]Capability, 0, len(v.rs.choices))
+	for _, c := range v.rs.choices {
+		cp := Capability{Name: c.name, FromDescription: c.fromDoc, Missing: c.missing, Without: c.without}
+		var gone []string
+		for _, p := range c.paths {
+			if v.gone[c.method+" "+p] {
+				gone = append(gone, c.method+" "+p)
+				continue
+			}
+			cp.Route = c.method + " " + p
+			break
+		}
+		if cp.Route != "" {
+			cp.Missing, cp.Without = "", ""
+		} else if len(gone) > 0 {
+			cp.Missing = strings.Join(gone, " and ") + " answered 404 (no such route) since this detection"
+			cp.Without = withoutCap[c.name]
+		}
+		out = append(out, cp)
+	}
+	return out
+}
+
+// capability is one capability's state.
+func (v *ClientV2) capability(ctx context.Context, name string) Capability {
+	for _, c := range v.Capabilities(ctx) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Capability{Name: name, Missing: "unknown capability"}
+}
+
+// usable returns the candidates of a capability that have not answered
+// 404, best first.
+func (v *ClientV2) usable(ctx context.Context, name string) (method string, paths []string) {
+	c := v.routes(ctx).get(name)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range c.paths {
+		if !v.gone[c.method+" "+p] {
+			paths = append(paths, p)
+		}
+	}
+	return c.method, paths
+}
+
+// routeMissing reports an answer that says the route does not exist: 405,
+// or a 404 that is not one of OpenCode's own errors (those carry a _tag:
+// McpServerNotFoundError, LocationNotFoundError).
+func routeMissing(status int, body []byte) bool {
+	return status == http.StatusMethodNotAllowed || status == http.StatusNotFound && errorTag(body) == ""
+}
+
+// drop forgets a route that answered as missing, until the next detection,
+// and says so once.
+func (v *ClientV2) drop(capName, method, p string, status int) {
+	key := method + " " + p
+	v.mu.Lock()
+	if v.gone[key] {
+		v.mu.Unlock()
+		return
+	}
+	v.gone[key] = true
+	log := v.log
+	v.mu.Unlock()
+	log.Info("OpenCode 2 route does not exist; not asked again until the next detection", "url", v.URL(), "capability", capName, "route", key, "status", status)
+}
+
+// errNoRoute is the error of a call whose capability the server lacks.
+func (v *ClientV2) errNoRoute(ctx context.Context, op, name string) error {
+	c := v.capability(ctx, name)
+	return &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no route for it: " + c.Missing + "; " + c.Without, kind: ErrUnavailable}
+}
+
+// send is one request of a capability's route.
+func (v *ClientV2) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values) (int, []byte, error) {
+	return v.c.send(ctx, hc, timeout, op, method, escPath, query, nil)
+}
+
 // get is a GET of a 2.x JSON route; it returns the 2xx body.
 func (v *ClientV2) get(ctx context.Context, op, escPath string, query url.Values) ([]byte, error) {
-	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query, nil)
+	status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query)
 	if err != nil {
 		return nil, err
 	}
@@ -111,17 +315,109 @@ func (v *ClientV2) get(ctx context.Context, op, escPath string, query url.Values
 	return body, nil
 }
 
+// getCap is a GET of the route of a single-route capability. gone is true
+// when the server has no such route (now or since an earlier 404).
+func (v *ClientV2) getCap(ctx context.Context, name, op string, query url.Values) (body []byte, gone bool, err error) {
+	method, paths := v.usable(ctx, name)
+	if len(paths) == 0 {
+		return nil, true, v.errNoRoute(ctx, op, name)
+	}
+	status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, method, paths[0], query)
+	if err != nil {
+		return nil, false, err
+	}
+	if routeMissing(status, body) {
+		v.drop(name, method, paths[0], status)
+		return nil, true, v.errNoRoute(ctx, op, name)
+	}
+	if err := v.c.classifyV2(op, status, body); err != nil {
+		return nil, false, err
+	}
+	return body, false, nil
+}
+
 // unexpected is the error for a 2xx answer that is not the expected JSON.
 func (v *ClientV2) unexpected(op string, err error) error {
 	return &Error{Op: op, URL: v.URL(), Status: http.StatusOK, Detail: err.Error(), kind: ErrUnavailable}
 }
 
+// EmptyRereadDelay is how long MCPStatus waits before it reads again an
+// answer that lists no server: right after a boot an empty list may not be
+// final (facts §4).
+const EmptyRereadDelay = 500 * time.Millisecond
+
+// maxRemembered bounds the per-directory memories of a client (the
+// integrationIDs and empty answers of its last reads).
+const maxRemembered = 4096
+
 // MCPStatus reads GET /api/mcp for dir's location. Reading it boots the
 // location and starts its MCP servers if it is not running: call it only
 // for directories in use. A server still starting reads StatusPending; a
 // status string this package does not know is kept as it is.
+//
+// An answer that lists no server is read once more, EmptyRereadDelay
+// later, unless the directory's previous answer was empty too: right after
+// a boot the list may not be final, and a directory that really has no
+// server costs one read per check, not two.
 func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	body, err := v.get(ctx, opMCPStatusV2, "/api/mcp", locQuery(dir))
+	st, err := v.readStatus(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(st) == 0 {
+		v.mu.Lock()
+		again := !v.empty[dir]
+		v.mu.Unlock()
+		if again {
+			t := time.NewTimer(EmptyRereadDelay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, &Error{Op: opMCPStatusV2, URL: v.URL(), Detail: ctx.Err().Error(), kind: ErrUnavailable, cause: ctx.Err()}
+			case <-t.C:
+			}
+			if st, err = v.readStatus(ctx, dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	v.remember(dir, st)
+	return st, nil
+}
+
+// remember notes what a status read of dir showed.
+func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.empty) >= maxRemembered {
+		clear(v.empty)
+	}
+	if len(v.integration) >= maxRemembered {
+		clear(v.integration)
+	}
+	if len(st) == 0 {
+		v.empty[dir] = true
+	} else {
+		delete(v.empty, dir)
+	}
+	var remote map[string]bool
+	for name, s := range st {
+		if s.IntegrationID != "" {
+			if remote == nil {
+				remote = map[string]bool{}
+			}
+			remote[name] = true
+		}
+	}
+	if remote == nil {
+		delete(v.integration, dir)
+	} else {
+		v.integration[dir] = remote
+	}
+}
+
+func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
+	body, _, err := v.getCap(ctx, CapStatus, opMCPStatusV2, locQuery(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -139,10 +435,11 @@ func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]Server
 }
 
 // ParseStatusV2 decodes the body of 2.x GET /api/mcp:
-// {"location":{"directory":D,…},"data":[{"name":N,"status":{"status":S,"error"?:E}},…]}.
+// {"location":{"directory":D,…},"data":[{"name":N,"status":{"status":S,"error"?:E},"integrationID"?:I},…]}.
 // It returns the location's directory ("" when the answer names none) and
 // the servers. Anything but that shape is an error: an answer that cannot
-// be understood must never read as "no servers".
+// be understood must never read as "no servers". An integrationID that is
+// not a string is ignored.
 func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatus, err error) {
 	var raw struct {
 		Location *struct {
@@ -154,6 +451,7 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 				Status *string         `json:"status"`
 				Error  json.RawMessage `json:"error"`
 			} `json:"status"`
+			IntegrationID json.RawMessage `json:"integrationID"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
@@ -181,6 +479,7 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 				st.Error = string(e) // not a string: keep it readable
 			}
 		}
+		_ = json.Unmarshal(item.IntegrationID, &st.IntegrationID)
 		out[*item.Name] = st
 	}
 	return location, out, nil
@@ -191,40 +490,35 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 // whether or not the server came up: read MCPStatus for the outcome. An
 // unknown name gives ErrNotFound.
 //
-// 2.0.21 is documented with POST /api/experimental/mcp/{name}/connect and
-// development builds used /api/mcp/{name}/connect. A 405, or a 404 that is
-// not OpenCode's own McpServerNotFoundError, means the route does not
-// exist: the other one is tried, and the one that answered is tried first
-// from then on.
+// The route is the one the server's description offers: 2.0.21 is
+// documented with POST /api/experimental/mcp/{name}/connect, the v2
+// preview build has only /api/mcp/{name}/connect. Without a description
+// both are candidates, in that order. A 405, or a 404 that is not
+// OpenCode's own McpServerNotFoundError, means the route does not exist:
+// the next candidate is tried, and the missing one never again until the
+// next detection.
 func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	if name == "." || name == ".." {
 		// URL parsers (OpenCode's too) resolve these segments, escaped
 		// or not: the request would reach another route.
 		return &Error{Op: "POST " + routeConnectExp, URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
 	}
-	v.mu.Lock()
-	dev := v.devConnect
-	v.mu.Unlock()
-	var tried [2]string
-	for i := range 2 {
-		op, prefix := "POST "+routeConnectExp, connectPrefixExp
-		if dev {
-			op, prefix = "POST "+routeConnectDev, connectPrefixDev
-		}
-		tried[i] = op
-		status, body, err := v.c.send(ctx, v.c.long, v.c.connectTimeout, op, "POST", prefix+url.PathEscape(name)+connectSuffix, locQuery(dir), nil)
+	method, paths := v.usable(ctx, CapConnect)
+	if len(paths) == 0 {
+		return v.errNoRoute(ctx, "POST "+routeConnectExp, CapConnect)
+	}
+	for _, p := range paths {
+		op := method + " " + p
+		esc := strings.Replace(pathTemplate(p), "{}", url.PathEscape(name), 1)
+		status, body, err := v.send(ctx, v.c.long, v.c.connectTimeout, op, method, esc, locQuery(dir))
 		if err != nil {
 			return err
 		}
-		tag := errorTag(body)
-		if status == http.StatusMethodNotAllowed || status == http.StatusNotFound && tag == "" {
-			dev = !dev
+		if routeMissing(status, body) {
+			v.drop(CapConnect, method, p, status)
 			continue
 		}
-		v.mu.Lock()
-		v.devConnect = dev
-		v.mu.Unlock()
-		if status == http.StatusNotFound && tag != tagMCPNotFound {
+		if status == http.StatusNotFound && errorTag(body) != tagMCPNotFound {
 			// The route exists but something else is missing (the
 			// location's directory): not "no such server", which would
 			// make the engine forget it.
@@ -232,15 +526,20 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 		}
 		return v.c.classifyV2(op, status, body)
 	}
-	return &Error{Op: tried[0], URL: v.URL(), Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("neither %s nor %s exists on this server: its OpenCode 2.x API is not the one this daemon knows", tried[0], tried[1]),
-		kind:   ErrUnavailable}
+	return v.errNoRoute(ctx, method+" "+paths[0], CapConnect)
 }
 
-// MCPConfig reads the MCP servers of GET /api/config for dir's location.
-// Remote headers are never decoded (they may hold secrets).
+// MCPConfig reads the MCP servers configured for dir: GET /api/config
+// where the server offers it. Where it does not (the v2 preview build),
+// the servers come from the config files OpenCode reads, when it runs on
+// this machine (see LocalMCPConfig), and every server the last status read
+// of dir marked with an integrationID is remote. Remote headers and local
+// environments are never decoded (they may hold secrets).
 func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
-	body, err := v.get(ctx, opConfigV2, "/api/config", locQuery(dir))
+	body, gone, err := v.getCap(ctx, CapConfig, opConfigV2, locQuery(dir))
+	if gone {
+		return v.configWithoutRoute(dir), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +548,22 @@ func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEnt
 		return nil, v.unexpected(opConfigV2, err)
 	}
 	return cfg, nil
+}
+
+// configWithoutRoute is MCPConfig for a server without GET /api/config.
+func (v *ClientV2) configWithoutRoute(dir string) map[string]MCPEntry {
+	cfg := map[string]MCPEntry{}
+	if v.local && filepath.IsAbs(dir) {
+		cfg = LocalMCPConfig(dir)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for name := range v.integration[dir] {
+		if e := cfg[name]; e.Type != "remote" {
+			cfg[name] = MCPEntry{Type: "remote", Enabled: e.Enabled}
+		}
+	}
+	return cfg
 }
 
 // ParseConfigV2 decodes the body of 2.x GET /api/config: a bare array of
@@ -286,12 +601,17 @@ func ParseConfigV2(body []byte) (map[string]MCPEntry, error) {
 }
 
 // configEntryV2 reads one server of a config layer, field by field so that
-// one odd field costs only itself. Headers are not among the fields.
+// one odd field costs only itself: type, url, command, cwd, and 2.x's
+// "disabled" or 1.x's "enabled". Headers and environment are not among the
+// fields (they may hold secrets).
 func configEntryV2(raw json.RawMessage) MCPEntry {
 	var f struct {
 		Type     json.RawMessage `json:"type"`
 		URL      json.RawMessage `json:"url"`
 		Disabled json.RawMessage `json:"disabled"`
+		Enabled  json.RawMessage `json:"enabled"`
+		Command  json.RawMessage `json:"command"`
+		Cwd      json.RawMessage `json:"cwd"`
 	}
 	var e MCPEntry
 	if json.Unmarshal(raw, &f) != nil {
@@ -299,35 +619,65 @@ func configEntryV2(raw json.RawMessage) MCPEntry {
 	}
 	_ = json.Unmarshal(f.Type, &e.Type)
 	_ = json.Unmarshal(f.URL, &e.URL)
-	var disabled bool
-	if json.Unmarshal(f.Disabled, &disabled) == nil {
-		enabled := !disabled
+	_ = json.Unmarshal(f.Cwd, &e.Cwd)
+	var cmd []string
+	if json.Unmarshal(f.Command, &cmd) == nil && len(cmd) > 0 {
+		e.Command = cmd
+	}
+	var disabled, enabled bool
+	switch {
+	case json.Unmarshal(f.Disabled, &disabled) == nil:
+		enabled = !disabled
+		e.Enabled = &enabled
+	case json.Unmarshal(f.Enabled, &enabled) == nil:
 		e.Enabled = &enabled
 	}
 	return e
 }
 
-// Info is the answer of 2.x GET /api/info.
+// Info is the answer of 2.x GET /api/info (or /api/health, /api/status).
 type Info struct {
 	// Version is OpenCode's version, e.g. "2.0.21".
 	Version string
-	// PID is the server's process id.
+	// PID is the server's process id (0 when the route reports none).
 	PID int
 	// URLs are the addresses the server listens on.
 	URLs []string
 }
 
-// Info reads GET /api/info. It boots no location.
+// Info reads the server's version and pid from the route its description
+// offers: GET /api/info (2.0.6 on), /api/health (the v2 preview build) or
+// /api/status (2.0.0–2.0.5). It boots no location.
 func (v *ClientV2) Info(ctx context.Context) (Info, error) {
-	body, err := v.get(ctx, opInfoV2, "/api/info", nil)
-	if err != nil {
-		return Info{}, err
+	method, paths := v.usable(ctx, CapVersion)
+	for _, p := range paths {
+		op := method + " " + p
+		status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, method, p, nil)
+		if err != nil {
+			return Info{}, err
+		}
+		if routeMissing(status, body) {
+			v.drop(CapVersion, method, p, status)
+			continue
+		}
+		if err := v.c.classifyV2(op, status, body); err != nil {
+			return Info{}, err
+		}
+		var info Info
+		switch p {
+		case routeHealthV2:
+			info, err = ParseHealthV2(body)
+		case routeStatusOld:
+			info, err = parseStatusOld(body)
+		default:
+			info, err = ParseInfo(body)
+		}
+		if err != nil {
+			return Info{}, v.unexpected(op, err)
+		}
+		return info, nil
 	}
-	info, err := ParseInfo(body)
-	if err != nil {
-		return Info{}, v.unexpected(opInfoV2, err)
-	}
-	return info, nil
+	return Info{}, v.errNoRoute(ctx, opInfoV2, CapVersion)
 }
 
 // ParseInfo decodes the body of GET /api/info. It requires a non-empty
@@ -351,7 +701,104 @@ func ParseInfo(body []byte) (Info, error) {
 	return Info{Version: *raw.Version, PID: int(pid), URLs: raw.URLs}, nil
 }
 
+// ParseHealthV2 decodes the body of the v2 preview build's GET
+// /api/health: {"healthy":true,"version":V,"pid":P}. It requires healthy
+// true, a non-empty string version and an integer pid: only then is the
+// answer OpenCode 2's (1.18.34 answers {"healthy":true} there).
+func ParseHealthV2(body []byte) (Info, error) {
+	var raw struct {
+		Healthy *bool `json:"healthy"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return Info{}, fmt.Errorf("health is not a JSON object: %w", err)
+	}
+	if raw.Healthy == nil || !*raw.Healthy {
+		return Info{}, errors.New("health has no \"healthy\": true")
+	}
+	info, err := ParseInfo(body)
+	if err != nil {
+		return Info{}, fmt.Errorf("health: %w", err)
+	}
+	return info, nil
+}
+
+// parseStatusOld decodes 2.0.0–2.0.5's GET /api/status: a string version
+// "2.…", a pid if any.
+func parseStatusOld(body []byte) (Info, error) {
+	var s struct {
+		Version *string         `json:"version"`
+		PID     json.RawMessage `json:"pid"`
+	}
+	if err := json.Unmarshal(body, &s); err != nil || s.Version == nil || *s.Version == "" {
+		return Info{}, errors.New("status has no string \"version\"")
+	}
+	var pid int
+	_ = json.Unmarshal(s.PID, &pid)
+	return Info{Version: *s.Version, PID: max(pid, 0)}, nil
+}
+
 // Doc reads GET /openapi.json, the server's OpenAPI description.
 func (v *ClientV2) Doc(ctx context.Context) ([]byte, error) {
 	return v.get(ctx, opDocV2, "/openapi.json", nil)
+}
+
+// LocationBooted reports whether dir's location is booted, without booting
+// it: GET /api/debug/location where the server offers it. known is false
+// when it does not (no such route, or it answered 404): then booted says
+// nothing, and no request was sent after the first 404.
+func (v *ClientV2) LocationBooted(ctx context.Context, dir string) (booted, known bool, err error) {
+	locs, known, err := v.BootedLocations(ctx)
+	if !known || err != nil {
+		return false, known, err
+	}
+	want := path.Clean(dir)
+	for _, l := range locs {
+		if path.Clean(l) == want {
+			return true, true, nil
+		}
+	}
+	return false, true, nil
+}
+
+// BootedLocations lists the directories of the booted locations, without
+// booting any (GET /api/debug/location). known is false when the server
+// offers no such list.
+func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
+	const op = "GET " + routeLocations
+	body, gone, err := v.getCap(ctx, CapLocations, op, nil)
+	if gone {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	dirs, err = ParseLocationsV2(body)
+	if err != nil {
+		return nil, true, v.unexpected(op, err)
+	}
+	return dirs, true, nil
+}
+
+// ParseLocationsV2 decodes GET /api/debug/location: an array of
+// {"directory":D,"workspaceID"?:W}. An entry without a string directory is
+// skipped; anything but an array is an error.
+func ParseLocationsV2(body []byte) ([]string, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("locations are not a JSON array: %w", err)
+	}
+	if raw == nil {
+		return nil, errors.New("locations are null, not a JSON array")
+	}
+	dirs := make([]string, 0, len(raw))
+	for _, item := range raw {
+		var l struct {
+			Directory json.RawMessage `json:"directory"`
+		}
+		var d string
+		if json.Unmarshal(item, &l) == nil && json.Unmarshal(l.Directory, &d) == nil && d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
 }

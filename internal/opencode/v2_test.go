@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,7 +35,7 @@ func TestParseStatusV2(t *testing.T) {
 	if err != nil || loc != "/Users/me/p" {
 		t.Fatalf("facts example: location %q, err %v", loc, err)
 	}
-	want := map[string]opencode.ServerStatus{"docs": {Status: "connected"}, "gh": {Status: "failed", Error: "Connection closed"}, "lin": {Status: "needs_auth"}}
+	want := map[string]opencode.ServerStatus{"docs": {Status: "connected"}, "gh": {Status: "failed", Error: "Connection closed"}, "lin": {Status: "needs_auth", IntegrationID: "mcp_3f2a9c0d1e2b4a5f"}}
 	if len(st) != len(want) {
 		t.Fatalf("servers = %v, want %v", st, want)
 	}
@@ -238,6 +239,7 @@ func TestClientV2RoundTripsOddNames(t *testing.T) {
 		fake, c := v2Rig(t, servers)
 		dirs := []string{"/tmp/a b/ü", "/tmp/50%/x", "/tmp/[x]/location[directory]=y", "/tmp/a&directory=/evil", "/tmp/h#frag", "/tmp/q?x=1", "/tmp/p+q", "/tmp/日本/"}
 		ctx := context.Background()
+		c.Capabilities(ctx) // the one read of /openapi.json
 		for _, d := range dirs {
 			fake.ResetRequests()
 			st, err := c.MCPStatus(ctx, d)
@@ -284,11 +286,17 @@ func TestClientV2ConnectRefusesDotNames(t *testing.T) {
 	})
 }
 
-// The connect route of 2.0.21 is not verified: a server that has only the
-// development route is followed there, once, and then asked there first.
+// Without a readable description both connect routes are candidates: a
+// server that has only the development route is followed there, once (the
+// documented route answered 404, so it is not asked again), and a new
+// detection after an upgrade starts again from the documented one.
 func TestClientV2ConnectFallsBackToDevRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake, c := v2Rig(t, map[string]fake2.Spec{"a": {}})
+		fake := fake2.New(map[string]fake2.Spec{"a": {}})
+		tr, stop := fake.Serve()
+		defer stop()
+		c, _ := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
+		fake.SetDoc([]byte("not a description"))
 		fake.SetDevConnectRoute(true)
 		ctx := context.Background()
 		for range 3 {
@@ -302,10 +310,12 @@ func TestClientV2ConnectFallsBackToDevRoute(t *testing.T) {
 		if n, m := fake.Count(fake2.RouteUnknownAPI, "", ""), fake.Count(fake2.RouteConnectDev, "/p", ""); n != 1 || m != 4 {
 			t.Errorf("untagged 404s = %d (want 1: the route is remembered), dev connects = %d (want 4)", n, m)
 		}
-		// An upgrade under the running client: back to the documented route.
+		// An upgrade replaces the process: the daemon detects it anew,
+		// with a new client.
 		fake.SetDevConnectRoute(false)
+		c2, _ := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
 		for range 2 {
-			if err := c.Connect(ctx, "/p", "a"); err != nil {
+			if err := c2.Connect(ctx, "/p", "a"); err != nil {
 				t.Fatalf("connect after upgrade: %v", err)
 			}
 		}
@@ -315,10 +325,30 @@ func TestClientV2ConnectFallsBackToDevRoute(t *testing.T) {
 	})
 }
 
+// A description that offers only the development route (the v2 preview
+// build) is followed there at once: the documented route is never tried.
+func TestClientV2ConnectFollowsTheDescription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake, c := v2Rig(t, map[string]fake2.Spec{"a": {}})
+		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, "/api/experimental/mcp/{name}/connect", "/api/mcp/{server}/connect", 1)))
+		fake.SetDevConnectRoute(true)
+		if err := c.Connect(context.Background(), "/p", "a"); err != nil {
+			t.Fatal(err)
+		}
+		if n, m := fake.Count(fake2.RouteUnknownAPI, "", ""), fake.Count(fake2.RouteConnectDev, "/p", "a"); n != 0 || m != 1 {
+			t.Errorf("404s = %d, dev connects = %d; want 0 and 1", n, m)
+		}
+	})
+}
+
 // v2Handler answers every request with code and body, recording paths.
 func v2Handler(t *testing.T, answer func(r *http.Request) (int, string)) *opencode.ClientV2 {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/openapi.json" {
+			w.WriteHeader(http.StatusNotFound) // no description: the defaults
+			return
+		}
 		code, body := answer(r)
 		w.WriteHeader(code)
 		_, _ = io.WriteString(w, body)
@@ -342,11 +372,13 @@ func TestClientV2SortsErrors(t *testing.T) {
 		paths = append(paths, r.Method+" "+r.URL.Path)
 		return code, body
 	})
+	c.Capabilities(ctx) // no description: the defaults
 	set := func(c int, b string) { mu.Lock(); code, body, paths = c, b, nil; mu.Unlock() }
 
 	// Neither connect route exists: say so, as unavailable, not as "no
-	// such server" (which would make the engine forget the server).
-	for _, cb := range []struct {
+	// such server" (which would make the engine forget the server), and
+	// never ask again until the next detection.
+	for i, cb := range []struct {
 		code int
 		body string
 	}{{405, ""}, {404, ""}, {404, "Not Found"}} {
@@ -356,11 +388,22 @@ func TestClientV2SortsErrors(t *testing.T) {
 			t.Errorf("%d %q: err = %v, want unavailable naming both routes", cb.code, cb.body, err)
 		}
 		mu.Lock()
-		if len(paths) != 2 || paths[0] != "POST /api/experimental/mcp/a/connect" || paths[1] != "POST /api/mcp/a/connect" {
-			t.Errorf("tried %q", paths)
+		want := []string{"POST /api/experimental/mcp/a/connect", "POST /api/mcp/a/connect"}
+		if i > 0 {
+			want = nil
+		}
+		if !slices.Equal(paths, want) {
+			t.Errorf("tried %q, want %q", paths, want)
 		}
 		mu.Unlock()
 	}
+	// A new detection (a new client) asks again.
+	c = v2Handler(t, func(r *http.Request) (int, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		return code, body
+	})
 	// A missing location is not a missing server.
 	set(404, `{"_tag":"LocationNotFoundError","location":{"directory":"/p"},"message":"Location not found: /p"}`)
 	if err := c.Connect(ctx, "/p", "a"); errors.Is(err, opencode.ErrNotFound) || !errors.Is(err, opencode.ErrUnavailable) {
@@ -429,7 +472,13 @@ func TestClientV2HungConnectTimesOut(t *testing.T) {
 		go func() { defer close(done); _ = hs.Serve(l) }()
 		tr := &http.Transport{DialContext: l.Dial}
 		c, _ := opencode.NewV2(fakeopencode.URL, opencode.Options{Transport: tr})
+		// The description is read once, and given up after 5 s: the
+		// defaults then.
 		start := time.Now()
+		if caps := c.Capabilities(context.Background()); len(caps) == 0 || caps[0].FromDescription || time.Since(start) != 5*time.Second {
+			t.Errorf("capabilities %+v after %v", caps, time.Since(start))
+		}
+		start = time.Now()
 		err := c.Connect(context.Background(), "/p", "a")
 		if !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != opencode.DefaultConnectTimeout {
 			t.Errorf("err = %v after %v, want a timeout after %v", err, time.Since(start), opencode.DefaultConnectTimeout)

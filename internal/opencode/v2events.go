@@ -1,10 +1,12 @@
 package opencode
 
 import (
+	"container/list"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // 2.x event types the daemon acts on.
@@ -22,19 +24,28 @@ const (
 // ParseEventV2 decodes one data field of 2.x /api/event:
 // {"id":…,"created":…,"type":T,"location"?:{"directory":D},"data":{…}}.
 // Heartbeats are SSE comments and never reach it. The data of an event is
-// decoded only for mcp.status.changed, which names its server.
+// decoded only for mcp.status.changed, which names its server. It knows
+// no session: an event without a location has no directory (a ClientV2's
+// stream fills it in from the session's earlier events).
 func ParseEventV2(data []byte) (Event, error) {
+	ev, _, err := parseEventV2(data)
+	return ev, err
+}
+
+// parseEventV2 is ParseEventV2 that also returns the session a session.*
+// event is about (data.sessionID), or "".
+func parseEventV2(data []byte) (Event, string, error) {
 	var raw struct {
 		Type     json.RawMessage `json:"type"`
 		Location json.RawMessage `json:"location"`
 		Data     json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return Event{}, fmt.Errorf("event is not a JSON object: %w", err)
+		return Event{}, "", fmt.Errorf("event is not a JSON object: %w", err)
 	}
 	var ev Event
 	if json.Unmarshal(raw.Type, &ev.Type) != nil || ev.Type == "" {
-		return Event{}, errors.New("event has no string \"type\"")
+		return Event{}, "", errors.New("event has no string \"type\"")
 	}
 	if len(raw.Location) > 0 {
 		// A location of another shape is ignored, not fatal.
@@ -45,6 +56,7 @@ func ParseEventV2(data []byte) (Event, error) {
 			_ = json.Unmarshal(loc.Directory, &ev.Directory)
 		}
 	}
+	session := ""
 	switch {
 	case ev.Type == EventStatusChangedV2:
 		// A wake-up, not a crash report: the transition may be a start,
@@ -64,8 +76,89 @@ func ParseEventV2(data []byte) (Event, error) {
 		}
 	case strings.HasPrefix(ev.Type, "session."):
 		ev.Kind = KindActivity
+		var d struct {
+			SessionID json.RawMessage `json:"sessionID"`
+		}
+		if json.Unmarshal(raw.Data, &d) == nil {
+			_ = json.Unmarshal(d.SessionID, &session)
+		}
 	default:
 		ev.Kind = KindOther
 	}
+	return ev, session, nil
+}
+
+// EventSessionDeletedV2 ends a session: its directory is forgotten.
+const EventSessionDeletedV2 = "session.deleted"
+
+// maxSessions bounds how many sessions' directories a client remembers.
+const maxSessions = 10000
+
+// sessionDirs remembers the directory of each session seen on the event
+// stream. The v2 preview build sends session.created and session.input.*
+// with a location, but session.execution.* without one: only the session
+// tells whose activity it is. The least recently seen session is forgotten
+// first when maxSessions are known, and a deleted one at once.
+type sessionDirs struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // of *sessionDir, most recent first
+	byID  map[string]*list.Element
+}
+
+type sessionDir struct{ id, dir string }
+
+func newSessionDirs(n int) *sessionDirs {
+	return &sessionDirs{max: n, order: list.New(), byID: map[string]*list.Element{}}
+}
+
+// parse is ParseEventV2 with the session memory: an event with a location
+// and a session teaches the session's directory, and a session event
+// without a location gets the directory its session was last seen in.
+func (s *sessionDirs) parse(data []byte) (Event, error) {
+	ev, id, err := parseEventV2(data)
+	if err != nil || id == "" {
+		return ev, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el := s.byID[id]
+	switch {
+	case ev.Type == EventSessionDeletedV2:
+		if el != nil {
+			s.order.Remove(el)
+			delete(s.byID, id)
+		}
+		if ev.Directory == "" && el != nil {
+			ev.Directory = el.Value.(*sessionDir).dir
+		}
+	case ev.Directory != "":
+		if el != nil {
+			el.Value.(*sessionDir).dir = ev.Directory
+			s.order.MoveToFront(el)
+			break
+		}
+		s.byID[id] = s.order.PushFront(&sessionDir{id: id, dir: ev.Directory})
+		for s.order.Len() > s.max {
+			old := s.order.Back()
+			s.order.Remove(old)
+			delete(s.byID, old.Value.(*sessionDir).id)
+		}
+	case el != nil:
+		ev.Directory = el.Value.(*sessionDir).dir
+		s.order.MoveToFront(el)
+	}
 	return ev, nil
 }
+
+// len is how many sessions are remembered.
+func (s *sessionDirs) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.order.Len()
+}
+
+// parseEvent is the parser of this client's event stream: ParseEventV2
+// with the directories of the sessions seen on it (the memory lasts as long
+// as the client, one detection, across re-subscribes).
+func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.sessions.parse(data) }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -17,7 +16,7 @@ import (
 // 10 s is reported stuck, once: a log line, a needs_user event and a hint
 // in status. It is never connected (a start is running).
 func TestPendingPastItsTimeoutsIsReportedStuck(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		fake := newFake2(map[string]Spec{"p": {}})
 		fake.SetPending(24 * time.Hour)
 		r := newRig(t, fake, noJitter(), nil)
@@ -43,7 +42,7 @@ func TestPendingPastItsTimeoutsIsReportedStuck(t *testing.T) {
 // A status the daemon does not know (one 2.x revision had
 // "disconnected") is left alone and logged once, however often it is read.
 func TestUnknownStatusIsLeftAloneAndLoggedOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		fake := newFake2(map[string]Spec{"odd": {Status: "disconnected"}})
 		logs := &lineLog{}
 		r := newRigWith(t, fake, noJitter(), Options{Log: slog.New(logs)})

@@ -38,6 +38,9 @@ type dir struct {
 	path    string
 	armedBy string
 	armedAt time.Time
+	// byEvent is set when OpenCode's events armed it (activity, a
+	// server's change), not the user (--directory, reconnect).
+	byEvent bool
 	cancel  context.CancelFunc
 	// wake tells the loop that next moved earlier.
 	wake chan struct{}
@@ -319,11 +322,12 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	e.mu.Lock()
 	d.next = time.Time{}
 	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
-	named := d.armedBy == ArmedByFlag || d.armedBy == armedByReconnect
+	byEvent := d.byEvent
 	e.mu.Unlock()
-	if !named {
-		// A directory the user did not name is read only while OpenCode
-		// still has it booted (locations.go): reading would boot it again.
+	if byEvent {
+		// A directory armed by OpenCode's events, not by the user, is
+		// read only while OpenCode still has it booted (locations.go):
+		// reading would boot it again.
 		if booted, known := e.booted(ctx, d.path); known && !booted {
 			e.locationGone(d)
 			return

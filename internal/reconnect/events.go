@@ -50,6 +50,9 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 		return
 	}
 	ev := e.armAtLocked(path, reason, first)
+	if d := e.dirs[path]; d != nil {
+		d.byEvent = true
+	}
 	e.mu.Unlock()
 	e.publish(ev)
 }

@@ -1,7 +1,12 @@
 package reconnect
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
+	"os"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -104,11 +109,17 @@ type generation struct {
 
 var generations = []generation{
 	{"v1", func(s map[string]Spec) fakeOC { return &fake1{fakeopencode.New(s)} }},
-	{"v2", func(s map[string]Spec) fakeOC { return &fakeV2{fake2.New(s)} }},
+	{"v2", func(s map[string]Spec) fakeOC { return &fakeV2{Server: fake2.New(s)} }},
+	// The v2 preview build (facts section 6): /api/health, connect only
+	// at /api/mcp/{name}/connect, no /api/config, no location.shutdown,
+	// session.execution.* without a location.
+	{"v2preview", func(s map[string]Spec) fakeOC {
+		return &fakeV2{Server: fake2.NewPreview(s), files: map[string]map[string]Spec{"": s}}
+	}},
 }
 
-// eachGen runs f in a synctest bubble once per generation, as subtests
-// v1 and v2.
+// eachGen runs f in a synctest bubble once per generation (and 2.x
+// profile), as subtests v1, v2 and v2preview.
 func eachGen(t *testing.T, f func(t *testing.T, g generation)) {
 	for _, g := range generations {
 		t.Run(g.name, func(t *testing.T) {
@@ -155,26 +166,116 @@ func (f *fake1) Count(route, dir, name string) int { return count(f.Requests(), 
 
 // --- 2.x ---
 
-type fakeV2 struct{ *fake2.Server }
+type fakeV2 struct {
+	*fake2.Server
+	// files, for a profile without GET /api/config, is what the config
+	// files say (per directory, "" for every one), written to file: the
+	// client reads them as OpenCode would.
+	mu    sync.Mutex
+	files map[string]map[string]Spec
+	file  string
+}
+
+// localConfig tells the rig this fake has no config route: its client
+// must reach it at a loopback address, with its config in file.
+func (f *fakeV2) localConfig() bool { return f.files != nil }
+
+// useConfigFile makes file the config the client reads, and writes it.
+func (f *fakeV2) useConfigFile(file string) {
+	f.mu.Lock()
+	f.file = file
+	f.mu.Unlock()
+	f.writeConfig()
+}
+
+// writeConfig writes every directory's servers into one config file in
+// 2.x's shape (a directory's own servers win over the default ones of
+// the same name).
+func (f *fakeV2) writeConfig() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.file == "" {
+		return
+	}
+	servers := map[string]any{}
+	dirs := make([]string, 0, len(f.files))
+	for d := range f.files {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs) // "" first
+	for _, d := range dirs {
+		for name, sp := range f.files[d] {
+			e := map[string]any{"type": "local", "command": []string{"node", "server.js"}}
+			if sp.Type == "remote" {
+				e = map[string]any{"type": "remote", "url": sp.URL}
+			}
+			if sp.Status == "disabled" {
+				e["disabled"] = true
+			}
+			servers[name] = e
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"mcp": map[string]any{"servers": servers}})
+	if err := os.WriteFile(f.file, b, 0o600); err != nil {
+		panic(err)
+	}
+}
+
+func (f *fakeV2) SetDirConfig(dir string, servers map[string]Spec) {
+	f.Server.SetDirConfig(dir, servers)
+	if f.localConfig() {
+		f.mu.Lock()
+		f.files[dir] = servers
+		f.mu.Unlock()
+		f.writeConfig()
+	}
+}
+
+func (f *fakeV2) AddServer(dir, name string, sp Spec) {
+	f.Server.AddServer(dir, name, sp)
+	if f.localConfig() {
+		f.mu.Lock()
+		m := maps.Clone(f.files[dir])
+		if m == nil {
+			m = map[string]Spec{}
+		}
+		m[name] = sp
+		f.files[dir] = m
+		f.mu.Unlock()
+		f.writeConfig()
+	}
+}
 
 func (f *fakeV2) Gen() string              { return "v2" }
 func (f *fakeV2) Secret() string           { return f.Password }
 func (f *fakeV2) ChangePassword(pw string) { f.SetPassword(pw) }
 func (f *fakeV2) CrashType() string        { return "mcp.status.changed" }
 func (f *fakeV2) Activity(dir string) {
-	f.Publish(dir, "session.execution.started", map[string]any{"sessionID": "ses_1"})
+	f.Boot(dir) // a client at work there: its location runs
+	id := "ses_" + dir
+	if f.Profile().ExecutionWithoutLocation {
+		// A prompt: its input carries the location, its execution
+		// (stripped by this profile) only the session.
+		f.Publish(dir, "session.input.admitted", map[string]any{"sessionID": id, "inputID": "msg_1"})
+	}
+	f.Publish(dir, "session.execution.started", map[string]any{"sessionID": id})
 }
 func (f *fakeV2) DisposeAll() { f.Reload() }
 func (f *fakeV2) ReportCrash(dir, n string) {
 	f.Publish(dir, f.CrashType(), map[string]any{"server": n})
 }
 func (f *fakeV2) ArmingTypes() []string {
+	if f.Profile().ExecutionWithoutLocation {
+		// Execution events reach the engine without a location until
+		// their session was seen with one.
+		return []string{"mcp.status.changed", "session.created", "session.input.admitted", "session.step.started", "session.text.delta", "session.status"}
+	}
 	return []string{"mcp.status.changed", "session.created", "session.execution.started", "session.execution.succeeded", "session.step.started", "session.text.delta", "session.status"}
 }
 
 var routes2 = map[string]string{
-	fake2.RouteMCP: routeStatus, fake2.RouteConnect: routeConnect, fake2.RouteConfig: routeConfig,
-	fake2.RouteEvent: routeEvent, fake2.RouteInfo: routeDetect, fake2.RouteUnauthorized: route401,
+	fake2.RouteMCP: routeStatus, fake2.RouteConnect: routeConnect, fake2.RouteConnectDev: routeConnect, fake2.RouteConfig: routeConfig,
+	fake2.RouteEvent: routeEvent, fake2.RouteInfo: routeDetect, fake2.RouteHealthV2: routeDetect, fake2.RouteUnauthorized: route401,
 }
 
 func (f *fakeV2) Requests() []request {
@@ -199,4 +300,18 @@ func count(reqs []request, route, dir, name string) int {
 		}
 	}
 	return n
+}
+
+// noShutdownEvent reports whether fake is an OpenCode 2 that announces no
+// location.shutdown (the preview build).
+func noShutdownEvent(fake fakeOC) bool {
+	f2, ok := fake.(*fakeV2)
+	return ok && f2.Profile().NoShutdownEvent
+}
+
+// noConfigRoute reports whether fake is an OpenCode 2 without GET
+// /api/config (the preview build: the daemon reads the config files).
+func noConfigRoute(fake fakeOC) bool {
+	f2, ok := fake.(*fakeV2)
+	return ok && f2.localConfig()
 }

@@ -48,7 +48,18 @@ func newRigWith(t *testing.T, fake fakeOC, cfg Config, o Options) *rig {
 	t.Helper()
 	r := &rig{t: t, fake: fake, start: time.Now()}
 	tr, stopFake := r.serve()
-	client, err := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr, Password: fake.Secret()}})
+	url := fakeopencode.URL
+	if f, ok := fake.(*fakeV2); ok && f.localConfig() {
+		// No GET /api/config (the v2 preview build): the client reads
+		// the config files OpenCode reads, and only for a server on
+		// this machine. The pipe answers at any address.
+		url = "http://127.0.0.1:4096"
+		home := t.TempDir()
+		t.Setenv("OPENCODE_CONFIG_DIR", home)
+		t.Setenv("OPENCODE_CONFIG", home+"/opencode.json")
+		f.useConfigFile(home + "/opencode.json")
+	}
+	client, err := opencode.NewServer(opencode.ServerOptions{URL: url, Client: opencode.Options{Transport: tr, Password: fake.Secret()}})
 	if err != nil {
 		t.Fatal(err)
 	}

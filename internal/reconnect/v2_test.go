@@ -2,6 +2,7 @@ package reconnect
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,7 +14,23 @@ import (
 // announced by a burst of mcp.status.changed, and eviction of idle
 // locations (location.shutdown).
 
-func newFake2(specs map[string]Spec) *fakeV2 { return &fakeV2{fake2.New(specs)} }
+// each2x runs f in a synctest bubble once per OpenCode 2 profile (2.0.21
+// and the v2 preview build), as subtests v2 and v2preview; newFake2 makes
+// that profile's fake.
+func each2x(t *testing.T, f func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2)) {
+	for _, g := range generations {
+		if !strings.HasPrefix(g.name, "v2") {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f(t, func(specs map[string]Spec) *fakeV2 { return g.new(specs).(*fakeV2) })
+			})
+		})
+	}
+}
+
+var _ = fake2.New // the profiles are made through generations
 
 // A server 2.x is still starting ("pending") is never connected, and is
 // looked at again soon (initial-delay, doubling), not after the idle
@@ -21,7 +38,7 @@ func newFake2(specs map[string]Spec) *fakeV2 { return &fakeV2{fake2.New(specs)} 
 // own connect, pending while it runs, is not doubled by the reads its
 // events cause.
 func TestPendingIsNeverConnected(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		fake := newFake2(map[string]Spec{"f": {Status: "failed"}, "ok": {}})
 		fake.SetPending(4500 * time.Millisecond) // the boot at 1 s settles at 5.5 s
 		r := newRig(t, fake, noJitter(), nil)
@@ -57,7 +74,7 @@ func TestPendingIsNeverConnected(t *testing.T) {
 // startup + catalog + 10 s") must not cost a status read per
 // initial-delay for ever.
 func TestStuckPendingIsNotPolledForEver(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		fake := newFake2(map[string]Spec{"p": {}})
 		fake.SetPending(24 * time.Hour)
 		r := newRig(t, fake, noJitter(), nil)
@@ -78,7 +95,7 @@ func TestStuckPendingIsNotPolledForEver(t *testing.T) {
 // change is read at once (it may be a first crash), the rest of the burst
 // once more, initial-delay later.
 func TestBootBurstCostsTwoChecks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		specs := map[string]Spec{}
 		for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
 			specs[n] = Spec{}
@@ -121,8 +138,11 @@ func TestBootBurstCostsTwoChecks(t *testing.T) {
 // event arms it. A read in flight when it is evicted is abandoned, not
 // finished (finishing it would boot the location again).
 func TestLocationShutdownDisarms(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		fake := newFake2(map[string]Spec{"f": {Status: "failed"}, "ok": {}})
+		if fake.Profile().NoShutdownEvent {
+			t.Skip("no location.shutdown on this build: TestDisposedLocationIsNotBootedAgain and the e2e disposal test cover it")
+		}
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		for _, d := range []string{"/a", "/b", "/c"} {
@@ -176,8 +196,11 @@ func TestLocationShutdownDisarms(t *testing.T) {
 // location stopping its servers) do not arm the evicted location again;
 // a session there does.
 func TestStatusChangesAfterShutdownDoNotRearm(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
 		fake := newFake2(map[string]Spec{"a": {}, "b": {}})
+		if fake.Profile().NoShutdownEvent {
+			t.Skip("no location.shutdown on this build: TestDisposedLocationIsNotBootedAgain and the e2e disposal test cover it")
+		}
 		r := newRig(t, fake, noJitter(), nil)
 		r.stream()
 		_ = r.eng.Arm(dirA, "test")

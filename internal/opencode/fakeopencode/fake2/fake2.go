@@ -9,11 +9,25 @@
 // goes "pending", then to its configured status, each step announced by
 // mcp.status.changed. Every request is recorded.
 //
+// It has two profiles. Release2021 (New) is 2.0.21 as its facts describe
+// it. Preview (NewPreview) is the v2 preview build measured in the facts'
+// section 6: it serves the /api routes its own API description lists
+// (testdata/opencode-v2-preview-openapi.json, the real server's, served at
+// /openapi.json) and answers others 404 with an empty body, so /api/health
+// instead of /api/info, connect only at /api/mcp/{name}/connect, no
+// /api/config, and GET and DELETE /api/debug/location; non-API paths 404
+// empty (no web UI); 401 empty with only www-authenticate; a directory
+// marked missing answers 500 empty and is booted anyway; no
+// location.shutdown (a disposal announces itself by mcp.status.changed);
+// session.execution.* without a location; a heartbeat comment right after
+// server.connected.
+//
 // Its API mirrors fakeopencode's so tests can run over both generations.
 // Serve it over an in-memory pipe (Serve) inside a testing/synctest bubble.
 package fake2
 
 import (
+	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -57,8 +71,65 @@ const (
 	queue = 4096
 )
 
+// Profile is the kind of OpenCode 2 server the fake imitates.
+type Profile struct {
+	// Name is "2.0.21" or "preview".
+	Name string
+	// Version and PID are what the version route reports.
+	Version string
+	PID     int
+	// Doc is what GET /openapi.json answers.
+	Doc string
+	// RoutesFromDoc: only the /api routes Doc lists are served; the others
+	// answer 404 with an empty body.
+	RoutesFromDoc bool
+	// NoWebUI: paths outside /api and /openapi.json answer 404 with an
+	// empty body, not the web UI's 200 HTML (or 405).
+	NoWebUI bool
+	// EmptyUnauthorized: a 401 has an empty body (only www-authenticate),
+	// not an UnauthorizedError.
+	EmptyUnauthorized bool
+	// NoShutdownEvent: no location.shutdown; a disposal (Shutdown, DELETE
+	// /api/debug/location, Reload) publishes mcp.status.changed for each
+	// of the location's servers instead.
+	NoShutdownEvent bool
+	// ExecutionWithoutLocation: session.execution.* events carry no
+	// location.
+	ExecutionWithoutLocation bool
+	// HeartbeatAtConnect: a ": heartbeat" comment follows server.connected
+	// at once.
+	HeartbeatAtConnect bool
+}
+
+//go:embed testdata/opencode-v2-preview-openapi.json
+var previewDoc string
+
+// PreviewDoc is the v2 preview build's own GET /openapi.json (upstream v2
+// branch at 44b6938b, "OpenCode 2.0 preview", 93 paths).
+var PreviewDoc = previewDoc
+
+// The profiles.
+var (
+	// Release2021 is OpenCode 2.0.21 as opencode-v2-facts.md sections 1–5
+	// describe it (the default).
+	Release2021 = Profile{Name: "2.0.21", Version: DefaultVersion, PID: DefaultPID, Doc: DefaultDoc}
+	// Preview is the v2 preview build of opencode-v2-facts.md section 6.
+	Preview = Profile{Name: "preview", Version: PreviewVersion, PID: PreviewPID, Doc: previewDoc,
+		RoutesFromDoc: true, NoWebUI: true, EmptyUnauthorized: true, NoShutdownEvent: true,
+		ExecutionWithoutLocation: true, HeartbeatAtConnect: true}
+)
+
+// What the preview build reports.
+const (
+	PreviewVersion = "0.0.0-v2src-44b6938b"
+	PreviewPID     = 27820
+)
+
 // Routes as recorded in Request.Route.
 const (
+	RouteHealthV2      = "/api/health"
+	RouteLocations     = "/api/debug/location"
+	RouteEvict         = "DELETE /api/debug/location"
 	RouteInfo          = "/api/info"
 	RouteMCP           = "/api/mcp"
 	RouteConnect       = "/api/experimental/mcp/{name}/connect"
@@ -111,6 +182,12 @@ type Server struct {
 	Version string
 	PID     int
 
+	profile Profile
+	// served lists the routes the doc offers ("METHOD template") when the
+	// profile serves only those; nil serves every route the fake knows.
+	served  map[string]bool
+	missing map[string]bool // directories that answer 500 (and boot)
+
 	mu        sync.Mutex
 	config    map[string]map[string]Spec // dir → name → spec; "" is every location's default
 	loc       map[string]map[string]*state
@@ -155,13 +232,23 @@ type sub struct {
 	dead chan struct{} // closed when the subscriber fell queue frames behind
 }
 
-// New returns a fake whose locations all have the given servers.
-func New(servers map[string]Spec) *Server {
+// New returns a fake of OpenCode 2.0.21 (Release2021) whose locations all
+// have the given servers.
+func New(servers map[string]Spec) *Server { return NewProfile(Release2021, servers) }
+
+// NewPreview returns a fake of the v2 preview build (Preview).
+func NewPreview(servers map[string]Spec) *Server { return NewProfile(Preview, servers) }
+
+// NewProfile returns a fake of profile p whose locations all have the
+// given servers.
+func NewProfile(p Profile, servers map[string]Spec) *Server {
 	s := &Server{
 		Password:  DefaultPassword,
 		Home:      DefaultHome,
-		Version:   DefaultVersion,
-		PID:       DefaultPID,
+		Version:   p.Version,
+		PID:       p.PID,
+		profile:   p,
+		missing:   map[string]bool{},
 		config:    map[string]map[string]Spec{"": servers},
 		loc:       map[string]map[string]*state{},
 		subs:      map[*sub]struct{}{},
@@ -169,12 +256,20 @@ func New(servers map[string]Spec) *Server {
 		starts:    map[string]int{},
 	}
 	s.mux = s.routes()
+	s.setDocLocked([]byte(p.Doc))
 	return s
 }
+
+// Profile is the profile the fake was made with.
+func (s *Server) Profile() Profile { return s.profile }
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/info", s.info)
+	mux.HandleFunc("GET /api/health", s.health)
+	mux.HandleFunc("GET /api/debug/location", s.locations)
+	mux.HandleFunc("DELETE /api/debug/location", s.evict)
+	mux.HandleFunc("POST /api/mcp/{name}/disconnect", s.disconnect)
 	mux.HandleFunc("GET /api/mcp", s.status)
 	mux.HandleFunc("POST "+RouteConnect, func(w http.ResponseWriter, r *http.Request) { s.connect(w, r, false) })
 	mux.HandleFunc("POST "+RouteConnectDev, func(w http.ResponseWriter, r *http.Request) { s.connect(w, r, true) })
@@ -188,6 +283,15 @@ func (s *Server) routes() *http.ServeMux {
 		w.WriteHeader(http.StatusNotFound)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.profile.NoWebUI {
+			route := RouteWebUI
+			if r.URL.Path == RouteHealth {
+				route = RouteHealth
+			}
+			s.record(r, route, "", "")
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
 		// The web UI: any GET is its page, any other method 405.
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			s.record(r, RouteMethodNotAllo, "", "")
@@ -210,10 +314,81 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if (strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == RouteDoc) && !s.authorized(r) {
 		s.record(r, RouteUnauthorized, "", "")
 		w.Header().Set("Www-Authenticate", `Basic realm="Secure Area"`)
+		if s.profile.EmptyUnauthorized {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"_tag": "UnauthorizedError", "message": "Unauthorized"})
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, "/api/") && !s.offered(r) {
+		s.record(r, RouteUnknownAPI, "", "")
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// offered reports whether the profile serves r's route: always, unless it
+// serves only what its description lists.
+func (s *Server) offered(r *http.Request) bool {
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	if served == nil {
+		// 2.0.21 has none of the preview build's own routes (2.0.20
+		// answers /api/health 404).
+		return !previewOnly[r.Method+" "+template(r.URL.Path)]
+	}
+	return served[r.Method+" "+template(r.URL.Path)] || r.Method == http.MethodHead && served["GET "+template(r.URL.Path)]
+}
+
+// previewOnly are the routes only the preview profile serves.
+var previewOnly = map[string]bool{
+	"GET /api/health": true, "GET /api/debug/location": true, "DELETE /api/debug/location": true,
+	"POST /api/mcp/{}/disconnect": true,
+}
+
+// template erases path parameters for matching a request against the
+// description: every segment after /api/mcp/ or /api/experimental/mcp/
+// but the last, as OpenCode's {server}.
+func template(p string) string {
+	segs := strings.Split(strings.TrimSuffix(p, "/"), "/")
+	for i, seg := range segs {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			segs[i] = "{}"
+		}
+	}
+	t := strings.Join(segs, "/")
+	for _, prefix := range []string{"/api/mcp/", "/api/experimental/mcp/"} {
+		rest, ok := strings.CutPrefix(t, prefix)
+		if !ok || rest == "resource" {
+			continue
+		}
+		if i := strings.LastIndex(rest, "/"); i >= 0 {
+			return prefix + "{}" + rest[i:]
+		}
+		return prefix + "{}"
+	}
+	return t
+}
+
+// docRoutes lists the "METHOD template" routes of an OpenAPI document;
+// nil when it is not one.
+func docRoutes(doc []byte) map[string]bool {
+	var d struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if json.Unmarshal(doc, &d) != nil || d.Paths == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for p, item := range d.Paths {
+		for m := range item {
+			out[strings.ToUpper(m)+" "+template(p)] = true
+		}
+	}
+	return out
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -317,11 +492,29 @@ func (s *Server) SetHeartbeat(d time.Duration) {
 	s.heartbeat = d
 }
 
-// SetDoc sets what GET /openapi.json answers (default: DefaultDoc).
+// SetDoc sets what GET /openapi.json answers (default: the profile's
+// Doc). In a profile that serves only what its description lists, the
+// routes follow it (a document that is not one serves every route).
 func (s *Server) SetDoc(doc []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setDocLocked(doc)
+}
+
+func (s *Server) setDocLocked(doc []byte) {
 	s.doc = doc
+	if s.profile.RoutesFromDoc {
+		s.served = docRoutes(doc)
+	}
+}
+
+// SetMissingDirectory makes dir a directory that does not exist on the
+// server's machine: the preview build answers 500 with an empty body to a
+// location-scoped request for it, and boots the location anyway.
+func (s *Server) SetMissingDirectory(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.missing[dir] = true
 }
 
 // Toasts is always empty: 2.x has no toast route (a POST to
@@ -416,10 +609,19 @@ func (s *Server) shutdownLocked(dir string) {
 	if _, ok := s.loc[dir]; !ok {
 		return
 	}
+	names := sortedNames(s.loc[dir])
 	for _, st := range s.loc[dir] {
 		st.bump()
 	}
 	delete(s.loc, dir)
+	if s.profile.NoShutdownEvent {
+		// The preview build stops the location's MCP servers, and each
+		// stop is a status change (a read now boots the location again).
+		for _, name := range names {
+			s.emitLocked(dir, "mcp.status.changed", map[string]any{"server": name})
+		}
+		return
+	}
 	s.emitLocked(dir, "location.shutdown", map[string]any{})
 }
 
@@ -427,6 +629,10 @@ func (s *Server) shutdownLocked(dir string) {
 func (s *Server) Instances() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.instancesLocked()
+}
+
+func (s *Server) instancesLocked() []string {
 	var out []string
 	for d := range s.loc {
 		out = append(out, d)
@@ -489,6 +695,9 @@ func (s *Server) emitLocked(dir, typ string, data map[string]any) {
 	}
 	s.seq++
 	msg := map[string]any{"id": fmt.Sprintf("evt_%04d", s.seq), "created": time.Now().UnixMilli(), "type": typ, "data": data}
+	if s.profile.ExecutionWithoutLocation && strings.HasPrefix(typ, "session.execution.") {
+		dir = ""
+	}
 	if dir != "" {
 		msg["location"] = map[string]any{"directory": dir}
 	}
@@ -517,6 +726,15 @@ func outcome(sp Spec) string {
 		return "connected"
 	}
 	return sp.Status
+}
+
+// Boot boots dir's location as a client's request would (a TUI started
+// there, a prompt), without recording a request: every enabled server
+// starts, as bootLocked says.
+func (s *Server) Boot(dir string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bootLocked(dir)
 }
 
 // bootLocked returns dir's location, booting it as 2.x does on any
@@ -645,6 +863,38 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.record(r, RouteHealthV2, "", "")
+	s.mu.Lock()
+	body := map[string]any{"healthy": true, "version": s.Version, "pid": s.PID}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, body)
+}
+
+// locations lists the booted locations, booting none (the preview build's
+// GET /api/debug/location).
+func (s *Server) locations(w http.ResponseWriter, r *http.Request) {
+	s.record(r, RouteLocations, "", "")
+	s.mu.Lock()
+	out := []map[string]any{}
+	for _, d := range s.instancesLocked() {
+		out = append(out, map[string]any{"directory": d})
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// evict disposes a location (DELETE /api/debug/location): its MCP servers
+// stop, each announced by mcp.status.changed.
+func (s *Server) evict(w http.ResponseWriter, r *http.Request) {
+	dir, _ := s.location(r)
+	s.record(r, RouteEvict, dir, "")
+	s.mu.Lock()
+	s.shutdownLocked(dir)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	dir, _ := s.location(r)
 	s.record(r, RouteMCP, dir, "")
@@ -655,13 +905,23 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	l := s.bootLocked(dir)
+	if s.missing[dir] {
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
 	data := []map[string]any{}
 	for _, name := range sortedNames(l) {
 		st := map[string]any{"status": l[name].status}
 		if l[name].err != "" {
 			st["error"] = l[name].err
 		}
-		data = append(data, map[string]any{"name": name, "status": st})
+		item := map[string]any{"name": name, "status": st}
+		if l[name].spec.Type == "remote" {
+			// OpenCode ties each remote server to an integration.
+			item["integrationID"] = "mcp_fake_" + url.PathEscape(name)
+		}
+		data = append(data, item)
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -681,7 +941,9 @@ func sortedNames(l map[string]*state) []string {
 
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	s.mu.Lock()
-	served := s.devRoute == dev
+	// A profile that serves what its description lists has decided
+	// already; otherwise SetDevConnectRoute picks the one connect route.
+	served := s.served != nil || s.devRoute == dev
 	s.mu.Unlock()
 	if !served {
 		s.record(r, RouteUnknownAPI, "", "")
@@ -697,6 +959,11 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	s.record(r, route, dir, name)
 	s.mu.Lock()
 	st := s.bootLocked(dir)[name]
+	if s.missing[dir] {
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
 	if st == nil || st.spec.ConnectNotFound {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "McpServerNotFoundError", "server": name, "message": "MCP server not found: " + name})
@@ -794,9 +1061,6 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	doc := s.doc
 	s.mu.Unlock()
-	if doc == nil {
-		doc = []byte(DefaultDoc)
-	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(doc)
 }
@@ -823,6 +1087,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = sse.Write(w, "", []byte(first))
+	if s.profile.HeartbeatAtConnect {
+		_, _ = w.Write([]byte(": heartbeat\n\n"))
+	}
 	fl.Flush()
 	var tick <-chan time.Time
 	if hb > 0 {

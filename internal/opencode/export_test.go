@@ -1,0 +1,5 @@
+package opencode
+
+// NewSessionMemoryForTest is the 2.x stream's parser with a session memory
+// of n sessions.
+func NewSessionMemoryForTest(n int) func([]byte) (Event, error) { return newSessionDirs(n).parse }

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+)
+
+// The real mcp-reconnect binary against both profiles of the 2.x fake over
+// real loopback TCP: 2.0.21 as its facts describe it, and the v2 preview
+// build as measured (facts section 6; the fake serves that server's own
+// API description and the routes it lists).
+
+const profilePassword = "profile-secret-pw"
+
+// profileEnv is an environment with no OpenCode URL, password or config
+// of the machine's: its own state and config directories.
+func profileEnv(t *testing.T) []string {
+	var env []string
+	for _, kv := range v2Env(t.TempDir(), t.TempDir()) {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "OPENCODE_CONFIG" || name == "OPENCODE_CONFIG_DIR" || name == "OPENCODE_CONFIG_CONTENT" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "OPENCODE_SERVER_PASSWORD="+profilePassword)
+}
+
+// watchFake runs `mcp-reconnect watch --url url` until the test ends.
+func watchFake(t *testing.T, url string, args ...string) *ochost.Buffer {
+	t.Helper()
+	logs := &ochost.Buffer{}
+	cmd := exec.Command(reconnectBin, append([]string{"watch", "--url", url, "--status-addr", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
+	cmd.Env = profileEnv(t)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if strings.Contains(logs.String(), profilePassword) {
+			t.Error("the password reached the watcher's output")
+		}
+		if t.Failed() {
+			t.Logf("watch output:\n%s", logs)
+		}
+	})
+	return logs
+}
+
+// Each profile is detected as OpenCode 2 with its own version, the routes
+// it offers are chosen from its description and said once in the log, a
+// failed server is connected on the route that profile has, and no route
+// it lacks is asked after detection. doctor says the same per capability.
+func TestOpenCode2ProfilesDetected(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, c := range []struct {
+		profile fake2.Profile
+		connect string // the route connects reach
+		lacks   string // what the log says the daemon runs without
+		uses    string // a doctor line
+	}{
+		{fake2.Release2021, fake2.RouteConnect, "running_without=locations", "uses connect     POST /api/experimental/mcp/{name}/connect"},
+		{fake2.Preview, fake2.RouteConnectDev, "running_without=config", "uses connect     POST /api/mcp/{name}/connect"},
+	} {
+		t.Run(c.profile.Name, func(t *testing.T) {
+			fake := fake2.NewProfile(c.profile, map[string]fakeopencode.Spec{"docs": {Status: "failed", AfterConnect: "connected"}})
+			fake.SetPassword(profilePassword)
+			srv := serveHTTP(t, fake)
+			dir := t.TempDir()
+			logs := watchFake(t, srv.URL)
+			waitFor(t, 20*time.Second, "subscribed to /api/event", func() bool { return fake.Subscribers() > 0 })
+			if !strings.Contains(logs.String(), "generation=2.x") || !strings.Contains(logs.String(), "version="+c.profile.Version) {
+				t.Fatalf("the log does not say it found OpenCode 2 %s", c.profile.Version)
+			}
+			// A prompt in dir: the preview sends its execution without a
+			// location, after an input that has one.
+			fake.Publish(dir, "session.input.admitted", map[string]any{"sessionID": "ses_e2e", "inputID": "msg_1"})
+			fake.Publish(dir, "session.execution.started", map[string]any{"sessionID": "ses_e2e"})
+			waitFor(t, 20*time.Second, "a connect of the failed server", func() bool { return fake.Count(c.connect, dir, "docs") > 0 })
+			if n := strings.Count(logs.String(), "OpenCode 2 routes"); n != 1 || !strings.Contains(logs.String(), c.lacks) {
+				t.Fatalf("the routes were said %d times (want once, with %s)", n, c.lacks)
+			}
+			// Detection asks /api/info first (the preview lacks it); after
+			// that, never a route the server lacks.
+			unknown := 0
+			if c.profile.RoutesFromDoc {
+				unknown = 1
+			}
+			if n := fake.Count(fake2.RouteUnknownAPI, "", ""); n != unknown {
+				t.Fatalf("%d requests of routes the server lacks, want %d: %+v", n, unknown, fake.Requests())
+			}
+			if n := fake.Count(fake2.RouteDoc, "", ""); n != 1 {
+				t.Fatalf("the description was read %d times, want once per detection", n)
+			}
+
+			cmd := exec.Command(reconnectBin, "doctor", "--url", srv.URL)
+			cmd.Env = profileEnv(t)
+			out, _ := cmd.CombinedOutput()
+			if !strings.Contains(string(out), c.uses) || strings.Contains(string(out), "FAIL") {
+				t.Fatalf("doctor:\n%s", out)
+			}
+		})
+	}
+}
+
+// On the preview (no GET /api/config, and a restarted remote shows no
+// event and stays "connected") the daemon learns the remote server's URL
+// from the directory's opencode.json, watches its endpoint, and repairs it
+// with a connect when a real streamable-HTTP MCP server is stopped and
+// started again on its port.
+func TestPreviewRemoteRestartRepairedWithoutConfigRoute(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	p := newProject(t, nil)
+	remote := newHTTPServer(t, p.ServerLog("web"))
+	remote.Start(t)
+	// 2.x's shape, with a comment: OpenCode reads JSONC.
+	cfg := "{\n  // the remote under test\n  \"mcp\": {\"servers\": {\"web\": {\"type\": \"remote\", \"url\": \"" + remote.URL + "\"},},},\n}\n"
+	if err := os.Remove(p.Dir + "/opencode.json"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.Dir+"/opencode.jsonc", []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake := fake2.NewPreview(nil)
+	fake.SetDirConfig(p.Dir, map[string]fakeopencode.Spec{"web": {Type: "remote", URL: remote.URL}})
+	fake.SetPassword(profilePassword)
+	srv := serveHTTP(t, fake)
+	watchFake(t, srv.URL, "--directory", p.Dir)
+	waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, p.Dir, "") > 0 })
+	time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
+	if n := fake.Count(fake2.RouteConnectDev, p.Dir, "web"); n != 0 {
+		t.Fatalf("%d connects of a connected remote before its restart", n)
+	}
+
+	remote.Stop()
+	time.Sleep(500 * time.Millisecond)
+	remote.Start(t)
+	restarted := time.Now()
+	waitFor(t, 20*time.Second, "a connect of the restarted remote", func() bool { return fake.Count(fake2.RouteConnectDev, p.Dir, "web") > 0 })
+	t.Logf("connect %v after the restart", time.Since(restarted))
+	if n := fake.Count(fake2.RouteConfig, "", "") + fake.Count(fake2.RouteConnect, "", ""); n != 0 {
+		t.Fatalf("%d requests of routes the preview lacks", n)
+	}
+}
+
+// The real OpenCode 1.18.34 serves some /api/* routes too (/api/health
+// answers {"healthy":true}) and refuses a wrong password with the same
+// empty Basic-realm 401 as the v2 preview build at /api/info and
+// /global/health: detection must still call it 1.x, and a wrong password
+// 1.x's refusal with 1.x's fix.
+func TestDetectReal1xIsNotOpenCode2(t *testing.T) {
+	oc := startOpenCode(t, 0, "")
+	gen, version, _, err := opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: oc.Password})
+	if err != nil || gen != opencode.V1 || version != "1.18.34" {
+		t.Fatalf("right password: %v %q %v", gen, version, err)
+	}
+	gen, _, _, err = opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: "wrong-password"})
+	if gen == opencode.V2 || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "--username") || strings.Contains(err.Error(), "service.json") {
+		t.Fatalf("wrong password: %v %v, want 1.x's refusal and fix", gen, err)
+	}
+}
