@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // runningDaemon is one daemon a command talks to: from the registry, or named by
@@ -67,7 +68,7 @@ func findDaemons(c daemonChoice) ([]runningDaemon, *registry.Registry, error) {
 func describe(ents []registry.Entry) string {
 	var b strings.Builder
 	for _, e := range ents {
-		fmt.Fprintf(&b, "  pid %d  --url %s  --status-addr %s  (since %s)\n", e.PID, strings.Join(e.URLs, ","), e.StatusAddr, e.Started.Local().Format(time.DateTime))
+		fmt.Fprintf(&b, "  pid %d  --url %s  --status-addr %s  (since %s)\n", e.PID, termsafe.Line(strings.Join(e.URLs, ",")), termsafe.Line(e.StatusAddr), e.Started.Local().Format(time.DateTime))
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -127,9 +128,9 @@ func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON boo
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			fmt.Fprintf(w, "mcp-reconnect pid %d, status api %s\n", v.PID, v.StatusAddr)
+			fmt.Fprintf(w, "mcp-reconnect pid %d, status api %s\n", v.PID, termsafe.Line(v.StatusAddr))
 			if v.Status == nil {
-				fmt.Fprintf(w, "  not answering: %s\n", v.Error)
+				fmt.Fprintf(w, "  not answering: %s\n", termsafe.Line(v.Error))
 				continue
 			}
 			if err := statusapi.WriteTable(w, *v.Status, time.Now()); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 func main() {
@@ -43,7 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintln(stderr, "mcp-reconnect:", err)
+		// An error can quote OpenCode or an MCP server (a response body,
+		// a server name): its layout stays, control characters do not.
+		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(err.Error()))
 		return 1
 	}
 }
@@ -367,7 +370,7 @@ with --url or --status-addr, or pass --all.`,
 				}
 				for _, r := range res.Results {
 					for _, d := range r.Directories {
-						fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", r.URL, d)
+						fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", termsafe.Line(r.URL), termsafe.Line(d))
 						n++
 					}
 				}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // TestedVersion is the OpenCode release the daemon is tested against.
@@ -363,9 +364,11 @@ func Healthy(checks []Check) bool {
 	return true
 }
 
-// Write prints the checks, one per line.
+// Write prints the checks, one per line. Names and details quote
+// OpenCode and MCP servers (directories, server names, error strings):
+// their control characters are shown escaped, never sent to the terminal.
 func Write(w io.Writer, checks []Check) {
 	for _, c := range checks {
-		fmt.Fprintf(w, "%-4s  %-16s %s\n", c.Severity, c.Name, c.Detail)
+		fmt.Fprintf(w, "%-4s  %-16s %s\n", c.Severity, termsafe.Line(c.Name), termsafe.Line(c.Detail))
 	}
 }

@@ -31,15 +31,6 @@ func Line(s string) string { return escape(s, false) }
 // "\t", which keep their layout: for a message of several lines.
 func Text(s string) string { return escape(s, true) }
 
-// Lines applies Line to each string.
-func Lines(list []string) []string {
-	out := make([]string, len(list))
-	for i, s := range list {
-		out[i] = Line(s)
-	}
-	return out
-}
-
 // Unsafe reports whether a terminal could take r as a command rather
 // than as a character to show.
 func Unsafe(r rune) bool {
