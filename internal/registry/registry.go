@@ -6,7 +6,9 @@
 //
 // A daemon Registers at start and calls the returned function on exit. A
 // daemon that died without it (SIGKILL) leaves a file behind; List skips it
-// and removes it.
+// and removes it. A daemon that exited but was never reaped (a zombie: the
+// OpenCode 2 `run` leaves its daemon to a parent that never waits) is not
+// running, and neither is a later process that got the same pid.
 package registry
 
 import (
@@ -43,6 +45,12 @@ type Entry struct {
 	Version string `json:"version"`
 	// Started is when the daemon started.
 	Started time.Time `json:"started"`
+	// ProcStart is the kernel's start time of process PID when it
+	// registered (Linux: clock ticks since boot; macOS: microseconds since
+	// the epoch), filled in by Register: a later process given the same
+	// pid has another, so its entry is not taken for a running daemon.
+	// Zero when it could not be read (then the pid alone decides).
+	ProcStart uint64 `json:"proc_start,omitempty"`
 }
 
 // Watches reports whether e watches the OpenCode server at u (compared
@@ -153,6 +161,11 @@ func (r *Registry) Register(e Entry) (remove func(), err error) {
 	if err := r.ensureDir(); err != nil {
 		return nil, err
 	}
+	if e.ProcStart == 0 {
+		if p, err := readProc(e.PID); err == nil {
+			e.ProcStart = p.start
+		}
+	}
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return nil, err
@@ -204,12 +217,17 @@ func (r *Registry) List() ([]Entry, error) {
 			continue
 		}
 		p := filepath.Join(r.Dir, name)
-		if !alive(pid) {
+		proc, ok := running(pid)
+		if !ok {
 			_ = os.Remove(p)
 			continue
 		}
 		e, err := readEntry(p)
 		if err != nil || e.PID != pid {
+			continue
+		}
+		if e.ProcStart != 0 && proc.start != 0 && e.ProcStart != proc.start {
+			_ = os.Remove(p) // the daemon is gone; another process has its pid
 			continue
 		}
 		out = append(out, e)
@@ -245,12 +263,30 @@ func readEntry(p string) (Entry, error) {
 	return e, nil
 }
 
-// alive reports whether a process with this pid exists. EPERM means it
-// exists but is another user's: a pid reused since our daemon died, which
-// our own daemon cannot be; treat it as gone.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil
+// procInfo is what the kernel says of a process.
+type procInfo struct {
+	// exited: it exited and was not reaped (a zombie).
+	exited bool
+	// start is its start time in the kernel's own unit (see
+	// Entry.ProcStart); zero when unknown.
+	start uint64
+}
+
+// running reports whether a process with this pid exists and has not
+// exited, with what the kernel says of it. kill(pid, 0) failing with
+// EPERM means it exists but is another user's: a pid reused since our
+// daemon died, which our own daemon cannot be; it counts as gone. A zombie
+// passes kill(pid, 0), so the process state decides (procfs on Linux, the
+// process table on macOS); where that cannot be read, kill alone does.
+func running(pid int) (procInfo, bool) {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return procInfo{}, false
+	}
+	p, err := readProc(pid)
+	if err != nil {
+		return procInfo{}, true
+	}
+	return p, !p.exited
 }
 
 // Find returns the running daemons that watch the OpenCode server at u.
