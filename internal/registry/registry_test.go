@@ -154,3 +154,27 @@ func TestNormalizeURL(t *testing.T) {
 		}
 	}
 }
+
+// A registry directory that belongs to another user is refused: that
+// user could read the tokens in it, or plant a file that sends reconnect
+// to a status API of theirs. Needs root to give the directory away.
+func TestRegistryDirOfAnotherUserIsRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give the directory to another user")
+	}
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	if err := os.Mkdir(r.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const other = 65534 // nobody
+	if err := os.Chown(r.Dir, other, other); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Register(Entry{PID: os.Getpid(), StatusAddr: "127.0.0.1:1", Token: "t"})
+	if err == nil || !strings.Contains(err.Error(), "another user") || !strings.Contains(err.Error(), r.Dir) {
+		t.Fatalf("Register in a directory of uid %d = %v, want a refusal naming it", other, err)
+	}
+	if ents, _ := os.ReadDir(r.Dir); len(ents) != 0 {
+		t.Fatalf("files written: %v", ents)
+	}
+}
