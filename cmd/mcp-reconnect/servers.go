@@ -101,8 +101,9 @@ func readServerEntries(path string, explicit bool) ([]serverEntry, error) {
 }
 
 // readPasswordFile reads a password from a file only this user can read
-// (as ssh refuses a private key others can read), trimming one trailing
-// newline. The error never holds the password.
+// and change (as ssh refuses a private key others can read, or that
+// another user owns), trimming one trailing newline. The error never
+// holds the password.
 func readPasswordFile(path string) (string, error) {
 	if strings.HasPrefix(path, "~/") {
 		home, err := os.UserHomeDir()
@@ -114,6 +115,9 @@ func readPasswordFile(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)
+	}
+	if err := checkOwner("password file", path, fi); err != nil {
+		return "", err
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("password file %s: other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
