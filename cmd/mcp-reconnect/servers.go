@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
 // defaultURL is OpenCode 1.x's `serve` default.
@@ -170,7 +171,7 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	for _, sc := range out {
 		// The service counts at the URL its file names now: listing it
 		// again would give one server two engines.
-		n := strings.TrimSuffix(strings.ToLower(sc.URL), "/")
+		n := registry.NormalizeURL(sc.URL)
 		if seen[n] {
 			return nil, fmt.Errorf("OpenCode server %s is listed twice (the OpenCode 2 service file names it too, or --url and the config file both do)", opencode.Redact(sc.URL))
 		}

@@ -86,3 +86,12 @@ func TestOpenCodeURLFromEnvIsOneURL(t *testing.T) {
 		t.Fatalf("servers = %+v, %v", got, err)
 	}
 }
+
+// Two spellings of one server are one server (the one URL normaliser,
+// registry.NormalizeURL): listing both would give it two engines.
+func TestServerListedTwiceUnderTwoSpellings(t *testing.T) {
+	f, fs := loadFlags(t, "--config", "", "--url", "http://localhost:4096", "--url", "HTTP://127.0.0.1:4096/")
+	if _, err := f.servers(fs, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("servers = %v: one server under two spellings is watched twice", err)
+	}
+}

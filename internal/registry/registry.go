@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -66,7 +68,13 @@ func (e Entry) Watches(u string) bool {
 }
 
 // NormalizeURL makes two spellings of one OpenCode URL compare equal:
-// "HTTP://LocalHost:4096/" and "http://localhost:4096".
+// "HTTP://LocalHost:4096/" and "http://127.0.0.1:4096". Scheme and host
+// are lower-cased, credentials, query, fragment and trailing slashes
+// dropped, the default port made explicit, "localhost" read as 127.0.0.1
+// (OpenCode listens there by default; the status address is compared the
+// same way) and an IP address written in its canonical form. It is the
+// one comparison of OpenCode URLs: the registry, the status API's url
+// field and the command line's "listed twice" check all use it.
 func NormalizeURL(s string) string {
 	s = strings.TrimSpace(s)
 	u, err := url.Parse(s)
@@ -74,9 +82,30 @@ func NormalizeURL(s string) string {
 		return strings.TrimRight(s, "/")
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	if port == "" {
+		switch u.Scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	u.Host = host
+	if port != "" {
+		u.Host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		u.Host = "[" + host + "]"
+	}
 	u.Path = strings.TrimRight(u.Path, "/")
-	u.User = nil
+	u.RawPath = ""
+	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
 	return u.String()
 }
 

@@ -143,11 +143,20 @@ func TestNewToken(t *testing.T) {
 	}
 }
 
+// Two spellings of one OpenCode server compare equal: case, a trailing
+// slash, credentials, query, the default port, localhost for 127.0.0.1,
+// and the forms of one IP address.
 func TestNormalizeURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://127.0.0.1:4096":       "http://127.0.0.1:4096",
-		"HTTP://LocalHost:4096/":      "http://localhost:4096",
-		"http://u:p@127.0.0.1:4096/x": "http://127.0.0.1:4096/x",
+		"http://127.0.0.1:4096":          "http://127.0.0.1:4096",
+		"HTTP://LocalHost:4096/":         "http://127.0.0.1:4096",
+		"http://u:p@127.0.0.1:4096/x":    "http://127.0.0.1:4096/x",
+		" http://127.0.0.1:4096/?a=b#c ": "http://127.0.0.1:4096",
+		"http://127.0.0.1":               "http://127.0.0.1:80",
+		"https://Example.COM/oc/":        "https://example.com:443/oc",
+		"http://[0:0::1]:4096":           "http://[::1]:4096",
+		"http://[::ffff:127.0.0.1]:4096": "http://127.0.0.1:4096",
+		"not a url/":                     "not a url",
 	} {
 		if got := NormalizeURL(in); got != want {
 			t.Errorf("NormalizeURL(%q) = %q, want %q", in, got, want)
