@@ -95,6 +95,8 @@ type watchFlags struct {
 	probe               bool
 	toast               bool
 	netwatch            bool
+	// allowDuplicate is watch --allow-duplicate.
+	allowDuplicate bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
@@ -121,6 +123,13 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
 	fs.StringVar(&f.service, "service-file", "", "follow the OpenCode 2 background service this service.json describes (its URL and password, read anew when it moves); by default "+defaultServiceFile()+" when neither --url nor a password is given and it exists [$MCP_RECONNECT_SERVICE_FILE]")
 	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
+}
+
+// registerOptIns adds the flags with which the user insists on what is
+// refused by default. Only watch has them (run's OpenCode is its own
+// child); they are config-file keys like any flag.
+func (f *watchFlags) registerOptIns(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 1. Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
 }
 
 // load applies the environment, then the config file, to every flag not
@@ -244,6 +253,11 @@ the service restarts on another port or with another password; the
 password is held in memory only), and otherwise watches 1.x at
 http://127.0.0.1:4096.
 
+A running daemon of this user that already watches the same OpenCode server
+(its URL compared normalised, or the same OpenCode 2 service file) makes
+watch refuse to start: it names that daemon (pid, status address, URLs)
+and exits 1, unless --allow-duplicate is given.
+
 Every flag can also be set from the environment variable shown in brackets;
 a flag given on the command line wins.`,
 		Example: `  mcp-reconnect watch      # the OpenCode 2 service (its service.json), else 1.x at :4096
@@ -268,6 +282,7 @@ a flag given on the command line wins.`,
 			cfg := daemon.Config{
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
 				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
+				AllowDuplicate: f.allowDuplicate,
 			}
 			if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
 				return err
@@ -276,6 +291,7 @@ a flag given on the command line wins.`,
 		},
 	}
 	f.register(cmd.Flags())
+	f.registerOptIns(cmd.Flags())
 	return cmd
 }
 

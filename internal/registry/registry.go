@@ -171,6 +171,37 @@ func (r *Registry) ensureDir() error {
 	return nil
 }
 
+// lockName is the file Lock takes in the registry directory.
+const lockName = ".register.lock"
+
+// Lock takes the registry's write lock (flock on .register.lock in Dir),
+// released by unlock or when the process ends. A daemon holds it from
+// reading the entries to writing its own, so that of two daemons started
+// at once for one OpenCode server, the second sees the first.
+func (r *Registry) Lock() (unlock func(), err error) {
+	if err := r.ensureDir(); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(r.Dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("registry lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("registry lock %s: %w", f.Name(), err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}, nil
+}
+
 func ownedByMe(fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return !ok || int(st.Uid) == os.Getuid()
