@@ -353,7 +353,15 @@ left alone.
 
 The daemon is found in the registry of running daemons, which also holds the
 token its status API wants for this. With several daemons running, say which
-with --url or --status-addr, or pass --all.`,
+with --url or --status-addr, or pass --all.
+
+Arming a directory makes OpenCode start the MCP servers its config names,
+so --directory arms it only in a server you chose: with one daemon watching
+one OpenCode server, there; with --url, in that server. --all --directory D
+without --url retries D only where it is armed already, in every daemon and
+server that has it, and arms it nowhere (an error says so when no daemon has
+it armed). A daemon watching several servers refuses --directory without
+--url.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			clearURL := urlOnlyFromFlag(cmd, &c.url)
 			if err := applyEnvFor(cmd.Flags(), "status-addr"); err != nil {
@@ -378,9 +386,19 @@ with --url or --status-addr, or pass --all.`,
 				}
 				return fmt.Errorf("%w; say which with --url or --status-addr, or pass --all:\n%s", errSeveral, describe(ents))
 			}
+			var calls []reconnectCall
+			if c.all && dir != "" && c.url == "" {
+				if calls, err = armedCalls(cmd.Context(), ds, dir, names); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range ds {
+					calls = append(calls, reconnectCall{d, statusapi.ReconnectRequest{Directory: dir, Servers: names, URL: c.url}})
+				}
+			}
 			n := 0
-			for _, d := range ds {
-				res, err := d.client.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names, URL: c.url})
+			for _, call := range calls {
+				res, err := call.daemon.client.Reconnect(cmd.Context(), call.req)
 				if err != nil {
 					return err
 				}
@@ -399,7 +417,7 @@ with --url or --status-addr, or pass --all.`,
 	}
 	statusAddrFlag(cmd, &c.statusAddr)
 	cmd.Flags().StringVar(&c.url, "url", "", "the daemon watching this OpenCode URL")
-	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon")
-	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed)")
+	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon; with --directory and no --url, only those where the directory is already armed (nothing new is armed)")
+	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed, except with --all and no --url: see above)")
 	return cmd
 }
