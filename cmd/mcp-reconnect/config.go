@@ -163,7 +163,7 @@ var sharedKeys = func() map[string]bool {
 	var f watchFlags
 	fs := pflag.NewFlagSet("keys", pflag.ContinueOnError)
 	f.register(fs)
-	f.registerOptIns(fs)
+	f.registerOptIns(fs, true)
 	keys := map[string]bool{"start-timeout": true} // run's own
 	fs.VisitAll(func(fl *pflag.Flag) { keys[fl.Name] = true })
 	return keys

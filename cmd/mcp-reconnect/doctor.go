@@ -56,6 +56,10 @@ It exits 0 only when nothing failed.`,
 				}
 				url, password = svc.URL, svc.Password()
 				o.PasswordSource = "service file " + file
+			} else if password != "" && !f.allowHTTPPassword {
+				if err := checkPlainHTTP(url); err != nil {
+					return err // before the password is sent anywhere
+				}
 			}
 			checks := doctor.Run(cmd.Context(), url, opencode.Options{Username: f.username, Password: password}, o)
 			if asJSON {
@@ -72,6 +76,7 @@ It exits 0 only when nothing failed.`,
 		},
 	}
 	f.register(cmd.Flags())
+	f.registerOptIns(cmd.Flags(), false)
 	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval", "log-level", "log-format", "log-file", "status-public", "probe", "toast", "netwatch"} {
 		_ = cmd.Flags().MarkHidden(name)
 	}

@@ -97,13 +97,15 @@ type watchFlags struct {
 	netwatch            bool
 	// allowDuplicate is watch --allow-duplicate.
 	allowDuplicate bool
+	// allowHTTPPassword is --allow-http-password (watch, doctor).
+	allowHTTPPassword bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
 	d := reconnect.DefaultConfig
-	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (for per-server passwords use [[opencode]] in the config file) [$OPENCODE_URL]")
+	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (one --password is refused for several: give per-server passwords with [[opencode]] tables and password-file in the config file) [$OPENCODE_URL]")
 	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user [$OPENCODE_SERVER_USERNAME]")
-	fs.StringVar(&f.password, "password", "", "HTTP basic auth password; prefer the environment, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
+	fs.StringVar(&f.password, "password", "", "HTTP basic auth password, for one --url only, and refused for a plain-http URL that is not loopback unless --allow-http-password; prefer the environment, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
 	fs.StringArrayVar(&f.directories, "directory", nil, "project directory to watch from the start (repeatable) [$MCP_RECONNECT_DIRECTORY, colon-separated]")
 	fs.StringVar(&f.statusAddr, "status-addr", "127.0.0.1:4097", "listen address of the daemon's status API; empty disables it [$MCP_RECONNECT_STATUS_ADDR]")
 	fs.BoolVar(&f.statusPublic, "status-public", false, "allow a non-loopback --status-addr [$MCP_RECONNECT_STATUS_PUBLIC]")
@@ -126,10 +128,15 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 }
 
 // registerOptIns adds the flags with which the user insists on what is
-// refused by default. Only watch has them (run's OpenCode is its own
-// child); they are config-file keys like any flag.
-func (f *watchFlags) registerOptIns(fs *pflag.FlagSet) {
-	fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 1. Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
+// refused by default: --allow-http-password (watch, doctor: both send the
+// password) and, with watch, --allow-duplicate. run has neither: its
+// OpenCode is its own child, on loopback. They are config-file keys like
+// any flag.
+func (f *watchFlags) registerOptIns(fs *pflag.FlagSet, watch bool) {
+	fs.BoolVar(&f.allowHTTPPassword, "allow-http-password", false, "send the password to a plain-http OpenCode URL whose host is not loopback; without it such a URL with a password is refused, because basic auth over plain http is readable by anyone on the network path (use https or an SSH tunnel to 127.0.0.1 instead) [$MCP_RECONNECT_ALLOW_HTTP_PASSWORD]")
+	if watch {
+		fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 1. Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
+	}
 }
 
 // load applies the environment, then the config file, to every flag not
@@ -291,7 +298,7 @@ a flag given on the command line wins.`,
 		},
 	}
 	f.register(cmd.Flags())
-	f.registerOptIns(cmd.Flags())
+	f.registerOptIns(cmd.Flags(), true)
 	return cmd
 }
 

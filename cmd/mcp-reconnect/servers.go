@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,6 +136,35 @@ func readPasswordFile(path string) (string, error) {
 	return pw, nil
 }
 
+// passwordOrigin names where the password came from, for an error.
+func (f *watchFlags) passwordOrigin() string {
+	if f.passwordSource != "" {
+		return "from " + f.passwordSource
+	}
+	return "--password or $OPENCODE_SERVER_PASSWORD"
+}
+
+// checkPlainHTTP refuses to send a password to rawURL when it is plain
+// http to a host that is not loopback: basic auth there is readable by
+// anyone on the network path. Loopback is 127.0.0.0/8, ::1 and localhost
+// (a sidecar in a pod's or a compose service's network namespace reaches
+// OpenCode at 127.0.0.1); a name is not resolved, since it could resolve
+// anywhere.
+func checkPlainHTTP(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return nil // https, or a URL opencode.New refuses on its own
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("OpenCode at %s is plain http to another host: the password would cross the network readable by anyone on the way (basic auth is not encrypted); use https, or an SSH tunnel to 127.0.0.1, or pass --allow-http-password to send it anyway", opencode.Redact(rawURL))
+}
+
 // servers is the list of OpenCode servers to watch: each --url (with
 // --username and --password), each [[opencode]] table of the config file
 // (with its own password file), and the OpenCode 2 background service
@@ -147,6 +178,10 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	var out []daemon.Server
 	service := f.serviceFile(fset)
 	if fset.Changed("url") || len(entries) == 0 && service == "" {
+		if f.password != "" && len(f.urls) > 1 {
+			return nil, fmt.Errorf("one password (%s) would be sent to each of %d OpenCode servers (--url %s), and each would learn the others'; give each server its own: an [[opencode]] table per server in the config file (%s), with url and password-file (a file holding that server's password, chmod 600)",
+				f.passwordOrigin(), len(f.urls), strings.Join(f.urls, ", --url "), f.config)
+		}
 		for _, u := range f.urls {
 			out = append(out, daemon.Server{URL: u, Username: f.username, Password: f.password})
 		}
@@ -166,6 +201,13 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	if service != "" {
 		out = append(out, serviceServer(service))
 		log.Info("following the OpenCode 2 service", "file", service)
+	}
+	for _, sc := range out {
+		if sc.Password != "" && sc.Discover == nil && !f.allowHTTPPassword {
+			if err := checkPlainHTTP(sc.URL); err != nil {
+				return nil, err
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for _, sc := range out {

@@ -15,6 +15,7 @@ func loadFlags(t *testing.T, args ...string) (*watchFlags, *pflag.FlagSet) {
 	var f watchFlags
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
 	f.register(fs)
+	f.registerOptIns(fs, true)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
