@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -111,7 +112,7 @@ func CheckDoc(doc []byte, need Needs) []Check {
 		}
 	}
 	for s := range statuses {
-		if !contains(need.Statuses, s) {
+		if !slices.Contains(need.Statuses, s) {
 			unknown = append(unknown, s)
 		}
 	}
@@ -168,15 +169,6 @@ func collectEnums(v any, into map[string]bool) {
 			collectEnums(x, into)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Options for Run.
