@@ -27,6 +27,10 @@ MCP servers that need attention: those the running daemon sees in armed
 directories, and those of each --directory (reading a directory's status
 starts its MCP servers, so only the ones you name are read).
 
+A password is not sent to a plain-http URL whose host is not loopback
+unless --allow-http-password is given (basic auth over plain http is
+readable on the network).
+
 It exits 0 only when nothing failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

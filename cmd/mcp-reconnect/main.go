@@ -124,7 +124,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.netwatch, "netwatch", true, "retry every failed server at once when the network changes (interfaces, addresses, routes) [$MCP_RECONNECT_NETWATCH]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
 	fs.StringVar(&f.service, "service-file", "", "follow the OpenCode 2 background service this service.json describes (its URL and password, read anew when it moves); by default "+defaultServiceFile()+" when neither --url nor a password is given and it exists [$MCP_RECONNECT_SERVICE_FILE]")
-	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
+	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names); refused when another user owns it or others may write it, and, when it holds a password or [[opencode]] tables, when others may read it [$MCP_RECONNECT_CONFIG]")
 }
 
 // registerOptIns adds the flags with which the user insists on what is
@@ -264,6 +264,12 @@ A running daemon of this user that already watches the same OpenCode server
 (its URL compared normalised, or the same OpenCode 2 service file) makes
 watch refuse to start: it names that daemon (pid, status address, URLs)
 and exits 1, unless --allow-duplicate is given.
+
+A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
+file's password) goes to one --url only: with several, watch refuses and
+asks for [[opencode]] tables with a password-file each. A password for a
+plain-http URL whose host is not loopback (127.0.0.0/8, ::1, localhost) is
+refused unless --allow-http-password is given.
 
 Every flag can also be set from the environment variable shown in brackets;
 a flag given on the command line wins.`,
