@@ -177,30 +177,52 @@ const lockName = ".register.lock"
 // Lock takes the registry's write lock (flock on .register.lock in Dir),
 // released by unlock or when the process ends. A daemon holds it from
 // reading the entries to writing its own, so that of two daemons started
-// at once for one OpenCode server, the second sees the first.
+// at once for one OpenCode server, the second sees the first. The holder
+// removes the file before it unlocks, so nothing is left behind; a waiter
+// that then wins the lock of the removed file sees that it is no longer
+// the one at the path and takes that one instead.
 func (r *Registry) Lock() (unlock func(), err error) {
 	if err := r.ensureDir(); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(r.Dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("registry lock: %w", err)
-	}
+	path := filepath.Join(r.Dir, lockName)
 	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("registry lock: %w", err)
 		}
+		if testHookLockOpened != nil {
+			testHookLockOpened()
+		}
+		for {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("registry lock %s: %w", path, err)
+		}
+		locked, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("registry lock %s: %w", path, err)
+		}
+		if now, err := os.Stat(path); err == nil && os.SameFile(locked, now) {
+			return func() {
+				_ = os.Remove(path)
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		_ = f.Close() // the previous holder removed it: lock the one there now
 	}
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("registry lock %s: %w", f.Name(), err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	}, nil
 }
+
+// testHookLockOpened, when set, runs in Lock between opening the lock file
+// and locking it.
+var testHookLockOpened func()
 
 func ownedByMe(fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -185,5 +188,73 @@ func TestRegistryDirOfAnotherUserIsRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(r.Dir); len(ents) != 0 {
 		t.Fatalf("files written: %v", ents)
+	}
+}
+
+// Lock excludes every other holder, in this process or another (flock),
+// and leaves no file behind: the holder removes it before it unlocks, and
+// a waiter that wins the removed file's lock takes the new one instead.
+func TestLockExcludesAndLeavesNothing(t *testing.T) {
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				unlock, err := r.Lock()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders of the registry lock at once", n)
+				}
+				inside.Add(-1)
+				unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ents, _ := os.ReadDir(r.Dir); len(ents) != 0 {
+		t.Fatalf("left in the registry: %v", ents)
+	}
+}
+
+// A waiter that opened the lock file before its holder removed it wins
+// the lock of a file nobody else will open: it must take the one at the
+// path instead, or a newcomer would hold the lock at the same time.
+func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	unlockA, err := r.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	var once sync.Once
+	testHookLockOpened = func() { once.Do(func() { close(opened) }) }
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := r.Lock()
+		if err != nil {
+			t.Error(err)
+			unlock = func() {}
+		}
+		got <- unlock
+	}()
+	<-opened // the waiter holds the file A locked, and waits
+	unlockA()
+	unlockB := <-got
+	defer func() { testHookLockOpened = nil }()
+	defer unlockB()
+
+	f, err := os.OpenFile(filepath.Join(r.Dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatal("a newcomer got the registry lock while the waiter held it (on the removed file)")
 	}
 }
