@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 	"github.com/spf13/pflag"
@@ -105,12 +106,16 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 
 // checkConfigPerms refuses a config file other users can change (it names
 // the servers to send passwords to, password files, and directories whose
-// MCP servers OpenCode will start), and one holding a password (or naming
-// password files) that other users can read.
+// MCP servers OpenCode will start): one another user owns, or one group
+// or others may write; and one holding a password (or naming password
+// files) that other users can read.
 func checkConfigPerms(path string, data map[string]any) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if err := checkOwner("config file", path, fi); err != nil {
+		return err
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 		return fmt.Errorf("config file %s: other users can change it (mode %04o); run: chmod 600 %s", path, perm, path)
@@ -137,12 +142,28 @@ func checkPrivate(path string) error {
 	return nil
 }
 
+// checkOwner refuses a file that belongs to another user, as ssh refuses
+// a config file or key that is not the user's (or root's): its owner can
+// change it whatever its mode says. Root may own it (root can do anything
+// to this user anyway; a file in /etc is root's).
+func checkOwner(what, path string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if uid := int(st.Uid); uid != os.Getuid() && uid != 0 {
+		return fmt.Errorf("%s %s belongs to another user (uid %d), who can change it at any time; use a file of your own (copy it, then chmod 600)", what, path, uid)
+	}
+	return nil
+}
+
 // sharedKeys are the keys of watch and run; commands with fewer flags
 // (status, reconnect, doctor) skip them instead of calling them unknown.
 var sharedKeys = func() map[string]bool {
 	var f watchFlags
 	fs := pflag.NewFlagSet("keys", pflag.ContinueOnError)
 	f.register(fs)
+	f.registerOptIns(fs, true)
 	keys := map[string]bool{"start-timeout": true} // run's own
 	fs.VisitAll(func(fl *pflag.Flag) { keys[fl.Name] = true })
 	return keys

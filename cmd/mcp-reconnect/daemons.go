@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // runningDaemon is one daemon a command talks to: from the registry, or named by
@@ -67,7 +70,7 @@ func findDaemons(c daemonChoice) ([]runningDaemon, *registry.Registry, error) {
 func describe(ents []registry.Entry) string {
 	var b strings.Builder
 	for _, e := range ents {
-		fmt.Fprintf(&b, "  pid %d  --url %s  --status-addr %s  (since %s)\n", e.PID, strings.Join(e.URLs, ","), e.StatusAddr, e.Started.Local().Format(time.DateTime))
+		fmt.Fprintf(&b, "  pid %d  --url %s  --status-addr %s  (since %s)\n", e.PID, termsafe.Line(strings.Join(e.URLs, ",")), termsafe.Line(e.StatusAddr), e.Started.Local().Format(time.DateTime))
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -127,9 +130,9 @@ func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON boo
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			fmt.Fprintf(w, "mcp-reconnect pid %d, status api %s\n", v.PID, v.StatusAddr)
+			fmt.Fprintf(w, "mcp-reconnect pid %d, status api %s\n", v.PID, termsafe.Line(v.StatusAddr))
 			if v.Status == nil {
-				fmt.Fprintf(w, "  not answering: %s\n", v.Error)
+				fmt.Fprintf(w, "  not answering: %s\n", termsafe.Line(v.Error))
 				continue
 			}
 			if err := statusapi.WriteTable(w, *v.Status, time.Now()); err != nil {
@@ -141,6 +144,38 @@ func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON boo
 		return firstErr
 	}
 	return nil
+}
+
+// reconnectCall is one POST /reconnect to make.
+type reconnectCall struct {
+	daemon runningDaemon
+	req    statusapi.ReconnectRequest
+}
+
+// armedCalls is `reconnect --all --directory dir` without --url: dir is
+// retried in each daemon, and in each OpenCode server of it, where it is
+// armed already, and armed in none. Arming makes that OpenCode start the
+// directory's MCP servers (rule 13), and --all names no server; the
+// status API has the same guard for a daemon that watches several. (A
+// directory disarmed between the status read and the request is armed
+// again there: it was in use a moment ago.)
+func armedCalls(ctx context.Context, ds []runningDaemon, dir string, names []string) ([]reconnectCall, error) {
+	var calls []reconnectCall
+	for _, d := range ds {
+		st, err := d.client.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range st.Servers {
+			if slices.ContainsFunc(s.Directories, func(ds reconnect.DirSnapshot) bool { return ds.Directory == dir }) {
+				calls = append(calls, reconnectCall{d, statusapi.ReconnectRequest{Directory: dir, Servers: names, URL: s.URL}})
+			}
+		}
+	}
+	if len(calls) == 0 {
+		return nil, fmt.Errorf("%s is armed in no running daemon, and --all arms nothing new (arming a directory makes OpenCode start its MCP servers); name the OpenCode server to arm it in with --url", termsafe.Line(dir))
+	}
+	return calls, nil
 }
 
 // errSeveral is returned when a mutation would have to guess a daemon.

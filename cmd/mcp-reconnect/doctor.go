@@ -27,6 +27,10 @@ MCP servers that need attention: those the running daemon sees in armed
 directories, and those of each --directory (reading a directory's status
 starts its MCP servers, so only the ones you name are read).
 
+A password is not sent to a plain-http URL whose host is not loopback
+unless --allow-http-password is given (basic auth over plain http is
+readable on the network).
+
 It exits 0 only when nothing failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,6 +60,10 @@ It exits 0 only when nothing failed.`,
 				}
 				url, password = svc.URL, svc.Password()
 				o.PasswordSource = "service file " + file
+			} else if password != "" && !f.allowHTTPPassword {
+				if err := checkPlainHTTP(url); err != nil {
+					return err // before the password is sent anywhere
+				}
 			}
 			checks := doctor.Run(cmd.Context(), url, opencode.Options{Username: f.username, Password: password}, o)
 			if asJSON {
@@ -72,6 +80,7 @@ It exits 0 only when nothing failed.`,
 		},
 	}
 	f.register(cmd.Flags())
+	f.registerOptIns(cmd.Flags(), false)
 	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval", "log-level", "log-format", "log-file", "status-public", "probe", "toast", "netwatch"} {
 		_ = cmd.Flags().MarkHidden(name)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 func main() {
@@ -43,7 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &ee):
 		return ee.code
 	default:
-		fmt.Fprintln(stderr, "mcp-reconnect:", err)
+		// An error can quote OpenCode or an MCP server (a response body,
+		// a server name): its layout stays, control characters do not.
+		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(err.Error()))
 		return 1
 	}
 }
@@ -92,13 +95,17 @@ type watchFlags struct {
 	probe               bool
 	toast               bool
 	netwatch            bool
+	// allowDuplicate is watch --allow-duplicate.
+	allowDuplicate bool
+	// allowHTTPPassword is --allow-http-password (watch, doctor).
+	allowHTTPPassword bool
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
 	d := reconnect.DefaultConfig
-	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (for per-server passwords use [[opencode]] in the config file) [$OPENCODE_URL]")
+	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (one --password is refused for several: give per-server passwords with [[opencode]] tables and password-file in the config file) [$OPENCODE_URL]")
 	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user [$OPENCODE_SERVER_USERNAME]")
-	fs.StringVar(&f.password, "password", "", "HTTP basic auth password; prefer the environment, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
+	fs.StringVar(&f.password, "password", "", "HTTP basic auth password, for one --url only, and refused for a plain-http URL that is not loopback unless --allow-http-password; prefer the environment, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
 	fs.StringArrayVar(&f.directories, "directory", nil, "project directory to watch from the start (repeatable) [$MCP_RECONNECT_DIRECTORY, colon-separated]")
 	fs.StringVar(&f.statusAddr, "status-addr", "127.0.0.1:4097", "listen address of the daemon's status API; empty disables it [$MCP_RECONNECT_STATUS_ADDR]")
 	fs.BoolVar(&f.statusPublic, "status-public", false, "allow a non-loopback --status-addr [$MCP_RECONNECT_STATUS_PUBLIC]")
@@ -117,7 +124,19 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.netwatch, "netwatch", true, "retry every failed server at once when the network changes (interfaces, addresses, routes) [$MCP_RECONNECT_NETWATCH]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
 	fs.StringVar(&f.service, "service-file", "", "follow the OpenCode 2 background service this service.json describes (its URL and password, read anew when it moves); by default "+defaultServiceFile()+" when neither --url nor a password is given and it exists [$MCP_RECONNECT_SERVICE_FILE]")
-	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names) [$MCP_RECONNECT_CONFIG]")
+	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names); refused when another user owns it or others may write it, and, when it holds a password or [[opencode]] tables, when others may read it [$MCP_RECONNECT_CONFIG]")
+}
+
+// registerOptIns adds the flags with which the user insists on what is
+// refused by default: --allow-http-password (watch, doctor: both send the
+// password) and, with watch, --allow-duplicate. run has neither: its
+// OpenCode is its own child, on loopback. They are config-file keys like
+// any flag.
+func (f *watchFlags) registerOptIns(fs *pflag.FlagSet, watch bool) {
+	fs.BoolVar(&f.allowHTTPPassword, "allow-http-password", false, "send the password to a plain-http OpenCode URL whose host is not loopback; without it such a URL with a password is refused, because basic auth over plain http is readable by anyone on the network path (use https or an SSH tunnel to 127.0.0.1 instead) [$MCP_RECONNECT_ALLOW_HTTP_PASSWORD]")
+	if watch {
+		fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 1. Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
+	}
 }
 
 // load applies the environment, then the config file, to every flag not
@@ -241,6 +260,17 @@ the service restarts on another port or with another password; the
 password is held in memory only), and otherwise watches 1.x at
 http://127.0.0.1:4096.
 
+A running daemon of this user that already watches the same OpenCode server
+(its URL compared normalised, or the same OpenCode 2 service file) makes
+watch refuse to start: it names that daemon (pid, status address, URLs)
+and exits 1, unless --allow-duplicate is given.
+
+A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
+file's password) goes to one --url only: with several, watch refuses and
+asks for [[opencode]] tables with a password-file each. A password for a
+plain-http URL whose host is not loopback (127.0.0.0/8, ::1, localhost) is
+refused unless --allow-http-password is given.
+
 Every flag can also be set from the environment variable shown in brackets;
 a flag given on the command line wins.`,
 		Example: `  mcp-reconnect watch      # the OpenCode 2 service (its service.json), else 1.x at :4096
@@ -265,6 +295,7 @@ a flag given on the command line wins.`,
 			cfg := daemon.Config{
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
 				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
+				AllowDuplicate: f.allowDuplicate,
 			}
 			if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
 				return err
@@ -273,6 +304,7 @@ a flag given on the command line wins.`,
 		},
 	}
 	f.register(cmd.Flags())
+	f.registerOptIns(cmd.Flags(), true)
 	return cmd
 }
 
@@ -334,7 +366,15 @@ left alone.
 
 The daemon is found in the registry of running daemons, which also holds the
 token its status API wants for this. With several daemons running, say which
-with --url or --status-addr, or pass --all.`,
+with --url or --status-addr, or pass --all.
+
+Arming a directory makes OpenCode start the MCP servers its config names,
+so --directory arms it only in a server you chose: with one daemon watching
+one OpenCode server, there; with --url, in that server. --all --directory D
+without --url retries D only where it is armed already, in every daemon and
+server that has it, and arms it nowhere (an error says so when no daemon has
+it armed). A daemon watching several servers refuses --directory without
+--url.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			clearURL := urlOnlyFromFlag(cmd, &c.url)
 			if err := applyEnvFor(cmd.Flags(), "status-addr"); err != nil {
@@ -359,15 +399,25 @@ with --url or --status-addr, or pass --all.`,
 				}
 				return fmt.Errorf("%w; say which with --url or --status-addr, or pass --all:\n%s", errSeveral, describe(ents))
 			}
+			var calls []reconnectCall
+			if c.all && dir != "" && c.url == "" {
+				if calls, err = armedCalls(cmd.Context(), ds, dir, names); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range ds {
+					calls = append(calls, reconnectCall{d, statusapi.ReconnectRequest{Directory: dir, Servers: names, URL: c.url}})
+				}
+			}
 			n := 0
-			for _, d := range ds {
-				res, err := d.client.Reconnect(cmd.Context(), statusapi.ReconnectRequest{Directory: dir, Servers: names, URL: c.url})
+			for _, call := range calls {
+				res, err := call.daemon.client.Reconnect(cmd.Context(), call.req)
 				if err != nil {
 					return err
 				}
 				for _, r := range res.Results {
 					for _, d := range r.Directories {
-						fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", r.URL, d)
+						fmt.Fprintf(cmd.OutOrStdout(), "reconnect scheduled: %s %s\n", termsafe.Line(r.URL), termsafe.Line(d))
 						n++
 					}
 				}
@@ -380,7 +430,7 @@ with --url or --status-addr, or pass --all.`,
 	}
 	statusAddrFlag(cmd, &c.statusAddr)
 	cmd.Flags().StringVar(&c.url, "url", "", "the daemon watching this OpenCode URL")
-	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon")
-	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed)")
+	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon; with --directory and no --url, only those where the directory is already armed (nothing new is armed)")
+	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed, except with --all and no --url: see above)")
 	return cmd
 }

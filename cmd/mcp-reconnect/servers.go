@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
 // defaultURL is OpenCode 1.x's `serve` default.
@@ -101,8 +104,9 @@ func readServerEntries(path string, explicit bool) ([]serverEntry, error) {
 }
 
 // readPasswordFile reads a password from a file only this user can read
-// (as ssh refuses a private key others can read), trimming one trailing
-// newline. The error never holds the password.
+// and change (as ssh refuses a private key others can read, or that
+// another user owns), trimming one trailing newline. The error never
+// holds the password.
 func readPasswordFile(path string) (string, error) {
 	if strings.HasPrefix(path, "~/") {
 		home, err := os.UserHomeDir()
@@ -114,6 +118,9 @@ func readPasswordFile(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)
+	}
+	if err := checkOwner("password file", path, fi); err != nil {
+		return "", err
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("password file %s: other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
@@ -129,6 +136,35 @@ func readPasswordFile(path string) (string, error) {
 	return pw, nil
 }
 
+// passwordOrigin names where the password came from, for an error.
+func (f *watchFlags) passwordOrigin() string {
+	if f.passwordSource != "" {
+		return "from " + f.passwordSource
+	}
+	return "--password or $OPENCODE_SERVER_PASSWORD"
+}
+
+// checkPlainHTTP refuses to send a password to rawURL when it is plain
+// http to a host that is not loopback: basic auth there is readable by
+// anyone on the network path. Loopback is 127.0.0.0/8, ::1 and localhost
+// (a sidecar in a pod's or a compose service's network namespace reaches
+// OpenCode at 127.0.0.1); a name is not resolved, since it could resolve
+// anywhere.
+func checkPlainHTTP(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return nil // https, or a URL opencode.New refuses on its own
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Unmap().IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("OpenCode at %s is plain http to another host: the password would cross the network readable by anyone on the way (basic auth is not encrypted); use https, or an SSH tunnel to 127.0.0.1, or pass --allow-http-password to send it anyway", opencode.Redact(rawURL))
+}
+
 // servers is the list of OpenCode servers to watch: each --url (with
 // --username and --password), each [[opencode]] table of the config file
 // (with its own password file), and the OpenCode 2 background service
@@ -142,6 +178,10 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	var out []daemon.Server
 	service := f.serviceFile(fset)
 	if fset.Changed("url") || len(entries) == 0 && service == "" {
+		if f.password != "" && len(f.urls) > 1 {
+			return nil, fmt.Errorf("one password (%s) would be sent to each of %d OpenCode servers (--url %s), and each would learn the others'; give each server its own: an [[opencode]] table per server in the config file (%s), with url and password-file (a file holding that server's password, chmod 600)",
+				f.passwordOrigin(), len(f.urls), strings.Join(f.urls, ", --url "), f.config)
+		}
 		for _, u := range f.urls {
 			out = append(out, daemon.Server{URL: u, Username: f.username, Password: f.password})
 		}
@@ -162,11 +202,18 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 		out = append(out, serviceServer(service))
 		log.Info("following the OpenCode 2 service", "file", service)
 	}
+	for _, sc := range out {
+		if sc.Password != "" && sc.Discover == nil && !f.allowHTTPPassword {
+			if err := checkPlainHTTP(sc.URL); err != nil {
+				return nil, err
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for _, sc := range out {
 		// The service counts at the URL its file names now: listing it
 		// again would give one server two engines.
-		n := strings.TrimSuffix(strings.ToLower(sc.URL), "/")
+		n := registry.NormalizeURL(sc.URL)
 		if seen[n] {
 			return nil, fmt.Errorf("OpenCode server %s is listed twice (the OpenCode 2 service file names it too, or --url and the config file both do)", opencode.Redact(sc.URL))
 		}

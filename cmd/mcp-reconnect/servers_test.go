@@ -15,6 +15,7 @@ func loadFlags(t *testing.T, args ...string) (*watchFlags, *pflag.FlagSet) {
 	var f watchFlags
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
 	f.register(fs)
+	f.registerOptIns(fs, true)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -84,5 +85,14 @@ func TestOpenCodeURLFromEnvIsOneURL(t *testing.T) {
 	got, err := f.servers(fs, slog.New(slog.DiscardHandler))
 	if err != nil || len(got) != 1 || got[0].URL != "http://127.0.0.1:4999" {
 		t.Fatalf("servers = %+v, %v", got, err)
+	}
+}
+
+// Two spellings of one server are one server (the one URL normaliser,
+// registry.NormalizeURL): listing both would give it two engines.
+func TestServerListedTwiceUnderTwoSpellings(t *testing.T) {
+	f, fs := loadFlags(t, "--config", "", "--url", "http://localhost:4096", "--url", "HTTP://127.0.0.1:4096/")
+	if _, err := f.servers(fs, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("servers = %v: one server under two spellings is watched twice", err)
 	}
 }

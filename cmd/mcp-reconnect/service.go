@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 func newService() *cobra.Command {
@@ -423,11 +424,11 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 	case r.Current:
 		fmt.Fprintln(w, "installed: yes, as `service install` would write it now")
 	default:
-		fmt.Fprintf(w, "installed: yes, but not as `service install` would write it now: %s (run mcp-reconnect service install to update it)\n", r.Differs)
+		fmt.Fprintf(w, "installed: yes, but not as `service install` would write it now: %s (run mcp-reconnect service install to update it)\n", termsafe.Line(r.Differs))
 	}
 	switch {
 	case r.RunningError != "":
-		fmt.Fprintf(w, "running:   unknown: %s\n", oneLineErr(r.RunningError))
+		fmt.Fprintf(w, "running:   unknown: %s\n", termsafe.Line(oneLineErr(r.RunningError)))
 	case r.Running != nil:
 		line := r.Running.State
 		if r.Running.PID > 0 {
@@ -452,17 +453,17 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 		}
 		fmt.Fprintln(w)
 		if d.Status == nil {
-			fmt.Fprintf(w, "  not answering: %s\n", d.Error)
+			fmt.Fprintf(w, "  not answering: %s\n", termsafe.Line(d.Error))
 		} else {
 			for _, line := range summarize(*d.Status) {
-				fmt.Fprintf(w, "  %s\n", line)
+				fmt.Fprintf(w, "  %s\n", termsafe.Line(line))
 			}
 		}
 	} else if st.DaemonError != "" {
-		fmt.Fprintf(w, "daemon:    %s\n", st.DaemonError)
+		fmt.Fprintf(w, "daemon:    %s\n", termsafe.Line(st.DaemonError))
 	}
 	for _, o := range st.Others {
-		fmt.Fprintf(w, "other daemon (not this service): pid %d watching %s, status api %s\n", o.PID, strings.Join(o.URLs, ","), o.StatusAddr)
+		fmt.Fprintf(w, "other daemon (not this service): pid %d watching %s, status api %s\n", o.PID, termsafe.Line(strings.Join(o.URLs, ",")), termsafe.Line(o.StatusAddr))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,11 +67,22 @@ type fakeDaemon struct {
 type countingSource struct {
 	url   string
 	calls int
+	// armed are the directories its snapshot shows; dirs those it was
+	// asked to reconnect.
+	armed, dirs []string
 }
 
-func (c *countingSource) Snapshot() reconnect.Snapshot { return reconnect.Snapshot{URL: c.url} }
+func (c *countingSource) Snapshot() reconnect.Snapshot {
+	s := reconnect.Snapshot{URL: c.url}
+	for _, d := range c.armed {
+		s.Directories = append(s.Directories, reconnect.DirSnapshot{Directory: d, ArmedBy: "session.updated"})
+	}
+	return s
+}
+
 func (c *countingSource) Reconnect(dir string, _ []string) (reconnect.ReconnectResult, error) {
 	c.calls++
+	c.dirs = append(c.dirs, dir)
 	return reconnect.ReconnectResult{URL: c.url, Directories: []string{dir}}, nil
 }
 
@@ -150,6 +162,7 @@ func TestRegistryChoosesDaemons(t *testing.T) {
 	if code, _, errOut := runCLI(t, "reconnect", "--status-addr", a.entry.StatusAddr, "--directory", "/p"); code != 0 || a.src.calls != 1 {
 		t.Fatalf("reconnect --status-addr: exit %d, %q", code, errOut)
 	}
+	a.src.armed, b.src.armed = []string{"/p"}, []string{"/p"} // --all retries a directory only where it is armed
 	if code, _, errOut := runCLI(t, "reconnect", "--all", "--directory", "/p"); code != 0 || a.src.calls != 2 || b.src.calls != 2 {
 		t.Fatalf("reconnect --all: exit %d, %q", code, errOut)
 	}
@@ -188,5 +201,36 @@ func TestReconnectUnregisteredAddrRefused(t *testing.T) {
 	code, _, errOut := runCLI(t, "reconnect", "--status-addr", d.entry.StatusAddr)
 	if code == 0 || !strings.Contains(errOut, "401") || d.src.calls != 0 || strings.Contains(errOut, d.entry.Token) {
 		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
+
+// reconnect --all --directory D retries D only in the daemons (and the
+// OpenCode servers) where D is already armed, and arms it nowhere:
+// arming makes that OpenCode start D's MCP servers (rule 13), and --all
+// names no server. --url names one, and then D is armed there.
+func TestReconnectAllDirectoryArmsNothingNew(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	a := startFakeDaemon(t, os.Getpid(), "http://127.0.0.1:4111")
+	other := otherProcess(t)
+	b := startFakeDaemon(t, other.Process.Pid, "http://127.0.0.1:4112")
+	a.src.armed = []string{"/p", "/q"}
+	b.src.armed = []string{"/q"}
+
+	code, out, errOut := runCLI(t, "reconnect", "--all", "--directory", "/p")
+	if code != 0 || !slices.Equal(a.src.dirs, []string{"/p"}) || b.src.calls != 0 || !strings.Contains(out, "reconnect scheduled: http://127.0.0.1:4111 /p") {
+		t.Fatalf("reconnect --all --directory /p: exit %d %q %q; asked a %v, b %v", code, out, errOut, a.src.dirs, b.src.dirs)
+	}
+	code, _, errOut = runCLI(t, "reconnect", "--all", "--directory", "/new")
+	if code == 0 || !strings.Contains(errOut, "/new is armed in no running daemon") || !strings.Contains(errOut, "--url") || a.src.calls+b.src.calls != 1 {
+		t.Fatalf("reconnect --all --directory /new: exit %d %q; asked a %v, b %v", code, errOut, a.src.dirs, b.src.dirs)
+	}
+	if code, _, errOut := runCLI(t, "reconnect", "--all", "--directory", "/q"); code != 0 || a.src.calls != 2 || !slices.Equal(b.src.dirs, []string{"/q"}) {
+		t.Fatalf("reconnect --all --directory /q: exit %d %q; asked a %v, b %v", code, errOut, a.src.dirs, b.src.dirs)
+	}
+	if code, _, errOut := runCLI(t, "reconnect", "--all", "--url", "http://127.0.0.1:4112", "--directory", "/new"); code != 0 || !slices.Equal(b.src.dirs, []string{"/q", "/new"}) {
+		t.Fatalf("reconnect --all --url --directory /new: exit %d %q; asked b %v", code, errOut, b.src.dirs)
+	}
+	if code, _, errOut := runCLI(t, "reconnect", "--all"); code != 0 || a.src.calls != 3 || b.src.calls != 3 {
+		t.Fatalf("reconnect --all: exit %d %q", code, errOut)
 	}
 }

@@ -73,6 +73,11 @@ type Config struct {
 	// Registry is where the daemon records itself (its status address and
 	// token) while it runs; nil means registry.Default().
 	Registry *registry.Registry
+	// AllowDuplicate lets the daemon run although a running daemon of
+	// this user already watches one of its servers (or follows the same
+	// OpenCode 2 service file); without it Run refuses with a
+	// *DuplicateError naming that daemon (see duplicate.go).
+	AllowDuplicate bool
 	// StatusAddrFallback listens on a free loopback port when StatusAddr
 	// is taken (run: several wrapped TUIs each have a daemon), instead of
 	// failing.
@@ -160,6 +165,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 
+	if err := refuseDuplicate(cfg, urls, serviceFile); err != nil {
+		return err
+	}
+
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -190,7 +199,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		apiWait = wait
 		log.Info("status api listening", "addr", bound)
-		reg = register(cfg, urls, serviceFile, bound, token, log)
+		if reg, err = register(cfg, urls, serviceFile, bound, token, log); err != nil {
+			stop()
+			_ = wait()
+			return err
+		}
 		defer reg.unregister()
 	}
 
@@ -352,10 +365,12 @@ func PhysicalDir(d string) (string, error) {
 }
 
 // register records the daemon in the registry so `status` and `reconnect`
-// find it (and its token) without being told the port. A registry that
-// cannot be written leaves the API read-only in effect; the daemon still
-// does its job.
-func register(cfg Config, urls []string, serviceFile, bound, token string, log *slog.Logger) *registration {
+// find it (and its token) without being told the port. It fails only when
+// a running daemon already watches one of its servers (a
+// *DuplicateError; see registerUnique) and cfg.AllowDuplicate is not set.
+// A registry that cannot be written leaves the API read-only in effect;
+// the daemon still does its job.
+func register(cfg Config, urls []string, serviceFile, bound, token string, log *slog.Logger) (*registration, error) {
 	r := &registration{log: log, entry: registry.Entry{PID: os.Getpid(), URLs: urls, Service: serviceFile, StatusAddr: bound, Token: token,
 		Version: cfg.Version, Started: time.Now()}}
 	r.reg = cfg.Registry
@@ -363,18 +378,21 @@ func register(cfg Config, urls []string, serviceFile, bound, token string, log *
 		var err error
 		if r.reg, err = registry.Default(); err != nil {
 			log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
-			return r
+			return r, nil
 		}
 	}
-	remove, err := r.reg.Register(r.entry)
+	remove, err := registerUnique(r.reg, r.entry, cfg.AllowDuplicate)
+	if dup := (*DuplicateError)(nil); errors.As(err, &dup) {
+		return nil, err
+	}
 	if err != nil {
 		log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
 		r.reg = nil
-		return r
+		return r, nil
 	}
 	r.remove = remove
 	log.Debug("registered", "dir", r.reg.Dir)
-	return r
+	return r, nil
 }
 
 // registration is the daemon's registry entry while it runs. Nil-safe.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
@@ -15,18 +16,18 @@ import (
 // once and outliving the TUI, and gets out of the way.
 
 // ServiceWatched reports whether a running daemon follows the OpenCode 2
-// service file file.
+// service file file, or watches the URL it names (a daemon started for it
+// would refuse to run beside that one: see duplicate.go).
 func ServiceWatched(reg *registry.Registry, file string) (bool, error) {
 	entries, err := reg.List()
 	if err != nil {
 		return false, err
 	}
-	for _, e := range entries {
-		if e.Service == file {
-			return true, nil
-		}
+	var urls []string
+	if svc, err := opencode.ReadServiceFile(file); err == nil {
+		urls = append(urls, svc.URL)
 	}
-	return false, nil
+	return findDuplicate(entries, 0, urls, file) != nil, nil
 }
 
 // EnsureServiceWatch starts a daemon for the OpenCode 2 service file file

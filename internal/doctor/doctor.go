@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // TestedVersion is the OpenCode release the daemon is tested against.
@@ -110,7 +112,7 @@ func CheckDoc(doc []byte, need Needs) []Check {
 		}
 	}
 	for s := range statuses {
-		if !contains(need.Statuses, s) {
+		if !slices.Contains(need.Statuses, s) {
 			unknown = append(unknown, s)
 		}
 	}
@@ -167,15 +169,6 @@ func collectEnums(v any, into map[string]bool) {
 			collectEnums(x, into)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Options for Run.
@@ -364,9 +357,11 @@ func Healthy(checks []Check) bool {
 	return true
 }
 
-// Write prints the checks, one per line.
+// Write prints the checks, one per line. Names and details quote
+// OpenCode and MCP servers (directories, server names, error strings):
+// their control characters are shown escaped, never sent to the terminal.
 func Write(w io.Writer, checks []Check) {
 	for _, c := range checks {
-		fmt.Fprintf(w, "%-4s  %-16s %s\n", c.Severity, c.Name, c.Detail)
+		fmt.Fprintf(w, "%-4s  %-16s %s\n", c.Severity, termsafe.Line(c.Name), termsafe.Line(c.Detail))
 	}
 }

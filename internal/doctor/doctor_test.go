@@ -137,3 +137,20 @@ func TestRunAgainstFake(t *testing.T) {
 		t.Fatalf("unreachable:\n%s", describe(checks))
 	}
 }
+
+// The report quotes OpenCode (server names, directories) and MCP servers
+// (their error strings): one line per check, whatever they hold, and no
+// control character reaches the terminal.
+func TestWriteEscapesControlCharacters(t *testing.T) {
+	var b strings.Builder
+	Write(&b, serverCheck("/p\x1b]0;t\x07", "s\u202e", opencode.StatusFailed, "HTTP 400: \x1b]52;c;eA==\x07\r\x1b[2Kfine\nnext\u009b", 2))
+	out := b.String()
+	if strings.Count(out, "\n") != 1 || strings.ContainsFunc(out, func(r rune) bool {
+		return r < 0x20 && r != '\n' || r >= 0x7f && r <= 0x9f || r == '\u202e'
+	}) {
+		t.Fatalf("Write printed %q", out)
+	}
+	if !strings.Contains(out, `\x1b]52;c;eA==\x07\r`) || !strings.Contains(out, `s\u202e`) {
+		t.Fatalf("Write hides what the server said: %q", out)
+	}
+}

@@ -1,8 +1,9 @@
 package reconnect
 
 import (
-	"strings"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // Event types the engine publishes (the daemon's own /events).
@@ -113,25 +114,9 @@ func knownStatus(status string) bool {
 func hint(status, name string) string {
 	switch status {
 	case "needs_auth":
-		return "run: opencode mcp auth " + shellQuote(name)
+		return "run: opencode mcp auth " + shellquote.Quote(name)
 	case "needs_client_registration":
 		return "the server needs a registered OAuth client: add clientId to its config in opencode.json"
 	}
 	return ""
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but safe
-// characters, so a hint can be pasted as it is.
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:@", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -6,7 +6,9 @@
 //
 // A daemon Registers at start and calls the returned function on exit. A
 // daemon that died without it (SIGKILL) leaves a file behind; List skips it
-// and removes it.
+// and removes it. A daemon that exited but was never reaped (a zombie: the
+// OpenCode 2 `run` leaves its daemon to a parent that never waits) is not
+// running, and neither is a later process that got the same pid.
 package registry
 
 import (
@@ -16,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -43,6 +47,12 @@ type Entry struct {
 	Version string `json:"version"`
 	// Started is when the daemon started.
 	Started time.Time `json:"started"`
+	// ProcStart is the kernel's start time of process PID when it
+	// registered (Linux: clock ticks since boot; macOS: microseconds since
+	// the epoch), filled in by Register: a later process given the same
+	// pid has another, so its entry is not taken for a running daemon.
+	// Zero when it could not be read (then the pid alone decides).
+	ProcStart uint64 `json:"proc_start,omitempty"`
 }
 
 // Watches reports whether e watches the OpenCode server at u (compared
@@ -58,7 +68,13 @@ func (e Entry) Watches(u string) bool {
 }
 
 // NormalizeURL makes two spellings of one OpenCode URL compare equal:
-// "HTTP://LocalHost:4096/" and "http://localhost:4096".
+// "HTTP://LocalHost:4096/" and "http://127.0.0.1:4096". Scheme and host
+// are lower-cased, credentials, query, fragment and trailing slashes
+// dropped, the default port made explicit, "localhost" read as 127.0.0.1
+// (OpenCode listens there by default; the status address is compared the
+// same way) and an IP address written in its canonical form. It is the
+// one comparison of OpenCode URLs: the registry, the status API's url
+// field and the command line's "listed twice" check all use it.
 func NormalizeURL(s string) string {
 	s = strings.TrimSpace(s)
 	u, err := url.Parse(s)
@@ -66,9 +82,30 @@ func NormalizeURL(s string) string {
 		return strings.TrimRight(s, "/")
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
-	u.Host = strings.ToLower(u.Host)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.Unmap().String()
+	}
+	if port == "" {
+		switch u.Scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	u.Host = host
+	if port != "" {
+		u.Host = net.JoinHostPort(host, port)
+	} else if strings.Contains(host, ":") {
+		u.Host = "[" + host + "]"
+	}
 	u.Path = strings.TrimRight(u.Path, "/")
-	u.User = nil
+	u.RawPath = ""
+	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
 	return u.String()
 }
 
@@ -134,6 +171,59 @@ func (r *Registry) ensureDir() error {
 	return nil
 }
 
+// lockName is the file Lock takes in the registry directory.
+const lockName = ".register.lock"
+
+// Lock takes the registry's write lock (flock on .register.lock in Dir),
+// released by unlock or when the process ends. A daemon holds it from
+// reading the entries to writing its own, so that of two daemons started
+// at once for one OpenCode server, the second sees the first. The holder
+// removes the file before it unlocks, so nothing is left behind; a waiter
+// that then wins the lock of the removed file sees that it is no longer
+// the one at the path and takes that one instead.
+func (r *Registry) Lock() (unlock func(), err error) {
+	if err := r.ensureDir(); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(r.Dir, lockName)
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("registry lock: %w", err)
+		}
+		if testHookLockOpened != nil {
+			testHookLockOpened()
+		}
+		for {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("registry lock %s: %w", path, err)
+		}
+		locked, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("registry lock %s: %w", path, err)
+		}
+		if now, err := os.Stat(path); err == nil && os.SameFile(locked, now) {
+			return func() {
+				_ = os.Remove(path)
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		_ = f.Close() // the previous holder removed it: lock the one there now
+	}
+}
+
+// testHookLockOpened, when set, runs in Lock between opening the lock file
+// and locking it.
+var testHookLockOpened func()
+
 func ownedByMe(fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return !ok || int(st.Uid) == os.Getuid()
@@ -152,6 +242,11 @@ func (r *Registry) Register(e Entry) (remove func(), err error) {
 	}
 	if err := r.ensureDir(); err != nil {
 		return nil, err
+	}
+	if e.ProcStart == 0 {
+		if p, err := readProc(e.PID); err == nil {
+			e.ProcStart = p.start
+		}
 	}
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
@@ -204,12 +299,17 @@ func (r *Registry) List() ([]Entry, error) {
 			continue
 		}
 		p := filepath.Join(r.Dir, name)
-		if !alive(pid) {
+		proc, ok := running(pid)
+		if !ok {
 			_ = os.Remove(p)
 			continue
 		}
 		e, err := readEntry(p)
 		if err != nil || e.PID != pid {
+			continue
+		}
+		if e.ProcStart != 0 && proc.start != 0 && e.ProcStart != proc.start {
+			_ = os.Remove(p) // the daemon is gone; another process has its pid
 			continue
 		}
 		out = append(out, e)
@@ -245,12 +345,30 @@ func readEntry(p string) (Entry, error) {
 	return e, nil
 }
 
-// alive reports whether a process with this pid exists. EPERM means it
-// exists but is another user's: a pid reused since our daemon died, which
-// our own daemon cannot be; treat it as gone.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil
+// procInfo is what the kernel says of a process.
+type procInfo struct {
+	// exited: it exited and was not reaped (a zombie).
+	exited bool
+	// start is its start time in the kernel's own unit (see
+	// Entry.ProcStart); zero when unknown.
+	start uint64
+}
+
+// running reports whether a process with this pid exists and has not
+// exited, with what the kernel says of it. kill(pid, 0) failing with
+// EPERM means it exists but is another user's: a pid reused since our
+// daemon died, which our own daemon cannot be; it counts as gone. A zombie
+// passes kill(pid, 0), so the process state decides (procfs on Linux, the
+// process table on macOS); where that cannot be read, kill alone does.
+func running(pid int) (procInfo, bool) {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return procInfo{}, false
+	}
+	p, err := readProc(pid)
+	if err != nil {
+		return procInfo{}, true
+	}
+	return p, !p.exited
 }
 
 // Find returns the running daemons that watch the OpenCode server at u.

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -143,14 +146,115 @@ func TestNewToken(t *testing.T) {
 	}
 }
 
+// Two spellings of one OpenCode server compare equal: case, a trailing
+// slash, credentials, query, the default port, localhost for 127.0.0.1,
+// and the forms of one IP address.
 func TestNormalizeURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://127.0.0.1:4096":       "http://127.0.0.1:4096",
-		"HTTP://LocalHost:4096/":      "http://localhost:4096",
-		"http://u:p@127.0.0.1:4096/x": "http://127.0.0.1:4096/x",
+		"http://127.0.0.1:4096":          "http://127.0.0.1:4096",
+		"HTTP://LocalHost:4096/":         "http://127.0.0.1:4096",
+		"http://u:p@127.0.0.1:4096/x":    "http://127.0.0.1:4096/x",
+		" http://127.0.0.1:4096/?a=b#c ": "http://127.0.0.1:4096",
+		"http://127.0.0.1":               "http://127.0.0.1:80",
+		"https://Example.COM/oc/":        "https://example.com:443/oc",
+		"http://[0:0::1]:4096":           "http://[::1]:4096",
+		"http://[::ffff:127.0.0.1]:4096": "http://127.0.0.1:4096",
+		"not a url/":                     "not a url",
 	} {
 		if got := NormalizeURL(in); got != want {
 			t.Errorf("NormalizeURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A registry directory that belongs to another user is refused: that
+// user could read the tokens in it, or plant a file that sends reconnect
+// to a status API of theirs. Needs root to give the directory away.
+func TestRegistryDirOfAnotherUserIsRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give the directory to another user")
+	}
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	if err := os.Mkdir(r.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const other = 65534 // nobody
+	if err := os.Chown(r.Dir, other, other); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Register(Entry{PID: os.Getpid(), StatusAddr: "127.0.0.1:1", Token: "t"})
+	if err == nil || !strings.Contains(err.Error(), "another user") || !strings.Contains(err.Error(), r.Dir) {
+		t.Fatalf("Register in a directory of uid %d = %v, want a refusal naming it", other, err)
+	}
+	if ents, _ := os.ReadDir(r.Dir); len(ents) != 0 {
+		t.Fatalf("files written: %v", ents)
+	}
+}
+
+// Lock excludes every other holder, in this process or another (flock),
+// and leaves no file behind: the holder removes it before it unlocks, and
+// a waiter that wins the removed file's lock takes the new one instead.
+func TestLockExcludesAndLeavesNothing(t *testing.T) {
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				unlock, err := r.Lock()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders of the registry lock at once", n)
+				}
+				inside.Add(-1)
+				unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ents, _ := os.ReadDir(r.Dir); len(ents) != 0 {
+		t.Fatalf("left in the registry: %v", ents)
+	}
+}
+
+// A waiter that opened the lock file before its holder removed it wins
+// the lock of a file nobody else will open: it must take the one at the
+// path instead, or a newcomer would hold the lock at the same time.
+func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
+	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	unlockA, err := r.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	var once sync.Once
+	testHookLockOpened = func() { once.Do(func() { close(opened) }) }
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := r.Lock()
+		if err != nil {
+			t.Error(err)
+			unlock = func() {}
+		}
+		got <- unlock
+	}()
+	<-opened // the waiter holds the file A locked, and waits
+	unlockA()
+	unlockB := <-got
+	defer func() { testHookLockOpened = nil }()
+	defer unlockB()
+
+	f, err := os.OpenFile(filepath.Join(r.Dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatal("a newcomer got the registry lock while the waiter held it (on the removed file)")
 	}
 }

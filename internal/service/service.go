@@ -25,6 +25,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // Env is what the service needs from the machine. Tests supply their own.
@@ -402,25 +404,10 @@ func (pl *Plan) Print(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	for _, c := range pl.Commands {
-		fmt.Fprintf(&b, "would run: %s\n", ShellJoin(c))
+		fmt.Fprintf(&b, "would run: %s\n", shellquote.Join(c))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// ShellJoin quotes a command line for a POSIX shell, for display.
-func ShellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a != "" && !strings.ContainsFunc(a, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@%+,", r))
-		}) {
-			q[i] = a
-			continue
-		}
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(q, " ")
 }
 
 // Install carries out pl. When a command fails on a first install, what
@@ -443,14 +430,14 @@ func (m *Manager) Install(ctx context.Context, pl *Plan, w io.Writer) error {
 	for _, c := range pl.Commands {
 		out, err := m.env.Runner.Run(ctx, c)
 		if err != nil {
-			msg := fmt.Sprintf("service: %s failed: %v%s", ShellJoin(c), err, indentOutput(out))
+			msg := fmt.Sprintf("service: %s failed: %v%s", shellquote.Join(c), err, indentOutput(out))
 			if !pl.again {
 				m.rollback(pl)
 				return fmt.Errorf("%s\nnothing is installed (what was written is removed again)%s", msg, m.hint())
 			}
 			return fmt.Errorf("%s\nthe files are written; fix the problem and run `mcp-reconnect service install` again, or `mcp-reconnect service uninstall`%s", msg, m.hint())
 		}
-		fmt.Fprintf(w, "ran %s\n", ShellJoin(c))
+		fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
 	}
 	return nil
 }
@@ -569,15 +556,15 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 	var stopErr error
 	for _, c := range m.p.stopCommands() {
 		if dryRun {
-			fmt.Fprintf(w, "would run: %s\n", ShellJoin(c))
+			fmt.Fprintf(w, "would run: %s\n", shellquote.Join(c))
 			continue
 		}
 		out, err := m.env.Runner.Run(ctx, c)
 		if err != nil && !m.p.notLoaded(out, err) {
-			stopErr = errors.Join(stopErr, fmt.Errorf("%s failed: %v%s", ShellJoin(c), err, indentOutput(out)))
+			stopErr = errors.Join(stopErr, fmt.Errorf("%s failed: %v%s", shellquote.Join(c), err, indentOutput(out)))
 			continue
 		}
-		fmt.Fprintf(w, "ran %s\n", ShellJoin(c))
+		fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
 	}
 	if mf != nil {
 		files = append(files, m.ManifestPath())
@@ -607,13 +594,13 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 	}
 	for _, c := range m.p.afterRemoveCommands() {
 		if dryRun {
-			fmt.Fprintf(w, "would run: %s\n", ShellJoin(c))
+			fmt.Fprintf(w, "would run: %s\n", shellquote.Join(c))
 			continue
 		}
 		if out, err := m.env.Runner.Run(ctx, c); err != nil {
-			stopErr = errors.Join(stopErr, fmt.Errorf("%s failed: %v%s", ShellJoin(c), err, indentOutput(out)))
+			stopErr = errors.Join(stopErr, fmt.Errorf("%s failed: %v%s", shellquote.Join(c), err, indentOutput(out)))
 		} else {
-			fmt.Fprintf(w, "ran %s\n", ShellJoin(c))
+			fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
 		}
 	}
 	if stopErr != nil {

@@ -6,11 +6,18 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // WriteTable renders a status for people: one block per OpenCode server,
-// one line per directory and server.
+// one line per directory and server. Every string that came from OpenCode
+// or an MCP server (URLs, directories, names, statuses, errors) is shown
+// with its control characters escaped (termsafe.Line): a tab would break
+// the columns, and an escape sequence would drive the terminal.
 func WriteTable(w io.Writer, st Status, now time.Time) error {
+	esc := termsafe.Line
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for i, s := range st.Servers {
 		if i > 0 {
@@ -24,20 +31,20 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 			stream += " " + ago(now, s.Stream.Since)
 		}
 		if s.Stream.LastError != "" && !s.Stream.Connected {
-			stream += " (" + s.Stream.LastError + ")"
+			stream += " (" + esc(s.Stream.LastError) + ")"
 		}
-		fmt.Fprintf(tw, "opencode %s\tevents: %s\n", s.URL, stream)
+		fmt.Fprintf(tw, "opencode %s\tevents: %s\n", esc(s.URL), stream)
 		if len(s.Directories) == 0 {
 			fmt.Fprintln(tw, "  no directory armed yet (one is armed when it is used, or with --directory)")
 			continue
 		}
 		fmt.Fprintln(tw, "  SERVER\tSTATUS\tATTEMPTS\tTIER\tNEXT\tNOTE")
 		for _, d := range s.Directories {
-			note := "armed by " + d.ArmedBy
+			note := "armed by " + esc(d.ArmedBy)
 			if d.LastError != "" {
-				note = "status unavailable: " + d.LastError
+				note = "status unavailable: " + esc(d.LastError)
 			}
-			fmt.Fprintf(tw, "  %s\t\t\t\t\t%s\n", d.Directory, note)
+			fmt.Fprintf(tw, "  %s\t\t\t\t\t%s\n", esc(d.Directory), note)
 			for _, sv := range d.Servers {
 				next := ""
 				if !sv.NextAttempt.IsZero() && sv.Status == "failed" {
@@ -57,7 +64,7 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 				if sv.Attempts > 0 {
 					attempts = fmt.Sprint(sv.Attempts)
 				}
-				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", sv.Name, sv.Status, attempts, sv.Tier, next, oneLine(note))
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", esc(sv.Name), esc(sv.Status), attempts, esc(sv.Tier), next, oneLine(note))
 			}
 		}
 	}
@@ -68,10 +75,11 @@ func ago(now, t time.Time) string {
 	return now.Sub(t).Round(time.Second).String() + " ago"
 }
 
+// oneLine is s escaped (termsafe.Line) and cut to 80 characters.
 func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 80 {
-		s = s[:80] + "…"
+	s = termsafe.Line(strings.TrimSpace(s))
+	if utf8.RuneCountInString(s) > 80 {
+		s = string([]rune(s)[:80]) + "…"
 	}
 	return s
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+)
+
+// hostile is what a remote MCP server (through OpenCode's error string)
+// or OpenCode itself (names, directories) could put into our output: a
+// clipboard write (OSC 52), a line erase after a carriage return, a C1
+// CSI and a right-to-left override.
+const hostile = "x\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07\r\x1b[2Kok\u009b31m\u202e"
+
+// noControl fails when out holds a character a terminal obeys (layout
+// newlines aside).
+func noControl(t *testing.T, what, out string) {
+	t.Helper()
+	if i := strings.IndexFunc(out, func(r rune) bool {
+		return r < 0x20 && r != '\n' || r >= 0x7f && r <= 0x9f || r == '\u202e'
+	}); i >= 0 {
+		t.Errorf("%s holds control character %q at byte %d:\n%q", what, []rune(out[i:])[0], i, out)
+	}
+	if !strings.Contains(out, `\x1b]52`) {
+		t.Errorf("%s does not show the escape sequence as text:\n%q", what, out)
+	}
+}
+
+// hostileSource is a daemon's engine whose OpenCode names a directory
+// and a server with control characters.
+type hostileSource struct{}
+
+func (hostileSource) Snapshot() reconnect.Snapshot {
+	return reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{LastError: hostile},
+		Directories: []reconnect.DirSnapshot{{Directory: "/p" + hostile, ArmedBy: "flag",
+			Servers: []reconnect.ServerSnapshot{{Name: "s" + hostile, Status: "failed", Error: hostile}}}}}
+}
+
+func (hostileSource) Reconnect(string, []string) (reconnect.ReconnectResult, error) {
+	return reconnect.ReconnectResult{URL: "http://127.0.0.1:4096", Directories: []string{"/p" + hostile}}, nil
+}
+
+// Every human-readable output escapes control characters that came from
+// OpenCode or an MCP server: status (one daemon and several), reconnect,
+// the error line, doctor and service status.
+func TestHumanOutputEscapesControlCharacters(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	startHostileDaemon := func(pid int) registry.Entry {
+		t.Helper()
+		token, _ := registry.NewToken()
+		s := &statusapi.Server{Sources: []statusapi.Source{hostileSource{}}, Broker: statusapi.NewBroker(), Metrics: metrics.New(), Token: token}
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(func() { s.Broker.Close(); hs.Close() })
+		e := registry.Entry{PID: pid, URLs: []string{"http://127.0.0.1:4096"}, StatusAddr: strings.TrimPrefix(hs.URL, "http://"), Token: token, Started: time.Now()}
+		reg, _ := registry.Default()
+		remove, err := reg.Register(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(remove)
+		return e
+	}
+	one := startHostileDaemon(os.Getpid())
+
+	_, out, _ := runCLI(t, "status")
+	noControl(t, "status", out)
+	_, out, _ = runCLI(t, "reconnect")
+	noControl(t, "reconnect", out)
+
+	// A daemon (or whatever answers there) whose error body is hostile:
+	// main prints the error line.
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, hostile, http.StatusInternalServerError)
+	}))
+	defer bad.Close()
+	_, _, errOut := runCLI(t, "status", "--status-addr", strings.TrimPrefix(bad.URL, "http://"))
+	noControl(t, "the error line", errOut)
+
+	// Several daemons: each block, and the one that does not answer.
+	other := otherProcess(t)
+	startHostileDaemon(other.Process.Pid)
+	silent := otherProcess(t)
+	reg, _ := registry.Default()
+	remove, err := reg.Register(registry.Entry{PID: silent.Process.Pid, StatusAddr: strings.TrimPrefix(bad.URL, "http://"), Token: "t", Started: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	_, out, _ = runCLI(t, "status")
+	noControl(t, "status of several daemons", out)
+	if !strings.Contains(out, `not answering: mcp-reconnect at`) {
+		t.Errorf("status of several daemons does not show the one that fails:\n%s", out)
+	}
+
+	// service status: the daemon's view and its error.
+	m, err := service.New(service.Env{GOOS: "linux", Home: t.TempDir(), Getenv: func(string) string { return "" }, UID: os.Getuid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	st := hostileSource{}.Snapshot()
+	d := viewOf(one)
+	d.Status = &statusapi.Status{Servers: []reconnect.Snapshot{st}}
+	notAnswering := viewOf(one)
+	notAnswering.Error = "answered 500: " + hostile
+	writeServiceStatus(&b, m, serviceStatus{Service: service.Report{Installed: true, RunningError: hostile, Differs: hostile}, Daemon: &d,
+		Others: []daemonView{{PID: 1, URLs: []string{"http://h" + hostile}}}})
+	writeServiceStatus(&b, m, serviceStatus{Daemon: &notAnswering, DaemonError: hostile})
+	writeServiceStatus(&b, m, serviceStatus{DaemonError: hostile})
+	noControl(t, "service status", b.String())
+}
