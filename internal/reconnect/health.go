@@ -57,3 +57,13 @@ func (e *Engine) tryLock(timeout time.Duration) bool {
 		time.Sleep(min(wait, left))
 	}
 }
+
+// CurrentURL is the server's URL as Snapshot shows it, read without the
+// engine's lock: a health check names the server even when the engine is
+// stuck.
+func (e *Engine) CurrentURL() string {
+	if e.current != nil {
+		return e.current()
+	}
+	return e.url
+}
