@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		}
 		all = append(all, w)
-		sources = append(sources, w.eng)
+		sources = append(sources, w.source())
 		urls = append(urls, w.client.URL())
 		if sc.ServiceFile != "" {
 			serviceFile = sc.ServiceFile
@@ -233,6 +233,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			streamLoop(ctx, w.client, w.eng, w.m, broker, log, func(url string) { reg.setURL(i, url) })
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		supervise(ctx, all, log)
+	}()
 	if !cfg.NoNetwatch {
 		wg.Add(1)
 		go func() {
