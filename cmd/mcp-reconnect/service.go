@@ -356,7 +356,7 @@ It exits 0 when the service is installed and running, 3 when not.`,
 			} else {
 				writeServiceStatus(cmd.OutOrStdout(), m, st)
 			}
-			if !rep.Installed || rep.Running == nil || !rep.Running.Active {
+			if (!rep.Installed || rep.Running == nil || !rep.Running.Active) && !brewRuns(rep) {
 				return exitError{3}
 			}
 			return nil
@@ -383,6 +383,8 @@ func lookupDaemon(ctx context.Context, st *serviceStatus) {
 	pid := 0
 	if r := st.Service.Running; r != nil && r.Active {
 		pid = r.PID
+	} else if brewRuns(st.Service) {
+		pid = st.Service.Brew.Running.PID
 	}
 	for _, e := range ents {
 		v := viewOf(e)
@@ -440,6 +442,9 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 			line += ", at login: " + r.Running.Enabled
 		}
 		fmt.Fprintf(w, "running:   %s\n", line)
+	}
+	if b := r.Brew; b != nil {
+		writeBrewService(w, b)
 	}
 	fmt.Fprintf(w, "logs:      %s\n", r.Logs)
 	if r.EnvFile != "" {
