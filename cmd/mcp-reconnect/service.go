@@ -212,6 +212,9 @@ func checkServiceConfig(path string) error {
 	if err := applyConfigFile(fs, path, explicit); err != nil {
 		return err
 	}
+	if err := f.applyPasswordFile(fs); err != nil {
+		return err
+	}
 	// The [[opencode]] tables and their password files, as watch will read
 	// them at every start.
 	entries, err := readServerEntries(path, explicit)
