@@ -9,14 +9,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
 
 const imageArchive = "mcp-reconnect-image.oci.tar"
@@ -57,6 +64,7 @@ type ociConfig struct {
 		Entrypoint []string          `json:"Entrypoint"`
 		Cmd        []string          `json:"Cmd"`
 		Env        []string          `json:"Env"`
+		WorkingDir string            `json:"WorkingDir"`
 		Labels     map[string]string `json:"Labels"`
 	} `json:"config"`
 	RootFS struct {
@@ -281,4 +289,180 @@ func rebuildImage(t *testing.T, root, dir string, st stamp) string {
 		t.Fatalf("go %v in %s: %v\n%s", args, root, err, b)
 	}
 	return sha(t, out)
+}
+
+// hostImage returns the config and the layer of this machine's platform
+// in the release's image.
+func hostImage(t *testing.T, dir string, commitTime time.Time) (ociConfig, []byte) {
+	t.Helper()
+	a := readArchive(t, filepath.Join(dir, imageArchive), commitTime)
+	var top, idx ociIndex
+	decode(t, a["index.json"], &top)
+	decode(t, a.blob(t, top.Manifests[0]), &idx)
+	for _, d := range idx.Manifests {
+		if d.Platform.OS != runtime.GOOS || d.Platform.Architecture != runtime.GOARCH {
+			continue
+		}
+		var m ociManifest
+		decode(t, a.blob(t, d), &m)
+		var cf ociConfig
+		decode(t, a.blob(t, m.Config), &cf)
+		zr, err := gzip.NewReader(bytes.NewReader(a.blob(t, m.Layers[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		layer, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cf, layer
+	}
+	t.Skipf("the image has no %s/%s", runtime.GOOS, runtime.GOARCH)
+	return ociConfig{}, nil
+}
+
+// unpack writes a layer into root with its modes and owners.
+func unpack(t *testing.T, layer []byte, root string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, filepath.FromSlash(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			b, _ := io.ReadAll(tr)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("layer entry %s of type %c", h.Name, h.Typeflag)
+		}
+		if err := os.Chown(p, h.Uid, h.Gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, os.FileMode(h.Mode).Perm()|modeBits(h.Mode)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func modeBits(m int64) os.FileMode {
+	var out os.FileMode
+	if m&0o1000 != 0 {
+		out |= os.ModeSticky
+	}
+	return out
+}
+
+// The image runs: its layer unpacked as the root of a process (chroot)
+// that runs as the image's user with the image's environment and working
+// directory, its entrypoint watches a fake OpenCode until GET /readyz
+// answers 200, and registers itself in its home, which its user can
+// write. It needs root to chroot (CI is); elsewhere it skips.
+func TestImageRuns(t *testing.T) {
+	dir := distDir(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI runs as root so that the image can be run in a chroot; this run is not root")
+		}
+		t.Skip("running the image's root file system needs root (chroot)")
+	}
+	st := hostStamp(t, dir)
+	commitTime, _ := time.Parse(time.RFC3339, st.date)
+	cf, layer := hostImage(t, dir, commitTime)
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unpack(t, layer, root)
+
+	fake := fakeopencode.New(map[string]fakeopencode.Spec{"docs": {}})
+	fake.Password = "image-secret-pw"
+	fake.SetHeartbeat(time.Second)
+	oc := httptest.NewServer(fake)
+	defer func() {
+		oc.CloseClientConnections()
+		oc.Close()
+	}()
+	// The password as a container gets it: a file only the image's user
+	// can read.
+	uid, gid, _ := strings.Cut(cf.Config.User, ":")
+	u, _ := strconv.Atoi(uid)
+	g, _ := strconv.Atoi(gid)
+	if err := os.MkdirAll(filepath.Join(root, "run", "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(root, "run", "secrets", "opencode_password")
+	if err := os.WriteFile(pw, []byte("image-secret-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(pw, u, g); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statusAddr := ln.Addr().String()
+	ln.Close()
+
+	args := append(append([]string(nil), cf.Config.Entrypoint[1:]...), "--url", oc.URL, "--password-file", "/run/secrets/opencode_password", "--status-addr", statusAddr)
+	cmd := exec.Command(cf.Config.Entrypoint[0], args...)
+	cmd.Path = cf.Config.Entrypoint[0] // resolved inside the chroot
+	cmd.Env = cf.Config.Env
+	cmd.Dir = "/"
+	if wd := cf.Config.WorkingDir; wd != "" {
+		cmd.Dir = wd
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: uint32(u), Gid: uint32(g)}}
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("running the image's entrypoint in %s: %v", root, err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if strings.Contains(logs.String(), "image-secret-pw") {
+			t.Error("the password reached the output")
+		}
+	}()
+	c := http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := c.Get("http://" + statusAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the image's daemon never became ready: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ents, err := os.ReadDir(filepath.Join(root, strings.TrimPrefix(homeOf(cf), "/"), ".local", "state", "mcp-reconnect", "daemons"))
+	if err != nil || len(ents) == 0 {
+		t.Errorf("the daemon did not register in its home (%v):\n%s", err, logs.String())
+	}
+}
+
+func homeOf(cf ociConfig) string {
+	for _, e := range cf.Config.Env {
+		if h, ok := strings.CutPrefix(e, "HOME="); ok {
+			return h
+		}
+	}
+	return "/"
 }
