@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -119,7 +120,18 @@ func (s supervisor) run(ctx context.Context) {
 	}
 }
 
+// send sends the states, each on one line: an error can name a directory
+// from OpenCode, whose line breaks would otherwise add states of their
+// own (WATCHDOG=1, MAINPID=…) to the datagram.
 func (s supervisor) send(states ...string) {
+	for i, st := range states {
+		states[i] = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return ' '
+			}
+			return r
+		}, st)
+	}
 	if err := s.notify(states...); err != nil {
 		s.log.Warn("could not notify the service manager", "err", err)
 	}

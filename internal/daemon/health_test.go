@@ -210,3 +210,30 @@ func TestRunNotifiesSystemdAndIsReady(t *testing.T) {
 		}
 	}
 }
+
+// A stuck directory's name comes from OpenCode (data): a newline in it
+// must not add a line of its own to what systemd reads (MAINPID=,
+// WATCHDOG=1, …).
+func TestSupervisorStatusIsOneLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mgr := &fakeManager{start: time.Now()}
+		eng := &fakeEngines{}
+		s := supervisor{notify: mgr.notify, watchdog: 4 * time.Second, alive: eng.alive, servers: 1, log: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.run(ctx)
+		}()
+		eng.set(errors.New("reconnect: the engine of http://127.0.0.1:4096 is stuck: the check of /p/x\nWATCHDOG=1\nMAINPID=1 is 3m0s past due"))
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		for _, s := range mgr.all() {
+			if strings.ContainsAny(s, "\n\r") {
+				t.Fatalf("sent %q: a state holds a line break", s)
+			}
+		}
+	})
+}
