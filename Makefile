@@ -42,18 +42,32 @@ bench: opencode
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./test/e2e/
 
-# release builds the binaries users download into dist/, one per target,
-# stamped with version, commit and date, reproducibly, with SHA256SUMS
-# (scripts/release.sh says how). release-check builds them and checks them
-# (test/release): architecture, stamped version, no local paths, same bytes
-# when rebuilt from a copy of the tree elsewhere.
+# release builds what users download into dist/, reproducibly
+# (scripts/release.sh says how): the binaries, one per target, stamped with
+# version, commit and date; the container image of the linux ones as an OCI
+# archive; SHA256SUMS; and the Homebrew formula for a tap. release-check
+# builds them and checks them (test/release): architecture, stamped version,
+# no local paths, same bytes when rebuilt from a copy of the tree elsewhere;
+# the image's platforms, binaries, user, entrypoint and labels; the
+# formula's URLs and sha256 (loaded by Ruby where it is installed).
 RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
+# Where the release is published: the repository (formula homepage, image
+# source label), the base of the assets' URLs in the formula
+# ($(RELEASE_URL)/VERSION/mcp-reconnect-OS-ARCH), the image's repository,
+# and the license (NOASSERTION while none is chosen). Override on the
+# command line: make release RELEASE_URL=https://example.com/dl
+SOURCE_URL ?= https://github.com/mcp-reconnect/mcp-reconnect
+RELEASE_URL ?= $(SOURCE_URL)/releases/download
+IMAGE_REPO ?= ghcr.io/mcp-reconnect/mcp-reconnect
+LICENSE_SPDX ?= NOASSERTION
+RELEASE_ENV = GO=$(GO) SOURCE_URL=$(SOURCE_URL) RELEASE_URL=$(RELEASE_URL) IMAGE_REPO=$(IMAGE_REPO) LICENSE_SPDX=$(LICENSE_SPDX)
+
 release:
-	GO=$(GO) ./scripts/release.sh $(RELEASE_TARGETS)
+	$(RELEASE_ENV) ./scripts/release.sh $(RELEASE_TARGETS)
 
 release-check: release
-	MCP_RECONNECT_RELEASE_DIR=$(CURDIR)/dist $(GO) test -count=1 -v ./test/release/
+	$(RELEASE_ENV) MCP_RECONNECT_RELEASE_DIR=$(CURDIR)/dist $(GO) test -count=1 -v ./test/release/
 
 clean:
 	rm -rf bin .cache dist

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# Builds the release binaries into dist/: one per GOOS/GOARCH given (make
-# release passes linux/amd64 linux/arm64 darwin/amd64 darwin/arm64), with the
-# version, commit and commit date stamped in, and dist/SHA256SUMS.
+# Builds the release into dist/: the binaries, one per GOOS/GOARCH given
+# (make release passes linux/amd64 linux/arm64 darwin/amd64 darwin/arm64),
+# with the version, commit and commit date stamped in; the container image
+# of the linux ones, an OCI archive (tools/ociimage); dist/SHA256SUMS of
+# all of them; and, when all four binaries are built, the Homebrew formula
+# for a tap (dist/mcp-reconnect.rb, tools/brewformula), whose URLs and
+# sha256 are those of the release assets.
 #
 # Reproducible: the same commit built with the same Go gives the same bytes,
 # wherever the checkout is (-trimpath, -buildid=, CGO_ENABLED=0, no VCS
 # stamp that could differ between a clone and a worktree, the commit's time
-# as the files' mtime). test/release checks all of it (make release-check).
+# as the files' mtime and as every time in the image). test/release checks
+# all of it (make release-check).
 #
 # VERSION overrides the version; by default it is the tag (git describe), or
 # a Go pseudo-version of the commit when no tag is reachable, "-dirty" when
-# the tree has uncommitted changes.
+# the tree has uncommitted changes. Where the release is published (the
+# Makefile passes its settings; these are the defaults):
+#   SOURCE_URL    the repository: formula homepage, image source label
+#   RELEASE_URL   base of the assets' URLs: $RELEASE_URL/$VERSION/mcp-reconnect-OS-ARCH
+#   IMAGE_REPO    the image's repository, its name in the archive
+#   LICENSE_SPDX  the license (image label, formula); NOASSERTION while none is chosen
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
+SOURCE_URL=${SOURCE_URL:-https://github.com/mcp-reconnect/mcp-reconnect}
+RELEASE_URL=${RELEASE_URL:-$SOURCE_URL/releases/download}
+IMAGE_REPO=${IMAGE_REPO:-ghcr.io/mcp-reconnect/mcp-reconnect}
+LICENSE_SPDX=${LICENSE_SPDX:-NOASSERTION}
 [ $# -gt 0 ] || { echo "usage: $0 GOOS/GOARCH..." >&2; exit 2; }
 
 commit=$(git rev-parse HEAD)
@@ -41,9 +55,27 @@ for target in "$@"; do
     -ldflags "-s -w -buildid= -X main.version=$VERSION -X main.commit=$commit -X main.date=$date" \
     -o "$out" ./cmd/mcp-reconnect
 done
+
+# The image: each linux binary on an empty base, one multi-arch index.
+platforms=()
+for target in "$@"; do
+  case $target in linux/*) platforms+=("$target=dist/mcp-reconnect-${target%/*}-${target#*/}") ;; esac
+done
+if [ ${#platforms[@]} -gt 0 ]; then
+  echo "release: dist/mcp-reconnect-image.oci.tar ${platforms[*]%%=*}" >&2
+  GOFLAGS=-mod=readonly "$GO" run ./tools/ociimage --out dist/mcp-reconnect-image.oci.tar \
+    --version "$VERSION" --revision "$commit" --created "$date" \
+    --source "$SOURCE_URL" --licenses "$LICENSE_SPDX" --name "$IMAGE_REPO" "${platforms[@]}"
+fi
 (
   cd dist
   if command -v sha256sum >/dev/null; then sha256sum mcp-reconnect-*; else shasum -a 256 mcp-reconnect-*; fi >SHA256SUMS
 )
+# The formula needs every binary it offers.
+if [ $(grep -c ' mcp-reconnect-\(darwin\|linux\)-\(amd64\|arm64\)$' dist/SHA256SUMS) -eq 4 ]; then
+  echo "release: dist/mcp-reconnect.rb" >&2
+  GOFLAGS=-mod=readonly "$GO" run ./tools/brewformula --sums dist/SHA256SUMS --out dist/mcp-reconnect.rb \
+    --version "$VERSION" --commit "$commit" --release-url "$RELEASE_URL" --homepage "$SOURCE_URL" --license "$LICENSE_SPDX"
+fi
 settime dist/*
 cat dist/SHA256SUMS

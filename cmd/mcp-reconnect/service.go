@@ -213,6 +213,9 @@ func checkServiceConfig(path string) error {
 	if err := applyConfigFile(fs, path, explicit); err != nil {
 		return err
 	}
+	if err := f.applyPasswordFile(fs); err != nil {
+		return err
+	}
 	// The [[opencode]] tables and their password files, as watch will read
 	// them at every start.
 	entries, err := readServerEntries(path, explicit)
@@ -357,7 +360,7 @@ It exits 0 when the service is installed and running, 3 when not.`,
 			} else {
 				writeServiceStatus(cmd.OutOrStdout(), m, st)
 			}
-			if !rep.Installed || rep.Running == nil || !rep.Running.Active {
+			if (!rep.Installed || rep.Running == nil || !rep.Running.Active) && !brewRuns(rep) {
 				return exitError{3}
 			}
 			return nil
@@ -384,6 +387,8 @@ func lookupDaemon(ctx context.Context, st *serviceStatus) {
 	pid := 0
 	if r := st.Service.Running; r != nil && r.Active {
 		pid = r.PID
+	} else if brewRuns(st.Service) {
+		pid = st.Service.Brew.Running.PID
 	}
 	for _, e := range ents {
 		v := viewOf(e)
@@ -441,6 +446,9 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 			line += ", at login: " + r.Running.Enabled
 		}
 		fmt.Fprintf(w, "running:   %s\n", line)
+	}
+	if b := r.Brew; b != nil {
+		writeBrewService(w, b)
 	}
 	fmt.Fprintf(w, "logs:      %s\n", r.Logs)
 	if r.EnvFile != "" {

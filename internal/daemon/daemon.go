@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		}
 		all = append(all, w)
-		sources = append(sources, w.eng)
+		sources = append(sources, w.source())
 		urls = append(urls, w.client.URL())
 		if sc.ServiceFile != "" {
 			serviceFile = sc.ServiceFile
@@ -247,6 +247,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			streamLoop(ctx, w.client, w.eng, w.m, broker, log, func(url string) { reg.setURL(i, url) })
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		supervise(ctx, all, log)
+	}()
 	if !cfg.NoNetwatch {
 		wg.Add(1)
 		go func() {

@@ -273,6 +273,9 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
+	if err := m.checkBrew(); err != nil {
+		return nil, err
+	}
 	if fi, err := os.Stat(m.env.Home); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("service: home directory %s does not exist", m.env.Home)
 	}
@@ -632,6 +635,8 @@ type Report struct {
 	// "absent", "private" or a problem.
 	EnvFile      string `json:"env_file,omitempty"`
 	EnvFileState string `json:"env_file_state,omitempty"`
+	// Brew is a `brew services` install of the same daemon, nil when none.
+	Brew *BrewService `json:"brew,omitempty"`
 }
 
 // Status inspects the service: the file against what install would write
@@ -679,6 +684,7 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 	} else {
 		r.Running = &run
 	}
+	r.Brew = m.brew(ctx)
 	return r, nil
 }
 

@@ -19,6 +19,11 @@ const UnitName = "mcp-reconnect.service"
 // are watched again before anyone notices.
 const RestartSec = 5
 
+// WatchdogSec is the unit's watchdog: the daemon pings every half of it
+// while its engines turn (internal/daemon), and systemd kills a daemon
+// whose pings stopped, which Restart=on-failure then restarts.
+const WatchdogSec = 30
+
 // systemd is the Linux backend: a systemd user unit, logs in the journal.
 type systemd struct{ env Env }
 
@@ -73,7 +78,12 @@ func (s systemd) render(spec Spec) (File, error) {
 	b.WriteString("[Unit]\n")
 	b.WriteString("Description=mcp-reconnect: keep the MCP servers of OpenCode connected\n")
 	b.WriteString("\n[Service]\n")
-	b.WriteString("Type=simple\n")
+	// notify: the daemon says READY=1 once it serves, and only its main
+	// process may say anything (a child that inherited $NOTIFY_SOCKET
+	// cannot speak for it).
+	b.WriteString("Type=notify\n")
+	b.WriteString("NotifyAccess=main\n")
+	fmt.Fprintf(&b, "WatchdogSec=%d\n", WatchdogSec)
 	args := make([]string, 0, 4)
 	for i, a := range spec.Args() {
 		// systemd expands $VAR in the arguments, not in the command

@@ -1,6 +1,7 @@
 // Package statusapi is the daemon's own small HTTP API: GET /status (JSON),
-// GET /metrics (Prometheus), GET /events (SSE of the daemon's events) and
-// POST /reconnect. The status and reconnect commands are its clients.
+// GET /metrics (Prometheus), GET /events (SSE of the daemon's events),
+// POST /reconnect, and GET /healthz and GET /readyz for supervisors
+// (health.go). The status and reconnect commands are its clients.
 //
 // Who may ask: every route answers only a Host that names this machine's
 // loopback (a web page reaching it through DNS rebinding sends its own
@@ -88,6 +89,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
 	return s.hostCheck(sameOrigin(mux))
 }
 

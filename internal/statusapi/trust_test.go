@@ -51,6 +51,7 @@ func request(t *testing.T, hs *httptest.Server, method, path, host string, hdr m
 
 var routes = []struct{ method, path string }{
 	{"GET", "/status"}, {"GET", "/metrics"}, {"GET", "/events"}, {"POST", "/reconnect"}, {"GET", "/no-such-route"},
+	{"GET", "/healthz"}, {"GET", "/readyz"},
 }
 
 // DNS rebinding: a page at http://evil.example:PORT whose name now

@@ -1,9 +1,11 @@
-// Package release checks the binaries `make release` puts in dist/: one per
-// target, for the right OS and CPU, stamped with the version, commit and
-// date, free of local paths, matching SHA256SUMS, and the same bytes when
-// rebuilt from a copy of the tree in another directory.
+// Package release checks what `make release` puts in dist/: the binaries,
+// one per target, for the right OS and CPU, stamped with the version,
+// commit and date, free of local paths, matching SHA256SUMS, and the same
+// bytes when rebuilt from a copy of the tree in another directory; the
+// container image (an OCI archive of the linux binaries, image_test.go);
+// and the Homebrew formula (formula_test.go).
 //
-// It needs the binaries, which take minutes to build, so `go test ./...`
+// It needs the release, which takes minutes to build, so `go test ./...`
 // skips it; `make release-check` (run by .ci/run after `make test`) builds
 // them and runs it with MCP_RECONNECT_RELEASE_DIR set.
 package release
@@ -219,8 +221,8 @@ func TestReleaseBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	sums := readSums(t, dir)
-	if len(sums) != len(targets) {
-		t.Errorf("SHA256SUMS lists %d files, want %d: %v", len(sums), len(targets), sums)
+	if len(sums) != len(targets)+1 || sums[imageArchive] == "" {
+		t.Errorf("SHA256SUMS lists %d files, want the %d binaries and %s: %v", len(sums), len(targets), imageArchive, sums)
 	}
 	forbidden := localPaths(t, root)
 	for _, tg := range targets {
@@ -297,5 +299,11 @@ func TestReleaseIsReproducible(t *testing.T) {
 	}
 	if got, want := sha(t, filepath.Join(elsewhere, "dist", name)), sha(t, filepath.Join(dir, name)); got != want {
 		t.Fatalf("rebuilt in %s: sha256 %s, the release has %s: the build is not reproducible", elsewhere, got, want)
+	}
+	// The image, built again there by that checkout's tools/ociimage from
+	// the release's binaries (reproducible themselves, above), has the
+	// same bytes.
+	if got, want := rebuildImage(t, elsewhere, dir, st), sha(t, filepath.Join(dir, imageArchive)); got != want {
+		t.Fatalf("the image rebuilt in %s: sha256 %s, the release has %s: the image is not reproducible", elsewhere, got, want)
 	}
 }

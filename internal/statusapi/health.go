@@ -1,0 +1,133 @@
+package statusapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// The health routes are for supervisors that only see a process:
+// Kubernetes probes, launchd or a load balancer. GET /healthz answers
+// whether the daemon works at all (it serves, and no engine is stuck: a
+// restart would help), GET /readyz whether it does its job right now
+// (every OpenCode server it watches was found and its event stream is
+// connected: a restart would not help, OpenCode is down). They obey the
+// same Host rules as every route (run with --status-public where the
+// kubelet asks by the pod's address) and show no secret.
+
+// healthTimeout bounds how long a health route waits for an engine: less
+// than the one second a Kubernetes probe waits by default.
+const healthTimeout = 500 * time.Millisecond
+
+// Liveness is a Source that can tell, without blocking on it, whether its
+// loops still turn, and name its server meanwhile (*reconnect.Engine).
+type Liveness interface {
+	// Alive answers within timeout; reconnect.ErrNotRunning before the
+	// engine runs.
+	Alive(timeout time.Duration) error
+	// CurrentURL names the server without the engine's lock.
+	CurrentURL() string
+}
+
+// Detector is a Source that knows its OpenCode server's generation.
+type Detector interface {
+	// Generation is what the last successful detection found ("1.x",
+	// "2.x"); "" before one succeeded.
+	Generation() string
+}
+
+// Health is the body of GET /healthz and GET /readyz.
+type Health struct {
+	// OK is true when the route answers 200.
+	OK      bool           `json:"ok"`
+	Servers []ServerHealth `json:"servers"`
+}
+
+// ServerHealth is one watched OpenCode server in Health.
+type ServerHealth struct {
+	URL string `json:"url"`
+	OK  bool   `json:"ok"`
+	// Generation is the OpenCode generation detected, "" while none was.
+	Generation string `json:"generation,omitempty"`
+	// StreamConnected says whether its event stream is connected (readyz).
+	StreamConnected bool `json:"stream_connected"`
+	// Problem says what is wrong when not OK.
+	Problem string `json:"problem,omitempty"`
+}
+
+// healthz is 200 unless an engine is stuck: its lock held or a loop that
+// stopped turning. OpenCode being down is no reason to restart the
+// daemon, so it is not asked about here.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	h := Health{OK: true, Servers: []ServerHealth{}}
+	for _, src := range s.Sources {
+		l, ok := src.(Liveness)
+		if !ok {
+			continue
+		}
+		sh := ServerHealth{URL: l.CurrentURL(), OK: true}
+		if err := l.Alive(healthTimeout); err != nil && !errors.Is(err, reconnect.ErrNotRunning) {
+			sh.OK, sh.Problem, h.OK = false, err.Error(), false
+		}
+		h.Servers = append(h.Servers, sh)
+	}
+	writeHealth(w, h)
+}
+
+// readyz is 200 when every watched server was detected and its event
+// stream is connected, else 503 naming each server that is not and why.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	h := Health{OK: len(s.Sources) > 0, Servers: []ServerHealth{}}
+	for _, src := range s.Sources {
+		sh := readiness(src)
+		h.OK = h.OK && sh.OK
+		h.Servers = append(h.Servers, sh)
+	}
+	writeHealth(w, h)
+}
+
+func readiness(src Source) ServerHealth {
+	var sh ServerHealth
+	if l, ok := src.(Liveness); ok {
+		sh.URL = l.CurrentURL()
+		// Before Snapshot, which waits for the engine's lock.
+		switch err := l.Alive(healthTimeout); {
+		case errors.Is(err, reconnect.ErrNotRunning):
+			sh.Problem = "starting: the engine does not run yet"
+			return sh
+		case err != nil:
+			sh.Problem = err.Error()
+			return sh
+		}
+	}
+	snap := src.Snapshot()
+	sh.URL, sh.StreamConnected = snap.URL, snap.Stream.Connected
+	detected := true
+	if d, ok := src.(Detector); ok {
+		sh.Generation = d.Generation()
+		detected = sh.Generation != ""
+	}
+	switch {
+	case !detected:
+		sh.Problem = "not detected yet: nothing at " + sh.URL + " has answered as OpenCode"
+	case !snap.Stream.Connected:
+		sh.Problem = "event stream not connected"
+		if snap.Stream.LastError != "" {
+			sh.Problem += ": " + snap.Stream.LastError
+		}
+	default:
+		sh.OK = true
+	}
+	return sh
+}
+
+func writeHealth(w http.ResponseWriter, h Health) {
+	w.Header().Set("Cache-Control", "no-store")
+	code := http.StatusOK
+	if !h.OK {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
+}

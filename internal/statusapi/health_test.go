@@ -1,0 +1,148 @@
+package statusapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// healthSource is a Source with the optional health interfaces, set by
+// the test.
+type healthSource struct {
+	fakeSource
+	url       string
+	alive     error
+	gen       string
+	snapshots atomic.Int32
+}
+
+func (h *healthSource) Alive(time.Duration) error { return h.alive }
+func (h *healthSource) CurrentURL() string        { return h.url }
+func (h *healthSource) Generation() string        { return h.gen }
+func (h *healthSource) Snapshot() reconnect.Snapshot {
+	h.snapshots.Add(1)
+	return h.fakeSource.Snapshot()
+}
+
+func newHealthSource(url, gen string, connected bool, lastErr string) *healthSource {
+	h := &healthSource{url: url, gen: gen}
+	h.snap = reconnect.Snapshot{URL: url, Stream: reconnect.StreamState{Connected: connected, LastError: lastErr}}
+	return h
+}
+
+func getHealth(t *testing.T, srcs []Source, path string) (int, Health) {
+	t.Helper()
+	s := &Server{Sources: srcs, Broker: NewBroker(), Metrics: metrics.New(), Token: testToken}
+	hs := httptest.NewServer(s.Handler())
+	defer func() {
+		s.Broker.Close()
+		hs.Close()
+	}()
+	resp, err := http.Get(hs.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s Content-Type %q", path, ct)
+	}
+	var h Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if h.OK != (resp.StatusCode == http.StatusOK) {
+		t.Errorf("%s: %d with ok=%v", path, resp.StatusCode, h.OK)
+	}
+	return resp.StatusCode, h
+}
+
+var errStuck = errors.New("reconnect: the engine of http://127.0.0.1:4096 is stuck: its lock has been held for over 500ms")
+
+func TestReadyzWhenDetectedAndStreaming(t *testing.T) {
+	code, h := getHealth(t, []Source{newHealthSource("http://127.0.0.1:4096", "1.x", true, "")}, "/readyz")
+	if code != http.StatusOK || len(h.Servers) != 1 || !h.Servers[0].OK || h.Servers[0].Generation != "1.x" || !h.Servers[0].StreamConnected {
+		t.Fatalf("readyz = %d %+v", code, h)
+	}
+}
+
+// Each server that is not ready is named with the reason; the others are
+// listed as ready.
+func TestReadyzSaysWhichIsNotReady(t *testing.T) {
+	ready := newHealthSource("http://127.0.0.1:4096", "2.x", true, "")
+	down := newHealthSource("http://127.0.0.1:4196", "1.x", false, "opencode at http://127.0.0.1:4196 refused the connection")
+	unknown := newHealthSource("http://127.0.0.1:4296", "", false, "")
+	code, h := getHealth(t, []Source{ready, down, unknown}, "/readyz")
+	if code != http.StatusServiceUnavailable || len(h.Servers) != 3 {
+		t.Fatalf("readyz = %d %+v, want 503 with three servers", code, h)
+	}
+	if !h.Servers[0].OK || h.Servers[0].Problem != "" {
+		t.Errorf("the ready server: %+v", h.Servers[0])
+	}
+	if s := h.Servers[1]; s.OK || s.URL != down.url || !strings.Contains(s.Problem, "event stream not connected") || !strings.Contains(s.Problem, "refused the connection") {
+		t.Errorf("the server whose stream is down: %+v", s)
+	}
+	if s := h.Servers[2]; s.OK || s.URL != unknown.url || !strings.Contains(s.Problem, "not detected") {
+		t.Errorf("the server never detected: %+v", s)
+	}
+}
+
+// A stuck engine makes both routes fail without waiting for its lock
+// (Snapshot would), and an engine that does not run yet is not ready but
+// alive.
+func TestHealthOfStuckAndStartingEngines(t *testing.T) {
+	stuck := newHealthSource("http://127.0.0.1:4096", "1.x", true, "")
+	stuck.alive = errStuck
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, h := getHealth(t, []Source{stuck}, path)
+		if code != http.StatusServiceUnavailable || len(h.Servers) != 1 || h.Servers[0].OK || !strings.Contains(h.Servers[0].Problem, "stuck") || h.Servers[0].URL != stuck.url {
+			t.Errorf("%s with a stuck engine = %d %+v, want 503 naming it", path, code, h)
+		}
+	}
+	if n := stuck.snapshots.Load(); n != 0 {
+		t.Errorf("a stuck engine's Snapshot was called %d times", n)
+	}
+	starting := newHealthSource("http://127.0.0.1:4096", "", false, "")
+	starting.alive = reconnect.ErrNotRunning
+	if code, h := getHealth(t, []Source{starting}, "/healthz"); code != http.StatusOK {
+		t.Errorf("healthz while starting = %d %+v, want 200", code, h)
+	}
+	if code, h := getHealth(t, []Source{starting}, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(h.Servers[0].Problem, "starting") {
+		t.Errorf("readyz while starting = %d %+v, want 503 starting", code, h)
+	}
+}
+
+// healthz is about the daemon, not OpenCode: a server that is down or
+// was never found leaves it 200.
+func TestHealthzIgnoresOpenCode(t *testing.T) {
+	down := newHealthSource("http://127.0.0.1:4196", "", false, "refused")
+	code, h := getHealth(t, []Source{down, &fakeSource{}}, "/healthz")
+	if code != http.StatusOK || len(h.Servers) != 1 || !h.Servers[0].OK {
+		t.Fatalf("healthz = %d %+v, want 200", code, h)
+	}
+}
+
+// A Source without the optional interfaces is ready when its stream is.
+func TestReadyzOfAPlainSource(t *testing.T) {
+	src := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{Connected: true}}}
+	if code, h := getHealth(t, []Source{src}, "/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz = %d %+v", code, h)
+	}
+	src.snap.Stream.Connected = false
+	if code, _ := getHealth(t, []Source{src}, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz with the stream down = %d", code)
+	}
+	if code, _ := getHealth(t, nil, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz watching nothing = %d", code)
+	}
+}
+
+// The engine has the health interfaces the routes look for.
+var _ Liveness = (*reconnect.Engine)(nil)

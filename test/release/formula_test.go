@@ -1,0 +1,199 @@
+package release
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// setting is one of the Makefile's release settings, which make passes to
+// scripts/release.sh and to this test; the default is release.sh's.
+func setting(name string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	switch name {
+	case "SOURCE_URL":
+		return "https://github.com/mcp-reconnect/mcp-reconnect"
+	case "RELEASE_URL":
+		return setting("SOURCE_URL") + "/releases/download"
+	case "IMAGE_REPO":
+		return "ghcr.io/mcp-reconnect/mcp-reconnect"
+	case "LICENSE_SPDX":
+		return "NOASSERTION"
+	}
+	panic(name)
+}
+
+// formulaPlatforms are the formula's blocks, by Homebrew's names, and the
+// release binary each must install.
+var formulaPlatforms = []struct{ os, cpu, asset string }{
+	{"macos", "arm", "mcp-reconnect-darwin-arm64"},
+	{"macos", "intel", "mcp-reconnect-darwin-amd64"},
+	{"linux", "arm", "mcp-reconnect-linux-arm64"},
+	{"linux", "intel", "mcp-reconnect-linux-amd64"},
+}
+
+var (
+	urlLine    = regexp.MustCompile(`^\s*url "([^"]+)"$`)
+	sha256Line = regexp.MustCompile(`^\s*sha256 "([0-9a-f]{64})"$`)
+	blockLine  = regexp.MustCompile(`^\s*(on_macos|on_linux|on_arm|on_intel|service|test) do$`)
+)
+
+// The formula make release writes: for each OS and CPU, the URL of that
+// platform's release asset under RELEASE_URL/VERSION and its sha256 from
+// SHA256SUMS; a service block running `mcp-reconnect watch` with its log
+// under Homebrew's var/log; a test block running `version`. Read as text
+// here, and by Ruby below.
+func TestFormulaText(t *testing.T) {
+	dir := distDir(t)
+	st := hostStamp(t, dir)
+	sums := readSums(t, dir)
+	b, err := os.ReadFile(filepath.Join(dir, "mcp-reconnect.rb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	found := map[string]bool{}
+	var stack []string
+	var lastURL string
+	for i, line := range strings.Split(text, "\n") {
+		if m := blockLine.FindStringSubmatch(line); m != nil {
+			stack = append(stack, m[1])
+			continue
+		}
+		if strings.TrimSpace(line) == "end" && len(stack) > 0 {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if m := urlLine.FindStringSubmatch(line); m != nil {
+			lastURL = m[1]
+			continue
+		}
+		m := sha256Line.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if lastURL == "" {
+			t.Fatalf("line %d: sha256 without a url", i+1)
+		}
+		asset := path.Base(lastURL)
+		if want := setting("RELEASE_URL") + "/" + st.version + "/" + asset; lastURL != want {
+			t.Errorf("url %s, want %s", lastURL, want)
+		}
+		if sums[asset] == "" || m[1] != sums[asset] {
+			t.Errorf("%s: sha256 %s, SHA256SUMS says %q", asset, m[1], sums[asset])
+		}
+		where := strings.Join(stack, "/")
+		for _, p := range formulaPlatforms {
+			if p.asset == asset && where != "on_"+p.os+"/on_"+p.cpu {
+				t.Errorf("%s is offered in %s, want on_%s/on_%s", asset, where, p.os, p.cpu)
+			}
+		}
+		found[asset] = true
+		lastURL = ""
+	}
+	for _, p := range formulaPlatforms {
+		if !found[p.asset] {
+			t.Errorf("the formula offers no %s", p.asset)
+		}
+	}
+	for _, want := range []string{
+		"class McpReconnect < Formula\n",
+		`  version "` + strings.TrimPrefix(st.version, "v") + `"` + "\n",
+		`    run [opt_bin/"mcp-reconnect", "watch"]` + "\n",
+		`    log_path var/"log/mcp-reconnect.log"` + "\n",
+		`shell_output("#{bin}/mcp-reconnect version")`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the formula lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// ruby is Ruby, required under CI (.ci/run installs it), else optional.
+func ruby(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("ruby")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("ruby missing under CI=true (apt-get install ruby): %v", err)
+		}
+		t.Skipf("ruby missing: %v", err)
+	}
+	return p
+}
+
+// Ruby parses the formula (ruby -c) and, through a stand-in for
+// Homebrew's DSL (testdata/formula_dsl.rb), loads it for each platform:
+// one URL and sha256 each, the install of that platform's binary as
+// mcp-reconnect, the service block's command and log, and, for this
+// machine's platform, the test block run against the release binary.
+func TestFormulaRuby(t *testing.T) {
+	dir := distDir(t)
+	rb := ruby(t)
+	st := hostStamp(t, dir)
+	sums := readSums(t, dir)
+	formula := filepath.Join(dir, "mcp-reconnect.rb")
+	if out, err := exec.Command(rb, "-c", formula).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "Syntax OK" {
+		t.Fatalf("ruby -c: %v\n%s", err, out)
+	}
+	hostAsset := fmt.Sprintf("mcp-reconnect-%s-%s", runtime.GOOS, runtime.GOARCH)
+	for _, p := range formulaPlatforms {
+		t.Run(p.os+"-"+p.cpu, func(t *testing.T) {
+			bin := t.TempDir()
+			if p.asset == hostAsset {
+				b, err := os.ReadFile(filepath.Join(dir, hostAsset))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(bin, "mcp-reconnect"), b, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := exec.Command(rb, "testdata/formula_dsl.rb", formula, p.os, p.cpu, bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("loading the formula: %v\n%s", err, out)
+			}
+			var got struct {
+				Class, Version string
+				URLs           []string
+				SHA256s        []string
+				Install        [][]any
+				Service        struct {
+					Run          []string
+					KeepAlive    map[string]any `json:"keep_alive"`
+					LogPath      string         `json:"log_path"`
+					ErrorLogPath string         `json:"error_log_path"`
+				}
+				Test [][]any
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if got.Class != "McpReconnect" || got.Version != strings.TrimPrefix(st.version, "v") {
+				t.Errorf("class %s version %s", got.Class, got.Version)
+			}
+			if len(got.URLs) != 1 || path.Base(got.URLs[0]) != p.asset || len(got.SHA256s) != 1 || got.SHA256s[0] != sums[p.asset] {
+				t.Errorf("urls %v sha256s %v, want %s with %s", got.URLs, got.SHA256s, p.asset, sums[p.asset])
+			}
+			if len(got.Install) == 0 || fmt.Sprint(got.Install[0]) != fmt.Sprintf("[install /prefix/bin map[%s:mcp-reconnect]]", p.asset) {
+				t.Errorf("install does %v, want %s installed as bin/mcp-reconnect", got.Install, p.asset)
+			}
+			if strings.Join(got.Service.Run, " ") != "/opt/homebrew/opt/mcp-reconnect/bin/mcp-reconnect watch" ||
+				got.Service.LogPath != "/opt/homebrew/var/log/mcp-reconnect.log" || got.Service.ErrorLogPath != got.Service.LogPath || got.Service.KeepAlive["successful_exit"] != false {
+				t.Errorf("service %+v", got.Service)
+			}
+			if p.asset == hostAsset && len(got.Test) != 1 {
+				t.Errorf("the test block against this machine's binary did %v", got.Test)
+			}
+		})
+	}
+}
