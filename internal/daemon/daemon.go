@@ -298,7 +298,8 @@ func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broke
 	// The label stays the first URL (metrics series must not come and go),
 	// while status shows where the server is now (the OpenCode 2 service
 	// may move to another port).
-	opts := reconnect.Options{URL: client.URL(), CurrentURL: client.URL, Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober}
+	opts := reconnect.Options{URL: client.URL(), CurrentURL: client.URL, Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober,
+		About: func() *reconnect.OpenCodeInfo { return about(client) }}
 	w.eng, err = reconnect.New(cfg.Engine, client, opts)
 	if err != nil {
 		return nil, err
@@ -315,6 +316,25 @@ func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broke
 		}
 	})
 	return w, nil
+}
+
+// about is what status shows of the server: its generation and version,
+// and, for OpenCode 2, what it lacks (from its own API description, which
+// the client has read by the time anything was asked of it).
+func about(client *opencode.Server) *reconnect.OpenCodeInfo {
+	gen, version := client.Generation()
+	if gen == opencode.GenUnknown {
+		return nil // nothing detected: asking now would detect
+	}
+	info := &reconnect.OpenCodeInfo{Generation: gen.String(), Version: version}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, c := range client.Capabilities(ctx) {
+		if !c.Available() {
+			info.RunsWithout = append(info.RunsWithout, c.Name+" ("+c.Missing+"): "+c.Without)
+		}
+	}
+	return info
 }
 
 // detect finds the server's generation (within 5 s) and says so; a

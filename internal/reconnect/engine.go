@@ -87,6 +87,7 @@ type Engine struct {
 	budget  *Share // this engine's share of the daemon's connect budget
 	onEvent func(Event)
 	current func() string
+	about   func() *OpenCodeInfo
 	prober  *probe.Prober
 	hub     *probe.Hub // endpoint watches shared by every directory
 
@@ -125,6 +126,9 @@ type Options struct {
 	// Prober probes failed remote servers' endpoints and watches connected
 	// ones for restarts; nil turns both off.
 	Prober *probe.Prober
+	// About, when set, says what is known of the OpenCode server, for
+	// snapshots (nil: not detected yet). It must not block for long.
+	About func() *OpenCodeInfo
 }
 
 // New returns an engine; call Run to start it.
@@ -132,7 +136,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -467,9 +471,13 @@ func (e *Engine) SetStream(connected bool, err error) {
 
 // Snapshot copies the engine's state.
 func (e *Engine) Snapshot() Snapshot {
+	var about *OpenCodeInfo
+	if e.about != nil {
+		about = e.about() // outside the lock: it may ask the server
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Snapshot{URL: e.url, Stream: e.stream, Directories: []DirSnapshot{}}
+	s := Snapshot{URL: e.url, OpenCode: about, Stream: e.stream, Directories: []DirSnapshot{}}
 	if e.current != nil {
 		s.URL = e.current()
 	}

@@ -48,9 +48,22 @@ const (
 
 // Snapshot is what the engine knows, for GET /status.
 type Snapshot struct {
-	URL         string        `json:"url"`
+	URL string `json:"url"`
+	// OpenCode is what was detected of the server (nil before that).
+	OpenCode    *OpenCodeInfo `json:"opencode,omitempty"`
 	Stream      StreamState   `json:"stream"`
 	Directories []DirSnapshot `json:"directories"`
+}
+
+// OpenCodeInfo is what the daemon knows of the OpenCode server itself.
+type OpenCodeInfo struct {
+	Generation string `json:"generation"`
+	Version    string `json:"version,omitempty"`
+	// RunsWithout names each thing the daemon would use that this server
+	// lacks (read from its own API description), with what the daemon
+	// does instead: "config route (GET /api/config): server kinds from the
+	// config files".
+	RunsWithout []string `json:"runs_without,omitempty"`
 }
 
 // StreamState describes the /global/event subscription.

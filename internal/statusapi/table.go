@@ -34,6 +34,12 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 			stream += " (" + esc(s.Stream.LastError) + ")"
 		}
 		fmt.Fprintf(tw, "opencode %s\tevents: %s\n", esc(s.URL), stream)
+		if oc := s.OpenCode; oc != nil {
+			fmt.Fprintf(tw, "  OpenCode %s %s\n", esc(oc.Generation), esc(oc.Version))
+			for _, w := range oc.RunsWithout {
+				fmt.Fprintf(tw, "  runs without %s\n", esc(w))
+			}
+		}
 		if len(s.Directories) == 0 {
 			fmt.Fprintln(tw, "  no directory armed yet (one is armed when it is used, or with --directory)")
 			continue
