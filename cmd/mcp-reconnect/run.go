@@ -111,7 +111,7 @@ This alias is all it takes, for either generation:
 					return runV2(cmd, &f, args, log)
 				}
 			}
-			plan, err := launch.NewPlan(args, os.Environ(), f.password)
+			plan, err := launch.NewPlan(args, os.Environ(), launch.Credentials{Password: f.password, Username: f.username})
 			if err != nil {
 				return err
 			}

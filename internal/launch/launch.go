@@ -23,8 +23,33 @@ import (
 	"time"
 )
 
-// PasswordEnv is the variable OpenCode reads its server password from.
-const PasswordEnv = "OPENCODE_SERVER_PASSWORD"
+// The variables OpenCode reads its server credentials from. 1.x reads
+// PasswordEnv and UsernameEnv (default user "opencode"); 2.x reads
+// PasswordEnv2, then PasswordEnv, and always authenticates as "opencode".
+const (
+	PasswordEnv  = "OPENCODE_SERVER_PASSWORD"
+	UsernameEnv  = "OPENCODE_SERVER_USERNAME"
+	PasswordEnv2 = "OPENCODE_PASSWORD"
+)
+
+// DefaultUsername is OpenCode's basic-auth user when none is set (and the
+// only one 2.x knows).
+const DefaultUsername = "opencode"
+
+// Credentials say how the child's server is to authenticate, and by
+// which generation's rules.
+type Credentials struct {
+	// Password the user configured; "" takes it from the environment
+	// (2.x: OPENCODE_PASSWORD, then OPENCODE_SERVER_PASSWORD; 1.x:
+	// OPENCODE_SERVER_PASSWORD), and generates one when that is empty too.
+	Password string
+	// Username the user configured (1.x only); "" keeps the environment's
+	// OPENCODE_SERVER_USERNAME, else OpenCode's default "opencode".
+	Username string
+	// Major is OpenCode's major version: 2 applies 2.x's rules; anything
+	// else 1.x's.
+	Major int
+}
 
 // Plan is what will be started: the final argument list and environment,
 // and where the server will listen.
@@ -39,6 +64,11 @@ type Plan struct {
 	URL string
 	// Password is the server password the child gets.
 	Password string
+	// Username is the basic-auth user the child's server expects.
+	Username string
+	// Major is the OpenCode generation whose rules gave the credentials
+	// (2, or 1 for anything else).
+	Major int
 	// GeneratedPassword is true when the daemon made the password up.
 	GeneratedPassword bool
 	// PortChosen is true when the wrapper picked the port (the user gave
@@ -151,10 +181,9 @@ func portArg(args []string) (port string, host string) {
 }
 
 // NewPlan decides how to start command. env is the environment to pass on
-// (the user's, unchanged but for the password); password is the one the
-// user configured, or "" to use $OPENCODE_SERVER_PASSWORD from env, or to
-// generate one.
-func NewPlan(command []string, env []string, password string) (*Plan, error) {
+// (the user's, unchanged but for the credentials, which go in the
+// variables the generation reads: never on the command line).
+func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	if len(command) == 0 {
 		return nil, errors.New("run: no command given; usage: mcp-reconnect run [flags] -- opencode [ARGS...]")
 	}
@@ -162,7 +191,15 @@ func NewPlan(command []string, env []string, password string) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	p := &Plan{Path: path, Args: append([]string(nil), command...)}
+	p := &Plan{Path: path, Args: append([]string(nil), command...), Major: 1}
+	password := cred.Password
+	passwordEnv := PasswordEnv
+	if cred.Major == 2 {
+		p.Major, passwordEnv = 2, PasswordEnv2
+		if password == "" {
+			password = lookupEnv(env, PasswordEnv2)
+		}
+	}
 	if password == "" {
 		password = lookupEnv(env, PasswordEnv)
 	}
@@ -174,7 +211,19 @@ func NewPlan(command []string, env []string, password string) (*Plan, error) {
 		p.GeneratedPassword = true
 	}
 	p.Password = password
-	p.Env = setEnv(env, PasswordEnv, password)
+	p.Env = setEnv(env, passwordEnv, password)
+	p.Username = DefaultUsername
+	if p.Major == 1 {
+		// Without this the daemon would ask as the configured user while
+		// OpenCode expects its default one, and every request would be
+		// refused.
+		if cred.Username != "" {
+			p.Env = setEnv(p.Env, UsernameEnv, cred.Username)
+		}
+		if u := lookupEnv(p.Env, UsernameEnv); u != "" {
+			p.Username = u
+		}
+	}
 
 	port, host := portArg(command[1:])
 	if port == "" && IsOpenCode(command[0]) && Serves(command[1:]) {

@@ -58,7 +58,7 @@ func TestServes(t *testing.T) {
 }
 
 func TestPlanPicksPortAndPassword(t *testing.T) {
-	p, err := NewPlan([]string{"true", "serve"}, []string{"A=1"}, "")
+	p, err := NewPlan([]string{"true", "serve"}, []string{"A=1"}, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,41 +91,41 @@ func fakeOpenCode(t *testing.T) string {
 
 func TestPlanForOpenCode(t *testing.T) {
 	oc := fakeOpenCode(t)
-	p, err := NewPlan([]string{oc, "serve"}, nil, "given")
+	p, err := NewPlan([]string{oc, "serve"}, nil, Credentials{Password: "given"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Args) != 4 || p.Args[2] != "--port" || !strings.HasPrefix(p.URL, "http://127.0.0.1:") || p.Password != "given" || p.GeneratedPassword {
 		t.Fatalf("plan = %+v", p)
 	}
-	p, err = NewPlan([]string{oc, "--port", "4100", "--hostname", "0.0.0.0"}, []string{PasswordEnv + "=from-env"}, "")
+	p, err = NewPlan([]string{oc, "--port", "4100", "--hostname", "0.0.0.0"}, []string{PasswordEnv + "=from-env"}, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Args) != 5 || p.URL != "http://127.0.0.1:4100" || p.Password != "from-env" {
 		t.Fatalf("plan with a port = %+v", p)
 	}
-	p, err = NewPlan([]string{oc, "mcp", "auth", "x"}, nil, "")
+	p, err = NewPlan([]string{oc, "mcp", "auth", "x"}, nil, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Args) != 4 || p.URL != "" {
 		t.Fatalf("a subcommand got a port: %+v", p)
 	}
-	if _, err := NewPlan([]string{oc, "--port", "nope"}, nil, ""); err == nil {
+	if _, err := NewPlan([]string{oc, "--port", "nope"}, nil, Credentials{}); err == nil {
 		t.Fatal("a bad --port was accepted")
 	}
-	if _, err := NewPlan(nil, nil, ""); err == nil {
+	if _, err := NewPlan(nil, nil, Credentials{}); err == nil {
 		t.Fatal("an empty command was accepted")
 	}
-	if _, err := NewPlan([]string{"/no/such/opencode"}, nil, ""); err == nil {
+	if _, err := NewPlan([]string{"/no/such/opencode"}, nil, Credentials{}); err == nil {
 		t.Fatal("a missing command was accepted")
 	}
 }
 
 func TestExitCodes(t *testing.T) {
 	for cmd, want := range map[string]int{"exit 3": 3, "exit 0": 0, "kill -TERM $$": 128 + 15} {
-		p, err := NewPlan([]string{"sh", "-c", cmd}, nil, "x")
+		p, err := NewPlan([]string{"sh", "-c", cmd}, nil, Credentials{Password: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestTail(t *testing.T) {
 // untouched: the daemon has nothing to add to it.
 func TestConfigContentPassesUntouched(t *testing.T) {
 	content := "{\n  // a comment\n  \"plugin\": [\"x\"], \"mcp\": {\"a\": {\"type\": \"local\", \"command\": [\"y\"]}},\n}"
-	p, err := NewPlan([]string{fakeOpenCode(t)}, []string{"OPENCODE_CONFIG_CONTENT=" + content}, "")
+	p, err := NewPlan([]string{fakeOpenCode(t)}, []string{"OPENCODE_CONFIG_CONTENT=" + content}, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestPortTaken(t *testing.T) {
 }
 
 func TestNewPort(t *testing.T) {
-	p, err := NewPlan([]string{fakeOpenCode(t), "serve", "--", "x"}, nil, "pw")
+	p, err := NewPlan([]string{fakeOpenCode(t), "serve", "--", "x"}, nil, Credentials{Password: "pw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestNewPort(t *testing.T) {
 	if p.Args[2] != "--port" || p.Args[3] != strconv.Itoa(p.Port) || p.Args[4] != "--" || p.URL != "http://127.0.0.1:"+strconv.Itoa(p.Port) {
 		t.Fatalf("after NewPort: %+v", p)
 	}
-	given, _ := NewPlan([]string{fakeOpenCode(t), "--port", "4100"}, nil, "pw")
+	given, _ := NewPlan([]string{fakeOpenCode(t), "--port", "4100"}, nil, Credentials{Password: "pw"})
 	if given.PortChosen || given.NewPort() == nil {
 		t.Fatal("a port the user gave may be replaced")
 	}
