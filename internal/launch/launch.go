@@ -453,13 +453,16 @@ func (c *Child) Describe() string {
 }
 
 // Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
-// it exits. SIGINT and SIGQUIT are relayed only when stdin is not a
-// terminal: at a terminal, Ctrl-C and Ctrl-\ already reach the child (it
-// shares the foreground process group), and a second copy would make a
-// TUI see two.
+// it exits. SIGINT and SIGQUIT are relayed unless the wrapper is, when the
+// signal arrives, the foreground job of the terminal on its stdin: then
+// the signal came from a key (Ctrl-C, Ctrl-\), the kernel sent it to the
+// whole foreground process group, the child included, and a second copy
+// would make a TUI see two. A wrapper in the background (`run … &`, or
+// stdin a terminal it is not the foreground job of) gets them only from
+// kill(2), and the child from nobody else. (A kill(2) of a foreground
+// wrapper cannot be told from a key, and is not relayed.)
 func (c *Child) Forward() (stop func()) {
 	sigs := c.sigs
-	interactive := isTerminal(os.Stdin)
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
 	wg.Add(1)
@@ -472,7 +475,7 @@ func (c *Child) Forward() (stop func()) {
 			case <-c.done:
 				return
 			case s := <-sigs:
-				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && interactive {
+				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
 					continue
 				}
 				c.Signal(s)
