@@ -219,3 +219,26 @@ func TestParseMajor(t *testing.T) {
 		}
 	}
 }
+
+// Which listeners take a loopback port: 127.0.0.1 itself and the
+// unspecified addresses (IPv4 and IPv6) do; another loopback address or
+// ::1 does not.
+func TestPortTakenByAddress(t *testing.T) {
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	for addr, want := range map[string]bool{"127.0.0.1": true, "0.0.0.0": true, "[::]": true, "127.0.0.2": false, "[::1]": false} {
+		l, err := net.Listen("tcp", addr+":0")
+		if err != nil {
+			t.Logf("%s: %v (skipped)", addr, err)
+			continue
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if got := PortTaken(other.Process.Pid, port); got != want {
+			t.Errorf("a listener on %s:%d: taken = %v, want %v", addr, port, got, want)
+		}
+		l.Close()
+	}
+}
