@@ -103,13 +103,14 @@ This alias is all it takes, for either generation:
 			}
 			defer closeLog()
 			if launch.IsOpenCode(args[0]) && launch.Serves(args[1:]) {
-				major, err := launch.Major(cmd.Context(), args[0], os.Environ())
+				major, cached, err := launch.DefaultVersions().Major(cmd.Context(), args[0], os.Environ())
 				switch {
 				case err != nil:
 					log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
 				case major >= 2:
 					return runV2(cmd, &f, args, log)
 				}
+				log.Debug("opencode generation", "major", major, "remembered", cached)
 			}
 			plan, err := launch.NewPlan(args, os.Environ(), launch.Credentials{Password: f.password, Username: f.username})
 			if err != nil {
