@@ -103,10 +103,23 @@ func IsOpenCode(command string) bool {
 	return base == "opencode" || strings.HasPrefix(base, "opencode-") || strings.HasPrefix(base, "opencode.")
 }
 
-// Serves reports whether an OpenCode command line starts a server the
-// daemon can watch: the TUI (no subcommand, or the [project] positional),
-// `serve` or `web`. Anything else (`opencode mcp auth`, `models`, `run …`,
-// `--version`) is passed through untouched, so an alias of opencode to the
+// Kind is what an OpenCode command line starts.
+type Kind int
+
+// The kinds KindOf tells apart.
+const (
+	// Other: a subcommand (`opencode mcp auth`, `models`, `run …`,
+	// `--version`), passed through untouched.
+	Other Kind = iota
+	// TUI: no subcommand, or the [project] positional.
+	TUI
+	// Server: `serve` or `web`.
+	Server
+)
+
+// KindOf reads an OpenCode command line (the arguments after the command
+// name): the TUI, a server (`serve`, `web`), or anything else, which the
+// wrapper passes through untouched, so an alias of opencode to the
 // wrapper keeps every subcommand working.
 //
 // The decision follows OpenCode's own grammar (`opencode --help`): the
@@ -114,14 +127,14 @@ func IsOpenCode(command string) bool {
 // project directory of the TUI. The file system is never consulted: in a
 // repository holding a models/ or run/ folder, `opencode models` is still
 // the models subcommand.
-func Serves(args []string) bool {
+func KindOf(args []string) Kind {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
-			return true // only positionals follow: the project
+			return TUI // only positionals follow: the project
 		case a == "--help" || a == "-h" || a == "--version" || a == "-v":
-			return false
+			return Other
 		case strings.HasPrefix(a, "-"):
 			name := strings.TrimLeft(a, "-")
 			if strings.Contains(name, "=") {
@@ -133,16 +146,42 @@ func Serves(args []string) bool {
 				i++ // yargs takes "--mdns false" as the boolean's value
 			}
 		case subcommands[a]:
-			return a == "serve" || a == "web"
+			if a == "serve" || a == "web" {
+				return Server
+			}
+			return Other
 		default:
-			return true // [project]: the TUI in that directory
+			return TUI // [project]: the TUI in that directory
 		}
 	}
-	return true
+	return TUI
 }
 
-// subcommands are OpenCode 1.18's (`opencode --help`), aliases included.
+// Serves reports whether an OpenCode command line starts a server the
+// daemon can watch: the TUI or a server (see KindOf).
+func Serves(args []string) bool { return KindOf(args) != Other }
+
+// AsService reports whether a `serve` command line asks for OpenCode 2's
+// shared background service (`opencode serve --service`) rather than a
+// server of its own.
+func AsService(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--service" || a == "--service=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// subcommands are OpenCode 1.18's (`opencode --help`), aliases included,
+// and 2.x's `service` (a 1.x project folder named service is then passed
+// through unwatched, where 2.x's subcommand would otherwise be taken for
+// the TUI).
 var subcommands = map[string]bool{
+	"service":    true,
 	"completion": true, "acp": true, "mcp": true, "attach": true, "run": true, "debug": true,
 	"providers": true, "auth": true, "agent": true, "upgrade": true, "uninstall": true,
 	"serve": true, "web": true, "models": true, "stats": true, "export": true, "import": true,

@@ -49,11 +49,61 @@ func TestServes(t *testing.T) {
 		"upgrade":                   false,
 		"--port=5000 " + dir:        true,
 		"-- models":                 true, // after --, a project named models
+		"service start":             false, // 2.x's service subcommand
 	}
 	for args, want := range cases {
 		if got := Serves(strings.Fields(args)); got != want {
 			t.Errorf("Serves(%q) = %v, want %v", args, got, want)
 		}
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	for args, want := range map[string]Kind{
+		"": TUI, "~/p": TUI, "--port 5000": TUI, "serve": Server, "web --port 1": Server,
+		"--log-level DEBUG serve --service": Server, "models": Other, "service status": Other,
+	} {
+		if got := KindOf(strings.Fields(args)); got != want {
+			t.Errorf("KindOf(%q) = %v, want %v", args, got, want)
+		}
+	}
+	for args, want := range map[string]bool{"serve --service": true, "serve --service=true": true, "serve --port 1": false, "serve -- --service": false} {
+		if got := AsService(strings.Fields(args)); got != want {
+			t.Errorf("AsService(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+// The credentials follow the generation's rules: 1.x reads
+// OPENCODE_SERVER_PASSWORD and OPENCODE_SERVER_USERNAME; 2.x reads
+// OPENCODE_PASSWORD, then OPENCODE_SERVER_PASSWORD, and always
+// authenticates as "opencode".
+func TestPlanCredentialsPerGeneration(t *testing.T) {
+	oc := fakeOpenCode(t)
+	type c struct {
+		env                  []string
+		cred                 Credentials
+		password, user, vars string
+	}
+	for i, tc := range []c{
+		{nil, Credentials{Password: "given", Username: "bob"}, "given", "bob", "OPENCODE_SERVER_PASSWORD=given OPENCODE_SERVER_USERNAME=bob"},
+		{[]string{"OPENCODE_SERVER_USERNAME=alice", "OPENCODE_SERVER_PASSWORD=env"}, Credentials{}, "env", "alice", "OPENCODE_SERVER_USERNAME=alice OPENCODE_SERVER_PASSWORD=env"},
+		{[]string{"OPENCODE_PASSWORD=ignored-by-1x"}, Credentials{Password: "p1"}, "p1", "opencode", "OPENCODE_PASSWORD=ignored-by-1x OPENCODE_SERVER_PASSWORD=p1"},
+		{nil, Credentials{Password: "given", Username: "bob", Major: 2}, "given", "opencode", "OPENCODE_PASSWORD=given"},
+		{[]string{"OPENCODE_SERVER_PASSWORD=second", "OPENCODE_PASSWORD=first"}, Credentials{Major: 2}, "first", "opencode", "OPENCODE_SERVER_PASSWORD=second OPENCODE_PASSWORD=first"},
+		{[]string{"OPENCODE_SERVER_PASSWORD=fallback"}, Credentials{Major: 2}, "fallback", "opencode", "OPENCODE_SERVER_PASSWORD=fallback OPENCODE_PASSWORD=fallback"},
+	} {
+		p, err := NewPlan([]string{oc, "serve"}, tc.env, tc.cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Password != tc.password || p.Username != tc.user || strings.Join(p.Env, " ") != tc.vars {
+			t.Errorf("%d: plan password %q user %q env %q; want %q %q %q", i, p.Password, p.Username, strings.Join(p.Env, " "), tc.password, tc.user, tc.vars)
+		}
+	}
+	p, err := NewPlan([]string{oc, "serve"}, nil, Credentials{Major: 2})
+	if err != nil || !p.GeneratedPassword || lookupEnv(p.Env, PasswordEnv2) != p.Password || lookupEnv(p.Env, PasswordEnv) != "" {
+		t.Fatalf("2.x plan without a password: %+v, %v", p, err)
 	}
 }
 

@@ -57,18 +57,18 @@ func closeHTTP(s *httptest.Server) {
 }
 
 // v2Env is an environment with no OpenCode URL or password and its own
-// state and config directories.
+// state, config and cache directories (the cache beside the state).
 func v2Env(state, config string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "OPENCODE_URL", "OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME", "OPENCODE_PASSWORD", "XDG_STATE_HOME", "XDG_CONFIG_HOME":
+		case "OPENCODE_URL", "OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME", "OPENCODE_PASSWORD", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME":
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "XDG_STATE_HOME="+state, "XDG_CONFIG_HOME="+config)
+	return append(env, "XDG_STATE_HOME="+state, "XDG_CONFIG_HOME="+config, "XDG_CACHE_HOME="+filepath.Join(state, "cache"))
 }
 
 // waitRequests waits until fake has served a status read for dir.
