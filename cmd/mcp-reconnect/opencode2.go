@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
@@ -63,29 +62,30 @@ func serviceServer(file string) daemon.Server {
 	return sc
 }
 
-// spawnServiceWatch starts `mcp-reconnect watch` for the OpenCode 2
-// service in the background, in a session of its own so it outlives the
-// terminal, logging to logFile. Its environment names no OpenCode URL or
-// password: the service file says both.
-func spawnServiceWatch(file, logFile, config string) func() error {
+// spawnServiceWatch starts `self watch` for the OpenCode 2 service in
+// the background (launch.StartDetached: a session of its own, so it
+// outlives the terminal, and not this process's child, so the TUI this
+// process becomes never holds it as a zombie), logging to logFile. Its
+// environment names no OpenCode URL, user or password: the service file
+// says them, and a password meant for another server must not reach it.
+func spawnServiceWatch(self, file, logFile, config string) func() error {
 	return func() error {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
 		args := []string{"watch", "--service-file", file, "--status-addr", "127.0.0.1:0", "--log-file", logFile}
 		if config != "" {
 			args = append(args, "--config", config)
 		}
-		cmd := exec.Command(self, args...)
-		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-			name, _, _ := strings.Cut(kv, "=")
-			return name == "OPENCODE_URL" || name == "OPENCODE_SERVER_PASSWORD" || name == "OPENCODE_SERVER_USERNAME"
-		})
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		return cmd.Process.Release()
+		_, err := launch.StartDetached(self, args, serviceWatchEnv(os.Environ()))
+		return err
 	}
+}
+
+// scrubbed are the variables the background watch must not inherit.
+var scrubbed = []string{"OPENCODE_URL", launch.PasswordEnv, launch.UsernameEnv, launch.PasswordEnv2}
+
+// serviceWatchEnv is env without the scrubbed variables.
+func serviceWatchEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(scrubbed, name)
+	})
 }

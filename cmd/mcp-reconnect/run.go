@@ -29,9 +29,13 @@ func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) e
 		config = f.config
 	}
 	reg, err := registry.Default()
+	var self string
+	if err == nil {
+		self, err = os.Executable()
+	}
 	if err == nil {
 		var started bool
-		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(file, f.logFile, config), 5*time.Second)
+		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config), 5*time.Second)
 		if started {
 			log.Info("started a daemon for the OpenCode 2 service", "file", file)
 		}
@@ -100,7 +104,7 @@ are servers of their own, supervised and watched as on 1.x. The 2.x TUI
 service instead: run then makes sure a daemon watches that service (it
 starts "mcp-reconnect watch" in the background, once, when the registry of
 running daemons holds none; that daemon outlives the TUI, as the service
-does) and then becomes COMMAND.
+does, and is not the TUI's child) and then becomes COMMAND.
 
 This alias is all it takes, for either generation:
 

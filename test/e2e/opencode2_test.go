@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -153,14 +154,15 @@ func TestWatchFollowsOpenCode2Service(t *testing.T) {
 // `run` on OpenCode 2: the TUI attaches to the shared service, so run
 // makes sure one daemon watches that service (started once, detached,
 // found in the registry) and then becomes the command: same arguments (no
-// --port), same exit code.
+// --port), same exit code. The daemon is not the command's child (the TUI
+// would never reap it).
 func TestRunOnOpenCode2StartsOneServiceWatch(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	state, config, bin := t.TempDir(), t.TempDir(), t.TempDir()
 	argsFile := filepath.Join(bin, "args")
-	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 2.0.21; exit 0; fi\necho \"$@\" >> " + argsFile + "\nexit 7\n"
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 2.0.21; exit 0; fi\necho \"$@\" >> " + argsFile + "\nsleep 0.5\nexit 7\n"
 	oc := filepath.Join(bin, "opencode")
 	if err := os.WriteFile(oc, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
@@ -175,7 +177,29 @@ func TestRunOnOpenCode2StartsOneServiceWatch(t *testing.T) {
 	for i := range 2 {
 		cmd := exec.Command(reconnectBin, "run", "--", oc, "--auto")
 		cmd.Env = v2Env(state, config)
-		out, err := cmd.CombinedOutput()
+		out := &ochost.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// run has made sure of the daemon before it became the command.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if b, _ := os.ReadFile(argsFile); len(b) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the command never ran; output:\n%s", out)
+				}
+			}
+			entries, _ := reg.List()
+			for _, e := range entries {
+				if slices.Contains(childPIDs(cmd.Process.Pid), e.PID) {
+					t.Errorf("the service daemon (pid %d) is a child of the command run became", e.PID)
+				}
+			}
+		}
+		err := cmd.Wait()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
 			t.Fatalf("run %d: exit %v, want the command's 7; output:\n%s", i, err, out)
 		}
