@@ -102,7 +102,7 @@ type fileID struct {
 // binaryID identifies a binary: the file itself, and the lockfile of the
 // node_modules tree it lives in, if any.
 type binaryID struct {
-	File fileID  `json:"file"`
+	File fileID `json:"file"`
 	Lock fileID `json:"npm_lock,omitzero"`
 }
 

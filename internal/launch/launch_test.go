@@ -48,7 +48,7 @@ func TestServes(t *testing.T) {
 		"auth login":                false,
 		"upgrade":                   false,
 		"--port=5000 " + dir:        true,
-		"-- models":                 true, // after --, a project named models
+		"-- models":                 true,  // after --, a project named models
 		"service start":             false, // 2.x's service subcommand
 	}
 	for args, want := range cases {
