@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,5 +47,35 @@ func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 	}
 	if strings.Contains(got, "ppid="+strconv.Itoa(os.Getpid())+"\n") {
 		t.Errorf("the background watch is this process's child: the TUI it execs into would never reap it")
+	}
+}
+
+// `watch` with no URL and no password (the command line `service install`
+// writes, run at login, before OpenCode 2's service has started) follows
+// the service file although it does not exist yet: the service writes it
+// when it starts. The one server starts at the 1.x default, watched while
+// no service runs, and is registered as following the service file, so
+// `run` counts it as watching the service.
+func TestWatchFollowsTheServiceFileBeforeItExists(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "state"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	for _, k := range []string{"OPENCODE_URL", "OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME", "MCP_RECONNECT_SERVICE_FILE", "MCP_RECONNECT_CONFIG"} {
+		t.Setenv(k, "")
+	}
+	f, fs := loadFlags(t)
+	got, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Discover == nil || got[0].ServiceFile != defaultServiceFile() || got[0].URL != defaultURL {
+		t.Fatalf("servers = %+v: want one that follows %s, first at %s", got, defaultServiceFile(), defaultURL)
+	}
+	// A URL given: that server, no service.
+	f, fs = loadFlags(t, "--url", "http://127.0.0.1:5000")
+	got, _ = f.servers(fs, slog.New(slog.DiscardHandler))
+	if len(got) != 1 || got[0].Discover != nil {
+		t.Fatalf("with --url: servers = %+v", got)
 	}
 }
