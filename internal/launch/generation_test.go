@@ -135,3 +135,30 @@ func TestVersionsIgnoreAWritableCache(t *testing.T) {
 	}
 	wantMajor(t, v, asked, bin, 1, false, 2)
 }
+
+// Whatever the cache file holds, Major answers what the binary says or
+// what was remembered for exactly this binary, and never fails for it.
+func FuzzVersionsFile(f *testing.F) {
+	f.Add([]byte(`{"binaries":[{"id":{"file":{"path":"/x","size":1}},"version":"2.0.21","major":2}]}`))
+	f.Add([]byte(`{"binaries":[{"id":null,"major":-1}]}`))
+	f.Add([]byte(`not json`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, asked := countingVersions(t)
+		bin := filepath.Join(t.TempDir(), "opencode")
+		writeBinary(t, bin, "1.18.34")
+		if err := os.MkdirAll(filepath.Dir(v.File), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(v.File, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		major, cached, err := v.Major(context.Background(), bin, nil)
+		if err != nil || major != 1 || cached || *asked != 1 {
+			t.Fatalf("Major = %d, cached %v, %v after %d questions", major, cached, err, *asked)
+		}
+		if major, cached, err = v.Major(context.Background(), bin, nil); err != nil || major != 1 || !cached {
+			t.Fatalf("then Major = %d, cached %v, %v", major, cached, err)
+		}
+	})
+}
