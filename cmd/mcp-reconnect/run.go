@@ -143,17 +143,19 @@ This alias is all it takes, for either generation:
 			if launch.IsOpenCode(args[0]) {
 				if kind := launch.KindOf(args[1:]); kind != launch.Other {
 					major, cached, err := launch.DefaultVersions().Major(cmd.Context(), args[0], os.Environ())
-					switch {
-					case err != nil:
+					if err != nil {
 						log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
-					case major >= 2 && (kind == launch.TUI || launch.AsService(args[1:])):
+					} else {
+						log.Debug("opencode generation", "major", major, "remembered", cached)
+					}
+					switch {
+					case err == nil && major >= 2 && (kind == launch.TUI || launch.AsService(args[1:])):
 						return runV2(cmd, &f, args, log)
-					case major >= 2:
+					case err == nil && major >= 2:
 						// A 2.x serve or web is a server of its own: supervised
 						// and watched as on 1.x, with 2.x's password rules.
 						cred = v2Credentials(&f, log)
 					}
-					log.Debug("opencode generation", "major", major, "remembered", cached)
 				}
 			}
 			plan, err := launch.NewPlan(args, os.Environ(), cred)

@@ -160,7 +160,7 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 		out = append(out, sc)
 	}
 	if service != "" {
-		out = append(out, f.serviceServer(service, len(entries) == 0 && !fset.Changed("url")))
+		out = append(out, f.serviceServer(service, len(entries) == 0))
 		log.Info("following the OpenCode 2 service", "file", service)
 	}
 	seen := map[string]bool{}
