@@ -85,8 +85,9 @@ Whether ARGS start a server (the TUI, serve, web) is read from OpenCode's
 own subcommands, so "opencode models" stays the models command. The
 credentials reach the child in the environment, never on the command line:
 for 1.x the password as OPENCODE_SERVER_PASSWORD and --username as
-OPENCODE_SERVER_USERNAME; for 2.x the password as OPENCODE_PASSWORD (2.x
-reads it before OPENCODE_SERVER_PASSWORD; its user is always "opencode").
+OPENCODE_SERVER_USERNAME; for 2.x the password as OPENCODE_PASSWORD, which
+2.x reads first, and as OPENCODE_SERVER_PASSWORD too (its user is always
+"opencode").
 When no password is set (--password, the config file, or those variables)
 run generates a strong one, never printed, so no other local user can
 drive the server. Other OpenCode subcommands (opencode mcp auth, --version,

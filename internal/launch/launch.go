@@ -251,6 +251,13 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	}
 	p.Password = password
 	p.Env = setEnv(env, passwordEnv, password)
+	if p.Major == 2 {
+		// 2.x reads OPENCODE_PASSWORD first, so this changes nothing for
+		// it; a 1.x binary wrongly taken for 2.x (a wrapper script of the
+		// user's whose target was downgraded) still gets its password
+		// instead of serving unsecured.
+		p.Env = setEnv(p.Env, PasswordEnv, password)
+	}
 	p.Username = DefaultUsername
 	if p.Major == 1 {
 		// Without this the daemon would ask as the configured user while

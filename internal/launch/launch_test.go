@@ -89,9 +89,11 @@ func TestPlanCredentialsPerGeneration(t *testing.T) {
 		{nil, Credentials{Password: "given", Username: "bob"}, "given", "bob", "OPENCODE_SERVER_PASSWORD=given OPENCODE_SERVER_USERNAME=bob"},
 		{[]string{"OPENCODE_SERVER_USERNAME=alice", "OPENCODE_SERVER_PASSWORD=env"}, Credentials{}, "env", "alice", "OPENCODE_SERVER_USERNAME=alice OPENCODE_SERVER_PASSWORD=env"},
 		{[]string{"OPENCODE_PASSWORD=ignored-by-1x"}, Credentials{Password: "p1"}, "p1", "opencode", "OPENCODE_PASSWORD=ignored-by-1x OPENCODE_SERVER_PASSWORD=p1"},
-		{nil, Credentials{Password: "given", Username: "bob", Major: 2}, "given", "opencode", "OPENCODE_PASSWORD=given"},
-		{[]string{"OPENCODE_SERVER_PASSWORD=second", "OPENCODE_PASSWORD=first"}, Credentials{Major: 2}, "first", "opencode", "OPENCODE_SERVER_PASSWORD=second OPENCODE_PASSWORD=first"},
-		{[]string{"OPENCODE_SERVER_PASSWORD=fallback"}, Credentials{Major: 2}, "fallback", "opencode", "OPENCODE_SERVER_PASSWORD=fallback OPENCODE_PASSWORD=fallback"},
+		// 2.x: both variables hold the child's password (2.x reads the
+		// first; a 1.x binary taken for 2.x still gets one).
+		{nil, Credentials{Password: "given", Username: "bob", Major: 2}, "given", "opencode", "OPENCODE_PASSWORD=given OPENCODE_SERVER_PASSWORD=given"},
+		{[]string{"OPENCODE_SERVER_PASSWORD=second", "OPENCODE_PASSWORD=first"}, Credentials{Major: 2}, "first", "opencode", "OPENCODE_PASSWORD=first OPENCODE_SERVER_PASSWORD=first"},
+		{[]string{"OPENCODE_SERVER_PASSWORD=fallback"}, Credentials{Major: 2}, "fallback", "opencode", "OPENCODE_PASSWORD=fallback OPENCODE_SERVER_PASSWORD=fallback"},
 	} {
 		p, err := NewPlan([]string{oc, "serve"}, tc.env, tc.cred)
 		if err != nil {
@@ -102,7 +104,7 @@ func TestPlanCredentialsPerGeneration(t *testing.T) {
 		}
 	}
 	p, err := NewPlan([]string{oc, "serve"}, nil, Credentials{Major: 2})
-	if err != nil || !p.GeneratedPassword || lookupEnv(p.Env, PasswordEnv2) != p.Password || lookupEnv(p.Env, PasswordEnv) != "" {
+	if err != nil || !p.GeneratedPassword || lookupEnv(p.Env, PasswordEnv2) != p.Password || lookupEnv(p.Env, PasswordEnv) != p.Password {
 		t.Fatalf("2.x plan without a password: %+v, %v", p, err)
 	}
 }
