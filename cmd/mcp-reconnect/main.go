@@ -124,7 +124,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.toast, "toast", true, "show a toast in an attached TUI when a server comes back or drops to the slow tier (at most one per server per minute) [$MCP_RECONNECT_TOAST]")
 	fs.BoolVar(&f.netwatch, "netwatch", true, "retry every failed server at once when the network changes (interfaces, addresses, routes) [$MCP_RECONNECT_NETWATCH]")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file (created 0600) instead of stderr [$MCP_RECONNECT_LOG_FILE]")
-	fs.StringVar(&f.service, "service-file", "", "follow the OpenCode 2 background service this service.json describes (its URL and password, read anew when it moves); by default "+defaultServiceFile()+" when neither --url nor a password is given and it exists [$MCP_RECONNECT_SERVICE_FILE]")
+	fs.StringVar(&f.service, "service-file", "", "follow the OpenCode 2 background service this service.json describes (its URL and password, read anew when it moves, and whenever it appears); by default "+defaultServiceFile()+" (and other channels' service-<channel>.json beside it) when neither --url nor a password is given [$MCP_RECONNECT_SERVICE_FILE]")
 	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names); refused when another user owns it or others may write it, and, when it holds a password or [[opencode]] tables, when others may read it [$MCP_RECONNECT_CONFIG]")
 }
 
@@ -255,11 +255,18 @@ MCP servers until stopped with SIGINT or SIGTERM. It speaks both OpenCode
 generations (1.x and 2.x), detected at start and again whenever the server
 comes back after it could not be reached.
 
-With no --url and no password, watch follows the OpenCode 2 background
-service if its service.json exists (URL, password and pid; read anew when
-the service restarts on another port or with another password; the
-password is held in memory only), and otherwise watches 1.x at
-http://127.0.0.1:4096.
+With no --url and no password (by flag, environment or config file),
+watch follows the OpenCode you run by default: the OpenCode 2 background
+service whenever its service.json is there (or, while it is not, another
+release channel's service-<channel>.json beside it), and while no service
+runs, OpenCode 1.x at http://127.0.0.1:4096 if it answers there. The file
+gives the URL, password and pid, checked against the running service; the
+password is held in memory only. watch looks again whenever the server it
+follows cannot be reached, at most every 5 s while none answers (a stat of
+the files and a refused loopback connection), so a service that starts
+after watch, or goes away and comes back, is followed within about 5 s;
+while 1.x at :4096 answers, watch stays with it. Servers listed as [[opencode]] in the
+config file are watched beside the service (without the 1.x fallback).
 
 A running daemon of this user that already watches the same OpenCode server
 (its URL compared normalised, or the same OpenCode 2 service file) makes
@@ -274,7 +281,7 @@ refused unless --allow-http-password is given.
 
 Every flag can also be set from the environment variable shown in brackets;
 a flag given on the command line wins.`,
-		Example: `  mcp-reconnect watch      # the OpenCode 2 service (its service.json), else 1.x at :4096
+		Example: `  mcp-reconnect watch      # the OpenCode 2 service whenever it runs, else 1.x at :4096
   OPENCODE_SERVER_PASSWORD=… mcp-reconnect watch --url http://127.0.0.1:4096
   mcp-reconnect watch --directory ~/src/project --log-level debug`,
 		Args: cobra.NoArgs,

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
@@ -22,14 +20,10 @@ func defaultServiceFile() string {
 	return opencode.ServiceFilePath(runtime.GOOS, os.Getenv, home)
 }
 
-// v2ServiceDefaultURL is the shared service's usual address, shown until
-// its service file says otherwise.
-const v2ServiceDefaultURL = "http://127.0.0.1:49374"
-
-// serviceFile decides whether to follow the OpenCode 2 background service:
-// when --service-file names one, or when neither a URL nor a password was
-// given (by flag, environment or config file) and the default service file
-// exists. Without a service file and without --url, the 1.x default stays.
+// serviceFile is the OpenCode 2 service file doctor checks: the one
+// --service-file names, or, when neither a URL nor a password was given
+// (by flag, environment or config file), the default one if it exists.
+// Without it and without --url, the 1.x default stays.
 func (f *watchFlags) serviceFile(fs *pflag.FlagSet) string {
 	if f.service != "" {
 		return f.service
@@ -44,48 +38,59 @@ func (f *watchFlags) serviceFile(fs *pflag.FlagSet) string {
 	return file
 }
 
-// serviceServer is the OpenCode 2 service described by file, as one
-// server to watch: its URL and password are read from the file at start
-// and again whenever the server cannot be reached (it restarted on another
-// port, or with another password). The password stays in memory.
-func serviceServer(file string) daemon.Server {
-	sc := daemon.Server{ServiceFile: file, URL: v2ServiceDefaultURL}
-	if svc, err := opencode.ReadServiceFile(file); err == nil {
-		sc.URL = svc.URL
+// followService is the OpenCode 2 service file watch follows: the one
+// --service-file names, or, when neither a URL nor a password was given
+// (by flag, environment or config file), the default one, whether it
+// exists yet or not: the service writes it when it starts, usually after
+// a daemon started at login.
+func (f *watchFlags) followService(fs *pflag.FlagSet) string {
+	if f.service != "" {
+		return f.service
 	}
-	sc.Discover = func(ctx context.Context) (string, string, error) {
-		svc, err := opencode.DiscoverService(ctx, file, opencode.Options{})
-		if err != nil {
-			return "", "", err
-		}
-		return svc.URL, svc.Password(), nil
+	if fs.Changed("url") || fs.Changed("password") {
+		return ""
 	}
-	return sc
+	return defaultServiceFile()
 }
 
-// spawnServiceWatch starts `mcp-reconnect watch` for the OpenCode 2
-// service in the background, in a session of its own so it outlives the
-// terminal, logging to logFile. Its environment names no OpenCode URL or
-// password: the service file says both.
-func spawnServiceWatch(file, logFile, config string) func() error {
+// serviceServer is the service registered in file, as one server to
+// watch (daemon.ServiceServer). The default file brings the other
+// channels' service-<channel>.json beside it. alone says nothing else is
+// configured (no --url, no [[opencode]] table): then, unless
+// --service-file was given, OpenCode 1.x at its default address is
+// watched while no service runs.
+func (f *watchFlags) serviceServer(file string, alone bool) daemon.Server {
+	var fallback *daemon.Server
+	if alone && f.service == "" {
+		fallback = &daemon.Server{URL: defaultURL, Username: f.username}
+	}
+	return daemon.ServiceServer(file, file == defaultServiceFile(), fallback)
+}
+
+// spawnServiceWatch starts `self watch` for the OpenCode 2 service in
+// the background (launch.StartDetached: a session of its own, so it
+// outlives the terminal, and not this process's child, so the TUI this
+// process becomes never holds it as a zombie), logging to logFile. Its
+// environment names no OpenCode URL, user or password: the service file
+// says them, and a password meant for another server must not reach it.
+func spawnServiceWatch(self, file, logFile, config string) func() error {
 	return func() error {
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
 		args := []string{"watch", "--service-file", file, "--status-addr", "127.0.0.1:0", "--log-file", logFile}
 		if config != "" {
 			args = append(args, "--config", config)
 		}
-		cmd := exec.Command(self, args...)
-		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
-			name, _, _ := strings.Cut(kv, "=")
-			return name == "OPENCODE_URL" || name == "OPENCODE_SERVER_PASSWORD" || name == "OPENCODE_SERVER_USERNAME"
-		})
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		return cmd.Process.Release()
+		_, err := launch.StartDetached(self, args, serviceWatchEnv(os.Environ()))
+		return err
 	}
+}
+
+// scrubbed are the variables the background watch must not inherit.
+var scrubbed = []string{"OPENCODE_URL", launch.PasswordEnv, launch.UsernameEnv, launch.PasswordEnv2}
+
+// serviceWatchEnv is env without the scrubbed variables.
+func serviceWatchEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(scrubbed, name)
+	})
 }

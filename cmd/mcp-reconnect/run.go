@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,9 +29,13 @@ func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) e
 		config = f.config
 	}
 	reg, err := registry.Default()
+	var self string
+	if err == nil {
+		self, err = os.Executable()
+	}
 	if err == nil {
 		var started bool
-		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(file, f.logFile, config), 5*time.Second)
+		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config), 5*time.Second)
 		if started {
 			log.Info("started a daemon for the OpenCode 2 service", "file", file)
 		}
@@ -43,6 +48,22 @@ func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) e
 	return launch.Exec(args, os.Environ())
 }
 
+// v2Credentials are the credentials of an OpenCode 2 server that run
+// starts: 2.x reads OPENCODE_PASSWORD, then OPENCODE_SERVER_PASSWORD, so
+// a password that came from the environment is left for NewPlan to find
+// in that order; one given by flag or config file is the child's. The
+// user is always "opencode".
+func v2Credentials(f *watchFlags, log *slog.Logger) launch.Credentials {
+	c := launch.Credentials{Password: f.password, Major: 2}
+	if strings.HasPrefix(f.passwordSource, "env ") {
+		c.Password = ""
+	}
+	if f.username != "" && f.username != launch.DefaultUsername {
+		log.Warn("OpenCode 2 authenticates as \"opencode\"; the configured username is not used", "username", f.username)
+	}
+	return c
+}
+
 func newRun() *cobra.Command {
 	var f watchFlags
 	var startTimeout time.Duration
@@ -53,21 +74,38 @@ func newRun() *cobra.Command {
 watches it until it exits, then exits with its exit code (128+N when signal N
 killed it). The terminal is the child's: the TUI works exactly as without
 the wrapper, and the daemon logs to --log-file instead of the screen.
+SIGTERM and SIGHUP sent to run reach the child; so do SIGINT and SIGQUIT,
+unless run is the terminal's foreground job (then Ctrl-C and Ctrl-\ reach
+the child from the terminal itself, once, and a SIGINT sent to run alone is
+not relayed).
 
 When COMMAND is OpenCode and ARGS have no --port, run picks a free loopback
 port and adds it (and picks another if some other program takes it first).
 Whether ARGS start a server (the TUI, serve, web) is read from OpenCode's
-own subcommands, so "opencode models" stays the models command. When no password is set it generates a strong one and
-passes it to the child as OPENCODE_SERVER_PASSWORD (never on the command
-line, and never printed), so no other local user can drive the server.
-Other OpenCode subcommands (opencode mcp auth, --version, …) pass through
-untouched.
+own subcommands, so "opencode models" stays the models command. The
+credentials reach the child in the environment, never on the command line:
+for 1.x the password as OPENCODE_SERVER_PASSWORD and --username as
+OPENCODE_SERVER_USERNAME; for 2.x the password as OPENCODE_PASSWORD, which
+2.x reads first, and as OPENCODE_SERVER_PASSWORD too (its user is always
+"opencode").
+When no password is set (--password, the config file, or those variables)
+run generates a strong one, never printed, so no other local user can
+drive the server. Other OpenCode subcommands (opencode mcp auth, --version,
+…) pass through untouched.
 
-OpenCode 2 (told by "COMMAND --version"): its TUI attaches to the user's
-shared background service instead of serving itself. run then makes sure a
-daemon watches that service (it starts "mcp-reconnect watch" in the
-background, once, when the registry of running daemons holds none; that
-daemon outlives the TUI, as the service does) and then becomes COMMAND.
+The generation is what "COMMAND --version" prints. It is asked once per
+binary and remembered in the user's cache directory
+(mcp-reconnect/opencode-versions.json there) until the file COMMAND
+resolves to changes (an upgrade, a re-pointed symlink, an npm install), so
+a start costs no --version run.
+
+OpenCode 2: "opencode serve" and "opencode web", with or without --port,
+are servers of their own, supervised and watched as on 1.x. The 2.x TUI
+(and "opencode serve --service") attaches to the user's shared background
+service instead: run then makes sure a daemon watches that service (it
+starts "mcp-reconnect watch" in the background, once, when the registry of
+running daemons holds none; that daemon outlives the TUI, as the service
+does, and is not the TUI's child) and then becomes COMMAND.
 
 This alias is all it takes, for either generation:
 
@@ -102,16 +140,26 @@ This alias is all it takes, for either generation:
 				return err
 			}
 			defer closeLog()
-			if launch.IsOpenCode(args[0]) && launch.Serves(args[1:]) {
-				major, err := launch.Major(cmd.Context(), args[0], os.Environ())
-				switch {
-				case err != nil:
-					log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
-				case major >= 2:
-					return runV2(cmd, &f, args, log)
+			cred := launch.Credentials{Password: f.password, Username: f.username}
+			if launch.IsOpenCode(args[0]) {
+				if kind := launch.KindOf(args[1:]); kind != launch.Other {
+					major, cached, err := launch.DefaultVersions().Major(cmd.Context(), args[0], os.Environ())
+					if err != nil {
+						log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
+					} else {
+						log.Debug("opencode generation", "major", major, "remembered", cached)
+					}
+					switch {
+					case err == nil && major >= 2 && (kind == launch.TUI || launch.AsService(args[1:])):
+						return runV2(cmd, &f, args, log)
+					case err == nil && major >= 2:
+						// A 2.x serve or web is a server of its own: supervised
+						// and watched as on 1.x, with 2.x's password rules.
+						cred = v2Credentials(&f, log)
+					}
 				}
 			}
-			plan, err := launch.NewPlan(args, os.Environ(), f.password)
+			plan, err := launch.NewPlan(args, os.Environ(), cred)
 			if err != nil {
 				return err
 			}
@@ -133,7 +181,7 @@ This alias is all it takes, for either generation:
 	}
 	f.register(cmd.Flags())
 	_ = cmd.Flags().MarkHidden("url") // the URL is the child's
-	cmd.Flags().DurationVar(&startTimeout, "start-timeout", daemon.DefaultStartTimeout, "how long OpenCode may take to answer /global/health after it starts [$MCP_RECONNECT_START_TIMEOUT]")
+	cmd.Flags().DurationVar(&startTimeout, "start-timeout", daemon.DefaultStartTimeout, "how long OpenCode may take to answer as OpenCode (either generation) after it starts [$MCP_RECONNECT_START_TIMEOUT]")
 	cmd.Flags().SetInterspersed(false)
 	return cmd
 }

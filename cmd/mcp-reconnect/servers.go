@@ -168,15 +168,16 @@ func checkPlainHTTP(rawURL string) error {
 // servers is the list of OpenCode servers to watch: each --url (with
 // --username and --password), each [[opencode]] table of the config file
 // (with its own password file), and the OpenCode 2 background service
-// when its service file is named or found (see serviceFile). The 1.x
-// default URL is watched only when nothing else is.
+// unless a URL or password is given (see followService). The 1.x
+// default URL is watched only when nothing else is (by the service's
+// server, while no service runs).
 func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Server, error) {
 	entries, err := readServerEntries(f.config, fset.Changed("config"))
 	if err != nil {
 		return nil, err
 	}
 	var out []daemon.Server
-	service := f.serviceFile(fset)
+	service := f.followService(fset)
 	if fset.Changed("url") || len(entries) == 0 && service == "" {
 		if f.password != "" && len(f.urls) > 1 {
 			return nil, fmt.Errorf("one password (%s) would be sent to each of %d OpenCode servers (--url %s), and each would learn the others'; give each server its own: an [[opencode]] table per server in the config file (%s), with url and password-file (a file holding that server's password, chmod 600)",
@@ -199,7 +200,7 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 		out = append(out, sc)
 	}
 	if service != "" {
-		out = append(out, serviceServer(service))
+		out = append(out, f.serviceServer(service, len(entries) == 0))
 		log.Info("following the OpenCode 2 service", "file", service)
 	}
 	for _, sc := range out {

@@ -40,9 +40,11 @@ func TestServersFromFlagsAndConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].URL != "http://127.0.0.1:5001" || got[0].Password != "work-secret" || got[0].Directories[0] != "/w" ||
-		got[1].URL != "http://127.0.0.1:5002" || got[1].Password != "" {
-		t.Fatalf("servers = %+v, want the two [[opencode]] entries only", got)
+	// Neither a URL nor a password is given: the OpenCode 2 service is one
+	// more entry, followed whenever its service file appears.
+	if len(got) != 3 || got[0].URL != "http://127.0.0.1:5001" || got[0].Password != "work-secret" || got[0].Directories[0] != "/w" ||
+		got[1].URL != "http://127.0.0.1:5002" || got[1].Password != "" || got[2].Discover == nil {
+		t.Fatalf("servers = %+v, want the two [[opencode]] entries and the OpenCode 2 service", got)
 	}
 
 	f, fs = loadFlags(t, "--config", cfg, "--url", "http://127.0.0.1:6001", "--url", "http://127.0.0.1:6002")

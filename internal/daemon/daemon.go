@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/announce"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -115,6 +116,7 @@ type watched struct {
 	eng    *reconnect.Engine
 	ann    *announce.Announcer
 	m      *metrics.Metrics
+	retry  backoff.Policy // the stream's reconnect backoff (zero: the default)
 }
 
 // Run watches the configured OpenCode servers until ctx ends. It returns
@@ -244,7 +246,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 		go func() {
 			defer wg.Done()
-			streamLoop(ctx, w.client, w.eng, w.m, broker, log, func(url string) { reg.setURL(i, url) })
+			streamLoop(ctx, w.client, w.eng, w.m, broker, log, w.retry, func(url string) { reg.setURL(i, url) })
 		}()
 	}
 	wg.Add(1)
@@ -282,6 +284,9 @@ func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broke
 		return nil, err
 	}
 	w := &watched{client: client, m: set.For(client.URL())}
+	if sc.Discover != nil {
+		w.retry = followRetry // see service2.go
+	}
 	w.ann = announce.New(client, log)
 	w.ann.OnToast = func(_ opencode.Toast, err error) {
 		if err == nil {
@@ -457,10 +462,11 @@ func (r *registration) unregister() {
 
 // streamLoop feeds OpenCode's event stream (either generation) into the
 // engine and keeps its state.
-func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger, at func(url string)) {
+func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger, retry backoff.Policy, at func(url string)) {
 	var wasUnauthorized bool
 	_ = client.Stream(ctx, opencode.StreamOptions{
-		Log: log,
+		Log:     log,
+		Backoff: retry,
 		OnConnect: func(c opencode.Connected) {
 			at(client.URL())
 			eng.SetStream(true, nil)

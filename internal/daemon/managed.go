@@ -26,7 +26,6 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 		startTimeout = DefaultStartTimeout
 	}
 	var child *launch.Child
-	var client *opencode.Client
 	for attempt := 0; ; attempt++ {
 		var err error
 		child, err = launch.Start(plan, stdio)
@@ -42,13 +41,15 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 			return code, nil
 		}
 
-		cfg.URL, cfg.Password = plan.URL, plan.Password
-		client, err = opencode.New(cfg.URL, opencode.Options{Username: cfg.Username, Password: cfg.Password})
-		if err != nil {
+		// The child's credentials are the plan's: the user it was told to
+		// expect, the password it was given.
+		cfg.URL, cfg.Username, cfg.Password = plan.URL, plan.Username, plan.Password
+		if _, err := opencode.New(cfg.URL, opencode.Options{}); err != nil {
 			child.Signal(syscall.SIGTERM)
 			return child.ExitCode(), err
 		}
-		err = waitHealthy(ctx, client, child, plan, startTimeout)
+		opts := opencode.Options{Username: cfg.Username, Password: cfg.Password, Timeout: healthTimeout}
+		err = waitHealthy(ctx, cfg.URL, opts, child, plan, startTimeout)
 		if errors.Is(err, errPortTaken) && attempt < maxPortRetries {
 			// Another program took the port the wrapper chose before
 			// OpenCode could listen on it: the user asked for no port, so
@@ -114,29 +115,34 @@ var (
 // maxPortRetries bounds the restarts on another port.
 const maxPortRetries = 2
 
-// waitHealthy polls /global/health with short timeouts (a request in the
-// first half second after the port opens can hang) until it answers, the
-// child exits, or timeout passes. When the wrapper chose the port, it
-// first checks that no other program holds it: `opencode serve` exits 1
-// then (after about 1.5 s), and the TUI waits forever without drawing
-// (both measured with 1.18.34), while the health read would reach the
+// healthTimeout bounds each health probe: a request in the first half
+// second after the port opens can hang (see the facts).
+const healthTimeout = 700 * time.Millisecond
+
+// waitHealthy asks the server which OpenCode it is (opencode.Detect, either
+// generation: the plan's generation came from `--version`, which a
+// wrapper script may not tell truly) with short timeouts until it
+// answers, the child exits, or timeout passes. When the wrapper chose the
+// port, it first checks that no other program holds it: `opencode serve`
+// exits 1 then (after about 1.5 s), and the TUI waits forever without
+// drawing (both measured with 1.18.34), while the probe would reach the
 // other program.
-func waitHealthy(ctx context.Context, c *opencode.Client, child *launch.Child, plan *launch.Plan, timeout time.Duration) error {
+func waitHealthy(ctx context.Context, url string, opts opencode.Options, child *launch.Child, plan *launch.Plan, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		if plan.PortChosen && launch.PortTaken(child.PID(), plan.Port) {
 			return errPortTaken
 		}
-		hctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
-		_, err := c.Health(hctx)
+		hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+		_, _, _, err := opencode.Detect(hctx, url, opts)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		last = err
 		if time.Now().After(deadline) {
-			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", c.URL(), timeout, last)
+			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", opencode.Redact(url), timeout, last)
 		}
 		select {
 		case <-child.Done():

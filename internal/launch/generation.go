@@ -2,9 +2,15 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -12,20 +18,19 @@ import (
 
 var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+`)
 
-// Major runs `command --version` and returns the major version it prints:
-// 1 for OpenCode 1.18.34, 2 for 2.0.21. The two generations are wrapped
-// differently (a 2.x TUI attaches to a shared background service instead
-// of serving itself).
-func Major(ctx context.Context, command string, env []string) (int, error) {
+// AskVersion runs `command --version` and returns what it prints. It
+// takes OpenCode 1.2–1.4 s (a JavaScript runtime starting): Versions
+// remembers the answer so that `run` pays it once per binary.
+func AskVersion(ctx context.Context, command string, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, command, "--version")
 	cmd.Env = env
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("%s --version: %w", command, err)
+		return "", fmt.Errorf("%s --version: %w", command, err)
 	}
-	return ParseMajor(string(out))
+	return string(out), nil
 }
 
 // ParseMajor finds the first x.y.z version in out and returns x.
@@ -42,6 +47,204 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// Versions remembers the major version each OpenCode binary reports, so
+// that telling the generation (a 2.x TUI attaches to a shared background
+// service instead of serving itself; the two are wrapped differently)
+// costs a stat and a small file read instead of a `--version` run.
+//
+// An answer is remembered for the file the command resolves to (symlinks
+// followed: `~/.opencode/bin/opencode` may point into a versioned
+// directory) and holds only while that file is the same one: same size,
+// modification time, inode and device, and change time. The change time
+// cannot be set from user space, so a binary replaced in place (an
+// installer that copies over it, or preserves the old mtime as npm does
+// when it extracts a package) is asked again. An npm shim (a small script
+// that starts the platform package's binary) may stay byte-identical
+// across an upgrade: for a file inside a node_modules tree, the tree's
+// hidden lockfile (node_modules/.package-lock.json, rewritten by every
+// npm install) is part of what must be unchanged.
+type Versions struct {
+	// File is the cache file (created 0600 in a 0700 directory); ""
+	// remembers nothing.
+	File string
+	// Ask runs `command --version` (default AskVersion).
+	Ask func(ctx context.Context, command string, env []string) (string, error)
+}
+
+// DefaultVersions keeps its cache in the user's cache directory
+// ($XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS).
+func DefaultVersions() *Versions {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return &Versions{}
+	}
+	return &Versions{File: filepath.Join(dir, "mcp-reconnect", "opencode-versions.json")}
+}
+
+// maxVersionEntries bounds the cache: the newest answers are kept.
+const maxVersionEntries = 32
+
+// maxVersionsFile bounds what is read of the cache file.
+const maxVersionsFile = 256 << 10
+
+// fileID is what identifies one version of a file.
+type fileID struct {
+	Path  string `json:"path"`
+	Size  int64  `json:"size"`
+	MTime int64  `json:"mtime_ns"`
+	CTime int64  `json:"ctime_ns"`
+	Inode uint64 `json:"inode"`
+	Dev   uint64 `json:"dev"`
+}
+
+// binaryID identifies a binary: the file itself, and the lockfile of the
+// node_modules tree it lives in, if any.
+type binaryID struct {
+	File fileID `json:"file"`
+	Lock fileID `json:"npm_lock,omitzero"`
+}
+
+type versionEntry struct {
+	ID      binaryID `json:"id"`
+	Version string   `json:"version"`
+	Major   int      `json:"major"`
+}
+
+type versionsFile struct {
+	Binaries []versionEntry `json:"binaries"`
+}
+
+// Major returns the major version `command --version` reports (1 for
+// OpenCode 1.18.34, 2 for 2.0.21), from the cache when the binary is the
+// one it was asked of; cached says so.
+func (v *Versions) Major(ctx context.Context, command string, env []string) (major int, cached bool, err error) {
+	ask := v.Ask
+	if ask == nil {
+		ask = AskVersion
+	}
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return 0, false, err
+	}
+	id, idErr := identify(path)
+	if idErr == nil && v.File != "" {
+		for _, e := range v.load().Binaries {
+			if e.ID == id {
+				return e.Major, true, nil
+			}
+		}
+	}
+	out, err := ask(ctx, path, env)
+	if err != nil {
+		return 0, false, err
+	}
+	major, err = ParseMajor(out)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s --version: %w", command, err)
+	}
+	if idErr == nil && v.File != "" {
+		// Best effort: a cache that cannot be written only costs the next
+		// start the question again.
+		_ = v.store(versionEntry{ID: id, Version: versionRE.FindString(out), Major: major})
+	}
+	return major, false, nil
+}
+
+// identify describes the file path resolves to.
+func identify(path string) (binaryID, error) {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return binaryID{}, err
+	}
+	if resolved, err = filepath.Abs(resolved); err != nil {
+		return binaryID{}, err
+	}
+	f, err := statID(resolved)
+	if err != nil {
+		return binaryID{}, err
+	}
+	id := binaryID{File: f}
+	for dir := filepath.Dir(resolved); ; dir = filepath.Dir(dir) {
+		if filepath.Base(dir) == "node_modules" {
+			if lock, err := statID(filepath.Join(dir, ".package-lock.json")); err == nil {
+				id.Lock = lock
+			}
+			break
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			break
+		}
+	}
+	return id, nil
+}
+
+func statID(path string) (fileID, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileID{}, err
+	}
+	id := fileID{Path: path, Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
+	id.Inode, id.Dev, id.CTime = inodeOf(fi)
+	return id, nil
+}
+
+// load reads the cache; a missing, unreadable or foreign file (not this
+// user's, or writable by others) is an empty cache.
+func (v *Versions) load() versionsFile {
+	var vf versionsFile
+	f, err := os.Open(v.File)
+	if err != nil {
+		return vf
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedByMe(fi) {
+		return vf
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxVersionsFile))
+	if err != nil || json.Unmarshal(b, &vf) != nil {
+		return versionsFile{}
+	}
+	return vf
+}
+
+// store adds e to the cache (replacing the entry of the same path), newest
+// first, and writes it atomically.
+func (v *Versions) store(e versionEntry) error {
+	vf := v.load()
+	vf.Binaries = slices.DeleteFunc(vf.Binaries, func(o versionEntry) bool { return o.ID.File.Path == e.ID.File.Path })
+	vf.Binaries = append([]versionEntry{e}, vf.Binaries...)
+	if len(vf.Binaries) > maxVersionEntries {
+		vf.Binaries = vf.Binaries[:maxVersionEntries]
+	}
+	b, err := json.MarshalIndent(vf, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(v.File)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dir); err == nil && ownedByMe(fi) && fi.Mode().Perm() != 0o700 {
+		_ = os.Chmod(dir, 0o700)
+	}
+	tmp, err := os.CreateTemp(dir, ".opencode-versions-*") // 0600
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(b)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), v.File); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
 
 // Exec replaces this process with args[0] (found on PATH): the wrapper

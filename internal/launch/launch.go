@@ -23,8 +23,33 @@ import (
 	"time"
 )
 
-// PasswordEnv is the variable OpenCode reads its server password from.
-const PasswordEnv = "OPENCODE_SERVER_PASSWORD"
+// The variables OpenCode reads its server credentials from. 1.x reads
+// PasswordEnv and UsernameEnv (default user "opencode"); 2.x reads
+// PasswordEnv2, then PasswordEnv, and always authenticates as "opencode".
+const (
+	PasswordEnv  = "OPENCODE_SERVER_PASSWORD"
+	UsernameEnv  = "OPENCODE_SERVER_USERNAME"
+	PasswordEnv2 = "OPENCODE_PASSWORD"
+)
+
+// DefaultUsername is OpenCode's basic-auth user when none is set (and the
+// only one 2.x knows).
+const DefaultUsername = "opencode"
+
+// Credentials say how the child's server is to authenticate, and by
+// which generation's rules.
+type Credentials struct {
+	// Password the user configured; "" takes it from the environment
+	// (2.x: OPENCODE_PASSWORD, then OPENCODE_SERVER_PASSWORD; 1.x:
+	// OPENCODE_SERVER_PASSWORD), and generates one when that is empty too.
+	Password string
+	// Username the user configured (1.x only); "" keeps the environment's
+	// OPENCODE_SERVER_USERNAME, else OpenCode's default "opencode".
+	Username string
+	// Major is OpenCode's major version: 2 applies 2.x's rules; anything
+	// else 1.x's.
+	Major int
+}
 
 // Plan is what will be started: the final argument list and environment,
 // and where the server will listen.
@@ -39,6 +64,11 @@ type Plan struct {
 	URL string
 	// Password is the server password the child gets.
 	Password string
+	// Username is the basic-auth user the child's server expects.
+	Username string
+	// Major is the OpenCode generation whose rules gave the credentials
+	// (2, or 1 for anything else).
+	Major int
 	// GeneratedPassword is true when the daemon made the password up.
 	GeneratedPassword bool
 	// PortChosen is true when the wrapper picked the port (the user gave
@@ -73,10 +103,23 @@ func IsOpenCode(command string) bool {
 	return base == "opencode" || strings.HasPrefix(base, "opencode-") || strings.HasPrefix(base, "opencode.")
 }
 
-// Serves reports whether an OpenCode command line starts a server the
-// daemon can watch: the TUI (no subcommand, or the [project] positional),
-// `serve` or `web`. Anything else (`opencode mcp auth`, `models`, `run …`,
-// `--version`) is passed through untouched, so an alias of opencode to the
+// Kind is what an OpenCode command line starts.
+type Kind int
+
+// The kinds KindOf tells apart.
+const (
+	// Other: a subcommand (`opencode mcp auth`, `models`, `run …`,
+	// `--version`), passed through untouched.
+	Other Kind = iota
+	// TUI: no subcommand, or the [project] positional.
+	TUI
+	// Server: `serve` or `web`.
+	Server
+)
+
+// KindOf reads an OpenCode command line (the arguments after the command
+// name): the TUI, a server (`serve`, `web`), or anything else, which the
+// wrapper passes through untouched, so an alias of opencode to the
 // wrapper keeps every subcommand working.
 //
 // The decision follows OpenCode's own grammar (`opencode --help`): the
@@ -84,14 +127,14 @@ func IsOpenCode(command string) bool {
 // project directory of the TUI. The file system is never consulted: in a
 // repository holding a models/ or run/ folder, `opencode models` is still
 // the models subcommand.
-func Serves(args []string) bool {
+func KindOf(args []string) Kind {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--":
-			return true // only positionals follow: the project
+			return TUI // only positionals follow: the project
 		case a == "--help" || a == "-h" || a == "--version" || a == "-v":
-			return false
+			return Other
 		case strings.HasPrefix(a, "-"):
 			name := strings.TrimLeft(a, "-")
 			if strings.Contains(name, "=") {
@@ -103,16 +146,42 @@ func Serves(args []string) bool {
 				i++ // yargs takes "--mdns false" as the boolean's value
 			}
 		case subcommands[a]:
-			return a == "serve" || a == "web"
+			if a == "serve" || a == "web" {
+				return Server
+			}
+			return Other
 		default:
-			return true // [project]: the TUI in that directory
+			return TUI // [project]: the TUI in that directory
 		}
 	}
-	return true
+	return TUI
 }
 
-// subcommands are OpenCode 1.18's (`opencode --help`), aliases included.
+// Serves reports whether an OpenCode command line starts a server the
+// daemon can watch: the TUI or a server (see KindOf).
+func Serves(args []string) bool { return KindOf(args) != Other }
+
+// AsService reports whether a `serve` command line asks for OpenCode 2's
+// shared background service (`opencode serve --service`) rather than a
+// server of its own.
+func AsService(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--service" || a == "--service=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// subcommands are OpenCode 1.18's (`opencode --help`), aliases included,
+// and 2.x's `service` (a 1.x project folder named service is then passed
+// through unwatched, where 2.x's subcommand would otherwise be taken for
+// the TUI).
 var subcommands = map[string]bool{
+	"service":    true,
 	"completion": true, "acp": true, "mcp": true, "attach": true, "run": true, "debug": true,
 	"providers": true, "auth": true, "agent": true, "upgrade": true, "uninstall": true,
 	"serve": true, "web": true, "models": true, "stats": true, "export": true, "import": true,
@@ -151,10 +220,9 @@ func portArg(args []string) (port string, host string) {
 }
 
 // NewPlan decides how to start command. env is the environment to pass on
-// (the user's, unchanged but for the password); password is the one the
-// user configured, or "" to use $OPENCODE_SERVER_PASSWORD from env, or to
-// generate one.
-func NewPlan(command []string, env []string, password string) (*Plan, error) {
+// (the user's, unchanged but for the credentials, which go in the
+// variables the generation reads: never on the command line).
+func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	if len(command) == 0 {
 		return nil, errors.New("run: no command given; usage: mcp-reconnect run [flags] -- opencode [ARGS...]")
 	}
@@ -162,7 +230,15 @@ func NewPlan(command []string, env []string, password string) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	p := &Plan{Path: path, Args: append([]string(nil), command...)}
+	p := &Plan{Path: path, Args: append([]string(nil), command...), Major: 1}
+	password := cred.Password
+	passwordEnv := PasswordEnv
+	if cred.Major == 2 {
+		p.Major, passwordEnv = 2, PasswordEnv2
+		if password == "" {
+			password = lookupEnv(env, PasswordEnv2)
+		}
+	}
 	if password == "" {
 		password = lookupEnv(env, PasswordEnv)
 	}
@@ -174,7 +250,26 @@ func NewPlan(command []string, env []string, password string) (*Plan, error) {
 		p.GeneratedPassword = true
 	}
 	p.Password = password
-	p.Env = setEnv(env, PasswordEnv, password)
+	p.Env = setEnv(env, passwordEnv, password)
+	if p.Major == 2 {
+		// 2.x reads OPENCODE_PASSWORD first, so this changes nothing for
+		// it; a 1.x binary wrongly taken for 2.x (a wrapper script of the
+		// user's whose target was downgraded) still gets its password
+		// instead of serving unsecured.
+		p.Env = setEnv(p.Env, PasswordEnv, password)
+	}
+	p.Username = DefaultUsername
+	if p.Major == 1 {
+		// Without this the daemon would ask as the configured user while
+		// OpenCode expects its default one, and every request would be
+		// refused.
+		if cred.Username != "" {
+			p.Env = setEnv(p.Env, UsernameEnv, cred.Username)
+		}
+		if u := lookupEnv(p.Env, UsernameEnv); u != "" {
+			p.Username = u
+		}
+	}
 
 	port, host := portArg(command[1:])
 	if port == "" && IsOpenCode(command[0]) && Serves(command[1:]) {
@@ -404,13 +499,16 @@ func (c *Child) Describe() string {
 }
 
 // Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
-// it exits. SIGINT and SIGQUIT are relayed only when stdin is not a
-// terminal: at a terminal, Ctrl-C and Ctrl-\ already reach the child (it
-// shares the foreground process group), and a second copy would make a
-// TUI see two.
+// it exits. SIGINT and SIGQUIT are relayed unless the wrapper is, when the
+// signal arrives, the foreground job of the terminal on its stdin: then
+// the signal came from a key (Ctrl-C, Ctrl-\), the kernel sent it to the
+// whole foreground process group, the child included, and a second copy
+// would make a TUI see two. A wrapper in the background (`run … &`, or
+// stdin a terminal it is not the foreground job of) gets them only from
+// kill(2), and the child from nobody else. (A kill(2) of a foreground
+// wrapper cannot be told from a key, and is not relayed.)
 func (c *Child) Forward() (stop func()) {
 	sigs := c.sigs
-	interactive := isTerminal(os.Stdin)
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
 	wg.Add(1)
@@ -423,7 +521,7 @@ func (c *Child) Forward() (stop func()) {
 			case <-c.done:
 				return
 			case s := <-sigs:
-				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && interactive {
+				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
 					continue
 				}
 				c.Signal(s)

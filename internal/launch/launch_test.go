@@ -48,7 +48,8 @@ func TestServes(t *testing.T) {
 		"auth login":                false,
 		"upgrade":                   false,
 		"--port=5000 " + dir:        true,
-		"-- models":                 true, // after --, a project named models
+		"-- models":                 true,  // after --, a project named models
+		"service start":             false, // 2.x's service subcommand
 	}
 	for args, want := range cases {
 		if got := Serves(strings.Fields(args)); got != want {
@@ -57,8 +58,59 @@ func TestServes(t *testing.T) {
 	}
 }
 
+func TestKindOf(t *testing.T) {
+	for args, want := range map[string]Kind{
+		"": TUI, "~/p": TUI, "--port 5000": TUI, "serve": Server, "web --port 1": Server,
+		"--log-level DEBUG serve --service": Server, "models": Other, "service status": Other,
+	} {
+		if got := KindOf(strings.Fields(args)); got != want {
+			t.Errorf("KindOf(%q) = %v, want %v", args, got, want)
+		}
+	}
+	for args, want := range map[string]bool{"serve --service": true, "serve --service=true": true, "serve --port 1": false, "serve -- --service": false} {
+		if got := AsService(strings.Fields(args)); got != want {
+			t.Errorf("AsService(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+// The credentials follow the generation's rules: 1.x reads
+// OPENCODE_SERVER_PASSWORD and OPENCODE_SERVER_USERNAME; 2.x reads
+// OPENCODE_PASSWORD, then OPENCODE_SERVER_PASSWORD, and always
+// authenticates as "opencode".
+func TestPlanCredentialsPerGeneration(t *testing.T) {
+	oc := fakeOpenCode(t)
+	type c struct {
+		env                  []string
+		cred                 Credentials
+		password, user, vars string
+	}
+	for i, tc := range []c{
+		{nil, Credentials{Password: "given", Username: "bob"}, "given", "bob", "OPENCODE_SERVER_PASSWORD=given OPENCODE_SERVER_USERNAME=bob"},
+		{[]string{"OPENCODE_SERVER_USERNAME=alice", "OPENCODE_SERVER_PASSWORD=env"}, Credentials{}, "env", "alice", "OPENCODE_SERVER_USERNAME=alice OPENCODE_SERVER_PASSWORD=env"},
+		{[]string{"OPENCODE_PASSWORD=ignored-by-1x"}, Credentials{Password: "p1"}, "p1", "opencode", "OPENCODE_PASSWORD=ignored-by-1x OPENCODE_SERVER_PASSWORD=p1"},
+		// 2.x: both variables hold the child's password (2.x reads the
+		// first; a 1.x binary taken for 2.x still gets one).
+		{nil, Credentials{Password: "given", Username: "bob", Major: 2}, "given", "opencode", "OPENCODE_PASSWORD=given OPENCODE_SERVER_PASSWORD=given"},
+		{[]string{"OPENCODE_SERVER_PASSWORD=second", "OPENCODE_PASSWORD=first"}, Credentials{Major: 2}, "first", "opencode", "OPENCODE_PASSWORD=first OPENCODE_SERVER_PASSWORD=first"},
+		{[]string{"OPENCODE_SERVER_PASSWORD=fallback"}, Credentials{Major: 2}, "fallback", "opencode", "OPENCODE_PASSWORD=fallback OPENCODE_SERVER_PASSWORD=fallback"},
+	} {
+		p, err := NewPlan([]string{oc, "serve"}, tc.env, tc.cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Password != tc.password || p.Username != tc.user || strings.Join(p.Env, " ") != tc.vars {
+			t.Errorf("%d: plan password %q user %q env %q; want %q %q %q", i, p.Password, p.Username, strings.Join(p.Env, " "), tc.password, tc.user, tc.vars)
+		}
+	}
+	p, err := NewPlan([]string{oc, "serve"}, nil, Credentials{Major: 2})
+	if err != nil || !p.GeneratedPassword || lookupEnv(p.Env, PasswordEnv2) != p.Password || lookupEnv(p.Env, PasswordEnv) != p.Password {
+		t.Fatalf("2.x plan without a password: %+v, %v", p, err)
+	}
+}
+
 func TestPlanPicksPortAndPassword(t *testing.T) {
-	p, err := NewPlan([]string{"true", "serve"}, []string{"A=1"}, "")
+	p, err := NewPlan([]string{"true", "serve"}, []string{"A=1"}, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,41 +143,41 @@ func fakeOpenCode(t *testing.T) string {
 
 func TestPlanForOpenCode(t *testing.T) {
 	oc := fakeOpenCode(t)
-	p, err := NewPlan([]string{oc, "serve"}, nil, "given")
+	p, err := NewPlan([]string{oc, "serve"}, nil, Credentials{Password: "given"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Args) != 4 || p.Args[2] != "--port" || !strings.HasPrefix(p.URL, "http://127.0.0.1:") || p.Password != "given" || p.GeneratedPassword {
 		t.Fatalf("plan = %+v", p)
 	}
-	p, err = NewPlan([]string{oc, "--port", "4100", "--hostname", "0.0.0.0"}, []string{PasswordEnv + "=from-env"}, "")
+	p, err = NewPlan([]string{oc, "--port", "4100", "--hostname", "0.0.0.0"}, []string{PasswordEnv + "=from-env"}, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Args) != 5 || p.URL != "http://127.0.0.1:4100" || p.Password != "from-env" {
 		t.Fatalf("plan with a port = %+v", p)
 	}
-	p, err = NewPlan([]string{oc, "mcp", "auth", "x"}, nil, "")
+	p, err = NewPlan([]string{oc, "mcp", "auth", "x"}, nil, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Args) != 4 || p.URL != "" {
 		t.Fatalf("a subcommand got a port: %+v", p)
 	}
-	if _, err := NewPlan([]string{oc, "--port", "nope"}, nil, ""); err == nil {
+	if _, err := NewPlan([]string{oc, "--port", "nope"}, nil, Credentials{}); err == nil {
 		t.Fatal("a bad --port was accepted")
 	}
-	if _, err := NewPlan(nil, nil, ""); err == nil {
+	if _, err := NewPlan(nil, nil, Credentials{}); err == nil {
 		t.Fatal("an empty command was accepted")
 	}
-	if _, err := NewPlan([]string{"/no/such/opencode"}, nil, ""); err == nil {
+	if _, err := NewPlan([]string{"/no/such/opencode"}, nil, Credentials{}); err == nil {
 		t.Fatal("a missing command was accepted")
 	}
 }
 
 func TestExitCodes(t *testing.T) {
 	for cmd, want := range map[string]int{"exit 3": 3, "exit 0": 0, "kill -TERM $$": 128 + 15} {
-		p, err := NewPlan([]string{"sh", "-c", cmd}, nil, "x")
+		p, err := NewPlan([]string{"sh", "-c", cmd}, nil, Credentials{Password: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +203,7 @@ func TestTail(t *testing.T) {
 // untouched: the daemon has nothing to add to it.
 func TestConfigContentPassesUntouched(t *testing.T) {
 	content := "{\n  // a comment\n  \"plugin\": [\"x\"], \"mcp\": {\"a\": {\"type\": \"local\", \"command\": [\"y\"]}},\n}"
-	p, err := NewPlan([]string{fakeOpenCode(t)}, []string{"OPENCODE_CONFIG_CONTENT=" + content}, "")
+	p, err := NewPlan([]string{fakeOpenCode(t)}, []string{"OPENCODE_CONFIG_CONTENT=" + content}, Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +237,7 @@ func TestPortTaken(t *testing.T) {
 }
 
 func TestNewPort(t *testing.T) {
-	p, err := NewPlan([]string{fakeOpenCode(t), "serve", "--", "x"}, nil, "pw")
+	p, err := NewPlan([]string{fakeOpenCode(t), "serve", "--", "x"}, nil, Credentials{Password: "pw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +253,7 @@ func TestNewPort(t *testing.T) {
 	if p.Args[2] != "--port" || p.Args[3] != strconv.Itoa(p.Port) || p.Args[4] != "--" || p.URL != "http://127.0.0.1:"+strconv.Itoa(p.Port) {
 		t.Fatalf("after NewPort: %+v", p)
 	}
-	given, _ := NewPlan([]string{fakeOpenCode(t), "--port", "4100"}, nil, "pw")
+	given, _ := NewPlan([]string{fakeOpenCode(t), "--port", "4100"}, nil, Credentials{Password: "pw"})
 	if given.PortChosen || given.NewPort() == nil {
 		t.Fatal("a port the user gave may be replaced")
 	}
@@ -217,5 +269,28 @@ func TestParseMajor(t *testing.T) {
 		if _, err := ParseMajor(bad); err == nil {
 			t.Errorf("ParseMajor(%q) accepted", bad)
 		}
+	}
+}
+
+// Which listeners take a loopback port: 127.0.0.1 itself and the
+// unspecified addresses (IPv4 and IPv6) do; another loopback address or
+// ::1 does not.
+func TestPortTakenByAddress(t *testing.T) {
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	for addr, want := range map[string]bool{"127.0.0.1": true, "0.0.0.0": true, "[::]": true, "127.0.0.2": false, "[::1]": false} {
+		l, err := net.Listen("tcp", addr+":0")
+		if err != nil {
+			t.Logf("%s: %v (skipped)", addr, err)
+			continue
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if got := PortTaken(other.Process.Pid, port); got != want {
+			t.Errorf("a listener on %s:%d: taken = %v, want %v", addr, port, got, want)
+		}
+		l.Close()
 	}
 }

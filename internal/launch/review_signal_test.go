@@ -35,7 +35,7 @@ func TestReviewSIGINTRelayedWhenStdinIsDevNull(t *testing.T) {
 	os.Stdin = devnull
 	defer func() { os.Stdin = saved }()
 
-	p, err := NewPlan([]string{"sh", "-c", `trap 'kill $! 2>/dev/null; exit 7' INT; sleep 5 & wait`}, nil, "x")
+	p, err := NewPlan([]string{"sh", "-c", `trap 'kill $! 2>/dev/null; exit 7' INT; sleep 5 & wait`}, nil, Credentials{Password: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}

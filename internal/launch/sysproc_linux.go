@@ -1,13 +1,13 @@
 package launch
 
 import (
-	"bufio"
+	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,83 +32,69 @@ func saveTerminal(f *os.File) func() {
 // PortTaken reports whether a process other than pid (and its
 // descendants) listens on the loopback port, so that pid can never bind
 // it: another program took the port between the wrapper's choice and the
-// child's start. A port nobody listens on yet is not taken.
+// child's start. A port nobody listens on yet is not taken, and neither is
+// one whose listeners cannot be read (no /proc).
 func PortTaken(pid, port int) bool {
-	listeners := listenerInodes(port)
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return false
+	}
+	listeners := listenerInodes(fs, port)
 	if len(listeners) == 0 {
 		return false
 	}
-	for _, p := range descendants(pid) {
-		fds, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(p), "fd"))
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(p), "fd", fd.Name()))
-			if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok && listeners[strings.TrimSuffix(inode, "]")] {
-				return false
+	for _, p := range descendants(fs, pid) {
+		proc, err := fs.Proc(p)
+		if err != nil {
+			continue
+		}
+		targets, _ := proc.FileDescriptorTargets()
+		for _, t := range targets {
+			if inode, ok := strings.CutPrefix(t, "socket:["); ok {
+				if n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64); err == nil && listeners[n] {
+					return false
+				}
 			}
 		}
 	}
 	return true
 }
 
+// tcpListen is the kernel's TCP_LISTEN state in /proc/net/tcp{,6}.
+const tcpListen = 0x0A
+
 // listenerInodes finds the sockets listening on port at an address that
-// conflicts with 127.0.0.1 (itself, 0.0.0.0, ::, ::ffff:127.0.0.1).
-func listenerInodes(port int) map[string]bool {
-	conflicting := map[string]bool{
-		"0100007F": true, "00000000": true,
-		"00000000000000000000000000000000": true, "0000000000000000FFFF00000100007F": true,
-	}
-	out := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(table)
+// conflicts with 127.0.0.1: itself, the unspecified address (0.0.0.0,
+// ::), or ::ffff:127.0.0.1.
+func listenerInodes(fs procfs.FS, port int) map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
+		lines, err := read()
 		if err != nil {
 			continue
 		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 10 || fields[3] != "0A" { // 0A: LISTEN
+		for _, l := range lines {
+			if l.St != tcpListen || l.LocalPort != uint64(port) {
 				continue
 			}
-			addr, hexPort, ok := strings.Cut(fields[1], ":")
-			if !ok {
-				continue
+			if l.LocalAddr.IsUnspecified() || l.LocalAddr.Equal(net.IPv4(127, 0, 0, 1)) {
+				out[l.Inode] = true
 			}
-			if p, err := strconv.ParseUint(hexPort, 16, 16); err != nil || int(p) != port || !conflicting[addr] {
-				continue
-			}
-			out[fields[9]] = true
 		}
-		f.Close()
 	}
 	return out
 }
 
 // descendants lists pid and every live process below it.
-func descendants(pid int) []int {
+func descendants(fs procfs.FS, pid int) []int {
 	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
+	procs, _ := fs.AllProcs()
+	for _, p := range procs {
+		st, err := p.Stat()
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) {
-			continue
-		}
-		f := strings.Fields(s[i+2:])
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], p)
-		}
+		children[st.PPID] = append(children[st.PPID], p.PID)
 	}
 	out := []int{pid}
 	for i := 0; i < len(out); i++ {

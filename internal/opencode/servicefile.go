@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -209,25 +212,25 @@ func ParseServiceFile(file string, b []byte) (Service, error) {
 	return s, nil
 }
 
-// Verify checks that s describes the server answering at s.URL: its
-// /api/info must answer with s's pid (and s's version, when the file names
-// one), as OpenCode's own clients require. A stale file gives an error
-// matching ErrStaleService; a refused password one matching
-// ErrUnauthorized; an unreachable URL one matching ErrUnavailable. o
-// supplies the transport and timeouts; its credentials are replaced by
-// s's.
+// Verify checks that s describes the server answering at s.URL: it must
+// answer as OpenCode 2 (Detect: /api/info, or the routes older builds
+// answer) with s's pid (and s's version, when the file names one), as
+// OpenCode's own clients require. A stale file gives an error matching
+// ErrStaleService; a refused password one matching ErrUnauthorized; an
+// unreachable URL one matching ErrUnavailable. o supplies the transport
+// and timeouts; its credentials are replaced by s's.
 func (s Service) Verify(ctx context.Context, o Options) (Info, error) {
-	c, err := NewV2(s.URL, s.Options(o))
-	if err != nil {
+	if _, err := NewV2(s.URL, s.Options(o)); err != nil {
 		return Info{}, fmt.Errorf("%s: %w", s.Path, err)
 	}
-	info, err := c.Info(ctx)
+	gen, version, pid, err := Detect(ctx, s.URL, s.Options(o))
 	if err != nil {
 		return Info{}, err
 	}
-	if info.PID != s.PID || s.Version != "" && info.Version != s.Version {
-		return info, fmt.Errorf("%w: %s registers pid %d version %q, but %s answers as pid %d version %q",
-			ErrStaleService, s.Path, s.PID, s.Version, s.URL, info.PID, info.Version)
+	info := Info{Version: version, PID: pid}
+	if gen != V2 || pid != s.PID || s.Version != "" && version != s.Version {
+		return info, fmt.Errorf("%w: %s registers pid %d version %q, but %s answers as OpenCode %s, pid %d, version %q",
+			ErrStaleService, s.Path, s.PID, s.Version, s.URL, gen, pid, version)
 	}
 	return info, nil
 }
@@ -245,4 +248,49 @@ func DiscoverService(ctx context.Context, file string, o Options) (Service, erro
 		return Service{}, err
 	}
 	return s, nil
+}
+
+// ServiceFiles lists where OpenCode 2 services register beside file (a
+// service.json): file itself, then, in its directory, the other release
+// channels' service-<channel>.json, the most recently written first.
+func ServiceFiles(file string) []string {
+	out := []string{file}
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "service-*.json"))
+	type cand struct {
+		path string
+		mod  int64
+	}
+	var cands []cand
+	for _, m := range matches {
+		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() && m != file {
+			cands = append(cands, cand{m, fi.ModTime().UnixNano()})
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].mod > cands[j].mod })
+	for _, c := range cands {
+		out = append(out, c.path)
+	}
+	return out
+}
+
+// FindService is DiscoverService for the first of files whose service
+// answers. A refused password ends the search (that service runs, and
+// its file's password is not the one it wants); when none of the files
+// exists the error matches fs.ErrNotExist; otherwise it is the first
+// file's error.
+func FindService(ctx context.Context, files []string, o Options) (Service, error) {
+	var first error
+	for _, f := range files {
+		s, err := DiscoverService(ctx, f, o)
+		if err == nil || errors.Is(err, ErrUnauthorized) {
+			return s, err
+		}
+		if first == nil && !errors.Is(err, fs.ErrNotExist) {
+			first = err
+		}
+	}
+	if first == nil {
+		return Service{}, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", strings.Join(files, ", "), fs.ErrNotExist)
+	}
+	return Service{}, first
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,18 +58,18 @@ func closeHTTP(s *httptest.Server) {
 }
 
 // v2Env is an environment with no OpenCode URL or password and its own
-// state and config directories.
+// state, config and cache directories (the cache beside the state).
 func v2Env(state, config string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "OPENCODE_URL", "OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME", "OPENCODE_PASSWORD", "XDG_STATE_HOME", "XDG_CONFIG_HOME":
+		case "OPENCODE_URL", "OPENCODE_SERVER_PASSWORD", "OPENCODE_SERVER_USERNAME", "OPENCODE_PASSWORD", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME":
 			continue
 		}
 		env = append(env, kv)
 	}
-	return append(env, "XDG_STATE_HOME="+state, "XDG_CONFIG_HOME="+config)
+	return append(env, "XDG_STATE_HOME="+state, "XDG_CONFIG_HOME="+config, "XDG_CACHE_HOME="+filepath.Join(state, "cache"))
 }
 
 // waitRequests waits until fake has served a status read for dir.
@@ -153,14 +154,15 @@ func TestWatchFollowsOpenCode2Service(t *testing.T) {
 // `run` on OpenCode 2: the TUI attaches to the shared service, so run
 // makes sure one daemon watches that service (started once, detached,
 // found in the registry) and then becomes the command: same arguments (no
-// --port), same exit code.
+// --port), same exit code. The daemon is not the command's child (the TUI
+// would never reap it).
 func TestRunOnOpenCode2StartsOneServiceWatch(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	state, config, bin := t.TempDir(), t.TempDir(), t.TempDir()
 	argsFile := filepath.Join(bin, "args")
-	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 2.0.21; exit 0; fi\necho \"$@\" >> " + argsFile + "\nexit 7\n"
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 2.0.21; exit 0; fi\necho \"$@\" >> " + argsFile + "\nsleep 0.5\nexit 7\n"
 	oc := filepath.Join(bin, "opencode")
 	if err := os.WriteFile(oc, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
@@ -175,7 +177,29 @@ func TestRunOnOpenCode2StartsOneServiceWatch(t *testing.T) {
 	for i := range 2 {
 		cmd := exec.Command(reconnectBin, "run", "--", oc, "--auto")
 		cmd.Env = v2Env(state, config)
-		out, err := cmd.CombinedOutput()
+		out := &ochost.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			// run has made sure of the daemon before it became the command.
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if b, _ := os.ReadFile(argsFile); len(b) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the command never ran; output:\n%s", out)
+				}
+			}
+			entries, _ := reg.List()
+			for _, e := range entries {
+				if slices.Contains(childPIDs(cmd.Process.Pid), e.PID) {
+					t.Errorf("the service daemon (pid %d) is a child of the command run became", e.PID)
+				}
+			}
+		}
+		err := cmd.Wait()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
 			t.Fatalf("run %d: exit %v, want the command's 7; output:\n%s", i, err, out)
 		}
@@ -293,5 +317,109 @@ func TestWatchFollowsUpgradeFrom1To2(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "generation=2.x") {
 		t.Fatalf("the log does not say it found 2.x:\n%s", logs)
+	}
+}
+
+// The installed `watch` (no flags, started at login before OpenCode 2's
+// service) follows a service that starts after it, and one that goes away
+// (its service.json removed at a clean exit) and comes back, here on
+// another port and release channel (service-beta.json). Meanwhile it is
+// registered as following the service file, so `run` starts no second
+// daemon, and it looks at most every few seconds (one attempt a stat of
+// the file and one refused loopback connection).
+func TestWatchFollowsAServiceThatStartsLater(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	state, config := t.TempDir(), t.TempDir()
+	file := filepath.Join(state, "opencode", "service.json")
+	logs := &ochost.Buffer{}
+	cmd := exec.Command(reconnectBin, "watch", "--status-addr", "127.0.0.1:0", "--log-level", "debug")
+	cmd.Env = v2Env(state, config)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		for _, secret := range []string{"late-secret-pw", "beta-secret-pw"} {
+			if strings.Contains(logs.String(), secret) {
+				t.Errorf("the service password %q reached the watcher's output", secret)
+			}
+		}
+	}()
+	reg := &registry.Registry{Dir: filepath.Join(state, "mcp-reconnect", "daemons")}
+	deadline := time.Now().Add(20 * time.Second)
+	for ok, _ := daemonServiceWatched(reg, file); !ok; ok, _ = daemonServiceWatched(reg, file) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not register as following %s:\n%s", file, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // no service yet: the watch is waiting
+
+	first := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	first.SetPassword("late-secret-pw")
+	first.SetPID(3003)
+	srv1 := serveHTTP(t, first)
+	writeServiceFile(t, state, srv1.URL, "late-secret-pw", 3003)
+	started := time.Now()
+	waitSubscribed(t, first, 20*time.Second, logs)
+	t.Logf("followed the service %v after it registered", time.Since(started).Round(100*time.Millisecond))
+	first.Publish("/p one", "session.execution.started", map[string]any{"sessionID": "ses_1"})
+	waitStatusRead(t, first, "/p one", logs)
+
+	// The service exits cleanly: its file goes, then the server.
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	closeHTTP(srv1)
+	gone := len(logs.String())
+	time.Sleep(12 * time.Second)
+	if n := strings.Count(logs.String()[gone:], "event stream ended"); n < 2 || n > 9 {
+		t.Errorf("%d attempts in the 12 s without a service, want a few (every ≤ 5 s):\n%s", n, logs.String()[gone:])
+	}
+
+	second := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	second.SetPassword("beta-secret-pw")
+	second.SetPID(4004)
+	srv2 := serveHTTP(t, second)
+	beta := writeServiceFile(t, state, srv2.URL, "beta-secret-pw", 4004)
+	if err := os.Rename(beta, filepath.Join(filepath.Dir(beta), "service-beta.json")); err != nil {
+		t.Fatal(err)
+	}
+	started = time.Now()
+	waitSubscribed(t, second, 20*time.Second, logs)
+	t.Logf("followed the service back %v after it registered", time.Since(started).Round(100*time.Millisecond))
+	second.Publish("/p two", "session.execution.started", map[string]any{"sessionID": "ses_2"})
+	waitStatusRead(t, second, "/p two", logs)
+	if n := second.Count(fake2.RouteMCP, "/p one", ""); n != 0 {
+		t.Fatalf("the new service got %d reads for a directory nobody used since", n)
+	}
+	if ok, _ := daemonServiceWatched(reg, file); !ok {
+		t.Fatalf("the daemon no longer counts as following %s", file)
+	}
+}
+
+// daemonServiceWatched reports whether a registered daemon follows file.
+func daemonServiceWatched(reg *registry.Registry, file string) (bool, error) {
+	entries, err := reg.List()
+	for _, e := range entries {
+		if e.Service == file {
+			return true, nil
+		}
+	}
+	return false, err
+}
+
+func waitSubscribed(t *testing.T, fake *fake2.Server, within time.Duration, logs *ochost.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for fake.Subscribers() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not subscribe to the service within %v:\n%s", within, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

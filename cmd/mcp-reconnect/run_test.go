@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+)
+
+// fakeOpenCode2 writes an "opencode" that says 2.0.21 to --version and
+// otherwise runs this test binary as TestHelperOpenCode2 on the --port it
+// is given (or 4096 with none), for life; it records in dir/env whether
+// OPENCODE_PASSWORD was set.
+func fakeOpenCode2(t *testing.T, life time.Duration) (script, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	script = filepath.Join(dir, "opencode")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 2.0.21; exit 0; fi\n" +
+		"HELPER_PORT=4096\nwhile [ $# -gt 0 ]; do case \"$1\" in --port) HELPER_PORT=$2; shift;; esac; shift; done\n" +
+		"export HELPER_PORT HELPER_OPENCODE2=1 HELPER_DIR=" + dir + " HELPER_LIFE=" + life.String() + "\n" +
+		"exec " + exe + " -test.run='^TestHelperOpenCode2$' -test.count=1\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script, dir
+}
+
+// TestHelperOpenCode2 is a foreground OpenCode 2 server (the 2.x fake)
+// with 2.x's password rules: OPENCODE_PASSWORD, else
+// OPENCODE_SERVER_PASSWORD; user "opencode".
+func TestHelperOpenCode2(t *testing.T) {
+	if os.Getenv("HELPER_OPENCODE2") == "" {
+		t.Skip("helper process only")
+	}
+	dir := os.Getenv("HELPER_DIR")
+	pw, given := os.LookupEnv("OPENCODE_PASSWORD")
+	if !given {
+		pw = os.Getenv("OPENCODE_SERVER_PASSWORD")
+	}
+	_ = os.WriteFile(filepath.Join(dir, "env"), fmt.Appendf(nil, "OPENCODE_PASSWORD given: %v\n", given), 0o600)
+	l, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("HELPER_PORT"))
+	if err != nil {
+		os.Exit(3)
+	}
+	f := fake2.New(map[string]fakeopencode.Spec{"docs": {Status: "failed"}})
+	f.SetPassword(pw)
+	f.SetPID(os.Getpid())
+	go func() { _ = http.Serve(l, f) }()
+	life, _ := time.ParseDuration(os.Getenv("HELPER_LIFE"))
+	time.Sleep(life)
+	os.Exit(0)
+}
+
+// On OpenCode 2, `run -- opencode serve --port P` (and `web`, with or
+// without a port) is a server of its own, as on 1.x: run supervises it,
+// gives it its password in OPENCODE_PASSWORD, waits until it answers as
+// OpenCode 2, and watches it (a registry entry for its URL while it
+// runs); it is not the background service, and no service daemon is
+// started for it.
+func TestRunOnOpenCode2ServeWatchesTheServerItStarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "mcp-reconnect")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"serve", "--port", ""}, {"web"}} {
+		t.Run(args[0], func(t *testing.T) {
+			home := t.TempDir()
+			state := filepath.Join(home, "state")
+			script, dir := fakeOpenCode2(t, 4*time.Second)
+			if args[len(args)-1] == "" {
+				port, err := ochost.FreePort()
+				if err != nil {
+					t.Fatal(err)
+				}
+				args[len(args)-1] = fmt.Sprint(port)
+			}
+			logFile := filepath.Join(dir, "run.log")
+			var out bytes.Buffer
+			cmd := exec.Command(bin, append([]string{"run", "--log-level", "debug", "--log-file", logFile, "--status-addr", "127.0.0.1:0", "--", script}, args...)...)
+			cmd.Env = append(cleanEnv(), "PATH="+os.Getenv("PATH"), "HOME="+home, "XDG_STATE_HOME="+state,
+				"XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			reg := &registry.Registry{Dir: filepath.Join(state, "mcp-reconnect", "daemons")}
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				<-done
+				ents, _ := reg.List()
+				for _, e := range ents {
+					_ = syscall.Kill(e.PID, syscall.SIGTERM) // a service daemon, if one was started
+				}
+			})
+			var watching registry.Entry
+			service := ""
+			deadline := time.Now().Add(4 * time.Second)
+			for watching.PID == 0 && time.Now().Before(deadline) {
+				ents, _ := reg.List()
+				for _, e := range ents {
+					if e.Service != "" {
+						service = e.Service
+					}
+					if e.PID == cmd.Process.Pid {
+						watching = e
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("run did not end with its child")
+			}
+			log, _ := os.ReadFile(logFile)
+			if service != "" {
+				t.Errorf("a daemon follows the background service (%s) for a serve of its own", service)
+			}
+			if watching.PID == 0 {
+				t.Fatalf("run watched no server of its own (exit %d); output:\n%s\nlog:\n%s", cmd.ProcessState.ExitCode(), out.String(), log)
+			}
+			if port := args[len(args)-1]; args[0] == "serve" && !watching.Watches("http://127.0.0.1:"+port) {
+				t.Errorf("the daemon watches %v, want http://127.0.0.1:%s", watching.URLs, port)
+			}
+			if !strings.Contains(string(log), "generation=2.x") {
+				t.Errorf("the log does not say it watched OpenCode 2:\n%s", log)
+			}
+			env, _ := os.ReadFile(filepath.Join(dir, "env"))
+			if !strings.Contains(string(env), "OPENCODE_PASSWORD given: true") {
+				t.Errorf("the child was not given OPENCODE_PASSWORD: %s", env)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("exit %d, want the child's 0; output:\n%s", code, out.String())
+			}
+		})
+	}
+}
+
+// cleanEnv is the test's environment without OpenCode's, the daemon's or
+// the user's directories.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "OPENCODE_") || strings.HasPrefix(k, "MCP_RECONNECT_") || strings.HasPrefix(k, "XDG_") || k == "HOME" || k == "PATH" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
