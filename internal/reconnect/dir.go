@@ -39,9 +39,11 @@ type dir struct {
 	armedBy string
 	armedAt time.Time
 	// byEvent is set when OpenCode's events armed it (activity, a
-	// server's change), not the user (--directory, reconnect).
-	byEvent bool
-	cancel  context.CancelFunc
+	// server's change), not the user (--directory, reconnect); lastEvent
+	// is when the last event about it arrived.
+	byEvent   bool
+	lastEvent time.Time
+	cancel    context.CancelFunc
 	// wake tells the loop that next moved earlier.
 	wake chan struct{}
 	// results, probes and restarts carry finished connects, finished
@@ -322,13 +324,13 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	e.mu.Lock()
 	d.next = time.Time{}
 	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
-	byEvent := d.byEvent
+	byEvent, lastEvent := d.byEvent, d.lastEvent
 	e.mu.Unlock()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):
 		// reading would boot it again.
-		if booted, known := e.booted(ctx, d.path); known && !booted {
+		if booted, known := e.booted(ctx, d.path, lastEvent); known && !booted {
 			e.locationGone(d)
 			return
 		}

@@ -44,14 +44,16 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 		e.mu.Unlock()
 		return
 	}
+	now := time.Now()
 	if d, ok := e.dirs[path]; ok {
-		wake(d, time.Now())
+		d.lastEvent = now
+		wake(d, now)
 		e.mu.Unlock()
 		return
 	}
 	ev := e.armAtLocked(path, reason, first)
 	if d := e.dirs[path]; d != nil {
-		d.byEvent = true
+		d.byEvent, d.lastEvent = true, now
 	}
 	e.mu.Unlock()
 	e.publish(ev)

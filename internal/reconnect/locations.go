@@ -44,8 +44,10 @@ type bootedCache struct {
 
 // booted reports whether dir's location is booted; known is false when
 // the server cannot tell or the list could not be read (then the check
-// reads as before: an unreadable list is no news).
-func (e *Engine) booted(ctx context.Context, dir string) (booted, known bool) {
+// reads as before: an unreadable list is no news). A shared list older
+// than since (the last event about dir) cannot say dir is gone: the event
+// may be its boot, so it is asked again.
+func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool) {
 	l, ok := e.oc.(LocationLister)
 	if !ok {
 		return false, false
@@ -56,6 +58,9 @@ func (e *Engine) booted(ctx context.Context, dir string) (booted, known bool) {
 	c.mu.Lock()
 	fresh := !c.at.IsZero() && time.Since(c.at) < bootedTTL
 	dirs, known := c.dirs, c.known
+	if fresh && known && !slices.Contains(dirs, dir) && c.at.Before(since) {
+		fresh = false
+	}
 	c.mu.Unlock()
 	if !fresh {
 		var err error

@@ -160,3 +160,39 @@ func TestBootedLocationsAreAskedOncePerSecond(t *testing.T) {
 		}
 	})
 }
+
+// A list of booted locations fetched before a directory's event (its
+// boot) cannot say that directory is gone: it is asked again. (Seen in
+// the preview benchmark: a directory booted 0.1 s after another's check
+// fetched the list was forgotten by its own first check.)
+func TestStaleBootedListDoesNotForgetANewLocation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := &listingStub{ocStub: newStub()}
+		oc.set("/a", "s", "connected")
+		oc.set("/b", "s", "connected")
+		cfg := noJitter()
+		cfg.Backoff.Initial = 500 * time.Millisecond // a wake well within the list's second
+		e, err := New(cfg, oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		synctest.Wait()
+		oc.mu.Lock()
+		oc.booted = []string{"/a"}
+		oc.mu.Unlock()
+		e.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.created", Directory: "/a"})
+		time.Sleep(600 * time.Millisecond) // /a's check at 0.5 s fetched the list: [/a]
+		synctest.Wait()
+		oc.mu.Lock()
+		oc.booted = append(oc.booted, "/b") // then /b boots
+		oc.mu.Unlock()
+		e.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.created", Directory: "/b"})
+		time.Sleep(time.Second) // /b's check at 1.1 s, within the list's second
+		synctest.Wait()
+		if n := oc.count("status", "/b"); n != 1 {
+			t.Fatalf("/b, booted after the cached list was fetched, was read %d times (armed: %+v)", n, e.Snapshot().Directories)
+		}
+	})
+}

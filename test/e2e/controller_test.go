@@ -91,7 +91,7 @@ func TestWatchDisabledStaysDisabledThroughSlotWait(t *testing.T) {
 }
 
 // waitFor polls cond every 100 ms until it holds, or fails the test.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -25,7 +25,7 @@ const profilePassword = "profile-secret-pw"
 
 // profileEnv is an environment with no OpenCode URL, password or config
 // of the machine's: its own state and config directories.
-func profileEnv(t *testing.T) []string {
+func profileEnv(t testing.TB) []string {
 	var env []string
 	for _, kv := range v2Env(t.TempDir(), t.TempDir()) {
 		name, _, _ := strings.Cut(kv, "=")
@@ -38,7 +38,7 @@ func profileEnv(t *testing.T) []string {
 }
 
 // watchFake runs `mcp-reconnect watch --url url` until the test ends.
-func watchFake(t *testing.T, url string, args ...string) *ochost.Buffer {
+func watchFake(t testing.TB, url string, args ...string) *ochost.Buffer {
 	t.Helper()
 	logs := &ochost.Buffer{}
 	cmd := exec.Command(reconnectBin, append([]string{"watch", "--url", url, "--status-addr", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
@@ -174,5 +174,95 @@ func TestDetectReal1xIsNotOpenCode2(t *testing.T) {
 	gen, _, _, err = opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: "wrong-password"})
 	if gen == opencode.V2 || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "--username") || strings.Contains(err.Error(), "service.json") {
 		t.Fatalf("wrong password: %v %v, want 1.x's refusal and fix", gen, err)
+	}
+}
+
+// connectAfter is how long after t the first connect of name in dir on
+// route reached fake, or -1.
+func connectAfter(fake *fake2.Server, route, dir, name string, t0 time.Time) time.Duration {
+	for _, q := range fake.Requests() {
+		if q.Route == route && q.Directory == dir && q.Name == name && !q.Time.Before(t0) {
+			return q.Time.Sub(t0)
+		}
+	}
+	return -1
+}
+
+// A first crash is retried at once on OpenCode 2 too: the crash's
+// mcp.status.changed, for a server last seen connected, reads the
+// directory now and connects what the read shows failed. On both
+// profiles, over real TCP; well within 0.3 s (the fake spawns nothing).
+func TestOpenCode2StdioCrashRepairedAtOnce(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, c := range []struct {
+		profile fake2.Profile
+		connect string
+	}{{fake2.Release2021, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
+		t.Run(c.profile.Name, func(t *testing.T) {
+			fake := fake2.NewProfile(c.profile, map[string]fakeopencode.Spec{"fs": {AfterConnect: "connected"}})
+			fake.SetPassword(profilePassword)
+			srv := serveHTTP(t, fake)
+			dir := t.TempDir()
+			watchFake(t, srv.URL)
+			waitFor(t, 20*time.Second, "subscribed to /api/event", func() bool { return fake.Subscribers() > 0 })
+			fake.Boot(dir) // a TUI there
+			fake.Publish(dir, "session.created", map[string]any{"sessionID": "ses_1"})
+			waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, dir, "") > 0 })
+			time.Sleep(3 * time.Second) // connected and stable for a few seconds
+			crashed := time.Now()
+			fake.Crash(dir, "fs")
+			waitFor(t, 10*time.Second, "a connect of the crashed server", func() bool { return connectAfter(fake, c.connect, dir, "fs", crashed) >= 0 })
+			took := connectAfter(fake, c.connect, dir, "fs", crashed)
+			t.Logf("connect %v after the crash", took)
+			if took > 300*time.Millisecond {
+				t.Fatalf("the crashed server was connected %v after its crash, want at once (< 0.3 s, not initial-delay)", took)
+			}
+		})
+	}
+}
+
+// A disposal stays disposed on OpenCode 2: 2.0.21 announces
+// location.shutdown; the preview announces nothing but its servers'
+// mcp.status.changed, and the daemon, asking GET /api/debug/location
+// before the check those changes wake, finds the location gone. Neither
+// boots it again, however long it waits; a session there arms it again.
+func TestOpenCode2DisposalStaysDisposed(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, profile := range []fake2.Profile{fake2.Release2021, fake2.Preview} {
+		t.Run(profile.Name, func(t *testing.T) {
+			fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {}, "broken": {Status: "failed"}})
+			fake.SetPassword(profilePassword)
+			srv := serveHTTP(t, fake)
+			dir := t.TempDir()
+			watchFake(t, srv.URL, "--idle-interval", "3s")
+			waitFor(t, 20*time.Second, "subscribed to /api/event", func() bool { return fake.Subscribers() > 0 })
+			fake.Boot(dir)
+			fake.Publish(dir, "session.created", map[string]any{"sessionID": "ses_1"})
+			waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, dir, "") > 0 })
+			time.Sleep(4 * time.Second)
+			fake.Shutdown(dir)
+			disposed := time.Now()
+			time.Sleep(10 * time.Second) // three idle intervals, and the broken server's backoff
+			for _, q := range fake.Requests() {
+				if q.Directory == dir && q.Time.After(disposed) {
+					t.Fatalf("%s %s for the disposed location %v after the disposal", q.Method, q.Route, q.Time.Sub(disposed))
+				}
+			}
+			for _, d := range fake.Instances() {
+				if d == dir {
+					t.Fatal("the daemon booted the disposed location again")
+				}
+			}
+			fake.Boot(dir)
+			fake.Publish(dir, "session.created", map[string]any{"sessionID": "ses_2"})
+			rearmed := time.Now()
+			waitFor(t, 20*time.Second, "a status read after a session there", func() bool {
+				return connectAfter(fake, fake2.RouteMCP, dir, "", rearmed) >= 0
+			})
+		})
 	}
 }

@@ -45,7 +45,7 @@ func writeServiceFile(t *testing.T, state, url, password string, pid int) string
 }
 
 // serveHTTP serves h on a loopback port until the test ends.
-func serveHTTP(t *testing.T, h http.Handler) *httptest.Server {
+func serveHTTP(t testing.TB, h http.Handler) *httptest.Server {
 	s := httptest.NewServer(h)
 	t.Cleanup(func() { closeHTTP(s) })
 	return s

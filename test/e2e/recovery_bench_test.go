@@ -5,6 +5,9 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
 // BenchmarkRecovery measures, on the real opencode with default flags, the
@@ -59,6 +62,44 @@ func BenchmarkRecovery(b *testing.B) {
 			}
 			report(b, took)
 		}
+	}
+	// OpenCode 2 (the fake over loopback TCP, both profiles): a stdio
+	// crash is a first crash (mcp.status.changed for a server last seen
+	// connected), connected at once. The fake spawns nothing, so this is
+	// the daemon's own share of a recovery: the real server's spawn time
+	// comes on top.
+	for _, profile := range []fake2.Profile{fake2.Release2021, fake2.Preview} {
+		b.Run("v2-stdio-crash/"+profile.Name, func(b *testing.B) {
+			for range b.N {
+				fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {AfterConnect: "connected"}})
+				fake.SetPassword(profilePassword)
+				srv := serveHTTP(b, fake)
+				watchFake(b, srv.URL)
+				waitFor(b, 20*time.Second, "subscribed", func() bool { return fake.Subscribers() > 0 })
+				route := fake2.RouteConnect
+				if profile.Name == fake2.Preview.Name {
+					route = fake2.RouteConnectDev
+				}
+				var took, toConnect []time.Duration
+				for i := range runs {
+					dir := b.TempDir()
+					fake.Boot(dir)
+					fake.Publish(dir, "session.created", map[string]any{"sessionID": fmt.Sprintf("ses_%d", i)})
+					waitFor(b, 20*time.Second, "a status read", func() bool { return fake.Count(fake2.RouteMCP, dir, "") > 0 })
+					time.Sleep(2 * time.Second)
+					starts := fake.Starts(dir, "fs")
+					crashed := time.Now()
+					fake.Crash(dir, "fs")
+					// Starts counts connects that left it connected.
+					waitFor(b, 20*time.Second, "connected again", func() bool { return fake.Starts(dir, "fs") > starts })
+					took = append(took, time.Since(crashed))
+					toConnect = append(toConnect, connectAfter(fake, route, dir, "fs", crashed))
+				}
+				sort.Slice(toConnect, func(i, j int) bool { return toConnect[i] < toConnect[j] })
+				fmt.Printf("%s: crash → connect request: %v (median %v)\n", b.Name(), toConnect, toConnect[len(toConnect)/2])
+				report(b, took)
+			}
+		})
 	}
 	b.Run("late-remote", func(b *testing.B) { lateRemote(b) })
 	b.Run("late-remote-no-probe", func(b *testing.B) { lateRemote(b, "--probe=false") })
