@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -55,13 +54,14 @@ func serverState(t *testing.T, w *Watcher, dir, name string) map[string]any {
 // disabled: the slot, when it comes, makes its directory re-read status.
 func TestWatchDisabledStaysDisabledThroughSlotWait(t *testing.T) {
 	oc := startOpenCode(t, 0, "")
-	// A remote URL that accepts TCP and never answers: each connect to it
-	// holds the only slot for about ten seconds (5 s streamable HTTP, 5 s
-	// SSE).
-	free, port := listenBusy(t)
-	defer free()
+	// A local server that answers initialize only after 8 s, with a 5 s
+	// timeout: it is failed, and each connect of it holds the only local
+	// slot (--max-concurrent 1) for about five seconds. (A silent remote
+	// URL no longer can: with --max-concurrent 1 a remote connect gets a
+	// slot of its own beside the local one.)
 	busy := newProject(t, nil)
-	silent := RemoteServer(fmt.Sprintf("http://127.0.0.1:%d/mcp", port))
+	silent := busy.StdioServer("silent")
+	silent["command"] = append(silent["command"].([]string), "-start-delay", "8s")
 	silent["timeout"] = 5000
 	rewriteProject(t, busy, map[string]any{"silent": silent})
 	p := newProject(t, nil)

@@ -87,6 +87,7 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 			if !strings.Contains(logs.String(), "generation=2.x") || !strings.Contains(logs.String(), "version="+c.profile.Version) {
 				t.Fatalf("the log does not say it found OpenCode 2 %s", c.profile.Version)
 			}
+			fake.Boot(dir) // a TUI there: 2.x publishes only for a location it runs
 			// A prompt in dir: the preview sends its execution without a
 			// location, after an input that has one.
 			fake.Publish(dir, "session.input.admitted", map[string]any{"sessionID": "ses_e2e", "inputID": "msg_1"})
