@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // runV2 wraps an OpenCode 2 command: a 2.x TUI attaches to the user's
@@ -168,7 +169,8 @@ This alias is all it takes, for either generation:
 				StatusAddrFallback: !statusAddrTyped, Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 			}, startTimeout, launch.IO{}, log)
 			if err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", err)
+				// The error can carry the child's last output: data, not terminal control.
+				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))
 				if code == 0 {
 					code = 1
 				}

@@ -119,3 +119,23 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	writeServiceStatus(&b, m, serviceStatus{DaemonError: hostile})
 	noControl(t, "service status", b.String())
 }
+
+// run's own error line carries the last output of an OpenCode that never
+// became healthy: text a program wrote, shown escaped.
+func TestRunErrorLineEscapesTheChildsOutput(t *testing.T) {
+	dir := t.TempDir()
+	script := dir + "/opencode"
+	body := "#!/bin/sh\n[ \"$1\" = --version ] && { echo 1.18.34; exit 0; }\nprintf '" + strings.NewReplacer("\x1b", `\033`, "\x07", `\007`, "\r", `\r`, "\u009b", `\302\233`, "\u202e", `\342\200\256`).Replace(hostile) + "\\n'\nexec sleep 30\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "--start-timeout", "1s", "--status-addr", "", "--log-file", dir + "/log", "--", script, "serve"}, &stdout, &stderr)
+	if code == 0 {
+		t.Fatalf("run exited 0 for an OpenCode that never answered; stderr:\n%s", &stderr)
+	}
+	noControl(t, "run's error line", stderr.String())
+}
