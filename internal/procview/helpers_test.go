@@ -112,13 +112,11 @@ func writeProc(t testing.TB, root string, p fakeProc, children []int) {
 	for i, tid := range threads {
 		td := filepath.Join(dir, "task", strconv.Itoa(tid))
 		must(t, os.MkdirAll(td, 0o755))
-		var list string
+		var list []byte
 		if i == len(threads)-1 {
-			for _, c := range children {
-				list += strconv.Itoa(c) + " "
-			}
+			list = childList(children)
 		}
-		must(t, os.WriteFile(filepath.Join(td, "children"), []byte(list), 0o644))
+		must(t, os.WriteFile(filepath.Join(td, "children"), list, 0o644))
 	}
 }
 
@@ -127,18 +125,25 @@ func setChildren(t testing.TB, root string, pid int, children []int) {
 	t.Helper()
 	tasks, err := os.ReadDir(filepath.Join(root, strconv.Itoa(pid), "task"))
 	must(t, err)
-	var list string
-	for _, c := range children {
-		list += strconv.Itoa(c) + " "
-	}
+	list := childList(children)
 	for i, task := range tasks {
 		f := filepath.Join(root, strconv.Itoa(pid), "task", task.Name(), "children")
 		if i == len(tasks)-1 {
-			must(t, os.WriteFile(f, []byte(list), 0o644))
+			must(t, os.WriteFile(f, list, 0o644))
 		} else {
 			must(t, os.WriteFile(f, nil, 0o644))
 		}
 	}
+}
+
+// childList is a children file's content: "12 345 ".
+func childList(children []int) []byte {
+	var b []byte
+	for _, c := range children {
+		b = strconv.AppendInt(b, int64(c), 10)
+		b = append(b, ' ')
+	}
+	return b
 }
 
 func must(t testing.TB, err error) {

@@ -63,7 +63,7 @@ type Orphan struct {
 	// that command.
 	Servers []Key
 
-	argv []string
+	cmd *command // the raw argv, for the check before a signal
 }
 
 // Scope is who is asking, for Orphans and Reap.
@@ -158,7 +158,7 @@ func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 		}
 		out = append(out, Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PPID: full.PPID,
 			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv),
-			Parentage: why, Servers: keys, argv: full.Argv})
+			Parentage: why, Servers: keys, cmd: newCommand(full.Argv)})
 	}
 	slices.SortFunc(out, func(a, b Orphan) int { return a.PID - b.PID })
 	return out, nil
@@ -201,7 +201,7 @@ func (s Scope) check(t Table, o Orphan) error {
 	if why := s.parentage(p, parent, parentKnown, func(Process) bool { return false }); !why.Proves() {
 		return fmt.Errorf("procview: pid %d has parent %d: %w", o.PID, p.PPID, ErrNotOrphan)
 	}
-	if !slices.Equal(p.Argv, o.argv) {
+	if o.cmd == nil || !slices.Equal(p.Argv, o.cmd.argv) {
 		return fmt.Errorf("procview: pid %d runs another command now: %w", o.PID, ErrNotOrphan)
 	}
 	return nil

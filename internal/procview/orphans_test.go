@@ -186,7 +186,7 @@ func TestReapDeclinedAndOtherUser(t *testing.T) {
 		t.Fatalf("other user: %v, sent %v", err, log)
 	}
 	hand := o
-	hand.argv = nil // an Orphan not made by Orphans
+	hand.cmd = nil // an Orphan not made by Orphans
 	r = Reaper{Table: tab, Scope: Scope{UID: ana}, signal: fakeSignal(tab, &log, true)}
 	if _, err := r.Reap(context.Background(), hand); !errors.Is(err, ErrNotOrphan) || len(log) != 0 {
 		t.Fatalf("hand-made orphan: %v, sent %v", err, log)

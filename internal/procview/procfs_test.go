@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,69 @@ func TestSystemReadsSelf(t *testing.T) {
 	}
 	if d := time.Since(me.Start); d < 0 || d > time.Hour {
 		t.Fatalf("started %v ago", d)
+	}
+}
+
+func TestAppendPIDs(t *testing.T) {
+	for in, want := range map[string][]int{
+		"":                    nil,
+		"12 345 6789 ":        {12, 345, 6789},
+		"  7  8\n":            {7, 8},
+		"0 x5 9":              {5, 9},
+		"99999999999999999 3": {3},
+	} {
+		if got := appendPIDs(nil, []byte(in)); !slices.Equal(got, want) {
+			t.Errorf("appendPIDs(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// A process names itself (comm) as it likes: parentheses, spaces and a
+// fake state inside it do not move the fields after it.
+func TestParseStat(t *testing.T) {
+	line := "4242 (x) Z 1 (y) S 77 4242 4242 0 -1 4194304 639 0 0 0 0 0 0 0 20 0 8 0 89388 1828069376 2486\n"
+	p, err := parseStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.PID != 4242 || p.Comm != "x) Z 1 (y" || p.Zombie || p.PPID != 77 || p.PGID != 4242 || p.Birth != 89388 {
+		t.Fatalf("parsed %+v", p)
+	}
+	for _, bad := range []string{"", "12 (x)", "12 (x) S 1 2", "x (y) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5", "12 (x) SS 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("parseStat(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	for _, dir := range []string{"testdata/synthetic/2107", "testdata/opencode-1.18.34/21276"} {
+		b, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("1 ()) R 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 7"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parseStat(b)
+		if err == nil && (strings.Count(string(b), "(") == 0 || len(p.Comm) > len(b)) {
+			t.Fatalf("parsed %+v from %q", p, b)
+		}
+	})
+}
+
+func TestParseUIDAndCmdline(t *testing.T) {
+	if uid, err := parseUID([]byte("Name:\tx\nUid:\t1000\t1000\t1000\t1000\nGid:\t5\n")); err != nil || uid != 1000 {
+		t.Fatalf("uid %d %v", uid, err)
+	}
+	if _, err := parseUID([]byte("Name:\tx\n")); err == nil {
+		t.Fatal("status without Uid accepted")
+	}
+	if got := parseCmdline([]byte("sh\x00-c\x00\x00")); !slices.Equal(got, []string{"sh", "-c", ""}) {
+		t.Fatalf("cmdline %q", got)
+	}
+	if parseCmdline(nil) != nil {
+		t.Fatal("an empty cmdline is not nil")
 	}
 }

@@ -1,6 +1,10 @@
 package procview
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -69,4 +73,29 @@ func FuzzDisplay(f *testing.F) {
 			t.Fatalf("the value of %s survived: %q", b, out)
 		}
 	})
+}
+
+// A child, an event, a snapshot or an orphan printed or logged whole
+// never shows an argv secret.
+func TestSecretsNeverPrinted(t *testing.T) {
+	v := newView(t, openTable(t, filepath.Join("testdata", "synthetic")), 2000, syntheticServers())
+	s := scan(t, v)
+	c, _ := s.Child(Key{other, "proxy"})
+	orphans, err := Orphans(openTable(t, filepath.Join("testdata", "synthetic")), syntheticServers(), Scope{UID: ana, Watched: []int{2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	log.Info("child", "child", c)
+	log.Info("events", "events", Diff(Snapshot{}, s))
+	printed := fmt.Sprintf("%+v %v %+v %#v %+v", c, s, Diff(Snapshot{}, s), orphans, v.Last()) + logs.String()
+	for _, secret := range []string{"ghp_abcdefghijklmnopqrstuvwxyz0123", "Bearer ghp"} {
+		if strings.Contains(printed, secret) {
+			t.Fatalf("%q printed", secret)
+		}
+	}
+	if !strings.Contains(logs.String(), `"command":"/usr/local/bin/mcp-proxy --header 'Authorization: ***' https://mcp.example.com/x"`) {
+		t.Fatalf("a logged child shows no masked command: %s", logs.String())
+	}
 }

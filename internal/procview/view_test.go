@@ -63,8 +63,8 @@ func TestViewRecordedOpenCode(t *testing.T) {
 	if len(s.Others) != 0 || len(s.Duplicates()) != 0 {
 		t.Errorf("others %v duplicates %v, want none", s.Others, s.Duplicates())
 	}
-	if c, _ := s.Child(Key{dir, "with cwd"}); strings.Contains(c.Command, "sekrit") {
-		t.Errorf("a child's Command shows a secret: %q", c.Command)
+	if c, _ := s.Child(Key{dir, "with cwd"}); strings.Contains(c.Command(), "sekrit") {
+		t.Errorf("a child's Command shows a secret: %q", c.Command())
 	}
 }
 
@@ -95,8 +95,8 @@ func TestViewSynthetic(t *testing.T) {
 	if c, _ := s.Child(Key{project, "my server"}); c.PID != 2106 {
 		t.Errorf("Child gives %d, want the newest (2106)", c.PID)
 	}
-	if c, _ := s.Child(Key{other, "proxy"}); c.Command != "/usr/local/bin/mcp-proxy --header 'Authorization: ***' https://mcp.example.com/x" {
-		t.Errorf("proxy command shown as %q", c.Command)
+	if c, _ := s.Child(Key{other, "proxy"}); c.Command() != "/usr/local/bin/mcp-proxy --header 'Authorization: ***' https://mcp.example.com/x" {
+		t.Errorf("proxy command shown as %q", c.Command())
 	}
 }
 
@@ -140,11 +140,10 @@ func TestIdleScanReadsOnlyTheChildrenLists(t *testing.T) {
 	scan(t, v)
 	before := pt.reads.Load()
 	scan(t, v)
-	// fs.Proc (a stat) + stat + the task directory + 3 threads' lists;
-	// the zombie and the vanished children still listed are not read
-	// again.
-	if n := pt.reads.Load() - before; n != 6 {
-		t.Fatalf("an idle scan read %d files, want 6", n)
+	// OpenCode's stat, the task directory and 3 threads' lists; the
+	// zombie and the vanished children still listed are not read again.
+	if n := pt.reads.Load() - before; n != 5 {
+		t.Fatalf("an idle scan read %d files, want 5", n)
 	}
 }
 
@@ -343,4 +342,41 @@ func syntheticMany(t testing.TB, root string, dirs, perDir int) []Server {
 	}
 	writeTree(t, root, procs, nil)
 	return servers
+}
+
+// slowTable takes its time to list children, as a table of many
+// processes does.
+type slowTable struct {
+	*memTable
+	took time.Duration
+}
+
+func (s slowTable) Children(pid int) ([]int, error) {
+	time.Sleep(s.took)
+	return s.memTable.Children(pid)
+}
+
+// A scan that takes long stretches the period to 1,000 times its
+// duration: the view stays under 0.1 % of a core.
+func TestWatchStretchesForSlowScans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab, oc := simpleTable()
+		v := newView(t, slowTable{tab, 10 * time.Millisecond}, oc, simpleServers())
+		var at []time.Duration
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			v.Watch(ctx, 2*time.Second, func(s Snapshot, _ []Event) { at = append(at, time.Since(start)) })
+		}()
+		time.Sleep(time.Second)
+		tab.remove(101) // seen by the second scan, 10 ms + 10 s later
+		time.Sleep(15 * time.Second)
+		cancel()
+		<-done
+		if len(at) != 2 || at[1] != 10020*time.Millisecond {
+			t.Fatalf("scans reported at %v, want 10ms and 10.02s (a 10 s period after a 10 ms scan)", at)
+		}
+	})
 }
