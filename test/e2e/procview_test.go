@@ -59,7 +59,7 @@ func TestProcessViewOnRealOpenCode(t *testing.T) {
 		if len(cs) != 1 || cs[0].Parent != oc.PID() {
 			t.Fatalf("%s served by %+v, want one direct child of OpenCode %d; others %+v", s.Name, cs, oc.PID(), first.Others)
 		}
-		t.Logf("%s: pid %d cwd %q command %s", s.Name, cs[0].PID, cs[0].Cwd, cs[0].Command)
+		t.Logf("%s: pid %d cwd %q command %s", s.Name, cs[0].PID, cs[0].Cwd, cs[0].Command())
 	}
 
 	// A killed child: how long OpenCode leaves it a zombie, and the exit.
