@@ -1,0 +1,91 @@
+// Package procview shows the MCP processes of a local OpenCode: which
+// child process serves each configured local (stdio) server of each armed
+// directory, when such a child exits, and which MCP processes of this
+// user look orphaned or duplicated. OpenCode before about 1.15 never says
+// that a stdio server died (its status stays "connected"), and no release
+// says that it left one behind; the process table does.
+//
+// # Reading the process table
+//
+// A Table reads pid, parent, process group, real uid, zombie or not,
+// start time, working directory and argv of a process, never its
+// environment. System is this machine's table:
+//
+//   - Linux: /proc through github.com/prometheus/procfs (ProcFS reads a
+//     recorded tree the same way, for tests). A process's children come
+//     from /proc/PID/task/TID/children, every thread's (OpenCode's TUI
+//     starts its MCP servers from a Worker thread, so the main thread's
+//     list is empty there); a kernel without those lists
+//     (CONFIG_PROC_CHILDREN off) falls back to reading every
+//     /proc/PID/stat.
+//   - macOS, without cgo: sysctl kern.proc.all (one call for the whole
+//     table: pid, parent, group, real uid, state, start time to the
+//     microsecond), kern.proc.pid for one process, kern.procargs2 for
+//     argv (the buffer holds the environment after argv; it is never
+//     parsed), and the working directory from the proc_info system call
+//     with PROC_PIDVNODEPATHINFO, the call libproc's proc_pidinfo makes,
+//     issued through x/sys/unix.Syscall6 (SYS_PROC_INFO). What works and
+//     what is not proven: the parsers of the three buffers are tested on
+//     every platform from fixtures built to the kernel's layouts
+//     (testdata/darwin), and the kinfo_proc offsets are pinned to
+//     x/sys/unix.KinfoProc by a test that runs only on macOS; none of
+//     it has run on a Mac here (there is none). Another user's argv
+//     (EINVAL) and cwd (EPERM) cannot be read, which is fine: only this
+//     user's processes count. A direct proc_info system call is the one
+//     piece Apple does not promise to keep stable (libproc is the
+//     supported interface); if it ever fails, Cwd is "" and matching
+//     falls back to commands alone (Orphans) while the view stops
+//     assigning children (it needs the cwd). Children filters the whole
+//     table: macOS keeps no cheap per-process list.
+//
+// # What OpenCode's children look like (measured)
+//
+// On the real OpenCode 1.18.34 (opencode serve and the TUI, Linux,
+// 2026-12-01; testdata/opencode-1.18.34 is such a tree, recorded, and
+// test/e2e TestProcessViewOnRealOpenCode checks it on every run):
+//
+//   - Each local server is a direct child of the opencode process, in
+//     its process group, not wrapped by a shell or by node: its argv is
+//     exactly the configured command ("mcpserver" found through PATH
+//     stays "mcpserver"; a relative "../mcpserver" stays so). A command
+//     that is itself a shell (["sh", "-c", "..."]) makes sh the child,
+//     and the server its grandchild: the sh serves it.
+//   - Its working directory is the instance directory, or the configured
+//     cwd: a relative cwd ("sub dir") resolved against the directory, an
+//     absolute one as it is.
+//   - Under serve the children are listed under the main thread, under
+//     the TUI under its Worker thread: read every thread's list.
+//   - A killed child is reaped within about 4 ms (a zombie for that
+//     long). Connect on a connected server starts a new child and the old
+//     one exits; a disconnect ends it.
+//   - When OpenCode is SIGKILLed, its children are adopted by init (or
+//     the nearest subreaper) and read EOF on stdin; test/mcpserver and
+//     most servers exit then. One that does not is an orphan.
+//   - A script command runs as its interpreter: ["npx", "-y", "x"] is
+//     ["node", "/usr/bin/npx", "-y", "x"] by the time the kernel has read
+//     its #! line. Matching allows up to two interpreter words in front
+//     and compares the program by its last path element.
+//   - npm's opencode package is a node script that runs the native
+//     binary as its child; the view follows that binary's children too.
+//
+// # The view
+//
+// NewView follows one OpenCode process; SetServers gives it the local
+// servers of every armed directory; Scan lists what serves what; Diff of
+// two scans gives Exited, Started and OpenCodeExited events; Watch scans
+// on a period and calls back with the events. A scan reads OpenCode's
+// stat and its threads' children lists, and only the processes it has not
+// seen before; an absence from the list is confirmed by one stat. An idle
+// scan reads 10 files whatever the number of children; the kernel's list
+// itself costs 0.3 ms at 1,000 children and 12 ms at 10,000 (it is
+// quadratic), so Watch stretches its 2 s period to 1,000 times the last
+// scan and stays under 0.1 % of a core (BENCHMARKS.md). Two assumptions
+// follow: a pid that stays in the list between two scans is the same
+// process (a reuse would need the pid space to wrap within one period),
+// and a child that exits is seen as exited once OpenCode reaps it
+// (milliseconds, as measured).
+//
+// Orphans reads the whole table (for status and doctor, not every scan);
+// Reaper.Reap ends one orphan after checking it again right before each
+// signal.
+package procview

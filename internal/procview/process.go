@@ -1,0 +1,82 @@
+package procview
+
+import (
+	"errors"
+	"path/filepath"
+	"time"
+)
+
+// ErrGone is returned for a process that no longer exists (it exited, or
+// exited and was reaped, between the listing and the read).
+var ErrGone = errors.New("process gone")
+
+// Process is one entry of the process table. Fields a reader could not
+// read (another user's process, a zombie) are left empty; the environment
+// is never read.
+type Process struct {
+	// PID and PPID: the process and its parent.
+	PID, PPID int
+	// PGID is the process group.
+	PGID int
+	// UID is the real user id; -1 when unknown (Table.List does not read it).
+	UID int
+	// Zombie: the process has exited and waits for its parent to reap it.
+	Zombie bool
+	// Start is when the process started, by the wall clock: to the
+	// hundredth of a second on Linux (boot time + clock ticks), to the
+	// microsecond on macOS.
+	Start time.Time
+	// Birth identifies the process among all that ever had its pid since
+	// boot: Linux clock ticks since boot, macOS microseconds since the
+	// epoch. A pid with another Birth is another process.
+	Birth uint64
+	// Comm is the kernel's short name of the program (at most 15 bytes).
+	Comm string
+	// Cwd is the working directory; "" when it cannot be read.
+	Cwd string
+	// Argv is the command line as the process sees it; nil when it cannot
+	// be read. It may hold secrets: show Redact(Argv) or Display(Argv).
+	Argv []string
+}
+
+// Same reports whether p and o are one process (pid and birth agree).
+func (p Process) Same(o Process) bool { return p.PID == o.PID && p.Birth == o.Birth }
+
+// Table reads the process table of this machine (System) or of a recorded
+// /proc tree (ProcFS).
+type Table interface {
+	// List lists every process with the cheap facts: PID, PPID, PGID,
+	// Zombie, Start, Birth and Comm. UID is -1, Cwd and Argv are empty.
+	List() ([]Process, error)
+	// Stat reads the cheap facts of one process (as List does); ErrGone
+	// when it does not exist.
+	Stat(pid int) (Process, error)
+	// Read reads every field of one process; ErrGone when it does not
+	// exist.
+	Read(pid int) (Process, error)
+	// Children lists the pids of pid's children (those any of its threads
+	// started); ErrGone when pid does not exist. The kernel's list is a
+	// snapshot taken while the tree changes: a child can be missing from
+	// it for a moment, so confirm an absence with Read.
+	Children(pid int) ([]int, error)
+}
+
+// IsOpenCode reports whether p runs OpenCode: the native binary (argv[0]
+// or the kernel's name "opencode"), or the npm package's node or bun
+// wrapper around it.
+func IsOpenCode(p Process) bool {
+	if p.Comm == "opencode" {
+		return true
+	}
+	if len(p.Argv) == 0 {
+		return false
+	}
+	if filepath.Base(p.Argv[0]) == "opencode" {
+		return true
+	}
+	switch filepath.Base(p.Argv[0]) {
+	case "node", "nodejs", "bun":
+		return len(p.Argv) > 1 && filepath.Base(p.Argv[1]) == "opencode"
+	}
+	return false
+}

@@ -1,0 +1,140 @@
+package procview
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// mask replaces a secret.
+const mask = "***"
+
+// secretName matches the names of flags, variables, headers and query
+// parameters whose values are secrets.
+var secretName = regexp.MustCompile(`(?i)(token|secret|passw|pwd|api[-_]?key|access[-_]?key|private[-_]?key|auth|credential|cookie|session)`)
+
+var (
+	// header flags take "Name: value".
+	headerFlag = map[string]bool{"-H": true, "--header": true, "-header": true, "--headers": true, "--http-header": true}
+	// a "Name: value" header whose name is secret-ish, anywhere in an arg.
+	secretHeader = regexp.MustCompile(`(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|[a-z0-9-]*(?:token|secret|key|auth)[a-z0-9-]*)(\s*:\s*)(\S.*)$`)
+	// "Bearer abc", "Basic abc", "token abc".
+	scheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{6,}`)
+	// user:password@ in a URL.
+	userinfo = regexp.MustCompile(`(://[^/\s:@]*:)[^/\s@]+@`)
+	// secret-ish query parameters or NAME=value assignments.
+	assignment = regexp.MustCompile(`(?i)([A-Za-z0-9_.-]*(?:token|secret|passw|pwd|api[-_]?key|access[-_]?key|private[-_]?key|auth|credential|cookie|session|sig|signature)[A-Za-z0-9_.-]*=)[^&\s]+`)
+	// tokens known by their shape: GitHub, GitLab, Slack, OpenAI-style,
+	// Stripe, AWS access key ids, JWTs.
+	tokenShape = regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|sk-[A-Za-z0-9_-]{20,}|[sr]k_(live|test)_[A-Za-z0-9]{16,}|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})`)
+)
+
+// Redact returns argv with the values that look like secrets masked:
+// header values (after -H/--header, or any "Authorization: ..."), the
+// values of flags and NAME=value words whose name says token, secret,
+// password, key, auth or cookie, passwords in URLs, "Bearer ..." and
+// tokens known by their shape. It errs on the side of masking.
+func Redact(argv []string) []string {
+	if argv == nil {
+		return nil
+	}
+	out := make([]string, len(argv))
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		name, value, hasValue := strings.Cut(a, "=")
+		switch {
+		case headerFlag[a] && i+1 < len(argv):
+			out[i] = a
+			i++
+			out[i] = maskHeader(argv[i])
+			continue
+		case hasValue && headerFlag[name]:
+			out[i] = name + "=" + maskHeader(value)
+			continue
+		case isFlag(a) && !hasValue && secretName.MatchString(a) && i+1 < len(argv) && !isFlag(argv[i+1]):
+			out[i] = a
+			i++
+			out[i] = mask
+			continue
+		case isFlag(a) && hasValue && secretName.MatchString(name):
+			out[i] = name + "=" + mask
+			continue
+		}
+		out[i] = redactWord(a)
+	}
+	return out
+}
+
+func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
+
+// maskHeader keeps a header's name and masks its value.
+func maskHeader(h string) string {
+	if name, _, ok := strings.Cut(h, ":"); ok {
+		return name + ": " + mask
+	}
+	return mask
+}
+
+// redactWord masks the secrets inside one word.
+func redactWord(a string) string {
+	a = secretHeader.ReplaceAllString(a, "${1}${2}"+mask)
+	a = scheme.ReplaceAllString(a, "${1}${2}"+mask)
+	a = userinfo.ReplaceAllString(a, "${1}"+mask+"@")
+	a = assignment.ReplaceAllString(a, "${1}"+mask)
+	a = tokenShape.ReplaceAllString(a, mask)
+	return a
+}
+
+// maxDisplay bounds a displayed command line, in runes.
+const maxDisplay = 400
+
+// Display is argv redacted and quoted as one line for logs, status and
+// doctor: words with spaces or quotes are single-quoted, words with
+// control or other unprintable characters are shown escaped, never
+// raw, and a line over 400 characters is cut.
+func Display(argv []string) string {
+	var b strings.Builder
+	for i, a := range Redact(argv) {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quote(a))
+	}
+	s := b.String()
+	if utf8.RuneCountInString(s) > maxDisplay {
+		r := []rune(s)
+		s = string(r[:maxDisplay]) + "…"
+	}
+	return s
+}
+
+// quote shows a word so that a terminal prints it as text.
+func quote(a string) string {
+	if a == "" {
+		return "''"
+	}
+	valid := utf8.ValidString(a)
+	plain, printable := valid, valid
+	for _, r := range a {
+		switch {
+		case r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("_@%+=:,./-*", r)):
+		case r >= 0x80 && unicode.IsGraphic(r) && !unicode.IsSpace(r):
+		case r == ' ':
+			plain = false
+		case unicode.IsGraphic(r):
+			plain = false
+		default:
+			plain, printable = false, false
+		}
+	}
+	switch {
+	case plain:
+		return a
+	case printable:
+		return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	default:
+		return strconv.QuoteToGraphic(a)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build linux
+
+package procview
+
+// System reads this machine's process table through /proc.
+func System() (Table, error) { return ProcFS("/proc") }

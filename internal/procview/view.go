@@ -1,0 +1,487 @@
+package procview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Child is a process OpenCode started, as the view saw it first.
+type Child struct {
+	// PID, Start and Birth identify it (see Process).
+	PID   int
+	Start time.Time
+	Birth uint64
+	// Parent is the OpenCode process it is a child of.
+	Parent int
+	// Cwd is its working directory when it was first seen.
+	Cwd string
+
+	cmd *command
+}
+
+// Command is the child's command line with secrets masked (Display):
+// safe to log and show. It is made on first use: masking costs more than
+// the rest of a child's read, and most children are never shown.
+func (c Child) Command() string { return c.cmd.String() }
+
+// LogValue logs a child by pid, parent, start and masked command.
+func (c Child) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("pid", c.PID), slog.Int("parent", c.Parent),
+		slog.Time("start", c.Start), slog.String("command", c.Command()))
+}
+
+func childOf(p Process) Child {
+	return Child{PID: p.PID, Start: p.Start, Birth: p.Birth, Parent: p.PPID, Cwd: p.Cwd, cmd: newCommand(p.Argv)}
+}
+
+// command holds an argv behind a pointer, so that printing a Child or an
+// Orphan with %v shows an address, never the raw words (fmt prints
+// unexported fields, but not what a nested pointer points to).
+type command struct {
+	argv  []string
+	once  sync.Once
+	shown string
+}
+
+func newCommand(argv []string) *command { return &command{argv: argv} }
+
+// String is Display(argv), made once.
+func (c *command) String() string {
+	if c == nil {
+		return ""
+	}
+	c.once.Do(func() { c.shown = Display(c.argv) })
+	return c.shown
+}
+
+// ident is a process's identity across scans.
+type ident struct {
+	pid   int
+	birth uint64
+}
+
+func (c Child) ident() ident { return ident{c.PID, c.Birth} }
+
+// Snapshot is what one scan saw under the watched OpenCode. It is never
+// changed after Scan returns it.
+type Snapshot struct {
+	// At is when the scan ran.
+	At time.Time
+	// OpenCode is the watched process, and Gone says it exited (or its
+	// pid now belongs to another process): nothing else is then known.
+	OpenCode Child
+	Gone     bool
+	// Servers holds the live children serving each configured server,
+	// oldest first. A server with none is absent. Two or more mean
+	// duplicates, except for servers configured alike (see Alike).
+	Servers map[Key][]Child
+	// Others are OpenCode's live children that run no configured
+	// server in its place: language servers, commands the agent runs,
+	// a server whose argv or cwd changed before the view first saw it.
+	Others []Child
+
+	live  map[ident]bool
+	alike map[Key][]Key
+}
+
+// Child returns the live child serving k, the newest if several do.
+func (s Snapshot) Child(k Key) (Child, bool) {
+	cs := s.Servers[k]
+	if len(cs) == 0 {
+		return Child{}, false
+	}
+	return cs[len(cs)-1], true
+}
+
+// Alike lists the servers configured exactly like k (same command, same
+// working directory), k included: a process cannot say which of them it
+// serves, so their children are listed under each.
+func (s Snapshot) Alike(k Key) []Key {
+	if ks := s.alike[k]; len(ks) > 0 {
+		return ks
+	}
+	return []Key{k}
+}
+
+// Duplicate is a server with more live children than it should have.
+type Duplicate struct {
+	// Keys is the server (more than one only for servers configured
+	// alike, whose children are counted together).
+	Keys []Key
+	// Children are the live children, oldest first.
+	Children []Child
+}
+
+// Duplicates lists the servers with more live children than servers
+// configured alike, sorted by key.
+func (s Snapshot) Duplicates() []Duplicate {
+	var out []Duplicate
+	seen := map[Key]bool{}
+	for _, k := range sortedKeys(s.Servers) {
+		if seen[k] {
+			continue
+		}
+		ks := s.Alike(k)
+		for _, a := range ks {
+			seen[a] = true
+		}
+		if cs := s.Servers[k]; len(cs) > len(ks) {
+			out = append(out, Duplicate{Keys: ks, Children: cs})
+		}
+	}
+	return out
+}
+
+// EventKind says what happened to a child.
+type EventKind int
+
+const (
+	// Started: a child serving Key appeared.
+	Started EventKind = iota + 1
+	// Exited: the child serving Key exited (or is a zombie).
+	Exited
+	// OpenCodeExited: the watched OpenCode is gone; its children are not
+	// reported one by one.
+	OpenCodeExited
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Started:
+		return "started"
+	case Exited:
+		return "exited"
+	case OpenCodeExited:
+		return "opencode-exited"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is a difference between two snapshots.
+type Event struct {
+	Kind EventKind
+	// Key is the server; for servers configured alike, one event per key.
+	Key Key
+	// Child is the process.
+	Child Child
+	// After and At bound when it happened: after the earlier scan, by
+	// the later one.
+	After, At time.Time
+}
+
+// Diff lists what changed from prev to next: children serving a server
+// that exited, children that started, OpenCode exiting. A child that
+// lives on but serves another server after a config change is no event.
+func Diff(prev, next Snapshot) []Event {
+	if next.Gone {
+		if prev.Gone {
+			return nil
+		}
+		return []Event{{Kind: OpenCodeExited, Child: next.OpenCode, After: prev.At, At: next.At}}
+	}
+	var out []Event
+	for _, k := range sortedKeys(prev.Servers) {
+		for _, c := range prev.Servers[k] {
+			if !next.live[c.ident()] {
+				out = append(out, Event{Kind: Exited, Key: k, Child: c, After: prev.At, At: next.At})
+			}
+		}
+	}
+	for _, k := range sortedKeys(next.Servers) {
+		for _, c := range next.Servers[k] {
+			if !prev.live[c.ident()] {
+				out = append(out, Event{Kind: Started, Key: k, Child: c, After: prev.At, At: next.At})
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[Key]V) []Key {
+	ks := make([]Key, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b Key) int {
+		if a.Directory != b.Directory {
+			if a.Directory < b.Directory {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return ks
+}
+
+// View follows the children of one OpenCode process across scans. A scan
+// reads only the list of OpenCode's children and the processes it has not
+// seen before, so an idle scan costs a few small reads however many
+// children there are (see BENCHMARKS.md). Safe for concurrent use.
+type View struct {
+	table Table
+	root  Process
+
+	mu      sync.Mutex
+	m       *matcher
+	mgen    uint64 // bumped by SetServers
+	changed bool   // servers changed since the last snapshot
+	known   map[int]*known
+	// dead are listed children found gone or a zombie: not read again
+	// while the list holds them (OpenCode has not reaped them yet). The
+	// value is the scan that last listed them.
+	dead map[int]uint64
+	// wrapped are the known children that are OpenCode itself (see
+	// known.parent).
+	wrapped map[int]bool
+	// scans counts the scans; a child listed by this one has seen ==
+	// scans (no set of listed pids is built per scan).
+	scans uint64
+	last  *Snapshot
+}
+
+type known struct {
+	p     Process
+	child Child
+	// seen is the last scan that listed it.
+	seen uint64
+	// keys are the servers it serves under matcher generation gen.
+	keys []Key
+	gen  uint64
+	// parent marks an OpenCode process below the root (the native
+	// binary under the npm package's node wrapper): its children are
+	// OpenCode's too.
+	parent bool
+}
+
+// NewView starts a view of the OpenCode process pid. ErrGone when it does
+// not exist.
+func NewView(t Table, pid int) (*View, error) {
+	root, err := t.Read(pid)
+	if err != nil {
+		return nil, err
+	}
+	if root.Zombie {
+		return nil, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
+	}
+	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}}, nil
+}
+
+// OpenCode is the watched process, as first read.
+func (v *View) OpenCode() Process { return v.root }
+
+// SetServers replaces the configured local servers of every armed
+// directory. Children already seen are assigned again without a read.
+func (v *View) SetServers(servers []Server) {
+	m := newMatcher(servers)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.m = m
+	v.mgen++
+	v.changed = true
+}
+
+// Last returns the latest snapshot (zero before the first Scan).
+func (v *View) Last() Snapshot {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.last == nil {
+		return Snapshot{}
+	}
+	return *v.last
+}
+
+// Scan reads OpenCode's children and returns what serves what.
+func (v *View) Scan() (Snapshot, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := time.Now()
+	if v.last != nil && v.last.Gone {
+		return *v.last, nil
+	}
+	if r, err := v.table.Stat(v.root.PID); err != nil || !r.Same(v.root) || r.Zombie {
+		if err != nil && !errors.Is(err, ErrGone) {
+			return Snapshot{}, err
+		}
+		v.known, v.dead, v.wrapped = map[int]*known{}, map[int]uint64{}, map[int]bool{}
+		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
+		v.last = s
+		return *s, nil
+	}
+
+	parents := map[int]bool{v.root.PID: true}
+	for pid := range v.wrapped {
+		parents[pid] = true
+	}
+	v.scans++
+	hits := 0
+	added := false
+	queue := []int{v.root.PID}
+	for len(queue) > 0 {
+		pp := queue[0]
+		queue = queue[1:]
+		kids, err := v.table.Children(pp)
+		if err != nil {
+			if pp == v.root.PID {
+				return Snapshot{}, err
+			}
+			continue // a wrapped OpenCode that exited: its known children are checked below
+		}
+		for _, c := range kids {
+			if k, ok := v.known[c]; ok {
+				if k.seen != v.scans {
+					k.seen = v.scans
+					hits++
+				}
+				continue
+			}
+			if _, ok := v.dead[c]; ok {
+				v.dead[c] = v.scans
+				continue
+			}
+			p, err := v.table.Read(c)
+			if err != nil || p.Zombie || p.PPID != pp {
+				// It came and went between the listing and the read.
+				v.dead[c] = v.scans
+				continue
+			}
+			k := &known{p: p, child: childOf(p), seen: v.scans}
+			// The npm package's node wrapper runs the native binary as
+			// its child; that one starts the MCP servers.
+			k.parent = pp == v.root.PID && IsOpenCode(p)
+			v.known[c] = k
+			hits++
+			added = true
+			if k.parent {
+				v.wrapped[c] = true
+				parents[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	for pid, seen := range v.dead {
+		if seen != v.scans {
+			delete(v.dead, pid)
+		}
+	}
+	exited := false
+	// When every known child was listed, none can have exited: no need
+	// to walk them all.
+	for pid, k := range v.known {
+		if hits == len(v.known) {
+			break
+		}
+		if k.seen == v.scans {
+			continue
+		}
+		// The kernel's children list can miss a child while the tree
+		// changes: only a process that is gone, is another one or has
+		// another parent has exited.
+		p, err := v.table.Stat(pid)
+		if err == nil && p.Same(k.p) && !p.Zombie && parents[p.PPID] {
+			continue
+		}
+		delete(v.known, pid)
+		delete(v.wrapped, pid)
+		exited = true
+	}
+	if !exited && !added && !v.changed && v.last != nil {
+		s := *v.last
+		s.At = now
+		v.last = &s
+		return s, nil
+	}
+	v.changed = false
+	s := v.snapshot(now)
+	v.last = s
+	return *s, nil
+}
+
+// snapshot assigns every known child under the current servers.
+func (v *View) snapshot(now time.Time) *Snapshot {
+	s := &Snapshot{At: now, OpenCode: childOf(v.root), Servers: map[Key][]Child{},
+		live: make(map[ident]bool, len(v.known)), alike: map[Key][]Key{}}
+	kids := make([]*known, 0, len(v.known))
+	for _, k := range v.known {
+		kids = append(kids, k)
+	}
+	slices.SortFunc(kids, func(a, b *known) int {
+		if a.p.Birth != b.p.Birth {
+			if a.p.Birth < b.p.Birth {
+				return -1
+			}
+			return 1
+		}
+		return a.p.PID - b.p.PID
+	})
+	for _, k := range kids {
+		s.live[k.child.ident()] = true
+		if k.parent {
+			continue
+		}
+		if k.gen != v.mgen || k.keys == nil {
+			k.keys, k.gen = v.m.serving(k.p), v.mgen
+			if k.keys == nil {
+				k.keys = []Key{} // known to serve nothing
+			}
+		}
+		keys := k.keys
+		if len(keys) == 0 {
+			s.Others = append(s.Others, k.child)
+			continue
+		}
+		for _, key := range keys {
+			s.Servers[key] = append(s.Servers[key], k.child)
+			if len(keys) > 1 {
+				s.alike[key] = keys
+			}
+		}
+	}
+	return s
+}
+
+// Watch scans every period (default 2s) until ctx ends or OpenCode
+// exits, and calls fn with the snapshot and the events of each scan that
+// saw any (the first scan reports every child it found as Started). The
+// period stretches to 1,000 times what the last scan took (at most a
+// minute), so the view never costs more than about 0.1 % of a core: an
+// idle scan of 10,000 real children takes about 4 ms (BENCHMARKS.md). A
+// scan that fails is skipped: the next one reads afresh.
+func (v *View) Watch(ctx context.Context, every time.Duration, fn func(Snapshot, []Event)) {
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	var prev Snapshot
+	for {
+		start := time.Now()
+		s, err := v.Scan()
+		took := time.Since(start)
+		if err == nil {
+			if ev := Diff(prev, s); len(ev) > 0 {
+				fn(s, ev)
+			}
+			prev = s
+			if s.Gone {
+				return
+			}
+		}
+		t := time.NewTimer(max(every, min(1000*took, time.Minute)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
