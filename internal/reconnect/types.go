@@ -50,9 +50,54 @@ const (
 type Snapshot struct {
 	URL string `json:"url"`
 	// OpenCode is what was detected of the server (nil before that).
-	OpenCode    *OpenCodeInfo `json:"opencode,omitempty"`
+	OpenCode *OpenCodeInfo `json:"opencode,omitempty"`
+	// Processes is the MCP process view of a local OpenCode (nil when
+	// OpenCode is not a local process of this user, or not yet seen).
+	Processes   *Processes    `json:"processes,omitempty"`
 	Stream      StreamState   `json:"stream"`
 	Directories []DirSnapshot `json:"directories"`
+}
+
+// Processes is what the daemon sees of a local OpenCode's MCP processes
+// (it runs on this machine as this user): its pid, the children serving
+// each armed directory's local servers, and what looks wrong. Commands
+// are masked (no environment, no header or token values).
+type Processes struct {
+	// OpenCodePID is the OpenCode process whose children are watched.
+	OpenCodePID int `json:"opencode_pid"`
+	// Children counts the live MCP children matched to a server.
+	Children int `json:"children"`
+	// Duplicates are servers of one directory with two or more live
+	// children.
+	Duplicates []ProcessGroup `json:"duplicates,omitempty"`
+	// Orphans are MCP processes of this user whose OpenCode is gone (or
+	// is another process than the one watched), running the command of a
+	// configured server.
+	Orphans []OrphanProcess `json:"orphans,omitempty"`
+	// Fix is the command that ends the orphans, when there are any.
+	Fix string `json:"fix,omitempty"`
+}
+
+// ProcessGroup is one server of one directory with its live children.
+type ProcessGroup struct {
+	Directory string `json:"directory"`
+	Server    string `json:"server"`
+	PIDs      []int  `json:"pids"`
+	Command   string `json:"command"`
+}
+
+// OrphanProcess is one MCP process that looks orphaned.
+type OrphanProcess struct {
+	PID     int    `json:"pid"`
+	PPID    int    `json:"ppid"`
+	Cwd     string `json:"cwd"`
+	Command string `json:"command"`
+	// Why says why it looks orphaned ("adopted by init", "child of
+	// another OpenCode, pid 123").
+	Why string `json:"why"`
+	// Servers are the configured servers ("directory: name") it runs the
+	// command of.
+	Servers []string `json:"servers,omitempty"`
 }
 
 // OpenCodeInfo is what the daemon knows of the OpenCode server itself.
