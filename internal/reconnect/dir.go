@@ -30,6 +30,7 @@ const (
 	trigProbe   = 1 << iota // the endpoint of a failed remote server answers again
 	trigRestart             // the endpoint of a connected remote server restarted
 	trigNetwork             // the machine's network changed
+	trigDead                // the process serving a local server exited (processes.go)
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -66,6 +67,12 @@ type dir struct {
 	// server to its endpoint, for probes and restart watches.
 	kinds map[string]string
 	urls  map[string]string
+	// locals maps a local server to its configured command and cwd, for
+	// the process view (processes.go).
+	locals map[string]opencode.MCPEntry
+	// readStart is when the last status read was sent: process evidence
+	// counts only against a read sent after it.
+	readStart time.Time
 	// kindsKnown is set once GET /config answered; a failed read, or a
 	// server it did not list, clears it so the next check asks again.
 	kindsKnown bool
@@ -107,6 +114,9 @@ type server struct {
 	// stopWatch ends the restart watch of a connected remote server's
 	// endpoint; nil when not watching.
 	stopWatch context.CancelFunc
+	// deadAt is when the process view saw the child serving this local
+	// server exit (trigDead).
+	deadAt time.Time
 }
 
 type connectResult struct {
@@ -127,7 +137,7 @@ func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir 
 		results:  make(chan connectResult),
 		probes:   make(chan probeResult),
 		restarts: make(chan string),
-		servers:  map[string]*server{}, kinds: map[string]string{}, urls: map[string]string{},
+		servers:  map[string]*server{}, kinds: map[string]string{}, urls: map[string]string{}, locals: map[string]opencode.MCPEntry{},
 		lastActivity: now,
 	}
 }
@@ -343,6 +353,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	}
 
 	e.metrics.StatusReads.Inc()
+	sent := time.Now()
 	st, err := e.oc.MCPStatus(ctx, d.path)
 	if ctx.Err() != nil {
 		return
@@ -353,7 +364,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		return
 	}
 	e.mu.Lock()
-	d.lastCheck, d.lastErr, d.unauthorized = now, "", false
+	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
 	e.down = false // it answers
 	connects, needKinds, evs := e.reconcile(d, st, now)
 	if needKinds {
@@ -413,6 +424,10 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			delete(d.servers, name)
 			delete(d.kinds, name)
 			delete(d.urls, name)
+			if _, ok := d.locals[name]; ok {
+				delete(d.locals, name)
+				e.localsGen++
+			}
 		}
 	}
 	next := e.idleAt(now)
@@ -448,6 +463,13 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			}
 			if s.ep.NumRequeues() > 0 && s.ep.Stable(now, e.cfg.StableAfter) {
 				s.forget() // stayed connected long enough: the episode is over
+			}
+			if trig&trigDead != 0 {
+				if c, ok := e.deadChild(d, s, name, now); ok {
+					connects = append(connects, c)
+					break
+				}
+				next = earlier(next, s.ep.Next())
 			}
 			if fire, at := s.fire(trig&trigRestart, p, now); fire {
 				// Its endpoint restarted: OpenCode holds a dead session.
@@ -539,6 +561,11 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 		} else {
 			delete(d.urls, n)
 		}
+		if entry.Type == "local" && len(entry.Command) > 0 {
+			d.locals[n] = entry
+		} else {
+			delete(d.locals, n)
+		}
 	}
 	for n := range d.servers {
 		if _, listed := cfg[n]; !listed {
@@ -546,7 +573,9 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 			// known, so it does not make every check ask again.
 			d.kinds[n] = ""
 			delete(d.urls, n)
+			delete(d.locals, n)
 		}
 	}
 	d.kindsKnown = true
+	e.localsGen++
 }

@@ -104,6 +104,9 @@ type Engine struct {
 	// bootedList is the server's list of booted locations, shared by the
 	// checks of one second (locations.go).
 	bootedList bootedCache
+	// localsGen counts changes of the armed directories' local servers
+	// (processes.go).
+	localsGen uint64
 	wg         sync.WaitGroup
 }
 
@@ -255,6 +258,7 @@ func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
 		d.lastAtOnce = now
 	}
 	e.dirs[path] = d
+	e.localsGen++
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
 	e.wg.Add(1)
@@ -282,6 +286,7 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	}
 	d.cancel()
 	delete(e.dirs, path)
+	e.localsGen++
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}

@@ -1,0 +1,98 @@
+package reconnect
+
+import (
+	"slices"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// OpenCode before about 1.15 never reports a dead stdio server: its status
+// stays "connected", no event comes, and its tools are gone until OpenCode
+// restarts. Where OpenCode runs on this machine as this user, the daemon
+// watches its MCP children (internal/procview) and tells the engine when
+// the child serving a local server exits (ChildExited). That is a crash
+// report the status would never give: the directory is checked, and a
+// server the fresh read still shows "connected" is connected again, on the
+// evidence of the exit and a read sent after it, within its episode's
+// schedule (a first crash at once, a crash loop backing off). A server
+// the read shows disabled, needs_auth or needs_client_registration is
+// left alone whatever the evidence; one it shows failed follows the usual
+// path.
+
+// LocalServer is one local MCP server of an armed directory, as its
+// config names it: what the process view matches OpenCode's children to.
+type LocalServer struct {
+	Directory, Name string
+	// Command and Cwd are the configured command line and working
+	// directory ("": the directory).
+	Command []string
+	Cwd     string
+}
+
+// LocalServers lists the local servers of every armed directory whose
+// config was read, and a counter that changes whenever the list may have.
+func (e *Engine) LocalServers() (gen uint64, servers []LocalServer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, path := range opencode.Names(e.dirs) {
+		d := e.dirs[path]
+		for _, name := range opencode.Names(d.locals) {
+			c := d.locals[name]
+			servers = append(servers, LocalServer{Directory: path, Name: name, Command: slices.Clone(c.Command), Cwd: c.Cwd})
+		}
+	}
+	return e.localsGen, servers
+}
+
+// ChildExited tells the engine that the process serving the local server
+// name in dir was seen gone at (the exit happened before). The directory
+// is checked: at once for a first crash (a server that stayed connected
+// and stable), at its episode's next attempt for a crash loop; the check
+// decides from a read sent after at.
+func (e *Engine) ChildExited(dir, name string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d := e.dirs[dir]
+	if d == nil {
+		return
+	}
+	s := d.servers[name]
+	if s == nil || s.connecting {
+		return // a connect in flight replaces its process anyway
+	}
+	s.trig |= trigDead
+	s.deadAt = later(s.deadAt, at)
+	now := time.Now()
+	when := now
+	if s.status == opencode.StatusConnected && !s.ep.Stable(now, e.cfg.StableAfter) {
+		when = later(s.ep.Next(), now)
+	}
+	if when.Equal(now) && now.Sub(d.lastAtOnce) < e.cfg.Backoff.Initial {
+		// Many exits at once (OpenCode killing its children) cost one
+		// read per initial-delay, not one each.
+		when = now.Add(e.wakeDelay())
+	} else if when.Equal(now) {
+		d.lastAtOnce = now
+	}
+	d.wakeBy(when)
+}
+
+// deadChild decides a connect for a server whose child exited while its
+// fresh read says connected: allowed when the read was sent after the exit
+// was seen and the episode's schedule allows an attempt now. Otherwise the
+// evidence is kept for the next read. Caller holds Engine.mu.
+func (e *Engine) deadChild(d *dir, s *server, name string, now time.Time) (attempt, bool) {
+	if d.readStart.Before(s.deadAt) {
+		s.trig |= trigDead // the read may predate the exit: look again soon
+		d.wakeBy(now.Add(e.wakeDelay()))
+		return attempt{}, false
+	}
+	if !s.ep.Allow(e.cfg.Backoff, now, backoff.Scheduled) {
+		s.trig |= trigDead
+		return attempt{}, false
+	}
+	e.log.Info("MCP server's process exited but OpenCode still says connected; reconnecting", "url", e.url, "directory", d.path, "server", name)
+	return attempt{name, backoff.Scheduled, trigDead}, true
+}

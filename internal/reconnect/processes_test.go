@@ -1,0 +1,171 @@
+package reconnect
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// A dead child is a crash, whatever status says (OpenCode before 1.15
+// keeps a killed stdio server "connected" for good): the directory is
+// read at once, and the server the read still shows connected is
+// connected again. The local servers' commands come from the config.
+func TestDeadChildOfAConnectedServerIsReconnected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second) // connected and stable
+		synctest.Wait()
+		gen, locals := e.LocalServers()
+		if len(locals) != 1 || locals[0].Directory != "/p" || locals[0].Name != "s" || len(locals[0].Command) != 2 || gen == 0 {
+			t.Fatalf("local servers = %d %+v", gen, locals)
+		}
+		if n := len(oc.connectTimes("/p", "s", time.Time{})); n != 0 {
+			t.Fatalf("%d connects of a healthy server", n)
+		}
+		exited := time.Now()
+		e.ChildExited("/p", "s", exited)
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		got := oc.connectTimes("/p", "s", exited)
+		if len(got) != 1 || got[0] > time.Millisecond {
+			t.Fatalf("connects after the child exited = %v, want one at once", got)
+		}
+	})
+}
+
+// The evidence is charged to the server's episode: a child that dies again
+// and again is reconnected on the backoff schedule (1, 2, 4, 8 s gaps),
+// then in the slow tier; a thousand exit reports cost no more.
+func TestDeadChildCrashLoopBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"crashy"}}
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		start := time.Now()
+		for range 60 * 20 { // the child "dies" 20 times a second for a minute
+			e.ChildExited("/p", "s", time.Now())
+			time.Sleep(50 * time.Millisecond)
+		}
+		synctest.Wait()
+		got := oc.connectTimes("/p", "s", start)
+		want := secs(0, 1, 3, 7, 15)
+		if len(got) != len(want) {
+			t.Fatalf("connects in a minute of exits = %v, want %v", got, want)
+		}
+		for i := range want {
+			if d := got[i] - want[i]; d < 0 || d > 100*time.Millisecond {
+				t.Fatalf("connects in a minute of exits = %v, want %v", got, want)
+			}
+		}
+		if n := oc.count("status", "/p"); n > 80 {
+			t.Fatalf("%d status reads for 1200 exit reports", n)
+		}
+	})
+}
+
+// Never for a server the fresh read shows disabled or needing the user,
+// whatever the process evidence; and not on a read sent before the exit.
+func TestDeadChildNeverConnectsWhatTheReadSaysNotTo(t *testing.T) {
+	for _, status := range []string{"disabled", "needs_auth", "needs_client_registration"} {
+		t.Run(status, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				oc := newStub()
+				oc.set("/p", "s", "connected")
+				oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"x"}}
+				e, err := New(noJitter(), oc, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = e.Arm("/p", ArmedByFlag)
+				stop := runEngine(e)
+				defer stop()
+				time.Sleep(90 * time.Second)
+				synctest.Wait()
+				oc.set("/p", "s", status) // the user disabled it; its process ended
+				e.ChildExited("/p", "s", time.Now())
+				time.Sleep(10 * time.Minute)
+				synctest.Wait()
+				if n := len(oc.connectTimes("/p", "s", time.Time{})); n != 0 {
+					t.Fatalf("%d connects of a %s server", n, status)
+				}
+			})
+		})
+	}
+}
+
+// slowStub answers status reads after a delay.
+type slowStub struct {
+	*ocStub
+	delay time.Duration
+}
+
+func (s *slowStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.ocStub.MCPStatus(ctx, dir)
+}
+
+// A read sent before the exit was seen cannot confirm it: its "connected"
+// may describe the dead child. Only a read sent after it decides.
+func TestDeadChildNeedsAReadSentAfterTheExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := &slowStub{ocStub: newStub(), delay: 2 * time.Second}
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"x"}}
+		cfg := noJitter()
+		cfg.IdleInterval = 10 * time.Second
+		e, err := New(cfg, oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		// An idle read is under way (they come every 10 s and take 2 s);
+		// the exit is seen in the middle of one.
+		for e.Snapshot().Directories[0].NextCheck.After(time.Now()) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		exited := time.Now()
+		e.ChildExited("/p", "s", exited)
+		time.Sleep(1100 * time.Millisecond) // the read in flight returns
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", exited); len(got) != 0 {
+			t.Fatalf("connected at %v on a read sent before the exit", got)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 {
+			t.Fatalf("connects after a read sent after the exit = %v, want one", got)
+		}
+	})
+}
