@@ -31,6 +31,7 @@ const (
 	trigRestart             // the endpoint of a connected remote server restarted
 	trigNetwork             // the machine's network changed
 	trigDead                // the process serving a local server exited (processes.go)
+	trigWake                // the machine woke from sleep: a connected remote's session may be dead
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -224,7 +225,7 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 }
 
 func triggerOf(trig int) backoff.Trigger {
-	if trig&trigNetwork != 0 {
+	if trig&(trigNetwork|trigWake) != 0 {
 		return backoff.Network
 	}
 	return backoff.Extra
@@ -470,6 +471,15 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 					break
 				}
 				next = earlier(next, s.ep.Next())
+			}
+			if fire, at := s.fire(trig&trigWake, p, now); fire {
+				// The machine slept: OpenCode may hold a session the
+				// remote server dropped meanwhile, and nothing says so.
+				e.log.Info("woke from sleep; reconnecting a remote MCP server for a fresh session", "url", e.url, "directory", d.path, "server", name)
+				connects = append(connects, attempt{name, backoff.Network, trigWake})
+				break
+			} else {
+				next = earlier(next, at)
 			}
 			if fire, at := s.fire(trig&trigRestart, p, now); fire {
 				// Its endpoint restarted: OpenCode holds a dead session.

@@ -400,6 +400,41 @@ func (e *Engine) NetworkChanged() {
 	e.publish(Event{Time: now, Type: EventNetworkChanged, Attempt: n})
 }
 
+// Woke tells the engine the machine woke from sleep, a network change that
+// matters more than any other: every failed server is checked as for a
+// network change, and every connected remote server is connected again
+// for a fresh session (its endpoint watch re-dialled), since after a sleep
+// a remote session is often dead while OpenCode still says connected and
+// no interface looks different. Charged like any network-triggered
+// attempt: at most one per server per max-delay, none once stopped.
+func (e *Engine) Woke() {
+	e.NetworkChanged()
+	e.mu.Lock()
+	now := time.Now()
+	n := 0
+	for _, d := range e.dirs {
+		woken := false
+		for name, s := range d.servers {
+			if s.status != opencode.StatusConnected || s.connecting || d.urls[name] == "" {
+				continue
+			}
+			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
+				s.endWatch() // its held connection may be dead: the next check dials anew
+				s.trig |= trigWake
+				d.wakeBy(later(at, now))
+				woken = true
+			}
+		}
+		if woken {
+			n++
+		}
+	}
+	e.mu.Unlock()
+	if n > 0 {
+		e.log.Info("woke from sleep; renewing remote MCP sessions", "url", e.url, "directories", n)
+	}
+}
+
 // ReconnectResult says what an explicit reconnect did.
 type ReconnectResult struct {
 	URL         string   `json:"url"`
