@@ -89,8 +89,13 @@ type Config struct {
 	NoProbes bool
 	// NoToasts turns off the toasts shown in an attached TUI.
 	NoToasts bool
-	// NoNetwatch turns off retrying failed servers on network changes.
+	// NoNetwatch turns off retrying failed servers on network changes and
+	// renewing remote sessions after a wake from sleep.
 	NoNetwatch bool
+	// NetSource and Wake replace the network-change source and the wake
+	// detector (tests); nil and the zero value are the machine's.
+	NetSource netwatch.Source
+	Wake      netwatch.WakeDetector
 	// Version is reported by GET /status.
 	Version string
 	// Ready, if set, receives the status API's bound address once serving
@@ -258,14 +263,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			changed := func() {
-				for _, w := range all {
-					w.eng.NetworkChanged()
-				}
-			}
-			if err := netwatch.Watch(ctx, netwatch.New(), changed); err != nil {
-				log.Warn("not watching network changes", "err", err)
-			}
+			watchNetwork(ctx, cfg, all, log)
 		}()
 	}
 	wg.Wait()

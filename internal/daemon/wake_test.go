@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// burstNet reports a burst of interface changes when told to (Wi-Fi
+// joining again after a wake).
+type burstNet struct{ burst chan int }
+
+func (b burstNet) Run(ctx context.Context, changes chan<- struct{}) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-b.burst:
+			for range n {
+				select {
+				case changes <- struct{}{}:
+				default:
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// messages keeps the log's messages.
+type messages struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (m *messages) Enabled(context.Context, slog.Level) bool { return true }
+func (m *messages) Handle(_ context.Context, r slog.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.msgs = append(m.msgs, r.Message)
+	return nil
+}
+func (m *messages) WithAttrs([]slog.Attr) slog.Handler { return m }
+func (m *messages) WithGroup(string) slog.Handler      { return m }
+func (m *messages) count(s string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, msg := range m.msgs {
+		if msg == s {
+			n++
+		}
+	}
+	return n
+}
+
+// A jump of the wall clock ahead of the monotonic one (the machine slept)
+// and the burst of interface changes after it (Wi-Fi joining again) are
+// one network change, major: the connected remote server's session is
+// renewed once (a connect), the connected local one left alone. A second
+// wake within max-delay renews nothing (charged as a network change).
+func TestWallClockJumpIsOneDebouncedMajorChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+			"web": {Type: "remote", URL: "http://remote.test:9000/mcp"},
+			"fs":  {},
+		})
+		fake.Password = "pw"
+		fake.SetHeartbeat(10 * time.Second)
+		hosts := fakeopencode.NewHosts()
+		hosts.Serve(host1, fake)
+		var skew atomic.Int64 // what the wall clock is ahead by
+		wall := func() time.Time { return time.Now().Round(0).Add(time.Duration(skew.Load())) }
+		net := burstNet{burst: make(chan int)}
+		logs := &messages{}
+		start := time.Now()
+		cfg := Config{
+			Servers:     []Server{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
+			Directories: []string{"/p"},
+			Engine:      reconnect.DefaultConfig, NoProbes: true, NoToasts: true,
+			NetSource: net, Wake: netwatch.WakeDetector{Wall: wall},
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(logs)) }()
+		defer func() {
+			cancel()
+			<-done
+			hosts.Close()
+		}()
+		sleepUntil := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
+		sleepUntil(134900 * time.Millisecond)
+		synctest.Wait()
+		if n := fake.Count("/mcp/{name}/connect", "/p", ""); n != 0 {
+			t.Fatalf("%d connects before the sleep", n)
+		}
+		skew.Add(int64(10 * time.Minute)) // the machine slept ten minutes
+		sleepUntil(135050 * time.Millisecond) // the detector's tick at 135 s saw it
+		net.burst <- 5
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if w, c := logs.count("woke from sleep"), logs.count("network changed"); w != 1 || c != 0 {
+			t.Fatalf("a wake and a burst of 5 interface changes were %d wakes and %d other changes, want one wake", w, c)
+		}
+		if n := fake.Count("/mcp/{name}/connect", "/p", "web"); n != 1 {
+			t.Fatalf("remote connects after the wake = %d, want one", n)
+		}
+		if n := fake.Count("/mcp/{name}/connect", "/p", "fs"); n != 0 {
+			t.Fatalf("%d connects of the connected local server", n)
+		}
+		skew.Add(int64(5 * time.Minute)) // slept again, 15 s later
+		time.Sleep(16 * time.Second)
+		synctest.Wait()
+		if w := logs.count("woke from sleep"); w != 2 {
+			t.Fatalf("%d wakes seen, want 2", w)
+		}
+		if n := fake.Count("/mcp/{name}/connect", "/p", "web"); n != 1 {
+			t.Fatalf("remote connects after a second wake within max-delay = %d, want still one", n)
+		}
+	})
+}
