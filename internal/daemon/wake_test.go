@@ -102,7 +102,7 @@ func TestWallClockJumpIsOneDebouncedMajorChange(t *testing.T) {
 		if n := fake.Count("/mcp/{name}/connect", "/p", ""); n != 0 {
 			t.Fatalf("%d connects before the sleep", n)
 		}
-		skew.Add(int64(10 * time.Minute)) // the machine slept ten minutes
+		skew.Add(int64(10 * time.Minute))     // the machine slept ten minutes
 		sleepUntil(135050 * time.Millisecond) // the detector's tick at 135 s saw it
 		net.burst <- 5
 		time.Sleep(3 * time.Second)

@@ -107,7 +107,7 @@ type Engine struct {
 	// localsGen counts changes of the armed directories' local servers
 	// (processes.go).
 	localsGen uint64
-	wg         sync.WaitGroup
+	wg        sync.WaitGroup
 }
 
 // Options are the engine's collaborators. Zero fields get harmless defaults.
