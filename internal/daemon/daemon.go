@@ -44,6 +44,10 @@ type Server struct {
 	Directories []string
 	// Transport replaces the HTTP transport (tests).
 	Transport http.RoundTripper
+	// PID, when set, is the OpenCode process (run's child), whose MCP
+	// children the daemon watches; otherwise it is looked for on this
+	// machine (processes.go).
+	PID int
 }
 
 // Config is everything `watch` needs.
@@ -66,6 +70,9 @@ type Config struct {
 	ServiceFile string
 	// Directories armed from the start.
 	Directories []string
+	// PID, when set, is the OpenCode process (when Servers is empty: run's
+	// child), whose MCP children are watched.
+	PID int
 	// StatusAddr is where the status API listens; empty disables it.
 	StatusAddr string
 	// StatusPublic allows a non-loopback StatusAddr and any Host header.
@@ -112,7 +119,7 @@ func (cfg Config) servers() []Server {
 	if len(cfg.Servers) > 0 {
 		return cfg.Servers
 	}
-	return []Server{{URL: cfg.URL, Username: cfg.Username, Password: cfg.Password, Discover: cfg.Discover, ServiceFile: cfg.ServiceFile}}
+	return []Server{{URL: cfg.URL, Username: cfg.Username, Password: cfg.Password, Discover: cfg.Discover, ServiceFile: cfg.ServiceFile, PID: cfg.PID}}
 }
 
 // watched is one OpenCode server with everything that works for it alone.
@@ -122,6 +129,7 @@ type watched struct {
 	ann    *announce.Announcer
 	m      *metrics.Metrics
 	retry  backoff.Policy // the stream's reconnect backoff (zero: the default)
+	procs  *procWatch     // the MCP process view of a local OpenCode
 }
 
 // Run watches the configured OpenCode servers until ctx ends. It returns
@@ -249,6 +257,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			defer wg.Done()
 			w.ann.Run(ctx)
 		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.procs.run(ctx)
+		}()
 		go func() {
 			defer wg.Done()
 			streamLoop(ctx, w.client, w.eng, w.m, broker, log, w.retry, func(url string) { reg.setURL(i, url) })
@@ -310,12 +323,14 @@ func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broke
 	// Whichever request learns that OpenCode went away or came back as
 	// another process (the stream, a status read, a connect, a detection)
 	// tells the engine in the same step (rule 8).
+	w.procs = newProcWatch(w.eng, client, sc.PID, log)
 	client.OnChange(func(ch opencode.Change, err error) {
 		switch ch {
 		case opencode.Gone:
 			w.eng.OpenCodeGone(err)
 		case opencode.Replaced:
 			w.eng.OpenCodeReplaced()
+			w.procs.replaced() // another process: look for it
 		}
 	})
 	return w, nil

@@ -21,6 +21,15 @@ import (
 type source struct {
 	*reconnect.Engine
 	client *opencode.Server
+	procs  *procWatch
+}
+
+// Snapshot is the engine's, with the MCP process view of a local
+// OpenCode.
+func (s source) Snapshot() reconnect.Snapshot {
+	snap := s.Engine.Snapshot()
+	snap.Processes = s.procs.info()
+	return snap
 }
 
 // Generation is the generation the client detected, "" before one was.
@@ -31,7 +40,9 @@ func (s source) Generation() string {
 	return ""
 }
 
-func (w *watched) source() statusapi.Source { return source{Engine: w.eng, client: w.client} }
+func (w *watched) source() statusapi.Source {
+	return source{Engine: w.eng, client: w.client, procs: w.procs}
+}
 
 // supervise tells systemd how the daemon is, when it runs the daemon as a
 // Type=notify service ($NOTIFY_SOCKET): READY=1 once every engine runs

@@ -43,7 +43,7 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 
 		// The child's credentials are the plan's: the user it was told to
 		// expect, the password it was given.
-		cfg.URL, cfg.Username, cfg.Password = plan.URL, plan.Username, plan.Password
+		cfg.URL, cfg.Username, cfg.Password, cfg.PID = plan.URL, plan.Username, plan.Password, child.PID()
 		if _, err := opencode.New(cfg.URL, opencode.Options{}); err != nil {
 			child.Signal(syscall.SIGTERM)
 			return child.ExitCode(), err

@@ -1,13 +1,12 @@
 package launch
 
 import (
-	"net"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,50 +38,16 @@ func PortTaken(pid, port int) bool {
 	if err != nil {
 		return false
 	}
-	listeners := listenerInodes(fs, port)
-	if len(listeners) == 0 {
+	listeners, err := procview.ListeningSockets(port)
+	if err != nil || len(listeners) == 0 {
 		return false
 	}
 	for _, p := range descendants(fs, pid) {
-		proc, err := fs.Proc(p)
-		if err != nil {
-			continue
-		}
-		targets, _ := proc.FileDescriptorTargets()
-		for _, t := range targets {
-			if inode, ok := strings.CutPrefix(t, "socket:["); ok {
-				if n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64); err == nil && listeners[n] {
-					return false
-				}
-			}
+		if procview.SocketOwner(fs, p, listeners) {
+			return false
 		}
 	}
 	return true
-}
-
-// tcpListen is the kernel's TCP_LISTEN state in /proc/net/tcp{,6}.
-const tcpListen = 0x0A
-
-// listenerInodes finds the sockets listening on port at an address that
-// conflicts with 127.0.0.1: itself, the unspecified address (0.0.0.0,
-// ::), or ::ffff:127.0.0.1.
-func listenerInodes(fs procfs.FS, port int) map[uint64]bool {
-	out := map[uint64]bool{}
-	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
-		lines, err := read()
-		if err != nil {
-			continue
-		}
-		for _, l := range lines {
-			if l.St != tcpListen || l.LocalPort != uint64(port) {
-				continue
-			}
-			if l.LocalAddr.IsUnspecified() || l.LocalAddr.Equal(net.IPv4(127, 0, 0, 1)) {
-				out[l.Inode] = true
-			}
-		}
-	}
-	return out
 }
 
 // descendants lists pid and every live process below it.

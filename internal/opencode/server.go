@@ -147,6 +147,14 @@ func (s *Server) Generation() (Generation, string) {
 	return s.id.gen, s.id.version
 }
 
+// PID is the server's process id as the last detection found it (OpenCode
+// 2 reports it; 0 for 1.x, or before a detection).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id.pid
+}
+
 // Detect finds out (again) where the server is and which generation it
 // runs, and builds the client for it. A wrong password is an error that
 // matches ErrUnauthorized; a server that is not up matches ErrUnavailable

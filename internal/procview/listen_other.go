@@ -1,0 +1,13 @@
+//go:build !linux
+
+package procview
+
+import "errors"
+
+// ListenerPID is not available here: finding a socket's owner needs
+// /proc (on macOS, without cgo, there is no way to read another process's
+// file descriptors). `watch` then knows OpenCode's process only from an
+// OpenCode 2 pid.
+func ListenerPID(port, uid int) (int, error) {
+	return 0, errors.ErrUnsupported
+}
