@@ -166,8 +166,10 @@ func identify(path string) (binaryID, error) {
 		return binaryID{}, err
 	}
 	id := binaryID{File: f}
+	inNodeModules := false
 	for dir := filepath.Dir(resolved); ; dir = filepath.Dir(dir) {
 		if filepath.Base(dir) == "node_modules" {
+			inNodeModules = true
 			if lock, err := statID(filepath.Join(dir, ".package-lock.json")); err == nil {
 				id.Lock = lock
 			}
@@ -177,7 +179,29 @@ func identify(path string) (binaryID, error) {
 			break
 		}
 	}
+	if !inNodeModules && isScript(resolved) {
+		// A script outside an npm tree may answer differently in every
+		// directory: a version manager's shim (asdf, mise, proto pick the
+		// version per project) or a wrapper of the user's own. Only the
+		// file itself is no key for its answer: ask every time.
+		return binaryID{}, errNotCacheable
+	}
 	return id, nil
+}
+
+// errNotCacheable: the file's answer cannot be remembered (isScript).
+var errNotCacheable = errors.New("a script outside an npm tree: its version is asked every time")
+
+// isScript reports whether the file starts with "#!".
+func isScript(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [2]byte
+	n, _ := io.ReadFull(f, head[:])
+	return n == 2 && head == [2]byte{'#', '!'}
 }
 
 func statID(path string) (fileID, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/tailscale/hujson"
 )
@@ -74,12 +75,23 @@ func LocalMCPConfig(dir string) map[string]MCPEntry {
 	return out
 }
 
+// readConfigFile reads a regular file of at most 4 MiB. It is opened
+// without blocking (a FIFO named opencode.json would block an open for
+// ever, and with it the directory's check) and anything but a regular file
+// is refused: a config file is data at rest.
 func readConfigFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, err

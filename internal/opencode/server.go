@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync"
 )
@@ -81,13 +82,26 @@ func (s *Server) observe(err error) {
 	if !answered && !refused {
 		return // a timeout or a reset proves nothing either way
 	}
+	if refused {
+		s.gone(err)
+		return
+	}
 	s.mu.Lock()
 	var ch Change
-	switch {
-	case refused && !s.down:
-		s.down, ch = true, Gone
-	case answered && s.down:
+	if s.down {
 		s.down, ch = false, Replaced
+	}
+	watchers := s.watchers
+	s.mu.Unlock()
+	s.tell(watchers, ch, err)
+}
+
+// gone makes the server Gone, once until it answers again.
+func (s *Server) gone(err error) {
+	s.mu.Lock()
+	var ch Change
+	if !s.down {
+		s.down, ch = true, Gone
 	}
 	watchers := s.watchers
 	s.mu.Unlock()
@@ -166,6 +180,11 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	if s.o.Discover != nil {
 		u, pw, err := s.o.Discover(ctx)
 		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				// The OpenCode 2 service removes its service.json when it
+				// exits: gone, as surely as a refused connection.
+				s.gone(err)
+			}
 			return GenUnknown, "", err
 		}
 		url, opts = u, s.o.Client

@@ -18,11 +18,13 @@ import "sync"
 // limit is the share's, not the daemon's: a silent remote URL on one
 // OpenCode server never delays remote connects on another.
 //
-// A share (or a budget) of a single slot could not keep one for local
-// servers and still let a remote one connect; there the remote connect
-// gets a slot of its own beside the local one: with --max-concurrent 1 at
-// most one local and one remote connect are in flight, and a silent remote
-// URL never holds the only slot.
+// A budget of a single slot could not keep one for local servers and
+// still let a remote one connect; there the remote connect gets a slot of
+// its own beside the local one: with --max-concurrent 1 at most one local
+// and one remote connect are in flight, and a silent remote URL never
+// holds the only slot. A server's share of one slot because other servers
+// share the budget is one connect at a time, of either kind: a server
+// never holds more than its share.
 //
 // A directory that finds no free slot does not poll: it waits in line, and
 // a released slot is handed to the first waiter that may take it. The
@@ -94,15 +96,15 @@ func (b *Budget) tryAcquire(s *Share, remote bool) bool {
 
 // fits reports whether a pool of n slots holding p may start one more
 // connect of this kind: remote connects hold at most n-1 slots (at least
-// one), and a pool of one slot runs one of each kind.
-func (p pool) fits(n int, remote bool) bool {
-	if n == 1 {
+// one); pair lets a pool of one slot run one connect of each kind.
+func (p pool) fits(n int, remote, pair bool) bool {
+	if n == 1 && pair {
 		if remote {
 			return p.remote == 0
 		}
 		return p.local == 0
 	}
-	if remote && p.remote >= n-1 {
+	if remote && p.remote >= max(n-1, 1) {
 		return false
 	}
 	return p.local+p.remote < n
@@ -111,14 +113,22 @@ func (p pool) fits(n int, remote bool) bool {
 // free reports whether a connect of this kind may start for share s (nil:
 // the budget's own, unshared). The daemon's pool counts every connect
 // against max; the remote limit is the share's.
+//
+// Only --max-concurrent 1 itself runs a local and a remote connect side by
+// side: a server's share of one slot, because other servers share the
+// budget, is one connect at a time, or one server could take every slot
+// of the daemon.
 func (b *Budget) free(s *Share, remote bool) bool {
+	pair := b.max == 1
 	if s == nil {
-		return b.all.fits(b.max, remote)
+		return b.all.fits(b.max, remote, pair) // unshared: the budget is its own share
 	}
-	if b.max > 1 && b.all.local+b.all.remote >= b.max || b.max == 1 && !b.all.fits(1, remote) {
+	// The daemon's bound: max in all (with 1: one connect of each kind);
+	// the remote limit is each share's.
+	if pair && !b.all.fits(1, remote, true) || !pair && b.all.local+b.all.remote >= b.max {
 		return false
 	}
-	return b.shares[s].fits(max(1, b.max-(len(b.shares)-1)), remote)
+	return b.shares[s].fits(max(1, b.max-(len(b.shares)-1)), remote, pair)
 }
 
 func (p *pool) add(remote bool, n int) {

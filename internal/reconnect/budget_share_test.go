@@ -117,6 +117,9 @@ func TestBudgetBoundsHoldUnderAnyOrder(t *testing.T) {
 					if p.remote > max(1, shareCap-1) {
 						t.Fatalf("n=%d servers=%d: a server holds %d remote slots (share %d)", n, servers, p.remote, shareCap)
 					}
+					if n > 1 && p.local+p.remote > shareCap {
+						t.Fatalf("n=%d servers=%d: a server holds %+v, over its share of %d", n, servers, p, shareCap)
+					}
 				}
 				if n == 1 && (total.local > 1 || total.remote > 1) || n > 1 && total.local+total.remote > n {
 					t.Fatalf("n=%d servers=%d: %+v in flight", n, servers, total)

@@ -55,8 +55,10 @@ type dir struct {
 	restarts chan string
 
 	// next is the latest time the next check may run; zero while a check
-	// runs and nothing asked for another.
+	// runs and nothing asked for another. checking is when the check
+	// running now began (zero between checks), so a hung one shows.
 	next         time.Time
+	checking     time.Time
 	lastActivity time.Time
 	lastAtOnce   time.Time // last check made at once for a first crash
 	lastCheck    time.Time
@@ -332,8 +334,13 @@ func (e *Engine) endLoop(d *dir, work *sync.WaitGroup) {
 // check is one reconcile of the directory (see the top of this file).
 func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	defer e.releaseHeld(d)
+	defer func() {
+		e.mu.Lock()
+		d.checking = time.Time{}
+		e.mu.Unlock()
+	}()
 	e.mu.Lock()
-	d.next = time.Time{}
+	d.next, d.checking = time.Time{}, time.Now()
 	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
 	byEvent, lastEvent := d.byEvent, d.lastEvent
 	e.mu.Unlock()

@@ -22,7 +22,7 @@ var ErrNotRunning = errors.New("reconnect: engine not running")
 // (the systemd watchdog, GET /healthz): its lock can be taken within
 // timeout (no loop holds it for ever), Run is running, and no armed
 // directory's check is more than StuckAfter past due (its loop stopped
-// turning). It never waits longer than timeout, however stuck the
+// turning) or has run for longer than that (it hangs). It never waits longer than timeout, however stuck the
 // engine, so a caller can keep asking.
 func (e *Engine) Alive(timeout time.Duration) error {
 	if !e.tryLock(timeout) {
@@ -37,6 +37,9 @@ func (e *Engine) Alive(timeout time.Duration) error {
 		d := e.dirs[p]
 		if late := now.Sub(d.next); !d.next.IsZero() && late > StuckAfter {
 			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, late.Round(time.Second))
+		}
+		if took := now.Sub(d.checking); !d.checking.IsZero() && took > StuckAfter {
+			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s", e.url, p, took.Round(time.Second))
 		}
 	}
 	return nil

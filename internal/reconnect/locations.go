@@ -45,8 +45,8 @@ type bootedCache struct {
 // booted reports whether dir's location is booted; known is false when
 // the server cannot tell or the list could not be read (then the check
 // reads as before: an unreadable list is no news). A shared list older
-// than since (the last event about dir) cannot say dir is gone: the event
-// may be its boot, so it is asked again.
+// than since (the last event about dir) is asked again: the event may be
+// dir's boot or its disposal.
 func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool) {
 	l, ok := e.oc.(LocationLister)
 	if !ok {
@@ -56,11 +56,10 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 	c.ask.Lock()
 	defer c.ask.Unlock()
 	c.mu.Lock()
-	fresh := !c.at.IsZero() && time.Since(c.at) < bootedTTL
+	// A list older than the directory's last event says nothing about
+	// it: the event may be its boot, or its disposal.
+	fresh := !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since)
 	dirs, known := c.dirs, c.known
-	if fresh && known && !slices.Contains(dirs, dir) && c.at.Before(since) {
-		fresh = false
-	}
 	c.mu.Unlock()
 	if !fresh {
 		var err error

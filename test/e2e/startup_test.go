@@ -142,15 +142,27 @@ func TestRunRemembersTheGeneration(t *testing.T) {
 	home := hermeticHome(t)
 	dir := t.TempDir()
 	count, envFile := filepath.Join(dir, "asked"), filepath.Join(dir, "env")
+	// As npm installs it globally: bin/opencode links to a script in a
+	// node_modules tree (a script elsewhere, a version manager's shim or
+	// a wrapper of one's own, is asked every time).
+	mods := filepath.Join(dir, "lib", "node_modules")
+	real := filepath.Join(mods, "opencode-ai", "bin", "opencode")
 	oc := filepath.Join(dir, "bin", "opencode")
+	_ = os.MkdirAll(filepath.Dir(real), 0o755)
+	_ = os.MkdirAll(filepath.Dir(oc), 0o755)
+	if err := os.WriteFile(filepath.Join(mods, ".package-lock.json"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, oc); err != nil {
+		t.Fatal(err)
+	}
 	install := func(body string) {
 		t.Helper()
-		_ = os.MkdirAll(filepath.Dir(oc), 0o755)
 		script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo asked >> " + count + "; fi\n" + body
-		if err := os.WriteFile(oc+".new", []byte(script), 0o755); err != nil {
+		if err := os.WriteFile(real+".new", []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(oc+".new", oc); err != nil { // as an installer replaces a binary
+		if err := os.Rename(real+".new", real); err != nil { // as an installer replaces a binary
 			t.Fatal(err)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// Review 4: rule 8 / issue 14 item 1 ("whatever sees a refusal or a new
+// (Found by the fourth review.) rule 8 / issue 14 item 1 ("whatever sees a refusal or a new
 // process ... forgets the armed directories at once"), for the OpenCode 2
 // background service, the way most 2.x users run it. A service that exits
 // cleanly removes its service.json; from then on the event stream's every
@@ -29,7 +29,7 @@ import (
 // process and boots its location, and every MCP server it configures, for
 // a directory nobody uses. A service file that is gone is the strongest
 // "gone" there is.
-func TestReview4ServiceCleanExitForgetsDirectories(t *testing.T) {
+func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		saved := followRetry
 		followRetry = backoff.Policy{Initial: 500 * time.Millisecond, Max: 5 * time.Second} // no jitter: a fixed schedule

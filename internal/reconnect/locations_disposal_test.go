@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// Review 4: issue 15 ("disposal without location.shutdown": a check woken
+// (Found by the fourth review.) issue 15 ("disposal without location.shutdown": a check woken
 // by an event first confirms its location is still booted) and rule 8
 // (no call for a disposed directory until it is armed again). The list of
 // booted locations is shared for a second (bootedCache), and a list older
@@ -20,7 +20,7 @@ import (
 // once, and the check believes the stale list and reads the location,
 // booting it (and every MCP server it configures) again: the disposal is
 // undone, as the real build showed before this change.
-func TestReview4StaleBootedListDoesNotUndoADisposal(t *testing.T) {
+func TestStaleBootedListDoesNotUndoADisposal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		oc := &listingStub{ocStub: newStub()}

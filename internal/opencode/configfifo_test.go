@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// Review 4: issue 15 ("server kinds without /api/config": the config files
+// (Found by the fourth review.) issue 15 ("server kinds without /api/config": the config files
 // OpenCode reads) and BRIEF ("every HTTP call has a timeout"; a parser of
 // outside input must not hang the daemon). LocalMCPConfig os.Open()s each
 // config file of a project directory whatever it is: a project whose
@@ -24,7 +24,7 @@ import (
 // and the engine's Run waits for the loop at shutdown, so the daemon
 // cannot stop. A config file that is not a regular file must be skipped
 // without blocking.
-func TestReview4ConfigFileFIFODoesNotHang(t *testing.T) {
+func TestConfigFileFIFODoesNotHang(t *testing.T) {
 	t.Setenv("OPENCODE_CONFIG_DIR", t.TempDir())
 	t.Setenv("OPENCODE_CONFIG", "")
 	dir := t.TempDir()

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Review 4: issue 14 item 4 ("keep the generation switch correct when the
+// (Found by the fourth review.) issue 14 item 4 ("keep the generation switch correct when the
 // binary is upgraded"; the cache must not give stale answers). Version
 // managers (asdf, mise, volta) put one shim on PATH for every version and
 // pick the version per project (.tool-versions, mise.toml, package.json),
@@ -17,7 +17,7 @@ import (
 // Versions keys the answer on the file alone, so the generation learned in
 // the first project is used in every other: a project pinned to OpenCode 2
 // is wrapped by 1.x's rules (and the other way round).
-func TestReview4VersionShimPerProjectIsAskedAgain(t *testing.T) {
+func TestVersionShimPerProjectIsAskedAgain(t *testing.T) {
 	bin := t.TempDir()
 	shim := filepath.Join(bin, "opencode")
 	// asdf's shims are scripts like this one: the version comes from the

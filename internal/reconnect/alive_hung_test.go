@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Review 4: issue 17 ("a fake NOTIFY_SOCKET sees ... none once the
+// (Found by the fourth review.) issue 17 ("a fake NOTIFY_SOCKET sees ... none once the
 // engine's loop is stuck") and the watchdog's purpose (restart a hung
 // daemon). Alive counts a directory as stuck only when its d.next is
 // StuckAfter past due, but a check clears d.next when it starts and only a
@@ -18,7 +18,7 @@ import (
 // intervals without a check) Alive still says nil, so /healthz is 200 and
 // the systemd watchdog keeps being pinged. TestAliveStuckCheck passes only
 // because it calls Reconnect to make the hung directory due.
-func TestReview4StuckCheckWithoutWakeIsNoticed(t *testing.T) {
+func TestHungCheckWithoutWakeIsNoticed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := &stuckOC{release: make(chan struct{})}
 		e, err := New(noJitter(), oc, Options{URL: "http://127.0.0.1:4096"})
