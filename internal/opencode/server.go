@@ -34,6 +34,11 @@ type Server struct {
 	// cleared by the next answer: that answer comes from a new process.
 	down     bool
 	watchers []func(Change, error)
+	// changeMu orders the changes: each is decided and told to every
+	// watcher before the next is decided, so two requests racing through
+	// a restart cannot tell Replaced before the Gone it follows.
+	// Watchers must not call the server back.
+	changeMu sync.Mutex
 }
 
 // Change is news about the OpenCode process behind a Server, learned by
@@ -86,6 +91,8 @@ func (s *Server) observe(err error) {
 		s.gone(err)
 		return
 	}
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	var ch Change
 	if s.down {
@@ -98,6 +105,8 @@ func (s *Server) observe(err error) {
 
 // gone makes the server Gone, once until it answers again.
 func (s *Server) gone(err error) {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	var ch Change
 	if !s.down {
@@ -212,6 +221,8 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	if err != nil {
 		return GenUnknown, "", err
 	}
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	prev := s.id
 	s.id, s.v1, s.v2, s.options, s.toastOK = id, v1, v2, opts, gen == V1
