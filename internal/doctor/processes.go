@@ -240,8 +240,9 @@ func (f Found) checks(servers, dirs int) []Check {
 			older = append(older, strconv.Itoa(c.PID))
 		}
 		newest := d.Children[len(d.Children)-1]
-		detail := fmt.Sprintf("%d processes of one server under OpenCode pid %d: pids %s and %d, the newer; restart OpenCode, or end the older with kill %s; command %s",
-			len(d.Children), d.OpenCode, strings.Join(older, ", "), newest.PID, strings.Join(older, " "), newest.Command())
+		detail := fmt.Sprintf("%d processes of one server under OpenCode pid %d: pids %s and %d, the %s; restart OpenCode, or end the %s with kill %s; command %s",
+			len(d.Children), d.OpenCode, strings.Join(older, ", "), newest.PID, plural(len(older), "newer", "newest"),
+			plural(len(older), "older", "older ones"), strings.Join(older, " "), newest.Command())
 		checks = append(checks, Check{Warn, keyList(d.Keys), detail})
 	}
 	return checks

@@ -154,3 +154,19 @@ func TestRunListsOrphansWithoutOpenCode(t *testing.T) {
 		t.Fatalf("checks\n%s", out)
 	}
 }
+
+// Three processes of one server: the newest is named, and the two older
+// ones are the ones to kill.
+func TestFindProcessesThreeOfOneServer(t *testing.T) {
+	root := t.TempDir()
+	procs := anaProcs()
+	procs = append(procs, fakeProc{PID: 2105, PPID: 2000, UID: ana, Start: 97000, Argv: srvA, Cwd: proj})
+	writeTree(t, root, procs)
+	o := anaOptions(t)
+	o.ProcessTable = func() (procview.Table, error) { return procview.ProcFS(root) }
+	_, checks := FindProcesses(context.Background(), o)
+	want := "warn /home/ana/my projéct: a: 3 processes of one server under OpenCode pid 2000: pids 2100, 2101 and 2105, the newest; restart OpenCode, or end the older ones with kill 2100 2101; command node srv.js --api-key ***"
+	if !slices.Contains(describeLines(checks), want) {
+		t.Fatalf("checks\n%s\nwant the line\n%s", describe(checks), want)
+	}
+}
