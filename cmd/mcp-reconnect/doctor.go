@@ -1,20 +1,23 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
 func newDoctor() *cobra.Command {
 	var f watchFlags
-	var asJSON bool
+	var asJSON, reapFlag, yesFlag bool
 	cmd := &cobra.Command{
-		Use:   "doctor [--url URL] [--directory D]",
+		Use:   "doctor [--url URL] [--directory D] [--reap [--yes]]",
 		Short: "Check that mcp-reconnect can reach, authenticate to and use this OpenCode",
 		Long: `doctor checks that the OpenCode server is reachable, accepts the credentials,
 runs a version mcp-reconnect knows (it says which generation, 1.x or 2.x,
@@ -27,6 +30,26 @@ MCP servers that need attention: those the running daemon sees in armed
 directories, and those of each --directory (reading a directory's status
 starts its MCP servers, so only the ones you name are read).
 
+Then, on this machine and for this user, whether OpenCode answers or not
+and without a daemon, it lists MCP processes that look orphaned (a process
+running the command of a configured local server whose OpenCode is gone:
+adopted by init or systemd) and servers that run twice under one live
+OpenCode, with pids and the command line with secrets masked (never the
+environment, never header values). The servers are read from the config
+files OpenCode reads in each --directory, each directory the daemons have
+armed, and the working directory of each adopted process and of each
+OpenCode's children. Both are warnings. A duplicate names its newer pid:
+restart OpenCode, or kill the older one; it is never reaped, its
+OpenCode still runs.
+
+--reap ends the orphans instead of checking OpenCode: only processes of
+this user adopted by init or a subreaper, each checked again right before
+every signal (SIGTERM, SIGKILL after 5 s). It asks before each one on
+the terminal; without a terminal it refuses unless --yes is given, which
+ends every such orphan without asking. It prints what it ended and what it
+left, and why. --reap and --yes are read from the command line only (never
+$MCP_RECONNECT_REAP or $MCP_RECONNECT_YES, nor the config file).
+
 A password is not sent to a plain-http URL whose host is not loopback
 unless --allow-http-password is given (basic auth over plain http is
 readable on the network).
@@ -34,8 +57,18 @@ readable on the network).
 It exits 0 only when nothing failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Ending processes is asked for on the command line each
+			// time: taken before the environment and the config file
+			// are applied to the flags.
+			reap, yes := reapFlag, yesFlag
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
+			}
+			if yes && !reap {
+				return errors.New("--yes is for --reap: it ends every proven orphan without asking")
+			}
+			if reap && asJSON {
+				return errors.New("--json is not for --reap: it asks and reports on the terminal")
 			}
 			if _, err := opencode.New(f.urls[0], opencode.Options{}); err != nil {
 				return err // a bad URL, said before any request
@@ -48,9 +81,19 @@ It exits 0 only when nothing failed.`,
 				}
 				dirs = append(dirs, abs)
 			}
-			o := doctor.Options{Directories: dirs, PasswordSource: f.passwordSource}
+			o := doctor.Options{Directories: dirs, PasswordSource: f.passwordSource, ProcessTable: procview.System, UID: os.Getuid()}
 			if f.statusAddr != "" {
 				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
+			}
+			if reg, err := openRegistry(); err == nil {
+				if ents, err := reg.List(); err == nil {
+					for _, e := range ents {
+						o.Daemons = append(o.Daemons, &statusapi.Client{Addr: e.StatusAddr, Token: e.Token})
+					}
+				}
+			}
+			if reap {
+				return reapOrphans(cmd, o, yes)
 			}
 			url, password := f.urls[0], f.password
 			if file := f.serviceFile(cmd.Flags()); file != "" {
@@ -85,5 +128,22 @@ It exits 0 only when nothing failed.`,
 		_ = cmd.Flags().MarkHidden(name)
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	cmd.Flags().BoolVar(&reapFlag, "reap", false, "end the orphaned MCP processes of this user, asking before each one (the OpenCode checks are skipped)")
+	cmd.Flags().BoolVar(&yesFlag, "yes", false, "with --reap: end every proven orphan without asking (needed without a terminal)")
 	return cmd
+}
+
+// reapOrphans is doctor --reap: list the processes, then end the proven
+// orphans, asking on the terminal unless --yes.
+func reapOrphans(cmd *cobra.Command, o doctor.Options, yes bool) error {
+	ro := doctor.ReapOptions{Yes: yes, Prompt: cmd.ErrOrStderr(), Report: cmd.OutOrStdout()}
+	if in, ok := cmd.InOrStdin().(*os.File); ok && doctor.IsTerminal(in.Fd()) {
+		ro.In = in
+	}
+	if err := ro.Allowed(); err != nil {
+		return err
+	}
+	found, checks := doctor.FindProcesses(cmd.Context(), o)
+	doctor.Write(cmd.OutOrStdout(), checks)
+	return doctor.Reap(cmd.Context(), found, ro)
 }

@@ -4,7 +4,8 @@
 // API description (1.x GET /doc, 2.x GET /openapi.json) still offers every
 // route, parameter, status value and event the daemon relies on (so an
 // OpenCode upgrade that breaks us is caught by a command, not by a silent
-// failure), and which servers need attention.
+// failure), which servers need attention, and which MCP processes of this
+// machine look orphaned or run twice (processes.go; reap.go ends orphans).
 package doctor
 
 import (
@@ -18,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -183,15 +185,50 @@ type Options struct {
 	// "env OPENCODE_PASSWORD", "config file /path", "service file /path";
 	// "" when no password was given.
 	PasswordSource string
+	// ProcessTable, when set, opens the process table the process checks
+	// read (procview.System): orphaned and duplicate MCP processes of
+	// UID, found without OpenCode and without a daemon (FindProcesses).
+	ProcessTable func() (procview.Table, error)
+	// UID is the user whose processes count (os.Getuid()).
+	UID int
+	// Daemons are further running daemons (the registry's) whose armed
+	// directories the process checks read the config of, as Daemon's.
+	Daemons []*statusapi.Client
+
+	// localConfig reads the MCP servers configured for a directory:
+	// opencode.LocalMCPConfig (the files OpenCode reads) unless a test
+	// says otherwise.
+	localConfig func(dir string) map[string]opencode.MCPEntry
+}
+
+// daemons are Daemon and Daemons, each status address once.
+func (o Options) daemons() []*statusapi.Client {
+	var out []*statusapi.Client
+	seen := map[string]bool{}
+	for _, d := range append([]*statusapi.Client{o.Daemon}, o.Daemons...) {
+		if d != nil && !seen[d.Addr] {
+			seen[d.Addr] = true
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Run detects which OpenCode generation answers at rawURL (with
 // opencode.Detect) and performs every check against it with the matching
 // client: reachability, credentials, generation and version, the API
 // description (1.x GET /doc, 2.x GET /openapi.json), the daemon's armed
-// directories and the named directories. oo carries the credentials and,
-// in tests, the transport.
+// directories and the named directories; then, whether OpenCode answered
+// or not, the MCP processes of this machine (FindProcesses). oo carries
+// the credentials and, in tests, the transport.
 func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
+	checks := runOpenCode(ctx, rawURL, oo, o)
+	_, procs := FindProcesses(ctx, o)
+	return append(checks, procs...)
+}
+
+// runOpenCode is Run's checks of OpenCode itself.
+func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
 	checks := []Check{passwordCheck(o.PasswordSource, oo.Password != "")}
 	gen, version, pid, err := opencode.Detect(ctx, rawURL, oo)
 	url := opencode.Redact(rawURL)

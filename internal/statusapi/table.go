@@ -3,11 +3,13 @@ package statusapi
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
@@ -40,6 +42,7 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 				fmt.Fprintf(tw, "  runs without %s\n", esc(w))
 			}
 		}
+		writeProcesses(tw, s.Processes)
 		if len(s.Directories) == 0 {
 			fmt.Fprintln(tw, "  no directory armed yet (one is armed when it is used, or with --directory)")
 			continue
@@ -75,6 +78,50 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// reapFix is the command that ends orphans, shown when the daemon named
+// none.
+const reapFix = "mcp-reconnect doctor --reap"
+
+// writeProcesses shows the MCP process view of a local OpenCode: its pid
+// and children, then each duplicate and each orphan with its masked
+// command (the daemon masks it; it is escaped here all the same, as a
+// command line and a working directory are anyone's text).
+func writeProcesses(w io.Writer, p *reconnect.Processes) {
+	if p == nil {
+		return
+	}
+	esc := termsafe.Line
+	fmt.Fprintf(w, "  processes: OpenCode pid %d, %d MCP %s\n", p.OpenCodePID, p.Children, plural(p.Children, "child", "children"))
+	for _, d := range p.Duplicates {
+		fmt.Fprintf(w, "  duplicate %s: %s  pids %s  %s\n", esc(d.Directory), esc(d.Server), pids(d.PIDs), esc(d.Command))
+	}
+	for _, o := range p.Orphans {
+		fmt.Fprintf(w, "  orphan pid %d  parent %d  cwd %s  %s  (%s)\n", o.PID, o.PPID, esc(o.Cwd), esc(o.Command), esc(o.Why))
+	}
+	if len(p.Orphans) > 0 {
+		fix := p.Fix
+		if fix == "" {
+			fix = reapFix
+		}
+		fmt.Fprintf(w, "  fix: %s\n", esc(fix))
+	}
+}
+
+func pids(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func ago(now, t time.Time) string {

@@ -46,3 +46,53 @@ func TestStatusTableEscapesControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// The process view of a local OpenCode is shown: its pid and children,
+// each duplicate (directory, server, pids, masked command), each orphan
+// (pid, parent, cwd, masked command, why) and then the fix. A command
+// or a working directory is anyone's text: escaped like the rest.
+func TestStatusTableShowsProcesses(t *testing.T) {
+	st := Status{Servers: []reconnect.Snapshot{{
+		URL: "http://127.0.0.1:4096",
+		Processes: &reconnect.Processes{
+			OpenCodePID: 4242, Children: 3,
+			Duplicates: []reconnect.ProcessGroup{{Directory: "/home/u/my projéct", Server: "gh", PIDs: []int{501, 733}, Command: "npx -y server-github --token ***"}},
+			Orphans: []reconnect.OrphanProcess{{PID: 900, PPID: 1, Cwd: "/home/u/old\x1b[2J dir", Command: "node srv.js --api-key ***", Why: "adopted by init",
+				Servers: []string{"/home/u/old dir: srv"}}},
+			Fix: "mcp-reconnect doctor --reap",
+		},
+		Directories: []reconnect.DirSnapshot{{Directory: "/home/u/my projéct", ArmedBy: "flag"}},
+	}}}
+	var b bytes.Buffer
+	if err := WriteTable(&b, st, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"  processes: OpenCode pid 4242, 3 MCP children\n",
+		"  duplicate /home/u/my projéct: gh  pids 501, 733  npx -y server-github --token ***\n",
+		`  orphan pid 900  parent 1  cwd /home/u/old\x1b[2J dir  node srv.js --api-key ***  (adopted by init)` + "\n",
+		"  fix: mcp-reconnect doctor --reap\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table has no %q:\n%s", want, out)
+		}
+	}
+	if strings.ContainsRune(out, '\x1b') {
+		t.Errorf("a control character reached the table:\n%q", out)
+	}
+
+	// No orphans: no fix line; no process view: no processes line.
+	st.Servers[0].Processes.Orphans = nil
+	b.Reset()
+	_ = WriteTable(&b, st, time.Now())
+	if strings.Contains(b.String(), "fix:") || strings.Contains(b.String(), "orphan") {
+		t.Errorf("a fix line without orphans:\n%s", b.String())
+	}
+	st.Servers[0].Processes = nil
+	b.Reset()
+	_ = WriteTable(&b, st, time.Now())
+	if strings.Contains(b.String(), "processes:") {
+		t.Errorf("a processes line without a process view:\n%s", b.String())
+	}
+}

@@ -1,9 +1,11 @@
 // Command mcpserver is an MCP server for mcp-reconnect's tests, built with
 // the official Go SDK. It serves stdio or streamable HTTP and offers tools
 // the tests drive: echo, and crash (the process exits at once); -exit-after
-// makes it exit by itself a while after each start (a crash loop). It appends
-// one JSON line per event (start, initialize, tool call) to -log, so tests
-// can see what OpenCode sent it, and can start late or refuse for a while.
+// makes it exit by itself a while after each start (a crash loop), and
+// -linger keeps it running after stdin closes (an orphan when its OpenCode
+// dies). It appends one JSON line per event (start, initialize, tool call)
+// to -log, so tests can see what OpenCode sent it, and can start late or
+// refuse for a while.
 package main
 
 import (
@@ -67,6 +69,7 @@ func main() {
 	strictSessions := flag.Bool("strict-sessions", false, "http: answer a request naming a session this process did not issue with 400 \"No valid session ID provided\", as the TypeScript SDK's servers do (a spec-following server answers 404, which clients recover from by themselves)")
 	requireAuth := flag.Bool("require-auth", false, "http: answer every MCP request 401 and offer OAuth discovery with dynamic client registration")
 	exitAfter := flag.Duration("exit-after", 0, "exit with code 2 this long after serving starts (a crash loop)")
+	linger := flag.Duration("linger", 0, "stdio: keep running this long after stdin closes (its OpenCode died), as a server that outlives its parent does; SIGTERM still ends it")
 	flag.Parse()
 
 	l := &logger{path: *logPath}
@@ -106,6 +109,13 @@ func main() {
 		l.write("start", map[string]any{"transport": "stdio"})
 		if err := s.Run(ctx, &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "mcpserver:", err)
+		}
+		if *linger > 0 && ctx.Err() == nil {
+			l.write("linger", nil)
+			select {
+			case <-ctx.Done():
+			case <-time.After(*linger):
+			}
 		}
 	case "http":
 		ln, err := net.Listen("tcp", *addr)

@@ -1,0 +1,132 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
+)
+
+// ErrNoTerminal refuses doctor --reap with nobody to ask.
+var ErrNoTerminal = errors.New("doctor --reap asks before ending each process, and standard input is not a terminal to ask on: pass --yes to end every proven orphan without asking")
+
+// ReapOptions say how Reap asks and reports.
+type ReapOptions struct {
+	// Yes ends every proven orphan without asking (--yes).
+	Yes bool
+	// In is the terminal the answers are read from; nil when standard
+	// input is not a terminal. Without it and without Yes, Reap refuses.
+	In io.Reader
+	// Prompt is where the questions go (standard error).
+	Prompt io.Writer
+	// Report is where Reap says what it ended and what it left, and why.
+	Report io.Writer
+	// Grace is how long SIGTERM has before SIGKILL (procview's default
+	// when 0).
+	Grace time.Duration
+
+	// reap ends one orphan: procview.Reaper.Reap unless a test says
+	// otherwise (a test's recorded /proc tree names pids of this machine
+	// that must never get a signal).
+	reap func(context.Context, procview.Reaper, procview.Orphan) (procview.Reaped, error)
+}
+
+// Allowed refuses to reap with neither a terminal to ask on nor --yes.
+func (ro ReapOptions) Allowed() error {
+	if ro.In == nil && !ro.Yes {
+		return ErrNoTerminal
+	}
+	return nil
+}
+
+// Reap ends the orphans FindProcesses found whose parentage proves them
+// orphans (this user's, adopted by init or a subreaper), asking before
+// each one unless ro.Yes; procview.Reaper checks each again right before
+// every signal. Others are left and said so. It fails when an orphan
+// could not be ended.
+func Reap(ctx context.Context, f Found, ro ReapOptions) error {
+	if err := ro.Allowed(); err != nil {
+		return err
+	}
+	report := ro.Report
+	if report == nil {
+		report = io.Discard
+	}
+	reap := ro.reap
+	if reap == nil {
+		reap = func(ctx context.Context, r procview.Reaper, o procview.Orphan) (procview.Reaped, error) {
+			return r.Reap(ctx, o)
+		}
+	}
+	r := procview.Reaper{Table: f.table, Scope: f.scope, Grace: ro.Grace}
+	if !ro.Yes {
+		in := bufio.NewReader(ro.In)
+		prompt := ro.Prompt
+		if prompt == nil {
+			prompt = io.Discard
+		}
+		r.Confirm = func(o procview.Orphan) bool {
+			fmt.Fprintf(prompt, "end pid %d (%s, cwd %s)? [y/N] ", o.PID, termsafe.Line(o.Command), termsafe.Line(o.Cwd))
+			line, err := in.ReadString('\n')
+			if err != nil && line == "" {
+				fmt.Fprintln(prompt)
+			}
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "y", "yes":
+				return true
+			}
+			return false
+		}
+	}
+	if len(f.Orphans) == 0 {
+		fmt.Fprintln(report, "no orphaned MCP process to end")
+		return nil
+	}
+	failed := 0
+	for _, o := range f.Orphans {
+		what := fmt.Sprintf("pid %d (%s)", o.PID, termsafe.Line(o.Command))
+		if !o.Parentage.Proves() {
+			fmt.Fprintf(report, "left %s: %s (parent %d %s): not provably an orphan, so not reaped\n", what, o.Parentage, o.PPID, termsafe.Line(o.ParentComm))
+			continue
+		}
+		res, err := reap(ctx, r, o)
+		switch {
+		case errors.Is(err, procview.ErrDeclined):
+			fmt.Fprintf(report, "left %s: not confirmed\n", what)
+		case errors.Is(err, procview.ErrNotOrphan):
+			fmt.Fprintf(report, "left %s: it is no longer provably the orphan listed (%v)\n", what, err)
+		case errors.Is(err, procview.ErrGone):
+			fmt.Fprintf(report, "%s had already exited\n", what)
+		case err != nil:
+			failed++
+			fmt.Fprintf(report, "could not end %s: %v\n", what, err)
+		case res.Signal == 0:
+			fmt.Fprintf(report, "%s had already exited\n", what)
+		case res.Signal == syscall.SIGKILL:
+			fmt.Fprintf(report, "ended %s with SIGKILL after %v (SIGTERM did not end it)\n", what, res.After.Round(time.Millisecond))
+		default:
+			fmt.Fprintf(report, "ended %s with %s after %v\n", what, signalName(res.Signal), res.After.Round(time.Millisecond))
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("doctor --reap: %d of %d orphaned MCP processes could not be ended", failed, len(f.Orphans))
+	}
+	return nil
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	}
+	return s.String()
+}

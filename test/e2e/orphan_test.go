@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+)
+
+// An orphan made on purpose: OpenCode runs under `run`, starts a stdio
+// server that outlives its parent (test/mcpserver -linger: the server
+// process itself stays, as a real one that ignores stdin's EOF does;
+// a shell wrapper would leave the shell, not the server), and is
+// SIGKILLed; the wrapper exits with it. With neither OpenCode nor a
+// daemon left, doctor lists the orphan (pid, masked command) and fails;
+// doctor --reap refuses without a terminal and without --yes; doctor
+// --reap --yes, given no directory, finds it by its own working
+// directory and ends it, and nothing else: not the same command run by
+// this test (its parent lives), not an unrelated process that init
+// adopted in the same directory. Afterwards doctor is clean of it.
+func TestDoctorReapsAnOrphanLeftByRun(t *testing.T) {
+	needOpenCode(t)
+	home := hermeticHome(t)
+	p := newProject(t, nil)
+	// The name is a secret-ish assignment: the command is shown masked.
+	const secret = "e2e-sekrit-value"
+	command := []string{mcpServerBin, "-transport", "stdio", "-name", "api_key=" + secret, "-log", p.ServerLog("lingers"), "-linger", "10m"}
+	rewriteProject(t, p, map[string]any{"lingers": map[string]any{"type": "local", "command": command}})
+	port := freePort(t)
+	const password = "orphan-e2e-password"
+	w := startRun(t, home, p.Dir, []string{"OPENCODE_SERVER_PASSWORD=" + password}, nil, opencodeBin, "serve", "--port", fmt.Sprint(port))
+	w.waitLog(t, "watching opencode", 60*time.Second)
+	oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: password}}
+	oc.WaitStatus(t, p.Dir, "lingers", "connected", 30*time.Second) // a status read of the directory starts it
+	starts := p.Starts(t, "lingers")
+	if len(starts) != 1 {
+		t.Fatalf("server starts %v, want one", starts)
+	}
+	orphan := starts[0]
+	t.Cleanup(func() { killIfMentions(orphan, p.LogDir) })
+
+	// The same command, started by this test: its parent lives.
+	same := exec.Command(command[0], command[1:]...)
+	same.Dir = p.Dir
+	stdin, err := same.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := same.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close(); _ = same.Process.Kill(); _ = same.Wait() })
+	// An unrelated process that init adopts, in the project directory.
+	secs := fmt.Sprintf("600.%d", os.Getpid())
+	echoed, err := exec.Command("sh", "-c", `cd "$1" && sleep "$2" >/dev/null 2>&1 & echo $!`, "sh", p.Dir, secs).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper, err := strconv.Atoi(strings.TrimSpace(string(echoed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killIfMentions(sleeper, secs) })
+
+	kids := childPIDs(w.cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("wrapper children = %v, want the one opencode", kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := w.wait(t, 15*time.Second); code != 128+9 {
+		t.Fatalf("wrapper exit code = %d, want 137", code)
+	}
+	// Adopted by init once OpenCode is gone.
+	deadline := time.Now().Add(5 * time.Second)
+	for ppid, _ := parentOf(orphan); ppid != 1; ppid, _ = parentOf(orphan) {
+		if time.Now().After(deadline) {
+			_, comm := parentOf(ppid)
+			t.Fatalf("the server %d has parent %d (%s) 5 s after OpenCode's death, not init (gone if 0): doctor proves an orphan only when init or systemd adopted it", orphan, ppid, comm)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	statusAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // no daemon there
+	doctor := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(reconnectBin, append([]string{"doctor", "--config", "", "--url", oc.URL, "--status-addr", statusAddr}, args...)...)
+		cmd.Env = ochost.Env(home)
+		cmd.Dir = home
+		b, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("doctor %s: exit %d\n%s", strings.Join(args, " "), code, b)
+		if strings.Contains(string(b), secret) {
+			t.Fatalf("doctor showed the secret in the command line:\n%s", b)
+		}
+		return code, string(b)
+	}
+	listed := func(out string, pid int) bool {
+		return regexp.MustCompile(`(?m)^warn\s+orphan pid ` + strconv.Itoa(pid) + `\s`).MatchString(out)
+	}
+
+	code, out := doctor("--directory", p.Dir)
+	if code == 0 || !listed(out, orphan) || !strings.Contains(out, "api_key=***") || !strings.Contains(out, "mcp-reconnect doctor --reap") {
+		t.Fatalf("doctor does not list the orphan %d with its masked command and the fix, or exits 0", orphan)
+	}
+	if listed(out, same.Process.Pid) || listed(out, sleeper) {
+		t.Fatalf("doctor lists a process that is no orphan of a server (%d, %d)", same.Process.Pid, sleeper)
+	}
+
+	code, out = doctor("--reap")
+	if code == 0 || !strings.Contains(out, "pass --yes") || !alive(orphan) {
+		t.Fatalf("doctor --reap without a terminal and without --yes: exit %d, the orphan alive: %v", code, alive(orphan))
+	}
+
+	code, out = doctor("--reap", "--yes")
+	if code != 0 || !regexp.MustCompile(`(?m)^ended pid `+strconv.Itoa(orphan)+` .* with SIGTERM after `).MatchString(out) {
+		t.Fatalf("doctor --reap --yes: exit %d, did not end %d with SIGTERM", code, orphan)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for alive(orphan) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphan %d still runs 5 s after doctor ended it", orphan)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for what, pid := range map[string]int{"the same command with a live parent": same.Process.Pid, "the unrelated adopted sleep": sleeper} {
+		if !alive(pid) || strings.Contains(out, fmt.Sprintf("pid %d ", pid)) {
+			t.Errorf("doctor --reap touched %s (%d)", what, pid)
+		}
+	}
+
+	code, out = doctor("--directory", p.Dir)
+	if listed(out, orphan) || code == 0 { // still not 0: OpenCode is gone
+		t.Fatalf("doctor after the reap: exit %d, still lists %d", code, orphan)
+	}
+}
+
+// parentOf returns pid's parent and its name; 0 when pid is gone.
+func parentOf(pid int) (int, string) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, ""
+	}
+	s := string(b)
+	l, r := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	var state string
+	var ppid int
+	if l < 0 || r < l {
+		return 0, ""
+	}
+	if _, err := fmt.Sscanf(s[r+2:], "%s %d", &state, &ppid); err != nil || state == "Z" {
+		return 0, ""
+	}
+	return ppid, s[l+1 : r]
+}
+
+// alive reports whether pid runs (not gone, not a zombie).
+func alive(pid int) bool {
+	ppid, _ := parentOf(pid)
+	return ppid != 0
+}
+
+// killIfMentions kills pid if its command line still mentions marker
+// (so a pid reused since is left alone).
+func killIfMentions(pid int, marker string) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err == nil && strings.Contains(string(b), marker) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
