@@ -91,8 +91,14 @@ func parseEventV2(data []byte) (Event, string, error) {
 // EventSessionDeletedV2 ends a session: its directory is forgotten.
 const EventSessionDeletedV2 = "session.deleted"
 
-// maxSessions bounds how many sessions' directories a client remembers.
-const maxSessions = 10000
+// maxSessions bounds how many sessions' directories a client remembers,
+// and maxSessionID and maxSessionDir the size of each (so the memory is
+// bounded in bytes too: at most about 50 MiB).
+const (
+	maxSessions   = 10000
+	maxSessionID  = 256
+	maxSessionDir = 4096
+)
 
 // sessionDirs remembers the directory of each session seen on the event
 // stream. The v2 preview build sends session.created and session.input.*
@@ -119,6 +125,12 @@ func (s *sessionDirs) parse(data []byte) (Event, error) {
 	ev, id, err := parseEventV2(data)
 	if err != nil || id == "" {
 		return ev, err
+	}
+	if len(id) > maxSessionID || len(ev.Directory) > maxSessionDir {
+		// OpenCode's ids are a few dozen bytes and a path at most a few
+		// KiB: anything longer is not remembered (10,000 sessions of a
+		// megabyte each would hold 10 GB).
+		return ev, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

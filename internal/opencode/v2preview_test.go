@@ -271,3 +271,17 @@ func FuzzParseConfigFile(f *testing.F) {
 		}
 	})
 }
+
+// The session memory is bounded in bytes too: an id or a directory far
+// longer than OpenCode's is not remembered.
+func TestSessionMemoryIgnoresHugeIDs(t *testing.T) {
+	p := opencode.NewSessionMemoryForTest(3)
+	huge := strings.Repeat("x", 1<<20)
+	_, _ = p([]byte(`{"type":"session.created","location":{"directory":"/d"},"data":{"sessionID":"` + huge + `"}}`))
+	_, _ = p([]byte(`{"type":"session.created","location":{"directory":"/` + huge + `"},"data":{"sessionID":"s"}}`))
+	for _, id := range []string{huge, "s"} {
+		if ev, _ := p([]byte(`{"type":"session.execution.started","data":{"sessionID":"` + id + `"}}`)); ev.Directory != "" {
+			t.Errorf("a session of a %d-byte id (or directory) was remembered", len(id))
+		}
+	}
+}

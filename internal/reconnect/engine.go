@@ -107,6 +107,9 @@ type Engine struct {
 	// localsGen counts changes of the armed directories' local servers
 	// (processes.go).
 	localsGen uint64
+	// named are the directories the user named (--directory): whatever
+	// arms one again after a disposal, it is the user's.
+	named map[string]bool
 	wg        sync.WaitGroup
 }
 
@@ -140,7 +143,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}}
+		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -225,6 +228,9 @@ func (e *Engine) Arm(d, reason string) error {
 		return fmt.Errorf("directory %q is not an absolute path", d)
 	}
 	e.mu.Lock()
+	if reason == ArmedByFlag {
+		e.named[d] = true
+	}
 	if e.ctx == nil {
 		if e.pending != nil {
 			e.pending[d] = reason

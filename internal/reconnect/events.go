@@ -51,9 +51,12 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 		e.mu.Unlock()
 		return
 	}
+	if e.named[path] {
+		reason = ArmedByFlag // disposed, and used again: still the user's
+	}
 	ev := e.armAtLocked(path, reason, first)
 	if d := e.dirs[path]; d != nil {
-		d.byEvent, d.lastEvent = true, now
+		d.byEvent, d.lastEvent = !e.named[path], now
 	}
 	e.mu.Unlock()
 	e.publish(ev)

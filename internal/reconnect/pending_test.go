@@ -1,6 +1,7 @@
 package reconnect
 
 import (
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -35,6 +36,35 @@ func TestReconnectBeforeRunKeepsDirectoryFlag(t *testing.T) {
 		snap := e.Snapshot()
 		if len(snap.Directories) != 1 || snap.Directories[0].ArmedBy != ArmedByFlag {
 			t.Fatalf("after an OpenCode restart the --directory is %+v, want it armed by %s", snap.Directories, ArmedByFlag)
+		}
+	})
+}
+
+// A --directory directory disposed by OpenCode and armed again by a
+// client's activity is still the user's: the next OpenCode restart keeps
+// it. (A suspicion of the fourth review.)
+func TestDirectoryFlagKeepsStandingAfterADisposal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(2 * time.Second)
+		e.HandleEvent(opencode.Event{Kind: opencode.KindInstanceGone, Type: "server.instance.disposed", Directory: "/p"})
+		time.Sleep(time.Minute)
+		e.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.updated", Directory: "/p"})
+		time.Sleep(2 * time.Second)
+		e.OpenCodeReplaced()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		snap := e.Snapshot()
+		if len(snap.Directories) != 1 || snap.Directories[0].ArmedBy != ArmedByFlag {
+			t.Fatalf("after a disposal, activity and an OpenCode restart the --directory is %+v, want it armed by %s", snap.Directories, ArmedByFlag)
 		}
 	})
 }
