@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 	"io"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
@@ -22,5 +23,5 @@ func writeBrewService(w io.Writer, b *service.BrewService) {
 			state += fmt.Sprintf(", pid %d", b.Running.PID)
 		}
 	}
-	fmt.Fprintf(w, "homebrew:  brew services keeps mcp-reconnect on (%s): %s; logs in $(brew --prefix)/var/log/mcp-reconnect.log\n", b.Path, state)
+	fmt.Fprintf(w, "homebrew:  brew services keeps mcp-reconnect on (%s): %s; logs in $(brew --prefix)/var/log/mcp-reconnect.log\n", termsafe.Line(b.Path), termsafe.Line(state))
 }

@@ -85,7 +85,7 @@ func spawnServiceWatch(self, file, logFile, config string) func() error {
 }
 
 // scrubbed are the variables the background watch must not inherit.
-var scrubbed = []string{"OPENCODE_URL", launch.PasswordEnv, launch.UsernameEnv, launch.PasswordEnv2}
+var scrubbed = []string{"OPENCODE_URL", launch.PasswordEnv, launch.UsernameEnv, launch.PasswordEnv2, "MCP_RECONNECT_PASSWORD_FILE"}
 
 // serviceWatchEnv is env without the scrubbed variables.
 func serviceWatchEnv(env []string) []string {

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // One password given once (--password, $OPENCODE_SERVER_PASSWORD, the
@@ -82,5 +84,24 @@ func TestDoctorRefusesPasswordOverPlainHTTP(t *testing.T) {
 	code, out, errOut := runCLI(t, "doctor", "--url", "http://192.0.2.5:4096")
 	if code == 0 || !strings.Contains(errOut, "--allow-http-password") || strings.Contains(out+errOut, "pw-secret") || out != "" {
 		t.Fatalf("doctor --url http://192.0.2.5:4096 with a password: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A password file that is not a regular file (a FIFO would block a read
+// for ever) is refused at once.
+func TestPasswordFileMustBeARegularFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pw")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := readPasswordFile(p); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("readPasswordFile(FIFO) = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("readPasswordFile blocked on a FIFO")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 	"github.com/spf13/pflag"
@@ -115,9 +117,20 @@ func readPasswordFile(path string) (string, error) {
 		}
 		path = filepath.Join(home, path[2:])
 	}
-	fi, err := os.Stat(path)
+	// Checked and read through one open file (not a stat of the path and
+	// a read of it, between which the file could be swapped), opened
+	// without blocking (a FIFO would block for ever) and only if regular.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("password file %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("password file %s is not a regular file", path)
 	}
 	if err := checkOwner("password file", path, fi); err != nil {
 		return "", err
@@ -125,7 +138,7 @@ func readPasswordFile(path string) (string, error) {
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("password file %s: other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)
 	}

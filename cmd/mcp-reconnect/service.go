@@ -445,7 +445,7 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 		if r.Running.Enabled != "" {
 			line += ", at login: " + r.Running.Enabled
 		}
-		fmt.Fprintf(w, "running:   %s\n", line)
+		fmt.Fprintf(w, "running:   %s\n", termsafe.Line(line)) // the service manager's words
 	}
 	if b := r.Brew; b != nil {
 		writeBrewService(w, b)
@@ -455,7 +455,7 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 		fmt.Fprintf(w, "env file:  %s (%s)\n", r.EnvFile, r.EnvFileState)
 	}
 	if d := st.Daemon; d != nil {
-		fmt.Fprintf(w, "daemon:    pid %d, status api %s, version %s", d.PID, d.StatusAddr, d.Version)
+		fmt.Fprintf(w, "daemon:    pid %d, status api %s, version %s", d.PID, termsafe.Line(d.StatusAddr), termsafe.Line(d.Version))
 		if d.Started != nil {
 			fmt.Fprintf(w, ", since %s", d.Started.Local().Format(time.DateTime))
 		}

@@ -117,6 +117,9 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		Others: []daemonView{{PID: 1, URLs: []string{"http://h" + hostile}}}})
 	writeServiceStatus(&b, m, serviceStatus{Daemon: &notAnswering, DaemonError: hostile})
 	writeServiceStatus(&b, m, serviceStatus{DaemonError: hostile})
+	// The service manager's own words (systemctl, brew services).
+	writeServiceStatus(&b, m, serviceStatus{Service: service.Report{Installed: true, Running: &service.Running{State: "active" + hostile, Enabled: "yes"},
+		Brew: &service.BrewService{Path: "/b" + hostile, Running: &service.Running{State: "started" + hostile}}}})
 	noControl(t, "service status", b.String())
 }
 
