@@ -141,7 +141,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) {
 	gen := ^uint64(0)
 	every := scanEvery
 	for {
-		if g, locals := p.eng.LocalServers(); g != gen {
+		if g, locals, changed := p.eng.LocalServers(gen); changed {
 			gen = g
 			servers := make([]procview.Server, 0, len(locals))
 			for _, l := range locals {

@@ -32,10 +32,16 @@ type LocalServer struct {
 }
 
 // LocalServers lists the local servers of every armed directory whose
-// config was read, and a counter that changes whenever the list may have.
-func (e *Engine) LocalServers() (gen uint64, servers []LocalServer) {
+// config was read, and a counter that changes whenever the list may have;
+// when the counter is still since, it returns no list (changed false): a
+// caller that asks every few seconds copies a thousand directories' list
+// only when it changed.
+func (e *Engine) LocalServers(since uint64) (gen uint64, servers []LocalServer, changed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.localsGen == since {
+		return since, nil, false
+	}
 	for _, path := range opencode.Names(e.dirs) {
 		d := e.dirs[path]
 		for _, name := range opencode.Names(d.locals) {
@@ -43,7 +49,7 @@ func (e *Engine) LocalServers() (gen uint64, servers []LocalServer) {
 			servers = append(servers, LocalServer{Directory: path, Name: name, Command: slices.Clone(c.Command), Cwd: c.Cwd})
 		}
 	}
-	return e.localsGen, servers
+	return e.localsGen, servers, true
 }
 
 // ChildExited tells the engine that the process serving the local server

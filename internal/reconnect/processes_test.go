@@ -27,9 +27,12 @@ func TestDeadChildOfAConnectedServerIsReconnected(t *testing.T) {
 		defer stop()
 		time.Sleep(90 * time.Second) // connected and stable
 		synctest.Wait()
-		gen, locals := e.LocalServers()
-		if len(locals) != 1 || locals[0].Directory != "/p" || locals[0].Name != "s" || len(locals[0].Command) != 2 || gen == 0 {
+		gen, locals, changed := e.LocalServers(0)
+		if !changed || len(locals) != 1 || locals[0].Directory != "/p" || locals[0].Name != "s" || len(locals[0].Command) != 2 || gen == 0 {
 			t.Fatalf("local servers = %d %+v", gen, locals)
+		}
+		if _, again, changed := e.LocalServers(gen); changed || again != nil {
+			t.Fatalf("local servers asked again unchanged: %v %+v", changed, again)
 		}
 		if n := len(oc.connectTimes("/p", "s", time.Time{})); n != 0 {
 			t.Fatalf("%d connects of a healthy server", n)
