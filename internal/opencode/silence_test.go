@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
 
 // Rule 10: a stream silent past three heartbeats is dropped. 1.x sends
@@ -124,6 +126,57 @@ func TestV2StreamDroppedAfterThreeMissedHeartbeats(t *testing.T) {
 		// Last heartbeat at 30 s; three missed 15 s heartbeats = 45 s more.
 		if at := subs[1].Sub(start); at < 75*time.Second || at > 76*time.Second {
 			t.Fatalf("re-subscribed %v after start, %v after the last heartbeat; want three 15 s heartbeats (45 s)", at, at-30*time.Second)
+		}
+	})
+}
+
+// An OpenCode 2 event over the size limit still arms and wakes its
+// directory from its head (type and location come before the data).
+func TestV2OversizedEventWakesFromItsHead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := fakeopencode.NewPipeListener()
+		hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/api/info":
+				_, _ = io.WriteString(w, `{"version":"2.0.21","pid":4242,"urls":[],"paths":{}}`)
+				return
+			case "/api/event":
+			default:
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"id\":\"e\",\"type\":\"server.connected\",\"data\":{}}\n\n")
+			big := `{"id":"e2","created":1,"type":"session.step.finished","location":{"directory":"/big"},"data":{"output":"` + strings.Repeat("x", sse.MaxFrame+1) + `"}}`
+			_, _ = io.WriteString(w, "data: "+big+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		})}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = hs.Serve(l) }()
+		tr := &http.Transport{DialContext: l.Dial}
+		s, err := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Password: "pw", Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var mu sync.Mutex
+		var got []opencode.Event
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.Stream(ctx, opencode.StreamOptions{}, func(ev opencode.Event) { mu.Lock(); got = append(got, ev); mu.Unlock() })
+		}()
+		synctest.Wait()
+		cancel()
+		<-done
+		tr.CloseIdleConnections()
+		_ = hs.Close()
+		<-served
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 2 || got[1].Kind != opencode.KindActivity || got[1].Directory != "/big" {
+			t.Fatalf("events = %+v, want server.connected, then the big event's activity in /big", got)
 		}
 	})
 }

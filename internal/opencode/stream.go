@@ -84,14 +84,16 @@ type feed struct {
 	parse  func([]byte) (Event, error)
 	// heartbeat is how often the server sends a heartbeat on this feed.
 	heartbeat time.Duration
+	// parseHead reads the head of an event too large to keep.
+	parseHead func([]byte) (Event, error)
 }
 
 func (c *Client) feed() feed {
-	return feed{client: c, path: "/global/event", parse: ParseEvent, heartbeat: 10 * time.Second}
+	return feed{client: c, path: "/global/event", parse: ParseEvent, parseHead: ParseEvent, heartbeat: 10 * time.Second}
 }
 
 func (v *ClientV2) feed() feed {
-	return feed{client: v.c, path: "/api/event", parse: v.parseEvent, heartbeat: 15 * time.Second}
+	return feed{client: v.c, path: "/api/event", parse: v.parseEvent, parseHead: ParseEventV2Head, heartbeat: 15 * time.Second}
 }
 
 // identity tells one OpenCode process from another, as far as it can be
@@ -282,7 +284,7 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 		// Its head still says where a client is busy (1.x puts the
 		// directory and the type first): it arms and wakes, and is
 		// otherwise skipped.
-		if ev, err := f.parse(sk.Head); err == nil && wakes(ev.Kind) {
+		if ev, err := f.parseHead(sk.Head); err == nil && wakes(ev.Kind) {
 			fn(ev)
 		}
 	}

@@ -174,3 +174,47 @@ func (s *sessionDirs) len() int {
 // with the directories of the sessions seen on it (the memory lasts as long
 // as the client, one detection, across re-subscribes).
 func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.sessions.parse(data) }
+
+// ParseEventV2Head reads what it can of the start of a 2.x event too large
+// to keep (the stream hands over its head): OpenCode puts the type and the
+// location before the data, so an activity event still tells where a
+// client is busy. Only a session event with a location is returned (the
+// head of anything else says nothing the engine may act on); a head that
+// does not reach the location is an error.
+func ParseEventV2Head(head []byte) (Event, error) {
+	s := jscan{b: head}
+	if !s.open() {
+		return Event{}, errors.New("event is not a JSON object")
+	}
+	var ev Event
+	for first := true; ev.Type == "" || ev.Directory == ""; {
+		key, ok := s.member(&first)
+		if !ok || s.bad {
+			break
+		}
+		switch string(key) {
+		case "type":
+			ev.Type, _ = jsonString(s.skip())
+		case "location":
+			raw := s.skip()
+			if s.bad {
+				break
+			}
+			var loc struct {
+				Directory string `json:"directory"`
+			}
+			if json.Unmarshal(raw, &loc) == nil {
+				ev.Directory = loc.Directory
+			}
+		case "data":
+			return Event{}, errors.New("event head: data before type and location")
+		default:
+			s.skip()
+		}
+	}
+	if !strings.HasPrefix(ev.Type, "session.") || ev.Directory == "" {
+		return Event{}, errors.New("event head holds no session event with a location")
+	}
+	ev.Kind = KindActivity
+	return ev, nil
+}

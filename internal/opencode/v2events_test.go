@@ -184,3 +184,34 @@ func FuzzParseEventV2(f *testing.F) {
 		}
 	})
 }
+
+// The head of a 2.x event too large to keep still says where a client is
+// busy: type and location come before the data.
+func TestParseEventV2Head(t *testing.T) {
+	big := `{"id":"evt_1","created":1,"type":"session.step.finished","location":{"directory":"/p q"},"data":{"output":"` + strings.Repeat("x", 100)
+	ev, err := opencode.ParseEventV2Head([]byte(big))
+	if err != nil || ev.Kind != opencode.KindActivity || ev.Directory != "/p q" || ev.Type != "session.step.finished" {
+		t.Fatalf("head = %+v, %v", ev, err)
+	}
+	for _, head := range []string{
+		`{"id":"evt_1","type":"mcp.status.changed","location":{"directory":"/p"},"data":{"server":"`,       // not activity
+		`{"id":"evt_1","type":"session.execution.started","data":{"sessionID":"` + strings.Repeat("s", 50), // no location
+		`{"id":"evt_1","type":"session.created","location":{"directory":"/p`,                               // cut in the location
+		`{"data":{"x":"`, `[`, ``,
+	} {
+		if ev, err := opencode.ParseEventV2Head([]byte(head)); err == nil {
+			t.Errorf("head %.50q = %+v, want an error", head, ev)
+		}
+	}
+}
+
+func FuzzParseEventV2Head(f *testing.F) {
+	f.Add([]byte(`{"type":"session.created","location":{"directory":"/p"},"data":{`))
+	f.Add([]byte(`{"location":{"directory":"/p"},"type":"session.x"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := opencode.ParseEventV2Head(b)
+		if err == nil && (ev.Kind != opencode.KindActivity || ev.Directory == "") {
+			t.Fatalf("head %q = %+v", b, ev)
+		}
+	})
+}

@@ -110,7 +110,7 @@ type Engine struct {
 	// named are the directories the user named (--directory): whatever
 	// arms one again after a disposal, it is the user's.
 	named map[string]bool
-	wg        sync.WaitGroup
+	wg    sync.WaitGroup
 }
 
 // Options are the engine's collaborators. Zero fields get harmless defaults.
