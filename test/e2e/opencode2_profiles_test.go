@@ -119,45 +119,56 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 	}
 }
 
-// On the preview (no GET /api/config, and a restarted remote shows no
-// event and stays "connected") the daemon learns the remote server's URL
-// from the directory's opencode.json, watches its endpoint, and repairs it
-// with a connect when a real streamable-HTTP MCP server is stopped and
-// started again on its port.
-func TestPreviewRemoteRestartRepairedWithoutConfigRoute(t *testing.T) {
+// A remote server restarted behind OpenCode's back (on the preview it
+// shows no event and stays "connected") is repaired on both profiles:
+// 2.0.21 names its URL in GET /api/config; the preview has no such route,
+// and the daemon learns the URL from the directory's opencode.jsonc. The
+// daemon watches the endpoint and connects the server for a fresh session
+// when a real streamable-HTTP MCP server is stopped and started again on
+// its port.
+func TestOpenCode2RemoteRestartRepaired(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	p := newProject(t, nil)
-	remote := newHTTPServer(t, p.ServerLog("web"))
-	remote.Start(t)
-	// 2.x's shape, with a comment: OpenCode reads JSONC.
-	cfg := "{\n  // the remote under test\n  \"mcp\": {\"servers\": {\"web\": {\"type\": \"remote\", \"url\": \"" + remote.URL + "\"},},},\n}\n"
-	if err := os.Remove(p.Dir + "/opencode.json"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p.Dir+"/opencode.jsonc", []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fake := fake2.NewPreview(nil)
-	fake.SetDirConfig(p.Dir, map[string]fakeopencode.Spec{"web": {Type: "remote", URL: remote.URL}})
-	fake.SetPassword(profilePassword)
-	srv := serveHTTP(t, fake)
-	watchFake(t, srv.URL, "--directory", p.Dir)
-	waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, p.Dir, "") > 0 })
-	time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
-	if n := fake.Count(fake2.RouteConnectDev, p.Dir, "web"); n != 0 {
-		t.Fatalf("%d connects of a connected remote before its restart", n)
-	}
+	for _, c := range []struct {
+		profile fake2.Profile
+		connect string
+	}{{fake2.Release2021, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
+		t.Run(c.profile.Name, func(t *testing.T) {
+			p := newProject(t, nil)
+			remote := newHTTPServer(t, p.ServerLog("web"))
+			remote.Start(t)
+			// 2.x's shape, with a comment: OpenCode reads JSONC.
+			cfg := "{\n  // the remote under test\n  \"mcp\": {\"servers\": {\"web\": {\"type\": \"remote\", \"url\": \"" + remote.URL + "\"},},},\n}\n"
+			if err := os.Remove(p.Dir + "/opencode.json"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p.Dir+"/opencode.jsonc", []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fake := fake2.NewProfile(c.profile, nil)
+			fake.SetDirConfig(p.Dir, map[string]fakeopencode.Spec{"web": {Type: "remote", URL: remote.URL}})
+			fake.SetPassword(profilePassword)
+			srv := serveHTTP(t, fake)
+			watchFake(t, srv.URL, "--directory", p.Dir)
+			waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, p.Dir, "") > 0 })
+			time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
+			if n := fake.Count(c.connect, p.Dir, "web"); n != 0 {
+				t.Fatalf("%d connects of a connected remote before its restart", n)
+			}
 
-	remote.Stop()
-	time.Sleep(500 * time.Millisecond)
-	remote.Start(t)
-	restarted := time.Now()
-	waitFor(t, 20*time.Second, "a connect of the restarted remote", func() bool { return fake.Count(fake2.RouteConnectDev, p.Dir, "web") > 0 })
-	t.Logf("connect %v after the restart", time.Since(restarted))
-	if n := fake.Count(fake2.RouteConfig, "", "") + fake.Count(fake2.RouteConnect, "", ""); n != 0 {
-		t.Fatalf("%d requests of routes the preview lacks", n)
+			remote.Stop()
+			time.Sleep(500 * time.Millisecond)
+			remote.Start(t)
+			restarted := time.Now()
+			waitFor(t, 20*time.Second, "a connect of the restarted remote", func() bool { return fake.Count(c.connect, p.Dir, "web") > 0 })
+			t.Logf("connect %v after the restart", time.Since(restarted))
+			if c.profile.Name == fake2.Preview.Name {
+				if n := fake.Count(fake2.RouteConfig, "", "") + fake.Count(fake2.RouteConnect, "", ""); n != 0 {
+					t.Fatalf("%d requests of routes the preview lacks", n)
+				}
+			}
+		})
 	}
 }
 
