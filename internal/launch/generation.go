@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+`)
+var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+(?:-v(\d+)[0-9A-Za-z.-]*)?`)
 
 // AskVersion runs `command --version` and returns what it prints. It
 // takes OpenCode 1.2–1.4 s (a JavaScript runtime starting): Versions
@@ -38,6 +38,11 @@ func ParseMajor(out string) (int, error) {
 	m := versionRE.FindStringSubmatch(out)
 	if m == nil {
 		return 0, fmt.Errorf("no version in %q", truncate(out, 80))
+	}
+	if m[1] == "0" && m[2] != "" {
+		// A build from source of a release line: the v2 preview reports
+		// 0.0.0-v2src-44b6938b (the v2 facts, section 6).
+		return strconv.Atoi(m[2])
 	}
 	return strconv.Atoi(m[1])
 }
