@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
@@ -45,8 +47,39 @@ func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) e
 		// The user's command matters more than the watch: say why in the
 		// log and start it all the same.
 		log.Warn("the OpenCode 2 service is not watched", "err", err)
+	} else if len(f.directories) > 0 {
+		armInServiceWatch(cmd.Context(), reg, file, f.directories, log)
 	}
 	return launch.Exec(args, os.Environ())
+}
+
+// armInServiceWatch asks the daemon that watches the OpenCode 2 service
+// to arm the directories run was given (--directory): it is shared by
+// every TUI and was started with none of them.
+func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string, dirs []string, log *slog.Logger) {
+	ents, err := reg.List()
+	if err != nil {
+		log.Warn("the --directory directories are not armed", "err", err)
+		return
+	}
+	for _, e := range ents {
+		if e.Service != file {
+			continue
+		}
+		c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
+		for _, d := range dirs {
+			abs, err := absDir(d)
+			if err == nil {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err = c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: abs})
+				cancel()
+			}
+			if err != nil {
+				log.Warn("could not arm a --directory in the service's daemon", "directory", d, "err", err)
+			}
+		}
+		return
+	}
 }
 
 // v2Credentials are the credentials of an OpenCode 2 server that run

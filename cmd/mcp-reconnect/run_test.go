@@ -2,13 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -169,4 +176,37 @@ func cleanEnv() []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// run --directory D on an OpenCode 2 TUI: the service's daemon, shared
+// by every TUI and started with no directory, is asked to arm D (with its
+// token, at the address the registry gives). (A suspicion of the fourth
+// review: D was never armed.)
+func TestRunV2ArmsItsDirectoriesInTheServiceWatch(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req statusapi.ReconnectRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+req.Directory)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"results":[]}`)
+	}))
+	defer srv.Close()
+	reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	file := "/state/opencode/service.json"
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if _, err := reg.Register(registry.Entry{PID: os.Getpid(), URLs: []string{"http://127.0.0.1:49374"}, Service: file, StatusAddr: addr, Token: "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	armInServiceWatch(context.Background(), reg, file, []string{dir}, slog.New(slog.DiscardHandler))
+	mu.Lock()
+	defer mu.Unlock()
+	physical, _ := filepath.EvalSymlinks(dir)
+	if len(got) != 1 || got[0] != "POST /reconnect Bearer tok "+physical {
+		t.Fatalf("requests to the service's daemon: %q", got)
+	}
 }
