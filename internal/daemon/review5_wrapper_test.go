@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// Review 5 (issue 16 "the MCP process view ... always under run"). The
+// view follows OpenCode one wrapper deep (the npm package's node script
+// around the native binary). `run -- opencode` where that opencode is the
+// user's wrapper script in ~/bin (set a variable, then call the npm
+// `opencode`; run takes it for OpenCode by its name), or `run -- npx
+// opencode --port N`, puts OpenCode two levels below run's child: the view never sees its MCP
+// children (no dead-child detection at all), and status lists every live
+// MCP server of the very OpenCode it watches as an orphan, "child of an
+// OpenCode that is not watched", with the fix `doctor --reap`.
+func TestReview5RunThroughAScriptHidesOpenCodesChildren(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		uid := os.Getuid()
+		srv := []string{"node", "srv.js"}
+		root := t.TempDir()
+		review5Tree(t, root, []review5Proc{
+			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
+			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/bin/sh", "/home/ana/bin/opencode"}, Cwd: "/p"}, // run's child
+			{PID: 2001, PPID: 2000, UID: uid, Start: 101, Argv: []string{"node", "/usr/lib/node_modules/opencode-ai/bin/opencode"}, Cwd: "/p"},
+			{PID: 2002, PPID: 2001, UID: uid, Start: 102, Argv: []string{"/usr/lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode"}, Cwd: "/p"},
+			{PID: 2003, PPID: 2002, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
+		})
+		tab, err := procview.ProcFS(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := reconnect.DefaultConfig
+		cfg.Backoff.Jitter = 0
+		eng, err := reconnect.New(cfg, &review5OC{cmd: srv}, reconnect.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = eng.Arm("/p", reconnect.ArmedByFlag)
+		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p.table = tab // as run sets it (there: procview.System())
+		go func() { defer wg.Done(); p.watch(ctx, tab, 2000) }()
+		defer func() { cancel(); wg.Wait() }()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		info := p.info()
+		if info == nil {
+			t.Fatal("no process info")
+		}
+		if info.Children != 1 {
+			t.Errorf("the view sees %d MCP children of the OpenCode run started, want 1 (pid 2003)", info.Children)
+		}
+		for _, o := range info.Orphans {
+			t.Errorf("status lists pid %d, a live server of the watched OpenCode, as an orphan (%s), fix %q", o.PID, o.Why, info.Fix)
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package procview
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Review 5 (issue 16: reap only processes "whose parentage proves they
+// are orphans"). Parent 1 is taken as proof whatever pid 1 is; in a
+// container pid 1 is often OpenCode itself, and its live MCP servers
+// have parent 1. Orphans lists them as "reparented to init" even when the
+// caller says pid 1 is the OpenCode it watches, and the Reaper's last
+// check before the signal lets SIGTERM through.
+func TestReview5ReaperEndsTheLiveServerOfOpenCodeRunningAsPID1(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boot := time.Unix(bootTime, 0)
+		tab := newMemTable(
+			Process{PID: 1, PPID: 0, UID: ana, Birth: 1, Start: boot, Comm: "opencode", Argv: []string{"/usr/local/bin/opencode", "serve"}, Cwd: "/p"},
+			Process{PID: 30, PPID: 1, UID: ana, PGID: 1, Birth: 30, Start: boot.Add(time.Second), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
+		)
+		scope := Scope{UID: ana, Watched: []int{1}} // the daemon watches OpenCode, pid 1
+		got, err := Orphans(tab, simpleServers(), scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range got {
+			if o.Parentage.Proves() {
+				t.Errorf("pid %d, a live server of the watched OpenCode (pid 1), listed as %s", o.PID, o.Parentage)
+			}
+		}
+		if len(got) == 0 {
+			return
+		}
+		var log []sent
+		r := Reaper{Table: tab, Scope: scope, signal: fakeSignal(tab, &log, true)}
+		if _, err := r.Reap(context.Background(), got[0]); err == nil || len(log) > 0 {
+			t.Fatalf("Reap sent %v to a live server of the watched OpenCode (err %v)", log, err)
+		}
+	})
+}
