@@ -58,6 +58,14 @@ func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *
 	return &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1)}
 }
 
+// where names the server in log lines.
+func (p *procWatch) where() string {
+	if p.client == nil {
+		return ""
+	}
+	return p.client.URL()
+}
+
 // replaced tells the watch that OpenCode may be another process now.
 func (p *procWatch) replaced() {
 	select {
@@ -79,17 +87,25 @@ func (p *procWatch) run(ctx context.Context) {
 	p.mu.Unlock()
 	for ctx.Err() == nil {
 		pid, err := p.find(tab)
-		if err != nil {
-			p.log.Debug("opencode is not a local process of this user; no process view", "url", p.client.URL(), "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-p.again:
-			case <-time.After(time.Minute):
-			}
-			continue
+		if err == nil {
+			err = p.watch(ctx, tab, pid)
 		}
-		p.watch(ctx, tab, pid)
+		if err != nil {
+			p.log.Debug("opencode is not a local process of this user; no process view", "url", p.where(), "err", err)
+		}
+		// Look again when OpenCode may be another process, or a while
+		// later: never in a loop (run's child that exited stays the same
+		// pid until the wrapper ends).
+		wait := time.Minute
+		if err == nil {
+			wait = scanEvery // it exited: its next process comes soon
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.again:
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -117,16 +133,24 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("no port in %s", p.client.URL())
 	}
-	return procview.ListenerPID(port, os.Getuid())
+	pid, err := procview.ListenerPID(port, os.Getuid())
+	if err != nil {
+		return 0, err
+	}
+	// What listens may be a tunnel or a proxy (ssh -L, socat) to an
+	// OpenCode elsewhere: its children are not OpenCode's.
+	if proc, err := tab.Read(pid); err != nil || !procview.IsOpenCode(proc) {
+		return 0, fmt.Errorf("the process listening on port %d (pid %d) is not OpenCode", port, pid)
+	}
+	return pid, nil
 }
 
 // watch follows one OpenCode process's children until it exits, the
 // server is replaced, or ctx ends.
-func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) {
+func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) error {
 	v, err := procview.NewView(tab, pid)
 	if err != nil {
-		p.log.Debug("no process view", "pid", pid, "err", err)
-		return
+		return err
 	}
 	p.log.Debug("watching opencode's MCP processes", "url", p.client.URL(), "pid", pid)
 	p.mu.Lock()
@@ -157,9 +181,18 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) {
 		took := time.Since(start)
 		if err == nil {
 			for _, ev := range procview.Diff(prev, s) {
-				if ev.Kind == procview.Exited {
+				switch ev.Kind {
+				case procview.Exited:
 					p.log.Debug("MCP server process exited", "url", p.client.URL(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
-					p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.At)
+					if _, serving := s.Child(ev.Key); serving {
+						// Another child still serves it (OpenCode already
+						// started a new one, or a duplicate was ended):
+						// nothing to repair.
+						continue
+					}
+					p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, ev.At)
+				case procview.Started:
+					p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
 				}
 			}
 			prev = s
@@ -167,16 +200,17 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) {
 			p.last = s
 			p.mu.Unlock()
 			if s.Gone {
-				return // OpenCode exited: find the next one
+				return nil // OpenCode exited: find the next one
 			}
 		}
 		// As procview.View.Watch: never more than about 0.1 % of a core.
 		every = min(max(scanEvery, 1000*took), time.Minute)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-p.again:
-			return
+			p.replaced() // for run's loop: look for it now
+			return nil
 		case <-time.After(every):
 		}
 	}
@@ -228,6 +262,11 @@ func (p *procWatch) findOrphans() []reconnect.OrphanProcess {
 	}
 	var out []reconnect.OrphanProcess
 	for _, o := range found {
+		if !o.Parentage.Proves() {
+			// A child of another OpenCode that runs (a second TUI) may be
+			// its live server: doctor --reap would not end it either.
+			continue
+		}
 		op := reconnect.OrphanProcess{PID: o.PID, PPID: o.PPID, Cwd: o.Cwd, Command: o.Command, Why: o.Parentage.String()}
 		for _, k := range o.Servers {
 			op.Servers = append(op.Servers, k.Directory+": "+k.Name)

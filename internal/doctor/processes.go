@@ -64,7 +64,9 @@ func (o Options) localServers(dir string) map[string]opencode.MCPEntry {
 	if o.localConfig != nil {
 		return o.localConfig(dir)
 	}
-	return opencode.LocalMCPConfig(dir)
+	// Only files this user owns name what runs in a directory: doctor
+	// --reap acts on it, and another user may write /tmp/opencode.json.
+	return opencode.OwnedMCPConfig(dir, o.UID)
 }
 
 // dirSet keeps directories in the order first seen, once each.
@@ -119,12 +121,12 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	// package's node or bun wrapper around it).
 	var openCodes []procview.Process
 	for _, p := range all {
-		if p.Zombie || p.PID == 1 {
-			continue
+		mayBeOpenCode := p.Comm == "opencode" || p.Comm == "node" || p.Comm == "nodejs" || p.Comm == "bun"
+		if p.Zombie || p.PID == 1 && !mayBeOpenCode {
+			continue // pid 1 counts only as an OpenCode (a container's)
 		}
 		parent, known := byPID[p.PPID]
 		adopted := p.PPID == 1 || (known && parent.Comm == "systemd")
-		mayBeOpenCode := p.Comm == "opencode" || p.Comm == "node" || p.Comm == "nodejs" || p.Comm == "bun"
 		if !adopted && !mayBeOpenCode {
 			continue
 		}

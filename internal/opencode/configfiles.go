@@ -56,11 +56,24 @@ func ConfigFiles(dir string, getenv func(string) string, home string) []string {
 // ConfigFiles lists, with this process's environment: a server named again
 // in a later file replaces the earlier one whole. Files that are missing,
 // unreadable or not JSONC count as empty.
-func LocalMCPConfig(dir string) map[string]MCPEntry {
+func LocalMCPConfig(dir string) map[string]MCPEntry { return localMCPConfig(dir, nil) }
+
+// OwnedMCPConfig is LocalMCPConfig reading only the files user uid (or
+// root) owns and others cannot write: for decisions that end processes
+// (doctor --reap), where another user's opencode.json (in /tmp, say) must
+// not name what runs in that directory.
+func OwnedMCPConfig(dir string, uid int) map[string]MCPEntry {
+	return localMCPConfig(dir, func(fi os.FileInfo) bool {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		return ok && (int(st.Uid) == uid || st.Uid == 0) && fi.Mode().Perm()&0o022 == 0
+	})
+}
+
+func localMCPConfig(dir string, trusted func(os.FileInfo) bool) map[string]MCPEntry {
 	home, _ := os.UserHomeDir()
 	out := map[string]MCPEntry{}
 	for _, f := range ConfigFiles(dir, os.Getenv, home) {
-		b, err := readConfigFile(f)
+		b, err := readConfigFile(f, trusted)
 		if err != nil {
 			continue
 		}
@@ -79,7 +92,7 @@ func LocalMCPConfig(dir string) map[string]MCPEntry {
 // without blocking (a FIFO named opencode.json would block an open for
 // ever, and with it the directory's check) and anything but a regular file
 // is refused: a config file is data at rest.
-func readConfigFile(name string) ([]byte, error) {
+func readConfigFile(name string, trusted func(os.FileInfo) bool) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -91,6 +104,9 @@ func readConfigFile(name string) ([]byte, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	if trusted != nil && !trusted(fi) {
+		return nil, fmt.Errorf("%s: owned by another user, or writable by others", name)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {

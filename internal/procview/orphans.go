@@ -83,6 +83,10 @@ type Scope struct {
 // parentage classifies p's parent; 0 for a parent that is neither.
 func (s Scope) parentage(p Process, parent Process, parentKnown bool, isOpenCode func(Process) bool) Parentage {
 	switch {
+	case slices.Contains(s.Watched, p.PPID):
+		return 0 // pid 1 too: OpenCode as a container's first process
+	case p.PPID == 1 && parentKnown && isOpenCode(parent):
+		return ChildOfOtherOpenCode
 	case p.PPID == 1:
 		return ReparentedToInit
 	case slices.Contains(s.Subreapers, p.PPID):
@@ -91,8 +95,6 @@ func (s Scope) parentage(p Process, parent Process, parentKnown bool, isOpenCode
 		return 0
 	case parent.Comm == "systemd":
 		return ReparentedToSubreaper
-	case slices.Contains(s.Watched, p.PPID):
-		return 0
 	case isOpenCode(parent):
 		return ChildOfOtherOpenCode
 	}

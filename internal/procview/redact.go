@@ -13,7 +13,7 @@ const mask = "***"
 
 // secretName matches the names of flags, variables, headers and query
 // parameters whose values are secrets.
-var secretName = regexp.MustCompile(`(?i)(token|secret|passw|pwd|api[-_]?key|access[-_]?key|private[-_]?key|auth|credential|cookie|session)`)
+var secretName = regexp.MustCompile(`(?i)(token|secret|passw|pwd|key|auth|credential|cookie|session)`)
 
 var (
 	// header flags take "Name: value".
@@ -22,6 +22,9 @@ var (
 	secretHeader = regexp.MustCompile(`(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|[a-z0-9-]*(?:token|secret|key|auth)[a-z0-9-]*)(\s*:\s*)(\S.*)$`)
 	// "Bearer abc", "Basic abc", "token abc".
 	scheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{6,}`)
+	// "name": "value" in JSON (--config '{"githubPersonalAccessToken": …}')
+	// whose name is secret-ish.
+	jsonSecret = regexp.MustCompile(`(?i)("[^"]*(?:token|secret|passw|pwd|key|auth|credential|cookie|session)[^"]*"\s*:\s*)"(?:[^"\\]|\\.)*"`)
 	// user:password@ in a URL.
 	userinfo = regexp.MustCompile(`(://[^/\s:@]*:)[^/\s@]+@`)
 	// secret-ish query parameters or NAME=value assignments.
@@ -79,6 +82,7 @@ func maskHeader(h string) string {
 
 // redactWord masks the secrets inside one word.
 func redactWord(a string) string {
+	a = jsonSecret.ReplaceAllString(a, "${1}\""+mask+"\"")
 	a = secretHeader.ReplaceAllString(a, "${1}${2}"+mask)
 	a = scheme.ReplaceAllString(a, "${1}${2}"+mask)
 	a = userinfo.ReplaceAllString(a, "${1}"+mask+"@")

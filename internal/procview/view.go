@@ -358,8 +358,10 @@ func (v *View) Scan() (Snapshot, error) {
 			}
 			k := &known{p: p, child: childOf(p), seen: v.scans}
 			// The npm package's node wrapper runs the native binary as
-			// its child; that one starts the MCP servers.
-			k.parent = pp == v.root.PID && IsOpenCode(p)
+			// its child; that one starts the MCP servers. Wrappers may
+			// nest (a script of the user's around npm's, npx): every
+			// OpenCode below the root or below a wrapper is one more.
+			k.parent = parents[pp] && IsOpenCode(p)
 			v.known[c] = k
 			hits++
 			added = true

@@ -43,7 +43,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 			// Slow-tier attempts are idle work: batch them like idle checks.
 			s.ep.Postpone(e.onGrid(next))
 		}
-		s.connecting, s.confirm = true, true
+		s.connecting, s.confirm, s.lastConnect = true, true, now
 		e.metrics.Attempts.Inc()
 		e.metrics.InFlightConnects.Inc()
 		tier := tierOf(s.ep.Phase(p))

@@ -118,8 +118,10 @@ type server struct {
 	// endpoint; nil when not watching.
 	stopWatch context.CancelFunc
 	// deadAt is when the process view saw the child serving this local
-	// server exit (trigDead).
-	deadAt time.Time
+	// server exit (trigDead); lastConnect when the engine last connected
+	// it (a child older than that was replaced by it).
+	deadAt      time.Time
+	lastConnect time.Time
 }
 
 type connectResult struct {

@@ -62,13 +62,16 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 	dirs, known := c.dirs, c.known
 	c.mu.Unlock()
 	if !fresh {
+		// Stamped when asked, not when answered: a directory booted while
+		// the request was under way may be missing from the answer.
+		sent := time.Now()
 		var err error
 		dirs, known, err = l.BootedLocations(ctx)
 		if err != nil {
 			return false, false
 		}
 		c.mu.Lock()
-		c.at, c.dirs, c.known = time.Now(), dirs, known
+		c.at, c.dirs, c.known = sent, dirs, known
 		c.mu.Unlock()
 	}
 	if !known {

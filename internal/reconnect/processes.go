@@ -53,11 +53,15 @@ func (e *Engine) LocalServers(since uint64) (gen uint64, servers []LocalServer, 
 }
 
 // ChildExited tells the engine that the process serving the local server
-// name in dir was seen gone at (the exit happened before). The directory
-// is checked: at once for a first crash (a server that stayed connected
-// and stable), at its episode's next attempt for a crash loop; the check
-// decides from a read sent after at.
-func (e *Engine) ChildExited(dir, name string, at time.Time) {
+// name in dir, started at started, was seen gone at (the exit happened
+// before), and no other child serves it. The directory is checked: at
+// once for a first crash (a server that stayed connected and stable), at
+// its episode's next attempt for a crash loop; the check decides from a
+// read sent after at. A child that started before the engine's last
+// connect of the server is no news: that connect replaced it (a connect
+// of a connected local server starts a new process, and the old one
+// exits), or answered its crash.
+func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d := e.dirs[dir]
@@ -67,6 +71,9 @@ func (e *Engine) ChildExited(dir, name string, at time.Time) {
 	s := d.servers[name]
 	if s == nil || s.connecting {
 		return // a connect in flight replaces its process anyway
+	}
+	if !s.lastConnect.IsZero() && !started.After(s.lastConnect) {
+		return
 	}
 	s.trig |= trigDead
 	s.deadAt = later(s.deadAt, at)
@@ -101,4 +108,20 @@ func (e *Engine) deadChild(d *dir, s *server, name string, now time.Time) (attem
 	}
 	e.log.Info("MCP server's process exited but OpenCode still says connected; reconnecting", "url", e.url, "directory", d.path, "server", name)
 	return attempt{name, backoff.Scheduled, trigDead}, true
+}
+
+// ChildStarted tells the engine that a process started at at now serves
+// the local server name in dir: evidence of an earlier exit is void
+// (OpenCode started it again itself: a config reload, a restart of the
+// server), and must not make a later check connect a healthy server.
+func (e *Engine) ChildStarted(dir, name string, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d := e.dirs[dir]
+	if d == nil {
+		return
+	}
+	if s := d.servers[name]; s != nil && s.trig&trigDead != 0 && at.After(s.deadAt) {
+		s.trig &^= trigDead
+	}
 }

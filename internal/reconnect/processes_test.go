@@ -38,7 +38,7 @@ func TestDeadChildOfAConnectedServerIsReconnected(t *testing.T) {
 			t.Fatalf("%d connects of a healthy server", n)
 		}
 		exited := time.Now()
-		e.ChildExited("/p", "s", exited)
+		e.ChildExited("/p", "s", exited.Add(-time.Minute), exited)
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
 		got := oc.connectTimes("/p", "s", exited)
@@ -67,7 +67,7 @@ func TestDeadChildCrashLoopBacksOff(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		for range 60 * 20 { // the child "dies" 20 times a second for a minute
-			e.ChildExited("/p", "s", time.Now())
+			e.ChildExited("/p", "s", time.Now(), time.Now())
 			time.Sleep(50 * time.Millisecond)
 		}
 		synctest.Wait()
@@ -106,7 +106,7 @@ func TestDeadChildNeverConnectsWhatTheReadSaysNotTo(t *testing.T) {
 				time.Sleep(90 * time.Second)
 				synctest.Wait()
 				oc.set("/p", "s", status) // the user disabled it; its process ended
-				e.ChildExited("/p", "s", time.Now())
+				e.ChildExited("/p", "s", time.Now(), time.Now())
 				time.Sleep(10 * time.Minute)
 				synctest.Wait()
 				if n := len(oc.connectTimes("/p", "s", time.Time{})); n != 0 {
@@ -159,7 +159,7 @@ func TestDeadChildNeedsAReadSentAfterTheExit(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		exited := time.Now()
-		e.ChildExited("/p", "s", exited)
+		e.ChildExited("/p", "s", exited.Add(-time.Minute), exited)
 		time.Sleep(1100 * time.Millisecond) // the read in flight returns
 		synctest.Wait()
 		if got := oc.connectTimes("/p", "s", exited); len(got) != 0 {

@@ -29,7 +29,7 @@ func (l *slowLister) BootedLocations(ctx context.Context) ([]string, bool, error
 	return snap, true, nil
 }
 
-// Review 5 (issue 15 "disposal without location.shutdown"; the fix of the
+// (Found by the fifth review.) (issue 15 "disposal without location.shutdown"; the fix of the
 // booted-locations cache): the shared list is stamped with the time its
 // answer came back, not the time its request was sent. A list whose
 // request predates a directory's boot (and the event that armed it), but
@@ -37,7 +37,7 @@ func (l *slowLister) BootedLocations(ctx context.Context) ([]string, bool, error
 // directory, booted and in use (a session was just created there), is
 // judged "no longer booted" and forgotten; nothing watches its MCP
 // servers until the next activity event.
-func TestReview5BootedListSentBeforeAnEventIsNotFreshForIt(t *testing.T) {
+func TestBootedListSentBeforeAnEventIsNotFreshForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := &slowLister{&listingStub{ocStub: newStub()}}
 		oc.set("/a", "s", "connected")

@@ -38,14 +38,14 @@ func (o *review5OC) MCPConfig(context.Context, string) (map[string]opencode.MCPE
 	return map[string]opencode.MCPEntry{"s": {Type: "local", Command: o.cmd}}, nil
 }
 
-// Review 5 (issue 16 "a dead child is a crash"; rule 7). Status and
+// (Found by the fifth review.) (issue 16 "a dead child is a crash"; rule 7). Status and
 // doctor show a duplicate with its fix: "end the older with kill PID".
 // The user does so. The view reports that older child Exited, the daemon
 // tells the engine ChildExited, and the engine reconnects the server
 // although its newest child still runs and serves it: the healthy child
 // is replaced (its in-flight tool calls cut) for following our own advice.
 // Any exit of a non-serving duplicate does the same.
-func TestReview5KillingTheOlderDuplicateReconnectsAHealthyServer(t *testing.T) {
+func TestKillingTheOlderDuplicateReconnectsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}

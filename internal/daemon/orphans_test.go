@@ -55,7 +55,7 @@ func review5Tree(t *testing.T, root string, procs []review5Proc) {
 	}
 }
 
-// Review 5 (issue 16 "orphans ... their OpenCode is gone or is another
+// (Found by the fifth review.) (issue 16 "orphans ... their OpenCode is gone or is another
 // process than the one that started them"). Two TUIs of one user, each
 // through `run` (the alias), share the global config's MCP server. Each
 // daemon watches its own OpenCode, and its status lists the other TUI's
@@ -63,7 +63,7 @@ func review5Tree(t *testing.T, root string, procs []review5Proc) {
 // --reap"; doctor itself counts every live OpenCode of the user as
 // watched and (rightly) lists nothing. Status tells the user to reap a
 // process that is no orphan.
-func TestReview5StatusListsTheOtherTUIsLiveServerAsAnOrphan(t *testing.T) {
+func TestStatusDoesNotListAnotherTUIsLiveServer(t *testing.T) {
 	uid := os.Getuid()
 	root := t.TempDir()
 	srv := []string{"npx", "-y", "@modelcontextprotocol/server-memory"}

@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// Review 5 (issue 16 "--reap … only processes of this user whose
+// (Found by the fifth review.) (issue 16 "--reap … only processes of this user whose
 // parentage proves they are orphans"; issue 14 item 8: a config file
 // owned by another user is refused, as ssh does). Doctor reads the MCP
 // config of the working directory of every adopted process of the user,
@@ -21,7 +21,7 @@ import (
 // by systemd --user, no MCP server at all) as a server there, and
 // `doctor --reap --yes` ends it. (Needs root here, to make a file of
 // another user.)
-func TestReview5AnotherUsersConfigInTmpMakesDoctorReapAnyDaemon(t *testing.T) {
+func TestAnotherUsersConfigCannotMakeDoctorReap(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("making a file owned by another user needs root")
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// Review 5 (issue 16 "orphans and duplicates": reap "only processes of
+// (Found by the fifth review.) (issue 16 "orphans and duplicates": reap "only processes of
 // this user whose parentage proves they are orphans"). In a container
 // (docker run … opencode serve, a devcontainer whose entrypoint is the
 // TUI) OpenCode is pid 1, so every live MCP server it runs has parent 1.
@@ -16,7 +16,7 @@ import (
 // any parent 1 as "reparented to init", a proof: the live servers of the
 // running OpenCode are listed as proven orphans, and doctor --reap --yes
 // ends them all.
-func TestReview5LiveChildrenOfOpenCodeAsPID1AreNotOrphans(t *testing.T) {
+func TestLiveChildrenOfOpenCodeAsPID1AreNotOrphans(t *testing.T) {
 	root := t.TempDir()
 	writeTree(t, root, []fakeProc{
 		{PID: 1, UID: ana, Start: 1, Argv: []string{"/usr/local/bin/opencode", "serve", "--port", "4096"}, Cwd: proj},

@@ -11,7 +11,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// Review 5 (issue 16: watch finds OpenCode "when its listening socket …
+// (Found by the fifth review.) (issue 16: watch finds OpenCode "when its listening socket …
 // leads to a local process"; the brief: not a process that is not
 // OpenCode). The 2.x pid is taken only when IsOpenCode says so, but the
 // process listening on the loopback port is taken whatever it is: an
@@ -19,7 +19,7 @@ import (
 // The daemon then watches that program's children as OpenCode's, and
 // counts every real local OpenCode's MCP servers as children of "an
 // OpenCode that is not watched" (orphans in status).
-func TestReview5ProcessViewTakesAnyListenerForOpenCode(t *testing.T) {
+func TestProcessViewTakesOnlyOpenCodeListeners(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the listener is found through /proc")
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// Review 5 (issue 16 "the MCP process view ... always under run"). The
+// (Found by the fifth review.) (issue 16 "the MCP process view ... always under run"). The
 // view follows OpenCode one wrapper deep (the npm package's node script
 // around the native binary). `run -- opencode` where that opencode is the
 // user's wrapper script in ~/bin (set a variable, then call the npm
@@ -23,7 +23,7 @@ import (
 // children (no dead-child detection at all), and status lists every live
 // MCP server of the very OpenCode it watches as an orphan, "child of an
 // OpenCode that is not watched", with the fix `doctor --reap`.
-func TestReview5RunThroughAScriptHidesOpenCodesChildren(t *testing.T) {
+func TestRunThroughAScriptSeesOpenCodesChildren(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}

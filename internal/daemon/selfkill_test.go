@@ -74,7 +74,7 @@ func (o *review5Spawner) MCPConfig(context.Context, string) (map[string]opencode
 	return map[string]opencode.MCPEntry{"s": {Type: "local", Command: o.cmd}}, nil
 }
 
-// Review 5 (issue 16 "a dead child is a crash"; rule 4: crash loops back
+// (Found by the fifth review.) (issue 16 "a dead child is a crash"; rule 4: crash loops back
 // off, a healthy server is left alone). One crash of a stdio server on
 // 1.18.34, daemon and process view wired as in production: OpenCode says
 // failed and publishes mcp.tools.changed, the engine reconnects at once.
@@ -83,7 +83,7 @@ func (o *review5Spawner) MCPConfig(context.Context, string) (map[string]opencode
 // replaces the new child, whose exit the view reports in turn, and so on:
 // a healthy server restarted again and again (1, 2, 4, 8, 16 s, then every
 // slow interval) for one crash.
-func TestReview5OneCrashRestartsAHealthyServerForEver(t *testing.T) {
+func TestOneCrashIsRepairedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		root := t.TempDir() + "/proc"
 		oc := &review5Spawner{t: t, root: root, uid: os.Getuid(), cmd: []string{"node", "srv.js"}, status: opencode.StatusConnected}

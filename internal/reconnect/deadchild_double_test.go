@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// Review 5 (issue 16, "a dead child is a crash"; rule 4/5: one crash, one
+// (Found by the fifth review.) (issue 16, "a dead child is a crash"; rule 4/5: one crash, one
 // attempt). On 1.18.34 a crashed stdio server shows failed and OpenCode
 // publishes mcp.tools.changed: the engine connects it at once and OpenCode
 // spawns a new, working child. The process view scans every 2 s, so it
@@ -18,7 +18,7 @@ import (
 // shows connected, readStart is after deadAt, and deadChild connects
 // again, killing the new, healthy child (whose exit the view reports in
 // turn: a self-feeding loop on the backoff schedule).
-func TestReview5DeadChildReportOfAnAlreadyRepairedCrashConnectsAgain(t *testing.T) {
+func TestDeadChildReportOfAnAlreadyRepairedCrashIsNoNews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := newStub()
 		oc.set("/p", "s", "connected")
@@ -44,7 +44,7 @@ func TestReview5DeadChildReportOfAnAlreadyRepairedCrashConnectsAgain(t *testing.
 			t.Fatalf("connects after the crash = %v, want one", got)
 		}
 		// The view's next scan sees the crashed child gone.
-		e.ChildExited("/p", "s", time.Now())
+		e.ChildExited("/p", "s", crash.Add(-80*time.Second), time.Now()) // the crashed child, started long before
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if got := oc.connectTimes("/p", "s", crash); len(got) != 1 {

@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// Review 5 (issue 16: reap only processes "whose parentage proves they
+// (Found by the fifth review.) (issue 16: reap only processes "whose parentage proves they
 // are orphans"). Parent 1 is taken as proof whatever pid 1 is; in a
 // container pid 1 is often OpenCode itself, and its live MCP servers
 // have parent 1. Orphans lists them as "reparented to init" even when the
 // caller says pid 1 is the OpenCode it watches, and the Reaper's last
 // check before the signal lets SIGTERM through.
-func TestReview5ReaperEndsTheLiveServerOfOpenCodeRunningAsPID1(t *testing.T) {
+func TestReaperSparesTheLiveServerOfOpenCodeAsPID1(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boot := time.Unix(bootTime, 0)
 		tab := newMemTable(

@@ -26,7 +26,7 @@ func (h *countHandler) Handle(context.Context, slog.Record) error {
 func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
-// Review 5 (issue 16 process view; the brief: "a busy loop when OpenCode
+// (Found by the fifth review.) (issue 16 process view; the brief: "a busy loop when OpenCode
 // exits"). Under run the view follows a fixed pid (run's child). Once that
 // process has exited (or is a zombie the wrapper has not reaped yet),
 // find returns the same pid at once, NewView fails at once, and run loops
@@ -34,7 +34,7 @@ func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 // turn) until the daemon is stopped. The same holds under watch for a 2.x
 // pid that is a zombie. Here: a pid that does not exist, a fake clock;
 // the loop turns 10,000 times without the clock moving.
-func TestReview5ProcessViewSpinsOnAnExitedOpenCode(t *testing.T) {
+func TestProcessViewWaitsOnAnExitedOpenCode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
