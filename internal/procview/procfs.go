@@ -244,7 +244,11 @@ func (t *procTable) Children(pid int) ([]int, error) {
 }
 
 // childrenByList finds pid's children in the whole table: the fallback.
-func (t *procTable) childrenByList(pid int) ([]int, error) {
+func (t *procTable) childrenByList(pid int) ([]int, error) { return childrenIn(t, pid) }
+
+// childrenIn finds pid's children by listing the whole table t (macOS
+// keeps no cheap per-process list; Linux falls back to it).
+func childrenIn(t Table, pid int) ([]int, error) {
 	all, err := t.List()
 	if err != nil {
 		return nil, err

@@ -85,26 +85,7 @@ func (sysctlTable) Read(pid int) (Process, error) {
 // Children implements Table: macOS keeps no per-process list of
 // children that is cheap to read, so it filters the whole table (one
 // sysctl).
-func (t sysctlTable) Children(pid int) ([]int, error) {
-	all, err := t.List()
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	found := false
-	for _, p := range all {
-		if p.PID == pid {
-			found = true
-		}
-		if p.PPID == pid {
-			out = append(out, p.PID)
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("procview: pid %d: %w", pid, ErrGone)
-	}
-	return out, nil
-}
+func (t sysctlTable) Children(pid int) ([]int, error) { return childrenIn(t, pid) }
 
 // proc_info(2) call and flavor numbers (sys/proc_info.h).
 const (
