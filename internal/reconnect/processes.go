@@ -78,19 +78,28 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	s.trig |= trigDead
 	s.deadAt = later(s.deadAt, at)
 	now := time.Now()
-	when := now
+	// A short grace first: an exit OpenCode caused itself (a disposal, a
+	// disconnect) is announced on the event stream about when the child
+	// dies, and the check must see that, not read (and so re-create) a
+	// disposed instance, or connect a server being disabled.
+	soon := now.Add(deadChildGrace)
+	when := soon
 	if s.status == opencode.StatusConnected && !s.ep.Stable(now, e.cfg.StableAfter) {
-		when = later(s.ep.Next(), now)
+		when = later(s.ep.Next(), soon)
 	}
-	if when.Equal(now) && now.Sub(d.lastAtOnce) < e.cfg.Backoff.Initial {
+	if when.Equal(soon) && now.Sub(d.lastAtOnce) < e.cfg.Backoff.Initial {
 		// Many exits at once (OpenCode killing its children) cost one
 		// read per initial-delay, not one each.
 		when = now.Add(e.wakeDelay())
-	} else if when.Equal(now) {
+	} else if when.Equal(soon) {
 		d.lastAtOnce = now
 	}
 	d.wakeBy(when)
 }
+
+// deadChildGrace is how long a child's exit waits for OpenCode's own word
+// on it before the directory is checked.
+const deadChildGrace = 500 * time.Millisecond
 
 // deadChild decides a connect for a server whose child exited while its
 // fresh read says connected: allowed when the read was sent after the exit

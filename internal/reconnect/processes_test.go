@@ -39,11 +39,11 @@ func TestDeadChildOfAConnectedServerIsReconnected(t *testing.T) {
 		}
 		exited := time.Now()
 		e.ChildExited("/p", "s", exited.Add(-time.Minute), exited)
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(510 * time.Millisecond)
 		synctest.Wait()
 		got := oc.connectTimes("/p", "s", exited)
-		if len(got) != 1 || got[0] > time.Millisecond {
-			t.Fatalf("connects after the child exited = %v, want one at once", got)
+		if len(got) != 1 || got[0] != deadChildGrace {
+			t.Fatalf("connects after the child exited = %v, want one after the %v grace", got, deadChildGrace)
 		}
 	})
 }
@@ -72,7 +72,7 @@ func TestDeadChildCrashLoopBacksOff(t *testing.T) {
 		}
 		synctest.Wait()
 		got := oc.connectTimes("/p", "s", start)
-		want := secs(0, 1, 3, 7, 15)
+		want := secs(0.5, 1.5, 3.5, 7.5, 15.5) // the grace, then the backoff
 		if len(got) != len(want) {
 			t.Fatalf("connects in a minute of exits = %v, want %v", got, want)
 		}
@@ -169,6 +169,36 @@ func TestDeadChildNeedsAReadSentAfterTheExit(t *testing.T) {
 		synctest.Wait()
 		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 {
 			t.Fatalf("connects after a read sent after the exit = %v, want one", got)
+		}
+	})
+}
+
+// An exit OpenCode caused itself and announces (a disposal) is seen
+// within the grace: the directory is forgotten, not read again (a read
+// would re-create the disposed instance).
+func TestDeadChildOfADisposedInstanceReadsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"x"}}
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		synctest.Wait()
+		e.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.updated", Directory: "/p"})
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		reads := oc.count("status", "/p")
+		e.ChildExited("/p", "s", time.Now().Add(-time.Minute), time.Now()) // the disposal killed it
+		time.Sleep(100 * time.Millisecond)
+		e.HandleEvent(opencode.Event{Kind: opencode.KindInstanceGone, Type: "server.instance.disposed", Directory: "/p"})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := oc.count("status", "/p"); n != reads {
+			t.Fatalf("%d status reads of a disposed directory after its children died", n-reads)
 		}
 	})
 }
