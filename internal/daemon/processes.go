@@ -203,8 +203,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				return nil // OpenCode exited: find the next one
 			}
 		}
-		// As procview.View.Watch: never more than about 0.1 % of a core.
-		every = min(max(scanEvery, 1000*took), time.Minute)
+		every = procview.ScanPeriod(scanEvery, took)
 		select {
 		case <-ctx.Done():
 			return nil

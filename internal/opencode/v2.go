@@ -751,13 +751,19 @@ func (v *ClientV2) LocationBooted(ctx context.Context, dir string) (booted, know
 	if !known || err != nil {
 		return false, known, err
 	}
+	return LocationListed(locs, dir), true, nil
+}
+
+// LocationListed reports whether dir is among the booted locations locs,
+// compared as cleaned paths (a trailing slash is the same location).
+func LocationListed(locs []string, dir string) bool {
 	want := path.Clean(dir)
 	for _, l := range locs {
 		if path.Clean(l) == want {
-			return true, true, nil
+			return true
 		}
 	}
-	return false, true, nil
+	return false
 }
 
 // BootedLocations lists the directories of the booted locations, without

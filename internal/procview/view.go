@@ -453,6 +453,13 @@ func (v *View) snapshot(now time.Time) *Snapshot {
 	return s
 }
 
+// ScanPeriod is how long to wait after a scan that took took, for a
+// period of every: stretched to 1,000 times the scan (at most a minute),
+// so a view never costs more than about 0.1 % of a core.
+func ScanPeriod(every, took time.Duration) time.Duration {
+	return max(every, min(1000*took, time.Minute))
+}
+
 // Watch scans every period (default 2s) until ctx ends or OpenCode
 // exits, and calls fn with the snapshot and the events of each scan that
 // saw any (the first scan reports every child it found as Started). The
@@ -478,7 +485,7 @@ func (v *View) Watch(ctx context.Context, every time.Duration, fn func(Snapshot,
 				return
 			}
 		}
-		t := time.NewTimer(max(every, min(1000*took, time.Minute)))
+		t := time.NewTimer(ScanPeriod(every, took))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -2,7 +2,7 @@ package reconnect
 
 import (
 	"context"
-	"slices"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"sync"
 	"time"
 )
@@ -77,7 +77,7 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 	if !known {
 		return false, false
 	}
-	return slices.Contains(dirs, dir), true
+	return opencode.LocationListed(dirs, dir), true
 }
 
 // locationGone forgets a directory whose location is no longer booted.

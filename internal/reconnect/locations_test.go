@@ -196,3 +196,28 @@ func TestStaleBootedListDoesNotForgetANewLocation(t *testing.T) {
 		}
 	})
 }
+
+// The engine asks "is dir booted?" as the client does
+// (opencode.LocationListed): a listed "/p/" is /p, not a gone location.
+func TestBootedListComparesCleanedPaths(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := &listingStub{ocStub: newStub()}
+		oc.set("/p", "s", "connected")
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		synctest.Wait()
+		oc.mu.Lock()
+		oc.booted = []string{"/p/"}
+		oc.mu.Unlock()
+		e.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.created", Directory: "/p"})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if oc.count("status", "/p") != 1 || len(e.Snapshot().Directories) != 1 {
+			t.Fatalf("/p, listed as /p/, was forgotten (reads %d)", oc.count("status", "/p"))
+		}
+	})
+}
