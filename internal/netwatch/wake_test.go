@@ -3,6 +3,7 @@ package netwatch
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,4 +198,20 @@ func TestWatchChangesSourceFails(t *testing.T) {
 			t.Fatalf("err %v, %d major changes, want 1", err, n.Load())
 		}
 	})
+}
+
+// A wake shows as a wall-clock gap the monotonic clock did not see, so
+// the default clock must read the wall clock alone: a time.Now() that
+// kept its monotonic reading would make every wall-clock gap equal the
+// monotonic one (Time.Sub prefers monotonic readings), and no real wake
+// would ever be seen.
+func TestDefaultWallClockHasNoMonotonicReading(t *testing.T) {
+	w := WakeDetector{}.wall()
+	if w != w.Round(0) || strings.Contains(w.String(), "m=") {
+		t.Fatalf("the default wall clock reads %v: it carries a monotonic reading, so a suspend would never show as a gap", w)
+	}
+	later := w.Add(time.Hour)
+	if gap := later.Sub(w); gap != time.Hour {
+		t.Fatalf("a wall-clock jump of an hour reads as %v", gap)
+	}
 }
