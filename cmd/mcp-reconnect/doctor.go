@@ -31,10 +31,16 @@ directories, and those of each --directory (reading a directory's status
 starts its MCP servers, so only the ones you name are read).
 
 Then, on this machine and for this user, whether OpenCode answers or not
-and without a daemon, it lists MCP processes that look orphaned (a process
-running the command of a configured local server whose OpenCode is gone:
-adopted by init or systemd) and servers that run twice under one live
-OpenCode, with pids and the command line with secrets masked (never the
+and without a daemon, it lists MCP processes left over by an OpenCode that
+is gone, and servers that run twice under one live OpenCode. A process is
+an orphan only with evidence that an OpenCode started it: a daemon saw it
+serve a server under that OpenCode (the record in
+$XDG_STATE_HOME/mcp-reconnect/processes), it is still in that OpenCode's
+process group, or its OPENCODE_PID (OpenCode 1.14 and later) names that
+OpenCode and its group; being adopted by init or systemd proves nothing
+(every service is). One that only runs a configured command is "possibly
+left over", shown with why it is not proven, and never ended. All come
+with pids and the command line with secrets masked (never the
 environment, never header values). The servers are read from the config
 files OpenCode reads in each --directory, each directory the daemons have
 armed, and the working directory of each adopted process and of each
@@ -42,9 +48,10 @@ OpenCode's children. Both are warnings. A duplicate names its newer pid:
 restart OpenCode, or kill the older one; it is never reaped, its
 OpenCode still runs.
 
---reap ends the orphans instead of checking OpenCode: only processes of
-this user adopted by init or a subreaper, each checked again right before
-every signal (SIGTERM, SIGKILL after 5 s). It asks before each one on
+--reap ends the proven orphans instead of checking OpenCode, with what
+runs below each (an npx's shell and node): only processes of this user,
+each checked again right before every signal (same pid and start time,
+still proven; SIGTERM, SIGKILL after 5 s). It asks before each one on
 the terminal; without a terminal it refuses unless --yes is given, which
 ends every such orphan without asking. It prints what it ended and what it
 left, and why. --reap and --yes are read from the command line only (never
@@ -82,6 +89,9 @@ It exits 0 only when nothing failed.`,
 				dirs = append(dirs, abs)
 			}
 			o := doctor.Options{Directories: dirs, PasswordSource: f.passwordSource, ProcessTable: procview.System, UID: os.Getuid()}
+			if rec, err := procview.DefaultRecord(); err == nil {
+				o.Record = &rec
+			}
 			if f.statusAddr != "" {
 				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
 			}

@@ -245,8 +245,10 @@ func (p *procWatch) info() *reconnect.Processes {
 		p.orphans = p.findOrphans()
 	}
 	out.Orphans = p.orphans
-	if len(out.Orphans) > 0 {
-		out.Fix = "mcp-reconnect doctor --reap"
+	for _, o := range out.Orphans {
+		if o.Proven {
+			out.Fix = "mcp-reconnect doctor --reap"
+		}
 	}
 	return out
 }
@@ -261,12 +263,12 @@ func (p *procWatch) findOrphans() []reconnect.OrphanProcess {
 	}
 	var out []reconnect.OrphanProcess
 	for _, o := range found {
-		if !o.Parentage.Proves() {
-			// A child of another OpenCode that runs (a second TUI) may be
-			// its live server: doctor --reap would not end it either.
+		if o.Parentage == procview.ChildOfOtherOpenCode {
+			// A child of another OpenCode that runs (a second TUI) is its
+			// live server, not something left over.
 			continue
 		}
-		op := reconnect.OrphanProcess{PID: o.PID, PPID: o.PPID, Cwd: o.Cwd, Command: o.Command, Why: o.Parentage.String()}
+		op := reconnect.OrphanProcess{PID: o.PID, PPID: o.PPID, Cwd: o.Cwd, Command: o.Command, Proven: o.Evidence.Proven(), Why: o.Why}
 		for _, k := range o.Servers {
 			op.Servers = append(op.Servers, k.Directory+": "+k.Name)
 		}

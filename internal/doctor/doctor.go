@@ -194,6 +194,10 @@ type Options struct {
 	// Daemons are further running daemons (the registry's) whose armed
 	// directories the process checks read the config of, as Daemon's.
 	Daemons []*statusapi.Client
+	// Record, when set, is where the daemons wrote the MCP processes
+	// they saw under live OpenCode processes (procview.DefaultRecord):
+	// the evidence that proves an orphan after its OpenCode is gone.
+	Record *procview.Record
 
 	// localConfig reads the MCP servers configured for a directory:
 	// opencode.LocalMCPConfig (the files OpenCode reads) unless a test

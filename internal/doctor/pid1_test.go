@@ -27,8 +27,8 @@ func TestLiveChildrenOfOpenCodeAsPID1AreNotOrphans(t *testing.T) {
 	o.ProcessTable = func() (procview.Table, error) { return procview.ProcFS(root) }
 	f, checks := FindProcesses(context.Background(), o)
 	for _, orphan := range f.Orphans {
-		if orphan.Parentage.Proves() {
-			t.Errorf("pid %d, a live server of OpenCode (pid 1), listed as a proven orphan (%s)\n%s", orphan.PID, orphan.Parentage, describe(checks))
+		if orphan.Evidence.Proven() {
+			t.Errorf("pid %d, a live server of OpenCode (pid 1), listed as a proven orphan (%s)\n%s", orphan.PID, orphan.Why, describe(checks))
 		}
 	}
 	fr := &fakeReap{}

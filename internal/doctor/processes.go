@@ -13,14 +13,17 @@ import (
 )
 
 // The process checks find, on this machine and for this user, MCP
-// processes that look orphaned (their OpenCode is gone) and servers that
-// run twice under one live OpenCode. They need neither a daemon nor
+// processes left over by an OpenCode that is gone (proven by the record
+// the daemons keep, by the process group or by OPENCODE_PID: see
+// procview's Orphans; without proof they are only "possibly left over"
+// and never reaped) and servers that run twice under one live OpenCode. They need neither a daemon nor
 // OpenCode: the case that matters most is an OpenCode that was killed,
 // whose stdio child lives on. So the configured local servers are read
 // from the config files OpenCode reads (opencode.LocalMCPConfig), never
 // asked of OpenCode, in every directory where one may have been started:
 //
-//   - each --directory, and each directory a running daemon has armed;
+//   - each --directory, each directory a running daemon has armed, and
+//     each directory of a server the record saw;
 //   - the working directory of every process of this user that init or
 //     systemd adopted (OpenCode starts a local server with the directory
 //     as its cwd, so an orphan names its own directory);
@@ -38,7 +41,8 @@ const ReapFix = "mcp-reconnect doctor --reap"
 type Found struct {
 	// Orphans are this user's processes running the command of a
 	// configured local server whose parent is init, a subreaper or an
-	// OpenCode of another user.
+	// OpenCode that is not watched, each with its evidence: only the
+	// proven ones are reaped.
 	Orphans []procview.Orphan
 	// Duplicates are servers with more live children than one under a
 	// live OpenCode of this user.
@@ -111,6 +115,17 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	for _, d := range armedDirectories(ctx, o) {
 		dirs.add(d)
 	}
+	var record []procview.Sightings
+	if o.Record != nil {
+		if all, err := o.Record.Load(); err == nil {
+			record = o.Record.Prune(t, all)
+		}
+	}
+	for _, r := range record {
+		for _, x := range r.Seen {
+			dirs.add(x.Directory)
+		}
+	}
 	byPID := make(map[int]procview.Process, len(all))
 	for _, p := range all {
 		byPID[p.PID] = p
@@ -141,7 +156,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			dirs.add(full.Cwd)
 		}
 	}
-	f := Found{table: t, scope: procview.Scope{UID: o.UID}}
+	f := Found{table: t, scope: procview.Scope{UID: o.UID, Record: record}}
 	for _, oc := range openCodes {
 		f.OpenCodes = append(f.OpenCodes, oc.PID)
 		dirs.add(oc.Cwd)
@@ -224,13 +239,15 @@ func (f Found) checks(servers, dirs int) []Check {
 	var checks []Check
 	proven := 0
 	for _, o := range f.Orphans {
-		detail := fmt.Sprintf("%s (cwd %s; parent %d %s: %s; runs the command of %s)", o.Command, o.Cwd, o.PPID, o.ParentComm, o.Parentage, keyList(o.Servers))
-		if o.Parentage.Proves() {
+		name := fmt.Sprintf("orphan pid %d", o.PID)
+		detail := fmt.Sprintf("%s (cwd %s; parent %d %s: %s; runs the command of %s): %s", o.Command, o.Cwd, o.PPID, o.ParentComm, o.Parentage, keyList(o.Servers), o.Why)
+		if o.Evidence.Proven() {
 			proven++
 		} else {
-			detail += "; not provably an orphan (that OpenCode may still use it): left to you, never reaped"
+			name = fmt.Sprintf("possibly left over pid %d", o.PID)
+			detail += "; not proven an orphan, so never reaped: end it yourself if it is one"
 		}
-		checks = append(checks, Check{Warn, fmt.Sprintf("orphan pid %d", o.PID), detail})
+		checks = append(checks, Check{Warn, name, detail})
 	}
 	if proven > 0 {
 		checks = append(checks, Check{Warn, "orphans", fmt.Sprintf("%d orphaned MCP %s: end %s with %s (it asks before each one)",

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
@@ -35,9 +36,9 @@ func TestFindProcesses(t *testing.T) {
 		t.Errorf("OpenCode processes %v", f.OpenCodes)
 	}
 	want := []string{
-		`warn orphan pid 3000: node srv.js --api-key *** (cwd /home/ana/my projéct; parent 1 systemd: reparented to init; runs the command of /home/ana/my projéct: a)`,
-		`warn orphan pid 3001: python3 -m srvc --header 'Authorization: ***' (cwd /home/ana/other dir; parent 900 systemd: reparented to a subreaper; runs the command of /home/ana/other dir: c)`,
-		`warn orphan pid 5001: node srv.js --api-key *** (cwd /home/ana/my projéct; parent 5000 opencode: child of an OpenCode that is not watched; runs the command of /home/ana/my projéct: a); not provably an orphan (that OpenCode may still use it): left to you, never reaped`,
+		`warn orphan pid 3000: node srv.js --api-key *** (cwd /home/ana/my projéct; parent 1 systemd: reparented to init; runs the command of /home/ana/my projéct: a): started by OpenCode pid 1400 (its OPENCODE_PID and its process group), which is gone`,
+		`warn orphan pid 3001: python3 -m srvc --header 'Authorization: ***' (cwd /home/ana/other dir; parent 900 systemd: reparented to a subreaper; runs the command of /home/ana/other dir: c): seen serving c under OpenCode pid 1500 (started ` + time.Unix(1796110733+400, 0).Format(time.DateTime) + `), which is gone`,
+		`warn possibly left over pid 5001: node srv.js --api-key *** (cwd /home/ana/my projéct; parent 5000 opencode: child of an OpenCode that is not watched; runs the command of /home/ana/my projéct: a): its OpenCode still runs; not proven an orphan, so never reaped: end it yourself if it is one`,
 		`warn orphans: 2 orphaned MCP processes: end them with mcp-reconnect doctor --reap (it asks before each one)`,
 		`warn /home/ana/my projéct: a: 2 processes of one server under OpenCode pid 2000: pids 2100 and 2101, the newer; restart OpenCode, or end the older with kill 2100; command node srv.js --api-key ***`,
 		`warn /home/ana/third dir: a: 2 processes of one server under OpenCode pid 4000: pids 4002 and 4003, the newer; restart OpenCode, or end the older with kill 4002; command node srv.js --api-key ***`,

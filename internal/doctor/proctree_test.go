@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
@@ -21,9 +22,12 @@ import (
 //     commands (no server's: no duplicate);
 //   - the npm package's node wrapper (4000) around the native binary
 //     (4001), whose server in "/home/ana/third dir" runs twice;
-//   - orphans: her project's server adopted by init (3000), and another
-//     directory's adopted by systemd --user (3001), a directory no flag
-//     and no daemon names: its cwd does;
+//   - orphans of two OpenCode processes that were SIGKILLed: her
+//     project's server adopted by init (3000), left by 1400 and proven
+//     by its OPENCODE_PID and its process group, and another directory's
+//     adopted by systemd --user (3001), a directory no flag and no daemon
+//     names (its cwd does), left by 1500 and proven by the record a
+//     daemon kept (anaRecord);
 //   - a child of bo's OpenCode (5001) running her server: listed, never
 //     reaped;
 //   - not orphans: bo's copy of the server (3002), one she runs from her
@@ -46,11 +50,15 @@ var (
 
 type fakeProc struct {
 	PID, PPID, UID int
+	PGID           int // PPID unless set
 	State          string
 	Start          uint64
 	Comm           string
 	Argv           []string
 	Cwd            string
+	// Env, when set, is written as the environ file (only what a test
+	// needs: OPENCODE_PID).
+	Env []string
 }
 
 func anaProcs() []fakeProc {
@@ -64,8 +72,8 @@ func anaProcs() []fakeProc {
 		{PID: 2102, PPID: 2000, UID: ana, Start: 81001, Argv: srvB, Cwd: proj, Comm: "srvb"},
 		{PID: 2103, PPID: 2000, UID: ana, Start: 96000, Argv: tool, Cwd: proj},
 		{PID: 2104, PPID: 2000, UID: ana, Start: 96001, Argv: tool, Cwd: proj},
-		{PID: 3000, PPID: 1, UID: ana, Start: 50000, Argv: srvA, Cwd: proj},
-		{PID: 3001, PPID: 900, UID: ana, Start: 50001, Argv: srvC, Cwd: otherDir},
+		{PID: 3000, PPID: 1, PGID: 1400, UID: ana, Start: 50000, Argv: srvA, Cwd: proj, Env: []string{"OPENCODE_PID=1400"}},
+		{PID: 3001, PPID: 900, PGID: 1500, UID: ana, Start: 50001, Argv: srvC, Cwd: otherDir},
 		{PID: 3002, PPID: 1, UID: bo, Start: 50002, Argv: srvA, Cwd: proj},
 		{PID: 3003, PPID: 1000, UID: ana, Start: 50003, Argv: srvA, Cwd: proj},
 		{PID: 3004, PPID: 1, UID: ana, Start: 50004, Argv: []string{"sleep", "600"}, Cwd: proj},
@@ -114,7 +122,11 @@ func writeTree(t testing.TB, root string, procs []fakeProc) {
 		if comm == "" {
 			comm = filepath.Base(p.Argv[0])
 		}
-		stat := fmt.Sprintf("%d (%s) %s %d %d %d 0 -1 4194304 639 0 0 0 0 0 0 0 20 0 1 0 %d 1828069376 2486\n", p.PID, comm, state, p.PPID, p.PPID, p.PPID, p.Start)
+		pgid := p.PGID
+		if pgid == 0 {
+			pgid = p.PPID
+		}
+		stat := fmt.Sprintf("%d (%s) %s %d %d %d 0 -1 4194304 639 0 0 0 0 0 0 0 20 0 1 0 %d 1828069376 2486\n", p.PID, comm, state, p.PPID, pgid, pgid, p.Start)
 		must(t, os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644))
 		status := fmt.Sprintf("Name:\t%s\nState:\t%s\nTgid:\t%d\nPid:\t%d\nPPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", comm, state, p.PID, p.PID, p.PPID, p.UID, p.UID, p.UID, p.UID)
 		must(t, os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644))
@@ -124,6 +136,9 @@ func writeTree(t testing.TB, root string, procs []fakeProc) {
 			must(t, os.Symlink(p.Cwd, filepath.Join(dir, "cwd")))
 		}
 		must(t, os.WriteFile(filepath.Join(dir, "cmdline"), []byte(cmdline), 0o644))
+		if p.Env != nil {
+			must(t, os.WriteFile(filepath.Join(dir, "environ"), []byte(strings.Join(p.Env, "\x00")+"\x00"), 0o600))
+		}
 		var list []byte
 		for _, c := range kids[p.PID] {
 			list = append(strconv.AppendInt(list, int64(c), 10), ' ')
@@ -140,7 +155,8 @@ func must(t testing.TB, err error) {
 }
 
 // anaOptions are doctor's options on ana's machine: her project named
-// with --directory, no daemon.
+// with --directory, no daemon, and the record a daemon kept while
+// OpenCode 1500 lived.
 func anaOptions(t testing.TB) Options {
 	root := t.TempDir()
 	writeTree(t, root, anaProcs())
@@ -148,6 +164,20 @@ func anaOptions(t testing.TB) Options {
 		Directories:  []string{proj},
 		ProcessTable: func() (procview.Table, error) { return procview.ProcFS(root) },
 		UID:          ana,
+		Record:       anaRecord(t),
 		localConfig:  anaConfig,
 	}
+}
+
+// anaRecord is what a daemon saw under OpenCode 1500 before it was
+// SIGKILLed: 3001 serving otherDir's c (a v2-line OpenCode leaves nothing
+// in its children's environment: the record is the evidence there).
+func anaRecord(t testing.TB) *procview.Record {
+	r := &procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
+	boot := time.Unix(1796110733, 0)
+	oc := procview.Ident{PID: 1500, Birth: 40000, Start: boot.Add(400 * time.Second), PGID: 1500}
+	must(t, r.Save(procview.Sightings{OpenCode: oc, Seen: []procview.Sighting{
+		{Ident: procview.Ident{PID: 3001, Birth: 50001, Start: boot.Add(50001 * 10 * time.Millisecond), PGID: 1500}, Parent: oc, Directory: otherDir, Server: "c"},
+	}}))
+	return r
 }

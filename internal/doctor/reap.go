@@ -46,11 +46,12 @@ func (ro ReapOptions) Allowed() error {
 	return nil
 }
 
-// Reap ends the orphans FindProcesses found whose parentage proves them
-// orphans (this user's, adopted by init or a subreaper), asking before
-// each one unless ro.Yes; procview.Reaper checks each again right before
-// every signal. Others are left and said so. It fails when an orphan
-// could not be ended.
+// Reap ends the orphans FindProcesses found that evidence proves left
+// over by an OpenCode now gone (this user's; see procview's Orphans), with
+// what runs below each, asking before each one unless ro.Yes;
+// procview.Reaper checks each process again right before every signal.
+// The possibly left over ones are left, and said so. It fails when an
+// orphan could not be ended.
 func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 	if err := ro.Allowed(); err != nil {
 		return err
@@ -92,8 +93,8 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 	failed := 0
 	for _, o := range f.Orphans {
 		what := fmt.Sprintf("pid %d (%s)", o.PID, termsafe.Line(o.Command))
-		if !o.Parentage.Proves() {
-			fmt.Fprintf(report, "left %s: %s (parent %d %s): not provably an orphan, so not reaped\n", what, o.Parentage, o.PPID, termsafe.Line(o.ParentComm))
+		if !o.Evidence.Proven() {
+			fmt.Fprintf(report, "left %s: possibly left over, not proven an orphan (%s), so not reaped\n", what, termsafe.Line(o.Why))
 			continue
 		}
 		res, err := reap(ctx, r, o)

@@ -121,3 +121,34 @@ func parseVnodePathInfo(buf []byte) (string, error) {
 	}
 	return string(path[:i]), nil
 }
+
+// procArgs2Env finds the variable name in a KERN_PROCARGS2 buffer: the
+// environment follows the arguments there. Only that one variable is
+// ever taken out of it.
+func procArgs2Env(buf []byte, name string) (string, bool, error) {
+	if len(buf) < 4 {
+		return "", false, errArgs
+	}
+	argc := int(int32(binary.LittleEndian.Uint32(buf)))
+	if argc < 0 || argc > len(buf) {
+		return "", false, errArgs
+	}
+	rest := buf[4:]
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return "", false, errArgs
+	}
+	rest = rest[i:]
+	for len(rest) > 0 && rest[0] == 0 {
+		rest = rest[1:]
+	}
+	for range argc {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return "", false, errArgs
+		}
+		rest = rest[i+1:]
+	}
+	v, ok, err := findEnv(bytes.NewReader(rest), name)
+	return v, ok, err
+}

@@ -161,10 +161,12 @@ type memTable struct {
 	// missing a child while the tree changes).
 	hidden map[int]bool
 	reads  int
+	// env holds what Env reads: a process's OPENCODE_PID, say.
+	env map[int]map[string]string
 }
 
 func newMemTable(ps ...Process) *memTable {
-	m := &memTable{procs: map[int]Process{}, hidden: map[int]bool{}}
+	m := &memTable{procs: map[int]Process{}, hidden: map[int]bool{}, env: map[int]map[string]string{}}
 	for _, p := range ps {
 		m.put(p)
 	}
@@ -235,4 +237,24 @@ func (m *memTable) Children(pid int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// setEnv sets one variable of pid's environment.
+func (m *memTable) setEnv(pid int, name, value string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.env[pid] == nil {
+		m.env[pid] = map[string]string{}
+	}
+	m.env[pid][name] = value
+}
+
+func (m *memTable) Env(pid int, name string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.procs[pid]; !ok {
+		return "", false, ErrGone
+	}
+	v, ok := m.env[pid][name]
+	return v, ok, nil
 }

@@ -4,19 +4,45 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// Parentage says why a process looks orphaned.
+// An orphan is an MCP process that an OpenCode started and left behind
+// when it died. Who its parent is now proves nothing: a process whose
+// parent exits is adopted by init (or the nearest subreaper), like every
+// daemon, user service, nohup or setsid job on the machine. What proves
+// it is evidence that an OpenCode started it, and that this OpenCode is
+// gone (../shared/docs/opencode-facts.md, "What OpenCode leaves on its MCP
+// children"):
+//
+//   - the record: a daemon saw this very process (pid and start time)
+//     serve a server under an OpenCode process, and that process is gone
+//     (Record);
+//   - the group: it is still in the process group that a recorded
+//     OpenCode led (OpenCode's children inherit its group; a service,
+//     setsid or nohup job leads its own or its starter's), and that
+//     OpenCode is gone;
+//   - the environment: OPENCODE_PID in it names OpenCode's pid (1.14 and
+//     later put it in every child's environment), it is still in the
+//     group that pid led, and no process has that pid any more (a pid is
+//     not handed out again while a group of that id exists).
+//
+// A process that runs a configured server's command with none of these
+// is at most "possibly left over": listed with why it is not proven,
+// never signalled.
+
+// Parentage says who adopted a process that looks left over.
 type Parentage int
 
 const (
-	// ReparentedToInit: its parent exited and pid 1 (init, launchd)
-	// adopted it. Proof of an orphan.
+	// ReparentedToInit: its parent is pid 1 (init, launchd). Every
+	// daemon's parent is: no proof by itself.
 	ReparentedToInit Parentage = iota + 1
-	// ReparentedToSubreaper: its parent exited and a child subreaper
-	// (systemd --user, or one the caller names) adopted it. Proof of an
-	// orphan.
+	// ReparentedToSubreaper: its parent is a child subreaper (systemd
+	// --user, or one the caller names), or it was seen under an OpenCode
+	// that is gone and has another parent now.
 	ReparentedToSubreaper
 	// ChildOfOtherOpenCode: its parent is an OpenCode process, but not
 	// one the daemon watches. It may be that OpenCode's live server: it
@@ -36,16 +62,49 @@ func (p Parentage) String() string {
 	return fmt.Sprintf("Parentage(%d)", int(p))
 }
 
-// Proves reports whether the parentage proves the process an orphan.
-func (p Parentage) Proves() bool { return p == ReparentedToInit || p == ReparentedToSubreaper }
+// Evidence says what proves that an OpenCode, now gone, started a
+// process.
+type Evidence int
 
-// Orphan is a process of this user that runs the command of a configured
-// local server and looks orphaned.
+const (
+	// Unproven: nothing shows that an OpenCode started it.
+	Unproven Evidence = iota
+	// SeenUnderOpenCode: the record holds this very process serving a
+	// server under an OpenCode process that is gone.
+	SeenUnderOpenCode
+	// GroupOfGoneOpenCode: it is in the process group a recorded
+	// OpenCode led, and that OpenCode is gone.
+	GroupOfGoneOpenCode
+	// EnvOfGoneOpenCode: its OPENCODE_PID names the leader of its
+	// process group, and no process has that pid any more.
+	EnvOfGoneOpenCode
+)
+
+// Proven reports whether e proves an orphan.
+func (e Evidence) Proven() bool { return e != Unproven }
+
+func (e Evidence) String() string {
+	switch e {
+	case Unproven:
+		return "not proven"
+	case SeenUnderOpenCode:
+		return "seen under an OpenCode that is gone"
+	case GroupOfGoneOpenCode:
+		return "in the process group of an OpenCode that is gone"
+	case EnvOfGoneOpenCode:
+		return "started by an OpenCode that is gone (OPENCODE_PID)"
+	}
+	return fmt.Sprintf("Evidence(%d)", int(e))
+}
+
+// Orphan is a process of this user that runs a configured local server
+// (or was seen serving one) and looks left over by an OpenCode.
 type Orphan struct {
-	// PID, Start and Birth identify it.
+	// PID, Start and Birth identify it; PGID is its process group.
 	PID   int
 	Start time.Time
 	Birth uint64
+	PGID  int
 	// PPID is its parent now, and ParentComm that parent's name.
 	PPID       int
 	ParentComm string
@@ -55,13 +114,20 @@ type Orphan struct {
 	Cwd string
 	// Command is its command line with secrets masked: safe to show.
 	Command string
-	// Parentage says why it looks orphaned; Parentage.Proves tells
-	// whether Reap may end it.
+	// Parentage says who adopted it.
 	Parentage Parentage
+	// Evidence says what proves it an orphan (Evidence.Proven), and Why
+	// says it in words: the proof, or what is missing for one. Only a
+	// proven orphan is ever signalled.
+	Evidence Evidence
+	Why      string
 	// Servers are the configured servers it runs the command of: those
 	// started in its working directory if any, else every server with
-	// that command.
+	// that command (or the one it was seen serving).
 	Servers []Key
+	// Below are the processes below it when it was listed (an npx's
+	// shell and node, a shell's server): Reap ends them with it.
+	Below []Ident
 
 	cmd *command // the raw argv, for the check before a signal
 }
@@ -78,10 +144,14 @@ type Scope struct {
 	// daemon that made itself one, say). A parent named systemd is one
 	// already (the user's service manager is a subreaper).
 	Subreapers []int
+	// Record is what the daemons saw under live OpenCode processes
+	// (Record.Load): the strongest evidence.
+	Record []Sightings
 }
 
-// parentage classifies p's parent; 0 for a parent that is neither.
-func (s Scope) parentage(p Process, parent Process, parentKnown bool, isOpenCode func(Process) bool) Parentage {
+// adoption classifies p's parent: who adopted it, or 0 for a parent that
+// adopts nothing (an ordinary live process) or a watched OpenCode.
+func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode func(Process) bool) Parentage {
 	switch {
 	case slices.Contains(s.Watched, p.PPID):
 		return 0 // pid 1 too: OpenCode as a container's first process
@@ -101,11 +171,68 @@ func (s Scope) parentage(p Process, parent Process, parentKnown bool, isOpenCode
 	return 0
 }
 
-// Orphans lists the processes of s.UID that run the command of one of
-// servers and whose parent is init, a subreaper, or an OpenCode process
-// that is not watched. Zombies are left out: they are already dead.
-// It reads the whole process table: a few milliseconds per thousand
-// processes, for status and doctor, not for every scan.
+// sighting finds p in the record: the sighting of this very process, and
+// the OpenCode it was seen under.
+func (s Scope) sighting(p Process) (Sighting, bool) {
+	for _, r := range s.Record {
+		for _, x := range r.Seen {
+			if x.is(p) {
+				return x, true
+			}
+		}
+	}
+	return Sighting{}, false
+}
+
+// prove says what proves that p, a process of this user that looks left
+// over, was started by an OpenCode that is gone: the evidence, and its
+// words (or, unproven, what is missing).
+func (s Scope) prove(t Table, p Process) (Evidence, string) {
+	if x, ok := s.sighting(p); ok {
+		if x.Parent.alive(t) {
+			return Unproven, fmt.Sprintf("seen serving %s under OpenCode pid %d, which still runs", x.Server, x.Parent.PID)
+		}
+		return SeenUnderOpenCode, fmt.Sprintf("seen serving %s under OpenCode pid %d (started %s), which is gone", x.Server, x.Parent.PID, x.Parent.Start.Format(time.DateTime))
+	}
+	for _, r := range s.Record {
+		oc := r.OpenCode
+		if p.PGID == oc.PGID && oc.PGID == oc.PID && !p.Start.Before(oc.Start) && !oc.alive(t) {
+			return GroupOfGoneOpenCode, fmt.Sprintf("in the process group of OpenCode pid %d (started %s), which is gone", oc.PID, oc.Start.Format(time.DateTime))
+		}
+	}
+	var missing []string
+	if v, ok := envOf(t, p.PID, "OPENCODE_PID"); ok {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n <= 1:
+			missing = append(missing, fmt.Sprintf("its OPENCODE_PID (%q) names no process", v))
+		case p.PGID != n:
+			missing = append(missing, fmt.Sprintf("its OPENCODE_PID names pid %d, but it left that process group (it is in group %d)", n, p.PGID))
+		default:
+			if _, err := t.Stat(n); errors.Is(err, ErrGone) {
+				return EnvOfGoneOpenCode, fmt.Sprintf("started by OpenCode pid %d (its OPENCODE_PID and its process group), which is gone", n)
+			}
+			return Unproven, fmt.Sprintf("started by OpenCode pid %d (its OPENCODE_PID), which still runs", n)
+		}
+	} else {
+		missing = append(missing, "its environment names no OpenCode")
+	}
+	if p.PGID == p.PID {
+		missing = append(missing, "it leads its own process group (as a service, setsid or nohup job does; OpenCode's children are in OpenCode's)")
+	} else {
+		missing = append(missing, fmt.Sprintf("its process group %d is no recorded OpenCode's", p.PGID))
+	}
+	return Unproven, "nothing shows that an OpenCode started it: no daemon saw it under one, " + strings.Join(missing, ", ")
+}
+
+// Orphans lists the processes of s.UID that look left over by an
+// OpenCode: they run the command of one of servers (or the record holds
+// them) and their parent is init, a subreaper, or an OpenCode process
+// that is not watched; each with its evidence. A process below another
+// one listed is listed with it (Orphan.Below), not on its own. Zombies are
+// left out: they are already dead. It reads the whole process table: a
+// few milliseconds per thousand processes, for status and doctor, not for
+// every scan.
 func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 	all, err := t.List()
 	if err != nil {
@@ -113,8 +240,10 @@ func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 	}
 	m := newMatcher(servers)
 	byPID := make(map[int]Process, len(all))
+	kids := map[int][]int{}
 	for _, p := range all {
 		byPID[p.PID] = p
+		kids[p.PPID] = append(kids[p.PPID], p.PID)
 	}
 	// The npm package's node wrapper runs the native binary as its
 	// child: the binary's children belong to the watched OpenCode too.
@@ -139,11 +268,15 @@ func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 	}
 	var out []Orphan
 	for _, p := range all {
-		if p.Zombie || p.PID == 1 {
+		if p.Zombie || p.PID == 1 || slices.Contains(s.Watched, p.PPID) {
 			continue
 		}
 		parent, ok := byPID[p.PPID]
-		why := s.parentage(p, parent, ok, isOpenCode)
+		why := s.adoption(p, parent, ok, isOpenCode)
+		seen, wasSeen := s.sighting(p)
+		if wasSeen && why == 0 && !seen.Parent.alive(t) {
+			why = ReparentedToSubreaper // adopted by a parent we did not know to adopt
+		}
 		if why == 0 {
 			continue
 		}
@@ -155,22 +288,59 @@ func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 		if len(keys) == 0 {
 			keys = m.runs(full)
 		}
+		if len(keys) == 0 && wasSeen {
+			keys = []Key{{seen.Directory, seen.Server}}
+		}
 		if len(keys) == 0 {
 			continue
 		}
-		out = append(out, Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PPID: full.PPID,
+		ev, because := Unproven, "its OpenCode still runs"
+		if why != ChildOfOtherOpenCode {
+			ev, because = s.prove(t, full)
+		}
+		o := Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
 			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv),
-			Parentage: why, Servers: keys, cmd: newCommand(full.Argv)})
+			Parentage: why, Evidence: ev, Why: because, Servers: keys, cmd: newCommand(full.Argv)}
+		o.Below = below(byPID, kids, full.PID)
+		out = append(out, o)
 	}
+	// A process below another listed one goes with it.
+	inside := map[int]bool{}
+	for _, o := range out {
+		for _, b := range o.Below {
+			inside[b.PID] = true
+		}
+	}
+	out = slices.DeleteFunc(out, func(o Orphan) bool { return inside[o.PID] })
 	slices.SortFunc(out, func(a, b Orphan) int { return a.PID - b.PID })
 	return out, nil
+}
+
+// maxBelow bounds the processes listed below one orphan.
+const maxBelow = 64
+
+// below lists the live processes under pid, breadth first.
+func below(byPID map[int]Process, kids map[int][]int, pid int) []Ident {
+	var out []Ident
+	queue := slices.Clone(kids[pid])
+	for len(queue) > 0 && len(out) < maxBelow {
+		c := queue[0]
+		queue = queue[1:]
+		p := byPID[c]
+		if p.Zombie {
+			continue
+		}
+		out = append(out, IdentOf(p))
+		queue = append(queue, kids[c]...)
+	}
+	return out
 }
 
 // Errors of Reap.
 var (
 	// ErrNotOrphan: the process no longer is (or never was) provably an
 	// orphan of this user: another user's, a new process with the same
-	// pid, adopted by a parent that proves nothing, or running another
+	// pid, its OpenCode back or no evidence left, or running another
 	// command.
 	ErrNotOrphan = errors.New("not provably an orphan")
 	// ErrDeclined: the confirm callback said no.
@@ -178,8 +348,9 @@ var (
 )
 
 // check verifies, right before a signal, that pid still is the orphan o
-// listed: the same process (pid and start time), this user's, alive, its
-// parentage still a proof, and the same command line.
+// listed: the same process (pid and start time), this user's, alive, not
+// a watched OpenCode's child, the same command line, and still proven an
+// orphan.
 func (s Scope) check(t Table, o Orphan) error {
 	p, err := t.Read(o.PID)
 	if err != nil {
@@ -194,17 +365,43 @@ func (s Scope) check(t Table, o Orphan) error {
 	if p.UID != s.UID || o.UID != s.UID {
 		return fmt.Errorf("procview: pid %d belongs to uid %d: %w", o.PID, p.UID, ErrNotOrphan)
 	}
-	var parent Process
-	parentKnown := false
-	if p.PPID != 1 && !slices.Contains(s.Subreapers, p.PPID) {
-		parent, err = t.Stat(p.PPID)
-		parentKnown = err == nil
-	}
-	if why := s.parentage(p, parent, parentKnown, func(Process) bool { return false }); !why.Proves() {
-		return fmt.Errorf("procview: pid %d has parent %d: %w", o.PID, p.PPID, ErrNotOrphan)
+	parent, err := t.Read(p.PPID)
+	switch s.adoption(p, parent, err == nil, IsOpenCode) {
+	case ChildOfOtherOpenCode:
+		return fmt.Errorf("procview: pid %d is a child of OpenCode pid %d: %w", o.PID, p.PPID, ErrNotOrphan)
+	case 0:
+		// Its parent adopts nothing (or is the watched OpenCode): only a
+		// process seen under an OpenCode that is gone may have such a
+		// parent (one that made itself a subreaper).
+		if x, ok := s.sighting(p); !ok || x.Parent.alive(t) {
+			return fmt.Errorf("procview: pid %d has parent %d: %w", o.PID, p.PPID, ErrNotOrphan)
+		}
 	}
 	if o.cmd == nil || !slices.Equal(p.Argv, o.cmd.argv) {
 		return fmt.Errorf("procview: pid %d runs another command now: %w", o.PID, ErrNotOrphan)
+	}
+	if ev, why := s.prove(t, p); !ev.Proven() {
+		return fmt.Errorf("procview: pid %d: %s: %w", o.PID, why, ErrNotOrphan)
+	}
+	return nil
+}
+
+// checkBelow verifies, right before a signal, that a process listed below
+// a proven orphan is still that process, this user's and alive: it was
+// in the orphan's tree, and pid and start time name it alone.
+func (s Scope) checkBelow(t Table, id Ident) error {
+	p, err := t.Read(id.PID)
+	if err != nil {
+		return err
+	}
+	if !id.is(p) {
+		return fmt.Errorf("procview: pid %d is another process now: %w", id.PID, ErrNotOrphan)
+	}
+	if p.Zombie {
+		return fmt.Errorf("procview: pid %d has exited: %w", id.PID, ErrGone)
+	}
+	if p.UID != s.UID {
+		return fmt.Errorf("procview: pid %d belongs to uid %d: %w", id.PID, p.UID, ErrNotOrphan)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ package procview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,7 +20,11 @@ import (
 // A real orphan: a sleep whose parent shell exited, adopted by this test
 // process (made a subreaper, so the test does not depend on who adopts
 // orphans on this machine), found by Orphans and ended by Reap through a
-// pidfd; nothing else is touched.
+// pidfd; nothing else is touched. The shell plays OpenCode 1.14 or later:
+// it leads its process group and puts its pid in its child's environment
+// (OPENCODE_PID), which is the evidence. The same command started with
+// setsid, whose parent exited too, is no orphan: it leads its own group
+// and its environment names no OpenCode.
 func TestReapRealOrphan(t *testing.T) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Skipf("cannot become a subreaper: %v", err)
@@ -34,15 +39,25 @@ func TestReapRealOrphan(t *testing.T) {
 	keep.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	must(t, keep.Start())
 	defer func() { _ = syscall.Kill(-keep.Process.Pid, syscall.SIGKILL); _ = keep.Wait() }()
-	out, err := exec.Command("sh", "-c", "cd \"$1\" && sleep $2 >/dev/null 2>&1 & echo $!", "sh", dir, secs).Output()
+	opencode := exec.Command("sh", "-c", "cd \"$1\" && OPENCODE_PID=$$ sleep $2 >/dev/null 2>&1 & echo $!", "sh", dir, secs)
+	opencode.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := opencode.Output()
 	must(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	must(t, err)
+	service := exec.Command("sh", "-c", "cd \"$1\" && setsid sleep $2 >/dev/null 2>&1 & echo $!", "sh", dir, secs)
+	out, err = service.Output()
+	must(t, err)
+	servicePID, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	must(t, err)
 	defer func() {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		var ws unix.WaitStatus
-		_, _ = unix.Wait4(pid, &ws, 0, nil)
+		for _, p := range []int{pid, servicePID} {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(p, &ws, 0, nil)
+		}
 	}()
+	waitSetsid(t, servicePID)
 
 	tab, err := System()
 	must(t, err)
@@ -51,14 +66,47 @@ func TestReapRealOrphan(t *testing.T) {
 	// The shell has exited (Output waited for it): the sleep was adopted then.
 	orphans, err := Orphans(tab, servers, scope)
 	must(t, err)
-	if len(orphans) != 1 || orphans[0].PID != pid || orphans[0].Parentage != ReparentedToSubreaper || orphans[0].Cwd != physical(dir) {
-		t.Fatalf("orphans %+v, want the sleep %d", orphans, pid)
+	var orphan, leftover Orphan
+	for _, o := range orphans {
+		switch o.PID {
+		case pid:
+			orphan = o
+		case servicePID:
+			leftover = o
+		}
 	}
-	res, err := Reaper{Table: tab, Scope: scope, Grace: 10 * time.Second}.Reap(context.Background(), orphans[0])
+	if len(orphans) != 2 || orphan.Evidence != EnvOfGoneOpenCode || orphan.Parentage != ReparentedToSubreaper || orphan.Cwd != physical(dir) {
+		t.Fatalf("orphans %+v, want the sleep %d proven by its OPENCODE_PID", orphans, pid)
+	}
+	if leftover.Evidence.Proven() || !strings.Contains(leftover.Why, "leads its own process group") {
+		t.Fatalf("the setsid sleep %d: %+v", servicePID, leftover)
+	}
+	r := Reaper{Table: tab, Scope: scope, Grace: 10 * time.Second}
+	if _, err := r.Reap(context.Background(), leftover); !errors.Is(err, ErrNotOrphan) {
+		t.Fatalf("reap of the setsid sleep = %v", err)
+	}
+	res, err := r.Reap(context.Background(), orphan)
 	if err != nil || res.Signal != syscall.SIGTERM {
 		t.Fatalf("reap = %+v, %v", res, err)
 	}
-	if p, err := tab.Stat(keep.Process.Pid); err != nil || p.Zombie {
-		t.Fatalf("the shell that was not an orphan: %+v %v", p, err)
+	for _, p := range []int{keep.Process.Pid, servicePID} {
+		if p, err := tab.Stat(p); err != nil || p.Zombie {
+			t.Fatalf("pid %d, not an orphan: %+v %v", p.PID, p, err)
+		}
 	}
+}
+
+// waitSetsid waits until pid has left its starter's session (setsid
+// forks and execs: the pid printed is setsid's, which becomes the sleep).
+func waitSetsid(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil && strings.TrimSpace(string(b)) == "sleep" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d never became the sleep", pid)
 }

@@ -14,26 +14,37 @@ import (
 )
 
 // The synthetic machine's orphans: the ones init and systemd --user
-// adopted (provably orphans), and the child of an OpenCode nobody
-// watches (listed, never reaped); not another user's process, not one
-// ana runs from her shell, not a zombie, not the watched OpenCode's.
+// adopted, and the child of an OpenCode nobody watches (listed, never
+// reaped); not another user's process, not one ana runs from her shell,
+// not a zombie, not the watched OpenCode's. Of the adopted ones, only the
+// one the record holds (seen under an OpenCode that is gone) is proven:
+// the other is in the group of its parent, systemd --user, like a user
+// service.
 func TestOrphansSynthetic(t *testing.T) {
 	pt := openTable(t, filepath.Join("testdata", "synthetic"))
-	got, err := Orphans(pt, syntheticServers(), Scope{UID: ana, Watched: []int{2000}})
+	boot := time.Unix(bootTime, 0)
+	gone := Ident{PID: 1500, Birth: 40000, Start: boot.Add(400 * time.Second), PGID: 1500}
+	record := []Sightings{{OpenCode: gone, Seen: []Sighting{
+		{Ident: Ident{PID: 3000, Birth: 50000, Start: boot.Add(500 * time.Second), PGID: 1}, Parent: gone, Directory: project, Server: "my server"},
+	}}}
+	got, err := Orphans(pt, syntheticServers(), Scope{UID: ana, Watched: []int{2000}, Record: record})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
 	for _, o := range got {
-		lines = append(lines, fmt.Sprintf("%d %v proves=%v %v %s", o.PID, o.Parentage, o.Parentage.Proves(), o.Servers, o.Command))
+		lines = append(lines, fmt.Sprintf("%d %v, %v: %v %s", o.PID, o.Parentage, o.Evidence, o.Servers, o.Command))
 	}
 	want := []string{
-		"3000 reparented to init proves=true [{/home/ana/my projéct my server}] node srv.js --name 'café au lait'",
-		"3001 reparented to a subreaper proves=true [{/home/ana/other dir gh}] node /usr/bin/npx -y @modelcontextprotocol/server-github",
-		"4001 child of an OpenCode that is not watched proves=false [{/home/ana/my projéct my server}] node srv.js --name 'café au lait'",
+		"3000 reparented to init, seen under an OpenCode that is gone: [{/home/ana/my projéct my server}] node srv.js --name 'café au lait'",
+		"3001 reparented to a subreaper, not proven: [{/home/ana/other dir gh}] node /usr/bin/npx -y @modelcontextprotocol/server-github",
+		"4001 child of an OpenCode that is not watched, not proven: [{/home/ana/my projéct my server}] node srv.js --name 'café au lait'",
 	}
 	if !slices.Equal(lines, want) {
 		t.Fatalf("orphans\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if why := got[1].Why; !strings.Contains(why, "no daemon saw it") || !strings.Contains(why, "process group 900") {
+		t.Errorf("why 3001 is not proven: %q", why)
 	}
 }
 
@@ -49,16 +60,18 @@ func TestOrphanElsewhereMatchesByCommand(t *testing.T) {
 	}
 }
 
-// simpleOrphanTable holds one orphan, 3000, adopted by init, and what
-// Orphans lists for it.
+// simpleOrphanTable holds one orphan, 3000, adopted by init, left by
+// OpenCode 2000 (gone): still in the group 2000 led, with OPENCODE_PID
+// naming it; and what Orphans lists for it.
 func simpleOrphanTable() (*memTable, Orphan) {
 	boot := time.Unix(bootTime, 0)
 	tab := newMemTable(
 		Process{PID: 1, PPID: 0, UID: 0, Birth: 1, Start: boot, Comm: "init", Argv: []string{"/sbin/init"}, Cwd: "/"},
-		Process{PID: 3000, PPID: 1, UID: ana, Birth: 3000, Start: boot.Add(time.Minute), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
+		Process{PID: 3000, PPID: 1, PGID: 2000, UID: ana, Birth: 3000, Start: boot.Add(time.Minute), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 	)
+	tab.setEnv(3000, "OPENCODE_PID", "2000")
 	got, err := Orphans(tab, simpleServers(), Scope{UID: ana})
-	if err != nil || len(got) != 1 {
+	if err != nil || len(got) != 1 || got[0].Evidence != EnvOfGoneOpenCode {
 		panic(fmt.Sprint(got, err))
 	}
 	return tab, got[0]
@@ -136,6 +149,11 @@ func TestReapRefuses(t *testing.T) {
 			m.put(Process{PID: 88, PPID: 1, Comm: "opencode", Birth: 88})
 			m.update(3000, func(p *Process) { p.PPID = 88 })
 		},
+		"its opencode is back": func(m *memTable) {
+			m.put(Process{PID: 2000, PPID: 1, PGID: 2000, Comm: "opencode", Birth: 2000})
+		},
+		"it left the group": func(m *memTable) { m.update(3000, func(p *Process) { p.PGID = 3000 }) },
+		"no evidence left":  func(m *memTable) { m.setEnv(3000, "OPENCODE_PID", "") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

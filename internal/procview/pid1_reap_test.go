@@ -7,12 +7,10 @@ import (
 	"time"
 )
 
-// (Found by the fifth review.) (issue 16: reap only processes "whose parentage proves they
-// are orphans"). Parent 1 is taken as proof whatever pid 1 is; in a
-// container pid 1 is often OpenCode itself, and its live MCP servers
-// have parent 1. Orphans lists them as "reparented to init" even when the
-// caller says pid 1 is the OpenCode it watches, and the Reaper's last
-// check before the signal lets SIGTERM through.
+// In a container pid 1 is often OpenCode itself, and its live MCP
+// servers have parent 1: when the caller says pid 1 is the OpenCode it
+// watches, they are no orphans, and the Reaper's last check before the
+// signal lets nothing through.
 func TestReaperSparesTheLiveServerOfOpenCodeAsPID1(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boot := time.Unix(bootTime, 0)
@@ -26,8 +24,8 @@ func TestReaperSparesTheLiveServerOfOpenCodeAsPID1(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, o := range got {
-			if o.Parentage.Proves() {
-				t.Errorf("pid %d, a live server of the watched OpenCode (pid 1), listed as %s", o.PID, o.Parentage)
+			if o.Evidence.Proven() {
+				t.Errorf("pid %d, a live server of the watched OpenCode (pid 1), proven an orphan: %s", o.PID, o.Why)
 			}
 		}
 		if len(got) == 0 {

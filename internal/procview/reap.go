@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -12,8 +13,8 @@ import (
 type Reaper struct {
 	// Table reads the process table (System()).
 	Table Table
-	// Scope is the user and the watched OpenCode processes; only that
-	// user's processes whose parentage proves them orphans are ended.
+	// Scope is the user, the watched OpenCode processes and the record;
+	// only that user's processes proven orphans are ended.
 	Scope Scope
 	// Grace is how long a SIGTERM has before SIGKILL (default 5s).
 	Grace time.Duration
@@ -28,19 +29,25 @@ type Reaper struct {
 
 // Reaped is how an orphan ended.
 type Reaped struct {
-	// Signal is the last signal sent: SIGTERM, or SIGKILL when SIGTERM
-	// did not end it within the grace; 0 when it exited by itself before
-	// the first.
+	// Signal is the last signal sent to the orphan: SIGTERM, or SIGKILL
+	// when SIGTERM did not end it within the grace; 0 when it exited by
+	// itself before the first.
 	Signal syscall.Signal
-	// After is the time from the first signal to its exit.
+	// After is the time from the first signal to its exit (and that of
+	// every process below it).
 	After time.Duration
+	// Below is how many of the processes listed below it were still
+	// there to be ended with it.
+	Below int
 }
 
-// Reap ends o: SIGTERM, then SIGKILL after the grace. Right before each
+// Reap ends o and the processes listed below it (Orphan.Below): SIGTERM
+// to each, then SIGKILL to those left after the grace. Right before each
 // signal it reads the process again and sends nothing unless it is still
-// o (same pid and start time, so a reused pid is never hit), this
-// user's, alive, adopted by init or a subreaper, and running the same
-// command. A process that is gone by then is no error. On Linux the
+// the one listed (same pid and start time, so a reused pid is never hit),
+// this user's and alive; o itself must also still run the same command,
+// not be a child of a live OpenCode, and still be proven an orphan
+// (Scope.prove). A process that is gone by then is no error. On Linux the
 // signal goes through a pidfd opened before that last check, so not even
 // a pid reused in between can be hit.
 func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
@@ -60,39 +67,69 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 		grace = 5 * time.Second
 	}
 	start := time.Now()
-	var last syscall.Signal
-	for _, step := range []struct {
+	var res Reaped
+	orphanLeft := true
+	left := slices.Clone(o.Below)
+	for i, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
 	}{{syscall.SIGTERM, grace}, {syscall.SIGKILL, 2 * time.Second}} {
-		if err := send(o.PID, step.sig, verify); err != nil {
-			if errors.Is(err, ErrGone) || errors.Is(err, syscall.ESRCH) {
-				return Reaped{Signal: last, After: time.Since(start)}, nil
+		if orphanLeft {
+			switch err := send(o.PID, step.sig, verify); {
+			case errors.Is(err, ErrGone) || errors.Is(err, syscall.ESRCH):
+				orphanLeft = false
+			case err != nil && i == 0:
+				return Reaped{}, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
+			case err != nil:
+				return res, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
+			default:
+				res.Signal = step.sig
 			}
-			return Reaped{}, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
 		}
-		last = step.sig
-		ended, err := r.waitExit(ctx, o, step.wait)
+		// What is below it may outlive it (a shell that dies on SIGTERM
+		// leaves its sleeping child): each is ended too, on its own
+		// check.
+		kept := left[:0]
+		for _, id := range left {
+			err := send(id.PID, step.sig, func() error { return r.Scope.checkBelow(r.Table, id) })
+			if err != nil {
+				continue // gone, or no longer the process listed
+			}
+			if i == 0 {
+				res.Below++
+			}
+			kept = append(kept, id)
+		}
+		left = kept
+		ended, err := r.waitExit(ctx, o, &left, orphanLeft, step.wait)
 		if err != nil {
 			return Reaped{}, err
 		}
 		if ended {
-			return Reaped{Signal: step.sig, After: time.Since(start)}, nil
+			res.After = time.Since(start)
+			return res, nil
 		}
 	}
 	return Reaped{}, fmt.Errorf("procview: pid %d still runs after SIGKILL", o.PID)
 }
 
-// waitExit polls until o has exited (gone, a zombie, or its pid taken by
-// another process) or wait passes.
-func (r Reaper) waitExit(ctx context.Context, o Orphan, wait time.Duration) (bool, error) {
+// exited reports whether the process pid and birth name has exited (gone,
+// a zombie, or its pid taken by another process).
+func (r Reaper) exited(pid int, birth uint64) bool {
+	p, err := r.Table.Stat(pid)
+	return errors.Is(err, ErrGone) || (err == nil && (p.Birth != birth || p.Zombie))
+}
+
+// waitExit polls until o (when orphanLeft) and every process of left
+// have exited, or wait passes; left keeps those that have not.
+func (r Reaper) waitExit(ctx context.Context, o Orphan, left *[]Ident, orphanLeft bool, wait time.Duration) (bool, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		p, err := r.Table.Stat(o.PID)
-		if errors.Is(err, ErrGone) || (err == nil && (p.Birth != o.Birth || p.Zombie)) {
+		*left = slices.DeleteFunc(*left, func(id Ident) bool { return r.exited(id.PID, id.Birth) })
+		if (!orphanLeft || r.exited(o.PID, o.Birth)) && len(*left) == 0 {
 			return true, nil
 		}
 		select {

@@ -82,6 +82,16 @@ func (sysctlTable) Read(pid int) (Process, error) {
 	return p, nil
 }
 
+// Env implements EnvReader from kern.procargs2, whose buffer holds the
+// environment after the arguments (EINVAL for another user's process).
+func (sysctlTable) Env(pid int, name string) (string, bool, error) {
+	buf, err := unix.SysctlRaw("kern.procargs2", pid)
+	if err != nil {
+		return "", false, fmt.Errorf("procview: sysctl kern.procargs2.%d: %w", pid, err)
+	}
+	return procArgs2Env(buf, name)
+}
+
 // Children implements Table: macOS keeps no per-process list of
 // children that is cheap to read, so it filters the whole table (one
 // sysctl).

@@ -70,11 +70,12 @@ type Processes struct {
 	// Duplicates are servers of one directory with two or more live
 	// children.
 	Duplicates []ProcessGroup `json:"duplicates,omitempty"`
-	// Orphans are MCP processes of this user whose OpenCode is gone (or
-	// is another process than the one watched), running the command of a
-	// configured server.
+	// Orphans are MCP processes of this user that run the command of a
+	// configured server and look left over by an OpenCode: proven ones
+	// (evidence that an OpenCode now gone started them) and possibly left
+	// over ones (no such evidence: never reaped).
 	Orphans []OrphanProcess `json:"orphans,omitempty"`
-	// Fix is the command that ends the orphans, when there are any.
+	// Fix is the command that ends the proven orphans, when there are any.
 	Fix string `json:"fix,omitempty"`
 }
 
@@ -86,14 +87,17 @@ type ProcessGroup struct {
 	Command   string `json:"command"`
 }
 
-// OrphanProcess is one MCP process that looks orphaned.
+// OrphanProcess is one MCP process that looks left over by an OpenCode.
 type OrphanProcess struct {
 	PID     int    `json:"pid"`
 	PPID    int    `json:"ppid"`
 	Cwd     string `json:"cwd"`
 	Command string `json:"command"`
-	// Why says why it looks orphaned ("adopted by init", "child of
-	// another OpenCode, pid 123").
+	// Proven: evidence shows that an OpenCode now gone started it (the
+	// record, its process group, its OPENCODE_PID): doctor --reap ends
+	// it. Otherwise it is only possibly left over, and never signalled.
+	Proven bool `json:"proven"`
+	// Why is that evidence, or what is missing for it.
 	Why string `json:"why"`
 	// Servers are the configured servers ("directory: name") it runs the
 	// command of.

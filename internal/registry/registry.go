@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 )
 
 // Entry is one running daemon.
@@ -118,15 +120,11 @@ type Registry struct {
 // DefaultDir is $XDG_STATE_HOME/mcp-reconnect/daemons, or
 // ~/.local/state/mcp-reconnect/daemons when XDG_STATE_HOME is unset.
 func DefaultDir() (string, error) {
-	state := os.Getenv("XDG_STATE_HOME")
-	if state == "" || !filepath.IsAbs(state) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("registry of running daemons: %w (set XDG_STATE_HOME or HOME)", err)
-		}
-		state = filepath.Join(home, ".local", "state")
+	dir, err := private.StateDir("daemons")
+	if err != nil {
+		return "", fmt.Errorf("registry of running daemons: %w", err)
 	}
-	return filepath.Join(state, "mcp-reconnect", "daemons"), nil
+	return dir, nil
 }
 
 // Default is the registry at DefaultDir.
@@ -150,23 +148,8 @@ func NewToken() (string, error) {
 // ensureDir creates the directory 0700, or brings an existing one of ours
 // to 0700; it refuses one owned by another user.
 func (r *Registry) ensureDir() error {
-	if err := os.MkdirAll(r.Dir, 0o700); err != nil {
+	if err := private.EnsureDir(r.Dir); err != nil {
 		return fmt.Errorf("registry %s: %w", r.Dir, err)
-	}
-	fi, err := os.Lstat(r.Dir)
-	if err != nil {
-		return fmt.Errorf("registry %s: %w", r.Dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("registry %s: not a directory", r.Dir)
-	}
-	if !ownedByMe(fi) {
-		return fmt.Errorf("registry %s belongs to another user; remove it", r.Dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(r.Dir, 0o700); err != nil {
-			return fmt.Errorf("registry %s: %w", r.Dir, err)
-		}
 	}
 	return nil
 }
@@ -224,11 +207,6 @@ func (r *Registry) Lock() (unlock func(), err error) {
 // and locking it.
 var testHookLockOpened func()
 
-func ownedByMe(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return !ok || int(st.Uid) == os.Getuid()
-}
-
 func (r *Registry) path(pid int) string {
 	return filepath.Join(r.Dir, strconv.Itoa(pid)+".json")
 }
@@ -252,28 +230,8 @@ func (r *Registry) Register(e Entry) (remove func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	// CreateTemp makes the file 0600 before anything is written to it.
-	f, err := os.CreateTemp(r.Dir, ".tmp-"+strconv.Itoa(e.PID)+"-*")
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(append(b, '\n'))
-	if werr == nil {
-		werr = f.Chmod(0o600)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, r.path(e.PID))
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return nil, fmt.Errorf("registry: writing %s: %w", r.path(e.PID), werr)
+	if err := private.WriteFile(r.Dir, strconv.Itoa(e.PID)+".json", append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("registry: writing %s: %w", r.path(e.PID), err)
 	}
 	final := r.path(e.PID)
 	return func() { _ = os.Remove(final) }, nil
@@ -326,20 +284,12 @@ func (r *Registry) List() ([]Entry, error) {
 // readEntry reads one file, refusing one that another user could have
 // written (its token would not be this user's secret).
 func readEntry(p string) (Entry, error) {
-	f, err := os.Open(p)
+	b, err := private.ReadFile(p, 1<<20)
 	if err != nil {
 		return Entry{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Entry{}, err
-	}
-	if !fi.Mode().IsRegular() || !ownedByMe(fi) || fi.Mode().Perm()&0o077 != 0 {
-		return Entry{}, fmt.Errorf("registry file %s is not private", p)
 	}
 	var e Entry
-	if err := json.NewDecoder(f).Decode(&e); err != nil {
+	if err := json.Unmarshal(b, &e); err != nil {
 		return Entry{}, err
 	}
 	return e, nil

@@ -97,10 +97,16 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 	for _, d := range p.Duplicates {
 		fmt.Fprintf(w, "  duplicate %s: %s  pids %s  %s\n", esc(d.Directory), esc(d.Server), pids(d.PIDs), esc(d.Command))
 	}
+	proven := false
 	for _, o := range p.Orphans {
-		fmt.Fprintf(w, "  orphan pid %d  parent %d  cwd %s  %s  (%s)\n", o.PID, o.PPID, esc(o.Cwd), esc(o.Command), esc(o.Why))
+		what := "orphan"
+		if !o.Proven {
+			what = "possibly left over"
+		}
+		proven = proven || o.Proven
+		fmt.Fprintf(w, "  %s pid %d  parent %d  cwd %s  %s  (%s)\n", what, o.PID, o.PPID, esc(o.Cwd), esc(o.Command), esc(o.Why))
 	}
-	if len(p.Orphans) > 0 {
+	if proven {
 		fix := p.Fix
 		if fix == "" {
 			fix = reapFix

@@ -57,8 +57,9 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 		Processes: &reconnect.Processes{
 			OpenCodePID: 4242, Children: 3,
 			Duplicates: []reconnect.ProcessGroup{{Directory: "/home/u/my projéct", Server: "gh", PIDs: []int{501, 733}, Command: "npx -y server-github --token ***"}},
-			Orphans: []reconnect.OrphanProcess{{PID: 900, PPID: 1, Cwd: "/home/u/old\x1b[2J dir", Command: "node srv.js --api-key ***", Why: "adopted by init",
-				Servers: []string{"/home/u/old dir: srv"}}},
+			Orphans: []reconnect.OrphanProcess{{PID: 900, PPID: 1, Cwd: "/home/u/old\x1b[2J dir", Command: "node srv.js --api-key ***", Proven: true,
+				Why: "started by OpenCode pid 800 (its OPENCODE_PID and its process group), which is gone", Servers: []string{"/home/u/old dir: srv"}},
+				{PID: 901, PPID: 1, Cwd: "/srv", Command: "node srv.js", Why: "nothing shows that an OpenCode started it"}},
 			Fix: "mcp-reconnect doctor --reap",
 		},
 		Directories: []reconnect.DirSnapshot{{Directory: "/home/u/my projéct", ArmedBy: "flag"}},
@@ -71,7 +72,8 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 	for _, want := range []string{
 		"  processes: OpenCode pid 4242, 3 MCP children\n",
 		"  duplicate /home/u/my projéct: gh  pids 501, 733  npx -y server-github --token ***\n",
-		`  orphan pid 900  parent 1  cwd /home/u/old\x1b[2J dir  node srv.js --api-key ***  (adopted by init)` + "\n",
+		`  orphan pid 900  parent 1  cwd /home/u/old\x1b[2J dir  node srv.js --api-key ***  (started by OpenCode pid 800 (its OPENCODE_PID and its process group), which is gone)` + "\n",
+		"  possibly left over pid 901  parent 1  cwd /srv  node srv.js  (nothing shows that an OpenCode started it)\n",
 		"  fix: mcp-reconnect doctor --reap\n",
 	} {
 		if !strings.Contains(out, want) {

@@ -1,0 +1,119 @@
+// Package private keeps this user's own files: the state mcp-reconnect
+// writes for itself (the registry of running daemons, the record of the
+// MCP processes it saw) in directories only the user can enter, files
+// only the user can read, written whole or not at all, and read back
+// only when nobody else could have written them.
+package private
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// StateDir is $XDG_STATE_HOME/mcp-reconnect/sub, or
+// ~/.local/state/mcp-reconnect/sub when XDG_STATE_HOME is unset or not
+// absolute.
+func StateDir(sub string) (string, error) {
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" || !filepath.IsAbs(state) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("mcp-reconnect's state directory: %w (set XDG_STATE_HOME or HOME)", err)
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "mcp-reconnect", sub), nil
+}
+
+// Mine reports whether fi is this user's: owned by the process's user (on
+// systems without owners, always).
+func Mine(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || int(st.Uid) == os.Getuid()
+}
+
+// EnsureDir creates dir 0700 (and its parents), or brings an existing
+// one of this user's to 0700; it refuses anything else at that path (a
+// file, a symbolic link, another user's directory).
+func EnsureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory", dir)
+	}
+	if !Mine(fi) {
+		return fmt.Errorf("%s belongs to another user; remove it", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
+}
+
+// WriteFile writes b to dir/name as a 0600 file, atomically: a reader
+// sees the old file or the new one, never half of one. dir must exist
+// (EnsureDir).
+func WriteFile(dir, name string, b []byte) error {
+	// CreateTemp makes the file 0600 before anything is written to it.
+	f, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.Write(b)
+	if werr == nil {
+		werr = f.Chmod(0o600)
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+	}
+	return werr
+}
+
+// ErrNotPrivate is a file another user owns or could have written or
+// read, or that is not a regular file.
+var ErrNotPrivate = errors.New("not a private file of this user")
+
+// ReadFile reads a regular file of this user's that nobody else can read
+// or write, of at most limit bytes.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || !Mine(fi) || fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotPrivate)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}

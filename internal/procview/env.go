@@ -1,0 +1,96 @@
+package procview
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// EnvReader is a Table that can read one variable of a process's
+// environment. The environment is otherwise never read: it holds the
+// secrets of whoever started the process (OpenCode hands its own
+// environment, its server password included, to every MCP child). One
+// variable matters, OPENCODE_PID, which OpenCode 1.14 and later put in
+// every child's environment (../shared/docs/opencode-facts.md, "What
+// OpenCode leaves on its MCP children"): the only trace of who started a
+// process that outlives its parent.
+type EnvReader interface {
+	// Env returns the value of the variable name in pid's environment,
+	// and whether it is set. A process of another user cannot be read.
+	Env(pid int, name string) (string, bool, error)
+}
+
+// envOf asks t for one variable when t can read environments.
+func envOf(t Table, pid int, name string) (string, bool) {
+	r, ok := t.(EnvReader)
+	if !ok {
+		return "", false
+	}
+	v, ok, err := r.Env(pid, name)
+	return v, ok && err == nil
+}
+
+// maxEnviron bounds what is read of /proc/PID/environ: the kernel limits
+// the environment and arguments together to about 2 MiB.
+const maxEnviron = 4 << 20
+
+// Env implements EnvReader through /proc/PID/environ, reading one
+// NUL-terminated entry at a time and keeping only the one asked for.
+func (t *procTable) Env(pid int, name string) (string, bool, error) {
+	f, err := os.Open(filepath.Join(t.root, strconv.Itoa(pid), "environ"))
+	t.reads.Add(1)
+	if err != nil {
+		return "", false, gone(pid, err)
+	}
+	defer f.Close()
+	v, ok, err := findEnv(io.LimitReader(f, maxEnviron), name)
+	if err != nil {
+		return "", false, fmt.Errorf("procview: pid %d environ: %w", pid, err)
+	}
+	return v, ok, nil
+}
+
+// findEnv scans NUL-terminated NAME=VALUE entries for name; the last one
+// wins, as for getenv on a duplicated name.
+func findEnv(r io.Reader, name string) (string, bool, error) {
+	br := bufio.NewReaderSize(r, 4096)
+	prefix := []byte(name + "=")
+	var val string
+	found := false
+	for {
+		entry, err := br.ReadSlice(0)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long entry: not ours unless it starts with the name.
+			long := bytes.HasPrefix(entry, prefix)
+			var whole []byte
+			if long {
+				whole = append(whole, entry...)
+			}
+			for errors.Is(err, bufio.ErrBufferFull) {
+				entry, err = br.ReadSlice(0)
+				if long && len(whole) < 64<<10 {
+					whole = append(whole, entry...)
+				}
+			}
+			if long {
+				entry = whole
+			} else {
+				entry = nil
+			}
+		}
+		if v, ok := bytes.CutPrefix(bytes.TrimSuffix(entry, []byte{0}), prefix); ok && entry != nil {
+			val, found = string(v), true
+		}
+		if errors.Is(err, io.EOF) {
+			return val, found, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package procview
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+func TestFindEnv(t *testing.T) {
+	long := strings.Repeat("x", 10000)
+	for _, c := range []struct {
+		environ string
+		want    string
+		ok      bool
+	}{
+		{"A=1\x00OPENCODE_PID=42\x00B=2\x00", "42", true},
+		{"OPENCODE_PID=42", "42", true}, // no final NUL
+		{"OPENCODE_PIDX=1\x00XOPENCODE_PID=2\x00", "", false},
+		{"BIG=" + long + "\x00OPENCODE_PID=7\x00", "7", true},
+		{"OPENCODE_PID=" + long + "\x00", long, true},
+		{"OPENCODE_PID=1\x00OPENCODE_PID=2\x00", "2", true},
+		{"", "", false},
+		{"\x00\x00\x00", "", false},
+	} {
+		got, ok, err := findEnv(strings.NewReader(c.environ), "OPENCODE_PID")
+		if err != nil || ok != c.ok || got != c.want {
+			t.Errorf("findEnv(%.40q) = %.20q, %v, %v; want %.20q, %v", c.environ, got, ok, err, c.want, c.ok)
+		}
+	}
+}
+
+// The environment follows argv in a KERN_PROCARGS2 buffer, and macOS puts
+// its own "apple strings" after it: only the variable asked for is taken.
+func TestProcArgs2Env(t *testing.T) {
+	buf := binary.LittleEndian.AppendUint32(nil, 2)
+	buf = append(buf, "/usr/local/bin/node\x00\x00\x00\x00node\x00srv.js\x00PATH=/bin\x00OPENCODE_PID=99\x00\x00\x00ptr_munge=\x00"...)
+	if v, ok, err := procArgs2Env(buf, "OPENCODE_PID"); err != nil || !ok || v != "99" {
+		t.Fatalf("= %q, %v, %v", v, ok, err)
+	}
+	if _, ok, err := procArgs2Env(buf[:20], "OPENCODE_PID"); err == nil && ok {
+		t.Fatal("a truncated buffer gave a value")
+	}
+}
+
+func FuzzFindEnv(f *testing.F) {
+	f.Add([]byte("A=1\x00OPENCODE_PID=42\x00"), "OPENCODE_PID")
+	f.Fuzz(func(t *testing.T, b []byte, name string) {
+		v, ok, err := findEnv(strings.NewReader(string(b)), name)
+		if err == nil && ok && !strings.Contains(string(b), name+"="+v) {
+			t.Fatalf("found %q=%q not in the input", name, v)
+		}
+	})
+}

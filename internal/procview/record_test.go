@@ -1,0 +1,47 @@
+package procview
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The record is private: what another user could write (a file others
+// may write, a file that names another OpenCode than its name says) is
+// not evidence.
+func TestRecordSavesLoadsAndPrunes(t *testing.T) {
+	r := Record{Dir: filepath.Join(t.TempDir(), "processes")}
+	boot := time.Unix(bootTime, 0)
+	live := Ident{PID: 2000, Birth: 2000, Start: boot, PGID: 2000}
+	gone := Ident{PID: 2100, Birth: 2100, Start: boot, PGID: 2100}
+	must(t, r.Save(Sightings{OpenCode: live, Seen: []Sighting{{Ident: Ident{PID: 2001, Birth: 2001, Start: boot}, Parent: live, Directory: "/p", Server: "a"}}}))
+	must(t, r.Save(Sightings{OpenCode: gone, Seen: []Sighting{{Ident: Ident{PID: 2101, Birth: 2101, Start: boot}, Parent: gone, Directory: "/p", Server: "b"}}}))
+	fi, err := os.Stat(r.Dir)
+	must(t, err)
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("record directory mode %v", fi.Mode())
+	}
+	// Foreign or forged files are skipped.
+	must(t, os.WriteFile(filepath.Join(r.Dir, "3000-3000.json"), []byte(`{"opencode":{"pid":3000,"birth":3000}}`), 0o666))
+	must(t, os.Chmod(filepath.Join(r.Dir, "3000-3000.json"), 0o666))
+	must(t, os.WriteFile(filepath.Join(r.Dir, "4000-4000.json"), []byte(`{"opencode":{"pid":9,"birth":9}}`), 0o600))
+	got, err := r.Load()
+	must(t, err)
+	if len(got) != 2 {
+		t.Fatalf("loaded %+v", got)
+	}
+	tab := newMemTable(Process{PID: 2000, Birth: 2000, Start: boot, PGID: 2000}, Process{PID: 2001, Birth: 2001, Start: boot})
+	kept := r.Prune(tab, got)
+	if len(kept) != 1 || kept[0].OpenCode.PID != 2000 {
+		t.Fatalf("kept %+v", kept)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, recordName(gone))); !os.IsNotExist(err) {
+		t.Fatalf("the file of an OpenCode that is gone with all its processes is still there: %v", err)
+	}
+	// A record directory others can enter is no evidence at all.
+	must(t, os.Chmod(r.Dir, 0o755))
+	if _, err := r.Load(); err == nil {
+		t.Fatal("a record directory others can read was read")
+	}
+}
