@@ -120,7 +120,10 @@ type server struct {
 	// deadAt is when the process view saw the child serving this local
 	// server exit (trigDead); lastConnect when the engine last connected
 	// it (a child older than that was replaced by it).
-	deadAt      time.Time
+	deadAt time.Time
+	// deadStart is when the child that exited had started: a child
+	// serving the server that started later is its successor.
+	deadStart   time.Time
 	lastConnect time.Time
 }
 
@@ -373,9 +376,13 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		e.unreadable(d, err, now)
 		return
 	}
+	succeeded := e.successors(d, st)
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
 	e.down = false // it answers
+	for _, name := range succeeded {
+		e.succeeded(d, name)
+	}
 	connects, needKinds, evs := e.reconcile(d, st, now)
 	if needKinds {
 		d.kindsKnown = false // a server the config did not list: ask again next check

@@ -91,7 +91,10 @@ type Engine struct {
 	prober  *probe.Prober
 	hub     *probe.Hub // endpoint watches shared by every directory
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// procs answers the successor question of a dead child (nil: no
+	// process view).
+	procs   ProcessView
 	ctx     context.Context // set by Run; nil before and after
 	dirs    map[string]*dir
 	pending map[string]string    // armed before Run: dir → reason

@@ -77,6 +77,7 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	}
 	s.trig |= trigDead
 	s.deadAt = later(s.deadAt, at)
+	s.deadStart = started
 	now := time.Now()
 	// A short grace first: an exit OpenCode caused itself (a disposal, a
 	// disconnect) is announced on the event stream about when the child
@@ -117,6 +118,63 @@ func (e *Engine) deadChild(d *dir, s *server, name string, now time.Time) (attem
 	}
 	e.log.Info("MCP server's process exited but OpenCode still says connected; reconnecting", "url", e.url, "directory", d.path, "server", name)
 	return attempt{name, backoff.Scheduled, trigDead}, true
+}
+
+// ProcessView is what the engine asks of the process view when it
+// decides on a dead child: the process table as it is now, not as the
+// last scan saw it.
+type ProcessView interface {
+	// Successor reports whether a process that started after after now
+	// serves the local server name of dir: OpenCode started it again by
+	// itself (a config reload, a restart of the server, another client's
+	// connect), so the exit needs no repair.
+	Successor(dir, name string, after time.Time) bool
+}
+
+// SetProcessView gives the engine the process view it asks at decision
+// time; call it before Run.
+func (e *Engine) SetProcessView(pv ProcessView) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.procs = pv
+}
+
+// successors asks the process view, right after a status read and before
+// the decision it feeds, which of the directory's servers with a dead
+// child that the read shows connected now have a successor. It reads the
+// process table, so it runs without Engine.mu.
+func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []string {
+	e.mu.Lock()
+	pv := e.procs
+	type dead struct {
+		name  string
+		start time.Time
+	}
+	var ask []dead
+	if pv != nil {
+		for name, s := range d.servers {
+			if s.trig&trigDead != 0 && st[name].Status == opencode.StatusConnected {
+				ask = append(ask, dead{name, s.deadStart})
+			}
+		}
+	}
+	e.mu.Unlock()
+	var out []string
+	for _, a := range ask {
+		if pv.Successor(d.path, a.name, a.start) {
+			out = append(out, a.name)
+		}
+	}
+	return out
+}
+
+// succeeded voids the evidence of a dead child that has a successor.
+// Caller holds Engine.mu.
+func (e *Engine) succeeded(d *dir, name string) {
+	if s := d.servers[name]; s != nil && s.trig&trigDead != 0 {
+		s.trig &^= trigDead
+		e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair", "url", e.url, "directory", d.path, "server", name)
+	}
 }
 
 // ChildStarted tells the engine that a process started at at now serves
