@@ -245,6 +245,9 @@ type View struct {
 	// wrapped are the known children that are OpenCode itself (see
 	// known.parent).
 	wrapped map[int]bool
+	// exited are known children an exit watcher saw end (Exited) that
+	// OpenCode may not have reaped yet: the next scan drops them.
+	exited map[ident]bool
 	// scans counts the scans; a child listed by this one has seen ==
 	// scans (no set of listed pids is built per scan).
 	scans uint64
@@ -275,7 +278,7 @@ func NewView(t Table, pid int) (*View, error) {
 	if root.Zombie {
 		return nil, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
 	}
-	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}}, nil
+	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]bool{}}, nil
 }
 
 // OpenCode is the watched process, as first read.
@@ -314,7 +317,7 @@ func (v *View) Scan() (Snapshot, error) {
 		if err != nil && !errors.Is(err, ErrGone) {
 			return Snapshot{}, err
 		}
-		v.known, v.dead, v.wrapped = map[int]*known{}, map[int]uint64{}, map[int]bool{}
+		v.known, v.dead, v.wrapped, v.exited = map[int]*known{}, map[int]uint64{}, map[int]bool{}, map[ident]bool{}
 		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
 		v.last = s
 		return *s, nil
@@ -378,6 +381,17 @@ func (v *View) Scan() (Snapshot, error) {
 		}
 	}
 	exited := false
+	// An exit watcher's word beats the list: OpenCode reaps a dead child
+	// a few milliseconds after it exits, and lists it until then.
+	for id := range v.exited {
+		if k, ok := v.known[id.pid]; ok && k.child.ident() == id {
+			if k.seen == v.scans {
+				hits--
+			}
+			k.seen = 0
+		}
+		delete(v.exited, id)
+	}
 	// When every known child was listed, none can have exited: no need
 	// to walk them all.
 	for pid, k := range v.known {
@@ -385,6 +399,12 @@ func (v *View) Scan() (Snapshot, error) {
 			break
 		}
 		if k.seen == v.scans {
+			continue
+		}
+		if k.seen == 0 {
+			delete(v.known, pid) // seen exiting
+			delete(v.wrapped, pid)
+			exited = true
 			continue
 		}
 		// The kernel's children list can miss a child while the tree
@@ -451,6 +471,33 @@ func (v *View) snapshot(now time.Time) *Snapshot {
 		}
 	}
 	return s
+}
+
+// Exited tells the view that the process pid (with that birth) exited, as
+// an exit watcher saw it: the next scan counts it gone even while
+// OpenCode still lists it.
+func (v *View) Exited(pid int, birth uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if k, ok := v.known[pid]; ok && k.p.Birth == birth {
+		v.exited[ident{pid, birth}] = true
+	}
+}
+
+// Successor reports whether a child that started after after serves k
+// (or a server configured alike), read from the process table now: a
+// fresh scan of OpenCode's children, not the last one.
+func (v *View) Successor(k Key, after time.Time) bool {
+	s, err := v.Scan()
+	if err != nil || s.Gone {
+		return false
+	}
+	for _, c := range s.Servers[k] {
+		if c.Start.After(after) {
+			return true
+		}
+	}
+	return false
 }
 
 // ScanPeriod is how long to wait after a scan that took took, for a
