@@ -17,23 +17,49 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// The MCP process view of a local OpenCode (issue: what OpenCode does not
-// tell). When OpenCode runs on this machine as this user (always under
-// run: it is the wrapper's child; under watch when the process listening
-// on its loopback port, or its 2.x pid, is this user's), the daemon
-// watches its MCP children: the child serving each armed directory's
-// local server, matched by working directory and command. A child that
-// exits is told to the engine (ChildExited), which matters where OpenCode
-// itself does not say (before 1.15 a dead stdio server stays
-// "connected"); status shows duplicates and orphans.
+// The MCP process view of a local OpenCode. When OpenCode runs on this
+// machine as this user (always under run: it is the wrapper's child;
+// under watch when the process listening on its loopback port, or its
+// 2.x pid, is this user's), the daemon follows its MCP children: the
+// child OpenCode started for each armed directory's local server (its
+// launcher: npx, uvx, a shell, the server itself) and what runs below
+// it. Where OpenCode itself does not say (before 1.15 a dead stdio
+// server stays "connected"), the exit of that child is told to the
+// engine (ChildExited) the moment it happens: an exit watcher
+// (procview.Exits: a pidfd per child on Linux, kqueue on macOS) reports
+// it in milliseconds, and the engine asks the process table afresh,
+// when it decides, whether OpenCode started a successor itself
+// (Successor). Scans only find new children: when OpenCode's events or
+// the engine's own reads and connects say something changed (Look), and
+// every slowScanEvery. Where no exit watcher works, scans find exits
+// too, every scanEvery.
+//
+// Every MCP process seen under a live OpenCode goes into the record
+// (procview.Record): the evidence that proves it an orphan, to status and
+// to doctor --reap, once that OpenCode is gone.
 
-// scanEvery is the view's idle scan period (procview stretches it when a
-// scan is slow: BENCHMARKS.md).
+// scanEvery is the scan period without an exit watcher (procview
+// stretches it when a scan is slow: BENCHMARKS.md).
 const scanEvery = 2 * time.Second
+
+// slowScanEvery is the scan period with an exit watcher: scans only find
+// children started without any event (Look covers the rest).
+const slowScanEvery = 30 * time.Second
+
+// lookGap is the least time between two scans that Look asks for: a
+// burst of events costs one scan.
+const lookGap = 200 * time.Millisecond
+
+// recordEvery bounds how often the record is rewritten.
+const recordEvery = 2 * time.Second
 
 // orphansEvery bounds how often status looks for orphans: that reads the
 // whole process table.
 const orphansEvery = 10 * time.Second
+
+// freshFor is how old a scan status may show: older, status scans first
+// (right after start, or between slow scans).
+const freshFor = time.Second
 
 // procWatch is one watched server's process view.
 type procWatch struct {
@@ -44,18 +70,35 @@ type procWatch struct {
 	log *slog.Logger
 	// again is signalled when the server may now be another process.
 	again chan struct{}
+	// look is signalled when OpenCode's children may have changed.
+	look chan struct{}
+	// newExits makes the exit watcher (procview.NewExits for this
+	// machine's table; nil: scans alone, as for a recorded table).
+	newExits func() (*procview.Exits, error)
+	// record keeps what was seen, for the orphans' evidence (nil: none).
+	record *procview.Record
 
 	mu        sync.Mutex
 	table     procview.Table
-	root      int // the OpenCode pid watched now; 0 when none
+	view      *procview.View // the OpenCode process watched now; nil when none
+	root      int
+	gen       uint64 // the engine's LocalServers generation the view has
 	last      procview.Snapshot
 	servers   []procview.Server
 	orphansAt time.Time
 	orphans   []reconnect.OrphanProcess
+	// exitAt is when the exit watcher saw a child end, until the scan
+	// that reports it.
+	exitAt map[int]time.Time
 }
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
-	return &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1)}
+	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
+		gen: ^uint64(0), exitAt: map[int]time.Time{}}
+	if eng != nil {
+		eng.SetProcessView(p)
+	}
+	return p
 }
 
 // where names the server in log lines.
@@ -74,6 +117,27 @@ func (p *procWatch) replaced() {
 	}
 }
 
+// Look implements reconnect.ProcessView: OpenCode's children may have
+// changed (a connect returned, a status changed, a config was read).
+func (p *procWatch) Look() {
+	select {
+	case p.look <- struct{}{}:
+	default:
+	}
+}
+
+// Successor implements reconnect.ProcessView from a fresh scan.
+func (p *procWatch) Successor(dir, name string, after time.Time) bool {
+	p.mu.Lock()
+	v := p.view
+	p.mu.Unlock()
+	if v == nil {
+		return false
+	}
+	p.syncServers(v)
+	return v.Successor(procview.Key{Directory: dir, Name: name}, after)
+}
+
 // run watches until ctx ends: finds OpenCode's process, watches its
 // children until it exits or is replaced, and looks again.
 func (p *procWatch) run(ctx context.Context) {
@@ -85,6 +149,13 @@ func (p *procWatch) run(ctx context.Context) {
 	p.mu.Lock()
 	p.table = tab
 	p.mu.Unlock()
+	p.newExits = procview.NewExits
+	if rec, err := procview.DefaultRecord(); err == nil {
+		p.record = &rec
+		if all, err := rec.Load(); err == nil {
+			rec.Prune(tab, all)
+		}
+	}
 	for ctx.Err() == nil {
 		pid, err := p.find(tab)
 		if err == nil {
@@ -145,6 +216,28 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 	return pid, nil
 }
 
+// syncServers gives v the engine's local servers when they changed.
+func (p *procWatch) syncServers(v *procview.View) {
+	if p.eng == nil {
+		return
+	}
+	p.mu.Lock()
+	since := p.gen
+	p.mu.Unlock()
+	g, locals, changed := p.eng.LocalServers(since)
+	if !changed {
+		return
+	}
+	servers := make([]procview.Server, 0, len(locals))
+	for _, l := range locals {
+		servers = append(servers, procview.Server{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd})
+	}
+	v.SetServers(servers)
+	p.mu.Lock()
+	p.gen, p.servers = g, servers
+	p.mu.Unlock()
+}
+
 // watch follows one OpenCode process's children until it exits, the
 // server is replaced, or ctx ends.
 func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) error {
@@ -152,78 +245,215 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	if err != nil {
 		return err
 	}
-	p.log.Debug("watching opencode's MCP processes", "url", p.client.URL(), "pid", pid)
+	ctx, cancel := context.WithCancel(ctx)
+	var exits *procview.Exits
+	var wg sync.WaitGroup
+	if p.newExits != nil {
+		if exits, err = p.newExits(); err != nil {
+			p.log.Debug("no exit watcher; scanning for exits", "err", err)
+			exits = nil
+		} else {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				exits.Run(ctx, func(x procview.Exit) {
+					v.Exited(x.PID, x.Birth)
+					p.mu.Lock()
+					p.exitAt[x.PID] = x.At
+					p.mu.Unlock()
+					p.Look()
+				})
+			}()
+		}
+	}
+	p.log.Debug("watching opencode's MCP processes", "url", p.where(), "pid", pid, "exit_watcher", exits != nil)
 	p.mu.Lock()
-	p.root, p.last = pid, procview.Snapshot{}
+	p.root, p.view, p.last, p.gen = pid, v, procview.Snapshot{}, ^uint64(0)
 	p.mu.Unlock()
 	defer func() {
+		cancel()
+		wg.Wait()
+		if exits != nil {
+			_ = exits.Close()
+		}
 		p.mu.Lock()
-		p.root, p.last = 0, procview.Snapshot{}
+		p.root, p.view, p.last = 0, nil, procview.Snapshot{}
+		clear(p.exitAt)
 		p.mu.Unlock()
 	}()
 	var prev procview.Snapshot
-	gen := ^uint64(0)
-	every := scanEvery
+	watched := map[int]uint64{} // pid → birth handed to the exit watcher
+	partial := false            // some child could not be watched: scan for exits
+	var saved, lastScan time.Time
+	dirty := false
 	for {
-		if g, locals, changed := p.eng.LocalServers(gen); changed {
-			gen = g
-			servers := make([]procview.Server, 0, len(locals))
-			for _, l := range locals {
-				servers = append(servers, procview.Server{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd})
-			}
-			v.SetServers(servers)
-			p.mu.Lock()
-			p.servers = servers
-			p.mu.Unlock()
-		}
+		p.syncServers(v)
 		start := time.Now()
 		s, err := v.Scan()
 		took := time.Since(start)
+		lastScan = time.Now()
 		if err == nil {
-			for _, ev := range procview.Diff(prev, s) {
+			evs := procview.Diff(prev, s)
+			for _, ev := range evs {
 				switch ev.Kind {
 				case procview.Exited:
-					p.log.Debug("MCP server process exited", "url", p.client.URL(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
+					dirty = true
+					p.mu.Lock()
+					at, seen := p.exitAt[ev.Child.PID]
+					delete(p.exitAt, ev.Child.PID)
+					p.mu.Unlock()
+					if !seen {
+						at = ev.At
+					}
+					p.log.Debug("MCP server process exited", "url", p.where(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
 					if _, serving := s.Child(ev.Key); serving {
 						// Another child still serves it (OpenCode already
 						// started a new one, or a duplicate was ended):
 						// nothing to repair.
 						continue
 					}
-					p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, ev.At)
+					if p.eng != nil {
+						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
+					}
 				case procview.Started:
-					p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
+					dirty = true
+					if p.eng != nil {
+						p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
+					}
 				}
+			}
+			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
+				partial = p.watchExits(exits, tab, s, watched) || partial
 			}
 			prev = s
 			p.mu.Lock()
 			p.last = s
 			p.mu.Unlock()
 			if s.Gone {
-				return nil // OpenCode exited: find the next one
+				p.save(s, v) // what proves its orphans
+				return nil   // OpenCode exited: find the next one
+			}
+			if dirty && time.Since(saved) >= recordEvery {
+				p.save(s, v)
+				saved, dirty = time.Now(), false
 			}
 		}
-		every = procview.ScanPeriod(scanEvery, took)
+		every := procview.ScanPeriod(scanEvery, took)
+		if exits != nil && !partial {
+			every = slowScanEvery
+		}
+		if dirty {
+			every = min(every, max(time.Until(saved.Add(recordEvery)), lookGap))
+		}
+		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-p.again:
+			t.Stop()
 			p.replaced() // for run's loop: look for it now
 			return nil
-		case <-time.After(every):
+		case <-p.look:
+			t.Stop()
+			if wait := lookGap - time.Since(lastScan); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+		case <-t.C:
 		}
 	}
 }
 
+// watchExits hands the exit watcher every live child of s it does not
+// watch yet, and forgets those gone; it reports whether one could not be
+// watched (then scans must find its exit).
+func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s procview.Snapshot, watched map[int]uint64) (partial bool) {
+	live := map[int]bool{}
+	add := func(c procview.Child) {
+		live[c.PID] = true
+		if b, ok := watched[c.PID]; ok && b == c.Birth {
+			return
+		}
+		if err := exits.Add(tab, procview.Process{PID: c.PID, Birth: c.Birth}); err != nil {
+			if !partial {
+				p.log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", c.PID, "err", err)
+			}
+			partial = true
+			return
+		}
+		watched[c.PID] = c.Birth
+	}
+	for _, cs := range s.Servers {
+		for _, c := range cs {
+			add(c)
+		}
+	}
+	for _, c := range s.Others {
+		add(c)
+	}
+	for pid := range watched {
+		if !live[pid] {
+			delete(watched, pid)
+		}
+	}
+	return partial
+}
+
+// save writes what s shows into the record: OpenCode's identity and each
+// child serving a server, with the OpenCode process it is a child of.
+func (p *procWatch) save(s procview.Snapshot, v *procview.View) {
+	if p.record == nil {
+		return
+	}
+	root := v.OpenCode()
+	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At}
+	parents := map[int]procview.Ident{root.PID: procview.IdentOf(root)}
+	for k, cs := range s.Servers {
+		for _, c := range cs {
+			parent, ok := parents[c.Parent]
+			if !ok {
+				if pp, err := p.table.Stat(c.Parent); err == nil {
+					parent = procview.IdentOf(pp)
+					parents[c.Parent] = parent
+				}
+			}
+			rec.Seen = append(rec.Seen, procview.Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
+		}
+	}
+	if err := p.record.Save(rec); err != nil {
+		p.log.Debug("could not record the MCP processes", "err", err)
+	}
+}
+
 // info is what status shows of the processes; nil while no local
-// OpenCode is watched.
+// OpenCode is watched. A scan older than freshFor is made again first:
+// right after start, or between slow scans, the last one may predate a
+// child.
 func (p *procWatch) info() *reconnect.Processes {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
+	v, stale := p.view, time.Since(p.last.At) > freshFor
+	p.mu.Unlock()
+	if v != nil && stale {
+		p.syncServers(v)
+		if s, err := v.Scan(); err == nil {
+			p.mu.Lock()
+			if p.view == v {
+				p.last = s
+			}
+			p.mu.Unlock()
+			p.Look() // the watch loop diffs it too
+		}
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.root == 0 || p.last.At.IsZero() {
+	if p.root == 0 || p.last.At.IsZero() || p.last.Gone {
 		return nil
 	}
 	out := &reconnect.Processes{OpenCodePID: p.root}
@@ -254,10 +484,14 @@ func (p *procWatch) info() *reconnect.Processes {
 }
 
 // findOrphans lists this user's MCP processes that run the command of an
-// armed directory's local server and whose OpenCode is gone or is not the
-// one watched. Caller holds p.mu.
+// armed directory's local server (or that the record saw) and look left
+// over by an OpenCode, with their evidence. Caller holds p.mu.
 func (p *procWatch) findOrphans() []reconnect.OrphanProcess {
-	found, err := procview.Orphans(p.table, p.servers, procview.Scope{UID: os.Getuid(), Watched: []int{p.root}})
+	scope := procview.Scope{UID: os.Getuid(), Watched: []int{p.root}}
+	if p.record != nil {
+		scope.Record, _ = p.record.Load()
+	}
+	found, err := procview.Orphans(p.table, p.servers, scope)
 	if err != nil && !errors.Is(err, procview.ErrGone) {
 		p.log.Debug("could not look for orphaned MCP processes", "err", err)
 	}

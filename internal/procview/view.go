@@ -16,8 +16,9 @@ type Child struct {
 	PID   int
 	Start time.Time
 	Birth uint64
-	// Parent is the OpenCode process it is a child of.
-	Parent int
+	// Parent is the OpenCode process it is a child of, and PGID its
+	// process group.
+	Parent, PGID int
 	// Cwd is its working directory when it was first seen.
 	Cwd string
 
@@ -36,8 +37,11 @@ func (c Child) LogValue() slog.Value {
 }
 
 func childOf(p Process) Child {
-	return Child{PID: p.PID, Start: p.Start, Birth: p.Birth, Parent: p.PPID, Cwd: p.Cwd, cmd: newCommand(p.Argv)}
+	return Child{PID: p.PID, Start: p.Start, Birth: p.Birth, Parent: p.PPID, PGID: p.PGID, Cwd: p.Cwd, cmd: newCommand(p.Argv)}
 }
+
+// Ident is the child's identity, for the record.
+func (c Child) Ident() Ident { return Ident{PID: c.PID, Birth: c.Birth, Start: c.Start, PGID: c.PGID} }
 
 // command holds an argv behind a pointer, so that printing a Child or an
 // Orphan with %v shows an address, never the raw words (fmt prints
@@ -87,7 +91,12 @@ type Snapshot struct {
 
 	live  map[ident]bool
 	alike map[Key][]Key
+	gen   uint64
 }
+
+// Gen numbers the view's snapshots: a scan that saw nothing new returns
+// the last snapshot again, with the same Gen.
+func (s Snapshot) Gen() uint64 { return s.gen }
 
 // Child returns the live child serving k, the newest if several do.
 func (s Snapshot) Child(k Key) (Child, bool) {
@@ -252,6 +261,8 @@ type View struct {
 	// scans (no set of listed pids is built per scan).
 	scans uint64
 	last  *Snapshot
+	// snaps counts the snapshots made (Snapshot.Gen).
+	snaps uint64
 }
 
 type known struct {
@@ -432,8 +443,9 @@ func (v *View) Scan() (Snapshot, error) {
 
 // snapshot assigns every known child under the current servers.
 func (v *View) snapshot(now time.Time) *Snapshot {
+	v.snaps++
 	s := &Snapshot{At: now, OpenCode: childOf(v.root), Servers: map[Key][]Child{},
-		live: make(map[ident]bool, len(v.known)), alike: map[Key][]Key{}}
+		live: make(map[ident]bool, len(v.known)), alike: map[Key][]Key{}, gen: v.snaps}
 	kids := make([]*known, 0, len(v.known))
 	for _, k := range v.known {
 		kids = append(kids, k)

@@ -167,6 +167,11 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 	if r.extra {
 		d.wakeBy(now.Add(e.wakeDelay()))
 	}
+	_, local := d.locals[r.name]
+	pv := e.procs
 	e.mu.Unlock()
+	if local && pv != nil {
+		pv.Look() // a connect of a local server starts a new process
+	}
 	e.publish(evs...)
 }

@@ -61,10 +61,13 @@ type dir struct {
 	checking     time.Time
 	lastActivity time.Time
 	lastAtOnce   time.Time // last check made at once for a first crash
-	lastCheck    time.Time
-	lastErr      string
-	unauthorized bool
-	servers      map[string]*server
+	// localsChanged: a local server's status changed or the config was
+	// read since the process view was last told (ProcessView.Look).
+	localsChanged bool
+	lastCheck     time.Time
+	lastErr       string
+	unauthorized  bool
+	servers       map[string]*server
 	// kinds maps server name → "local" or "remote", from GET /config, so
 	// remote connects use their share of the budget; urls maps a remote
 	// server to its endpoint, for probes and restart watches.
@@ -388,7 +391,12 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		d.kindsKnown = false // a server the config did not list: ask again next check
 	}
 	watches := e.endpoints(d, now)
+	pv, look := e.procs, d.localsChanged
+	d.localsChanged = false
 	e.mu.Unlock()
+	if look && pv != nil {
+		pv.Look() // a local server came or went: so may its process
+	}
 	e.publish(evs...)
 	e.startWatches(ctx, d, watches, work)
 	e.connect(ctx, d, connects, work)
@@ -457,6 +465,9 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		}
 		prev := s.status
 		s.status, s.err = cur.Status, cur.Error
+		if _, local := d.locals[name]; local && prev != cur.Status {
+			d.localsChanged = true
+		}
 		trig := s.trig
 		s.trig, s.slotWait = 0, false
 		if cur.Status != opencode.StatusPending {
@@ -604,4 +615,5 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 	}
 	d.kindsKnown = true
 	e.localsGen++
+	d.localsChanged = true // the view assigns children to these now
 }

@@ -129,6 +129,10 @@ type ProcessView interface {
 	// itself (a config reload, a restart of the server, another client's
 	// connect), so the exit needs no repair.
 	Successor(dir, name string, after time.Time) bool
+	// Look says that OpenCode's children may have changed: a connect
+	// returned, a status read saw a local server change. It must not
+	// block.
+	Look()
 }
 
 // SetProcessView gives the engine the process view it asks at decision

@@ -67,6 +67,9 @@ type Processes struct {
 	OpenCodePID int `json:"opencode_pid"`
 	// Children counts the live MCP children matched to a server.
 	Children int `json:"children"`
+	// Servers are the processes serving each local server: the one
+	// OpenCode started and, below it, the one that runs the server.
+	Servers []ServerProcess `json:"servers,omitempty"`
 	// Duplicates are servers of one directory with two or more live
 	// children.
 	Duplicates []ProcessGroup `json:"duplicates,omitempty"`
@@ -77,6 +80,27 @@ type Processes struct {
 	Orphans []OrphanProcess `json:"orphans,omitempty"`
 	// Fix is the command that ends the proven orphans, when there are any.
 	Fix string `json:"fix,omitempty"`
+}
+
+// ServerProcess is what runs one local server of one directory.
+type ServerProcess struct {
+	Directory string `json:"directory"`
+	Server    string `json:"server"`
+	// PID and Command are the process OpenCode started for it: its
+	// launcher (npx, uvx, a shell, docker run) or the server itself.
+	PID     int    `json:"pid"`
+	Command string `json:"command"`
+	// Launcher names the launcher ("npx", "uvx", "sh -c", "docker
+	// run"); "" when OpenCode runs the server itself.
+	Launcher string `json:"launcher,omitempty"`
+	// ServerPID and ServerCommand are the process below the launcher
+	// that runs the server, once seen (0 and "" before, or when the
+	// launcher is the server).
+	ServerPID     int    `json:"server_pid,omitempty"`
+	ServerCommand string `json:"server_command,omitempty"`
+	// InContainer: the server runs in a container (docker run, podman
+	// run), which this machine's process table does not show.
+	InContainer bool `json:"in_container,omitempty"`
 }
 
 // ProcessGroup is one server of one directory with its live children.

@@ -94,6 +94,18 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 	}
 	esc := termsafe.Line
 	fmt.Fprintf(w, "  processes: OpenCode pid %d, %d MCP %s\n", p.OpenCodePID, p.Children, plural(p.Children, "child", "children"))
+	for _, s := range p.Servers {
+		fmt.Fprintf(w, "  %s: %s  pid %d  %s", esc(s.Directory), esc(s.Server), s.PID, esc(s.Command))
+		switch {
+		case s.InContainer:
+			fmt.Fprintf(w, "  (%s; the server runs in a container)", esc(s.Launcher))
+		case s.ServerPID != 0:
+			fmt.Fprintf(w, "  (%s) → pid %d  %s", esc(s.Launcher), s.ServerPID, esc(s.ServerCommand))
+		case s.Launcher != "":
+			fmt.Fprintf(w, "  (%s)", esc(s.Launcher))
+		}
+		fmt.Fprintln(w)
+	}
 	for _, d := range p.Duplicates {
 		fmt.Fprintf(w, "  duplicate %s: %s  pids %s  %s\n", esc(d.Directory), esc(d.Server), pids(d.PIDs), esc(d.Command))
 	}

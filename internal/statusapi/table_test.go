@@ -56,6 +56,11 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 		URL: "http://127.0.0.1:4096",
 		Processes: &reconnect.Processes{
 			OpenCodePID: 4242, Children: 3,
+			Servers: []reconnect.ServerProcess{
+				{Directory: "/home/u/my projéct", Server: "fs", PID: 510, Command: "npm exec @modelcontextprotocol/server-filesystem /home/u", Launcher: "npx", ServerPID: 530, ServerCommand: "node /home/u/.npm/_npx/1/node_modules/.bin/mcp-server-filesystem /home/u"},
+				{Directory: "/home/u/my projéct", Server: "gh\x1b[2J", PID: 511, Command: "docker run -i --rm -e GITHUB_TOKEN=*** ghcr.io/github/github-mcp-server", Launcher: "docker run", InContainer: true},
+				{Directory: "/home/u/my projéct", Server: "plain", PID: 512, Command: "/usr/local/bin/mcp-plain"},
+			},
 			Duplicates: []reconnect.ProcessGroup{{Directory: "/home/u/my projéct", Server: "gh", PIDs: []int{501, 733}, Command: "npx -y server-github --token ***"}},
 			Orphans: []reconnect.OrphanProcess{{PID: 900, PPID: 1, Cwd: "/home/u/old\x1b[2J dir", Command: "node srv.js --api-key ***", Proven: true,
 				Why: "started by OpenCode pid 800 (its OPENCODE_PID and its process group), which is gone", Servers: []string{"/home/u/old dir: srv"}},
@@ -71,6 +76,9 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"  processes: OpenCode pid 4242, 3 MCP children\n",
+		"  /home/u/my projéct: fs  pid 510  npm exec @modelcontextprotocol/server-filesystem /home/u  (npx) → pid 530  node /home/u/.npm/_npx/1/node_modules/.bin/mcp-server-filesystem /home/u\n",
+		`  /home/u/my projéct: gh\x1b[2J  pid 511  docker run -i --rm -e GITHUB_TOKEN=*** ghcr.io/github/github-mcp-server  (docker run; the server runs in a container)` + "\n",
+		"  /home/u/my projéct: plain  pid 512  /usr/local/bin/mcp-plain\n",
 		"  duplicate /home/u/my projéct: gh  pids 501, 733  npx -y server-github --token ***\n",
 		`  orphan pid 900  parent 1  cwd /home/u/old\x1b[2J dir  node srv.js --api-key ***  (started by OpenCode pid 800 (its OPENCODE_PID and its process group), which is gone)` + "\n",
 		"  possibly left over pid 901  parent 1  cwd /srv  node srv.js  (nothing shows that an OpenCode started it)\n",

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // An orphan made on purpose: OpenCode runs under `run`, starts a stdio
@@ -180,5 +181,109 @@ func killIfMentions(pid int, marker string) {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	if err == nil && strings.Contains(string(b), marker) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// The acceptance of an orphan on evidence, not on its parent: OpenCode
+// 1.18.34 runs as a user would start it (its own process group) with a
+// server whose command leaves a shell behind (`sh -c '…; sleep 600'`:
+// the server exits on its stdin's EOF, the shell then sleeps), and is
+// SIGKILLed, with no daemon anywhere. The same command line also runs
+// started with setsid from the project directory, adopted by init too:
+// what a user service, systemd-run, nohup or tmux does. doctor --reap
+// --yes ends the orphan (the shell and its sleep: its OPENCODE_PID and
+// its process group name the dead OpenCode) and leaves the setsid one
+// alive, never calling it an orphan.
+func TestDoctorReapsAKilledOpenCodesOrphanAndSparesASetsidTwin(t *testing.T) {
+	needOpenCode(t)
+	p := newProject(t, nil)
+	marker := fmt.Sprintf("600.%d", os.Getpid())
+	script := fmt.Sprintf("%s -transport stdio -name left -log %s; sleep %s", mcpServerBin, shellquote.Quote(p.ServerLog("left")), marker)
+	command := []string{"sh", "-c", script}
+	rewriteProject(t, p, map[string]any{"left": map[string]any{"type": "local", "command": command}})
+	oc, err := ochost.Start(ochost.Options{Binary: opencodeBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.Kill)
+	o := &OpenCode{OpenCode: oc}
+	o.WaitStatus(t, p.Dir, "left", "connected", 30*time.Second)
+	starts := p.Starts(t, "left")
+	if len(starts) != 1 {
+		t.Fatalf("server starts %v, want one", starts)
+	}
+	shells := childPIDs(oc.PID())
+	if len(shells) != 1 {
+		t.Fatalf("OpenCode's children %v, want the one shell", shells)
+	}
+	orphan := shells[0]
+	t.Cleanup(func() { killIfMentions(orphan, marker) })
+
+	// The twin: the same command line, from the project directory, in a
+	// session of its own, adopted by init once its starter exits.
+	out, err := exec.Command("sh", "-c", `cd "$1" && setsid sh -c "$2" </dev/null >/dev/null 2>&1 & echo $!`, "sh", p.Dir, script).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killIfMentions(twin, marker) })
+
+	if err := syscall.Kill(oc.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var sleeper int
+	waitFor(t, 10*time.Second, "the orphaned shell adopted and sleeping", func() bool {
+		ppid, _ := parentOf(orphan)
+		kids := childPIDs(orphan)
+		if ppid == oc.PID() || ppid == 0 || len(kids) != 1 {
+			return false
+		}
+		sleeper = kids[0]
+		return true
+	})
+	waitFor(t, 10*time.Second, "the twin adopted", func() bool {
+		ppid, _ := parentOf(twin)
+		return ppid != 0 && len(childPIDs(twin)) == 1
+	})
+
+	home := hermeticHome(t)
+	doctor := func(args ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(reconnectBin, append([]string{"doctor", "--config", "", "--url", oc.URL, "--status-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, args...)...)
+		cmd.Env = ochost.Env(home)
+		cmd.Dir = home
+		b, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("doctor %s: exit %d\n%s", strings.Join(args, " "), code, b)
+		return code, string(b)
+	}
+	_, out2 := doctor("--directory", p.Dir)
+	if !regexp.MustCompile(`(?m)^warn\s+orphan pid ` + strconv.Itoa(orphan) + `\s.*OPENCODE_PID`).MatchString(out2) {
+		t.Fatalf("doctor does not prove the orphan %d by its OPENCODE_PID", orphan)
+	}
+	if regexp.MustCompile(`(?m)^warn\s+orphan pid ` + strconv.Itoa(twin) + `\s`).MatchString(out2) {
+		t.Fatalf("doctor calls the setsid twin %d an orphan", twin)
+	}
+	if !regexp.MustCompile(`(?m)^warn\s+possibly left over pid ` + strconv.Itoa(twin) + `\s.*leads its own process group`).MatchString(out2) {
+		t.Fatalf("doctor does not say why the setsid twin %d is not proven", twin)
+	}
+	code, out3 := doctor("--reap", "--yes", "--directory", p.Dir)
+	if code != 0 || !regexp.MustCompile(`(?m)^ended pid `+strconv.Itoa(orphan)+` `).MatchString(out3) {
+		t.Fatalf("doctor --reap --yes: exit %d, did not end %d", code, orphan)
+	}
+	waitFor(t, 10*time.Second, "the orphan and its sleep gone", func() bool { return !alive(orphan) && !alive(sleeper) })
+	if !alive(twin) {
+		t.Fatalf("doctor --reap --yes ended the setsid twin %d", twin)
+	}
+	if kids := childPIDs(twin); len(kids) != 1 || !alive(kids[0]) {
+		t.Fatalf("the twin's sleep is gone: %v", kids)
 	}
 }
