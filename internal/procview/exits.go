@@ -1,0 +1,317 @@
+package procview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Exits tells of the exit of processes that are not this process's
+// children (OpenCode's MCP servers) within milliseconds of it, where a
+// scan finds it up to a period later. A supervisor is told of an exit
+// when it happens (waitid, a pidfd, kqueue NOTE_EXIT); only a parent can
+// wait, but the kernel tells anyone who holds a pidfd or a kqueue note:
+//
+//   - Linux 5.3 and later: pidfd_open(2) works on any process, not only
+//     a child, and the pidfd polls readable once the process has exited
+//     (it is a zombie, or reaped): every thread of it, so a process
+//     whose main thread ends first is still alive. Exits holds one
+//     pidfd per watched process in one epoll set, and one goroutine
+//     (Run) waits in epoll_wait for all of them, an eventfd waking it
+//     for Add, Remove, Close and the end of its context. The cost is one
+//     descriptor per process (the soft RLIMIT_NOFILE, which Go raises to
+//     the hard limit at start) and, in the kernel, a struct file and an
+//     epoll item (a few hundred bytes, charged to the memory cgroup);
+//     the Go heap holds one map entry (BENCHMARKS.md has the numbers).
+//     A pidfd pins the process, not the pid: it never reports a later
+//     process that reused the number.
+//   - macOS: a kqueue EVFILT_PROC note with NOTE_EXIT per process
+//     (kernel memory, no descriptor), EVFILT_USER to wake Run. It is
+//     compiled and vetted here but has never run: there is no Mac.
+//   - Elsewhere, and on a Linux without pidfds (older than 5.3, or a
+//     seccomp filter that answers ENOSYS or EPERM, as old container
+//     runtimes' default profiles do), NewExits fails with
+//     errors.ErrUnsupported: the caller keeps scanning.
+//
+// A process is named by its pid and birth (Process.Same): Add checks,
+// after the kernel has pinned the process, that the pid still has the
+// birth it was given, and a pid that is gone or born again is reported
+// as exited at once instead of watching another process. An Add that
+// fails (ErrNoWatch: no descriptor left) leaves that process to the
+// caller's scans; the others stay watched.
+type Exits struct {
+	mu sync.Mutex
+	p  poller
+	// watched holds the processes waited for, by pid; seq tells a
+	// watch from an earlier one of the same pid whose event was
+	// already taken from the kernel when Remove or Add replaced it.
+	watched map[int]watch
+	seq     uint32
+	// pending are exits Add found (gone before it was watched), for
+	// Run to report.
+	pending []Exit
+	running bool
+	closed  bool
+	// released: the poller's own descriptors are closed.
+	released bool
+}
+
+type watch struct {
+	birth uint64
+	fd    int32 // the pidfd on Linux; unused on macOS
+	seq   uint32
+}
+
+// Exit is the exit of a watched process.
+type Exit struct {
+	// PID and Birth are the process as given to Add.
+	PID   int
+	Birth uint64
+	// At is when the exit was seen: when the kernel told Run, or when
+	// Add found the process gone.
+	At time.Time
+}
+
+// ErrNoWatch is wrapped by Add's error when the system has no room for
+// one more watch (Linux: no file descriptor left, EMFILE or ENFILE, or
+// no memory): the caller keeps scanning for that process.
+var ErrNoWatch = errors.New("no room to watch one more process")
+
+// errWatchGone is what a poller returns from watch for a pid that does
+// not exist.
+var errWatchGone = errors.New("process gone")
+
+// errExitsClosed is Add's error after Close.
+var errExitsClosed = errors.New("procview: exit watcher closed")
+
+// poller is the system's half of Exits. Every method but wait is called
+// with Exits.mu held; wait is called by Run alone, without it, and close
+// only when no wait runs.
+type poller interface {
+	// watch starts watching pid, tagging its events with seq; it
+	// returns errWatchGone when pid does not exist, an error wrapping
+	// ErrNoWatch when the system has no room.
+	watch(pid int, seq uint32) (fd int32, err error)
+	// unwatch stops watching pid (and closes fd).
+	unwatch(pid int, fd int32)
+	// wait blocks until a watched process exits or wake is called, and
+	// returns what happened; nothing at all after an interruption.
+	wait() ([]pollEvent, error)
+	// wake makes a blocked (or the next) wait return.
+	wake()
+	// close releases the poller's own descriptors.
+	close()
+}
+
+// pollEvent is one exit the kernel reported.
+type pollEvent struct {
+	pid int
+	// seq is the watch's tag, when the system returns it (Linux); a
+	// system that cannot (macOS) reports anySeq.
+	seq    uint32
+	anySeq bool
+}
+
+// NewExits starts watching nothing. The error wraps
+// errors.ErrUnsupported where exits cannot be watched (see Exits).
+func NewExits() (*Exits, error) {
+	p, err := newPoller()
+	if err != nil {
+		return nil, err
+	}
+	return newExits(p), nil
+}
+
+func newExits(p poller) *Exits { return &Exits{p: p, watched: map[int]watch{}} }
+
+// Add watches p, read from t: Run reports its exit once. A p that is
+// gone already, a zombie, or whose pid now has another birth is reported
+// as exited (by Run) and not watched. Adding a process watched already
+// does nothing; adding its pid with another birth replaces the watch.
+// The error wraps ErrNoWatch when the system has no room for it; any
+// error leaves p unwatched.
+func (e *Exits) Add(t Table, p Process) error {
+	if p.PID <= 0 {
+		return fmt.Errorf("procview: watch pid %d: not a process", p.PID)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return errExitsClosed
+	}
+	if w, ok := e.watched[p.PID]; ok {
+		if w.birth == p.Birth {
+			return nil
+		}
+		e.p.unwatch(p.PID, w.fd)
+		delete(e.watched, p.PID)
+	}
+	for _, x := range e.pending {
+		if x.PID == p.PID && x.Birth == p.Birth {
+			return nil // reported soon
+		}
+	}
+	e.seq++
+	fd, err := e.p.watch(p.PID, e.seq)
+	if errors.Is(err, errWatchGone) {
+		e.exited(p)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("procview: watch pid %d: %w", p.PID, err)
+	}
+	// The kernel holds the process now; make sure it is the one meant.
+	st, err := t.Stat(p.PID)
+	if err != nil && !errors.Is(err, ErrGone) {
+		e.p.unwatch(p.PID, fd)
+		if isNoRoom(err) {
+			return fmt.Errorf("%w: %w", err, ErrNoWatch) // err names the pid
+		}
+		return err
+	}
+	if err != nil || st.Birth != p.Birth || st.Zombie {
+		e.p.unwatch(p.PID, fd)
+		e.exited(p)
+		return nil
+	}
+	e.watched[p.PID] = watch{birth: p.Birth, fd: fd, seq: e.seq}
+	return nil
+}
+
+// exited queues p's exit for Run. Called with e.mu held.
+func (e *Exits) exited(p Process) {
+	if len(e.pending) == 0 && e.running {
+		e.p.wake()
+	}
+	e.pending = append(e.pending, Exit{PID: p.PID, Birth: p.Birth, At: time.Now()})
+}
+
+// Remove stops watching pid: an exit not yet reported is not, except one
+// Run has already taken from the kernel and is reporting.
+func (e *Exits) Remove(pid int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w, ok := e.watched[pid]; ok {
+		e.p.unwatch(pid, w.fd)
+		delete(e.watched, pid)
+	}
+	kept := e.pending[:0]
+	for _, x := range e.pending {
+		if x.PID != pid {
+			kept = append(kept, x)
+		}
+	}
+	e.pending = kept
+}
+
+// Len is the number of processes watched (not counting exits found by
+// Add and not yet reported).
+func (e *Exits) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.watched)
+}
+
+// Close stops watching every process and releases their descriptors;
+// a Run returns, and releases the watcher's own two (the epoll set and
+// the eventfd) as it does. Add fails after Close.
+func (e *Exits) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	for pid, w := range e.watched {
+		e.p.unwatch(pid, w.fd)
+	}
+	clear(e.watched)
+	e.pending = nil
+	if e.running {
+		e.p.wake()
+	} else {
+		e.release()
+	}
+	return nil
+}
+
+// release closes the poller. Called with e.mu held, when no wait runs.
+func (e *Exits) release() {
+	if !e.released {
+		e.released = true
+		e.p.close()
+	}
+}
+
+// Run reports each exit to fn, on its own goroutine (the caller's), one
+// at a time, until ctx ends or Close is called; a process is no longer
+// watched when fn hears of it. fn may call Add and Remove. Exits found
+// while no Run runs are reported by the next. One Run at a time.
+func (e *Exits) Run(ctx context.Context, fn func(Exit)) {
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		panic("procview: Exits.Run called while another Run runs")
+	}
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.running = true
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.running = false
+		if e.closed {
+			e.release()
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if !e.released {
+			e.p.wake()
+		}
+	})
+	defer stop()
+
+	var out []Exit
+	for {
+		e.mu.Lock()
+		if e.closed || ctx.Err() != nil {
+			e.mu.Unlock()
+			return
+		}
+		out, e.pending = append(out[:0], e.pending...), nil
+		e.mu.Unlock()
+		for _, x := range out {
+			fn(x)
+		}
+
+		evs, err := e.p.wait()
+		if err != nil {
+			// Only a bad descriptor or buffer fails a wait: not a
+			// condition that a retry mends. The caller's scans remain.
+			return
+		}
+		now := time.Now()
+		out = out[:0]
+		e.mu.Lock()
+		for _, ev := range evs {
+			w, ok := e.watched[ev.pid]
+			if !ok || !ev.anySeq && w.seq != ev.seq {
+				continue // removed, or replaced, after the kernel spoke
+			}
+			delete(e.watched, ev.pid)
+			e.p.unwatch(ev.pid, w.fd)
+			out = append(out, Exit{PID: ev.pid, Birth: w.birth, At: now})
+		}
+		e.mu.Unlock()
+		for _, x := range out {
+			fn(x)
+		}
+	}
+}

@@ -1,0 +1,487 @@
+//go:build linux
+
+package procview
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// Exits against the kernel: real sleeps, killed. Waits use real time
+// (synctest cannot see into epoll_wait), with bounds far above the
+// milliseconds measured, logged.
+
+// bound is how long an exit may take to be reported before a test
+// fails; it takes about a millisecond.
+const bound = 2 * time.Second
+
+// sleepPath is sleep's path, found once.
+var sleepPath = sync.OnceValue(func() string {
+	p, err := exec.LookPath("sleep")
+	if err != nil {
+		return "/bin/sleep"
+	}
+	return p
+})
+
+// spawnSleeps starts n sleeps as children with fork and exec alone (no
+// os.Process, which holds a pidfd of its own) and kills and reaps those
+// left at the end of the test.
+func spawnSleeps(tb testing.TB, n int) []int {
+	tb.Helper()
+	pids := make([]int, 0, n)
+	tb.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		for _, pid := range pids {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		}
+	})
+	attr := &syscall.ProcAttr{Env: []string{}}
+	for range n {
+		pid, err := syscall.ForkExec(sleepPath(), []string{"sleep", "3600"}, attr)
+		if err != nil {
+			tb.Fatalf("start sleep %d of %d: %v", len(pids)+1, n, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// kill kills pid and waits until it is reaped.
+func kill(tb testing.TB, pid int) {
+	tb.Helper()
+	must(tb, syscall.Kill(pid, syscall.SIGKILL))
+	var ws syscall.WaitStatus
+	_, err := syscall.Wait4(pid, &ws, 0, nil)
+	must(tb, err)
+}
+
+func stat(tb testing.TB, tab Table, pid int) Process {
+	tb.Helper()
+	p, err := tab.Stat(pid)
+	must(tb, err)
+	return p
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(tb testing.TB) int {
+	tb.Helper()
+	names, err := readDirNames("/proc/self/fd")
+	must(tb, err)
+	return len(names) - 1 // the directory's own
+}
+
+// noLeaks checks for goroutines left once the test's cleanups (which
+// stop Run) have run.
+func noLeaks(t *testing.T) { t.Cleanup(func() { goleak.VerifyNone(t) }) }
+
+func newRealExits(t *testing.T) (*Exits, Table) {
+	t.Helper()
+	e, err := NewExits()
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("no pidfds here: %v", err)
+	}
+	must(t, err)
+	t.Cleanup(func() { must(t, e.Close()) })
+	tab, err := System()
+	must(t, err)
+	return e, tab
+}
+
+// reports runs e.Run until the test ends, sending what it reports.
+func reports(t *testing.T, e *Exits) <-chan Exit {
+	ch := make(chan Exit, 20000)
+	startRun(t, e, func(x Exit) { ch <- x })
+	return ch
+}
+
+func await(t *testing.T, ch <-chan Exit, what string) Exit {
+	t.Helper()
+	select {
+	case x := <-ch:
+		return x
+	case <-time.After(bound):
+		t.Fatalf("%s: no exit reported within %v", what, bound)
+		return Exit{}
+	}
+}
+
+// quiet checks that nothing is reported for a while: used only after an
+// event that would have been reported together with the unwanted one.
+func quiet(t *testing.T, ch <-chan Exit) {
+	t.Helper()
+	select {
+	case x := <-ch:
+		t.Fatalf("reported %+v", x)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// A child's exit, within a millisecond or so.
+func TestExitsReportsAChildsExit(t *testing.T) {
+	noLeaks(t)
+	e, tab := newRealExits(t)
+	pid := spawnSleeps(t, 1)[0]
+	p := stat(t, tab, pid)
+	must(t, e.Add(tab, p))
+	ch := reports(t, e)
+	killed := time.Now()
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	x := await(t, ch, "a killed child")
+	got := time.Now()
+	if x.PID != pid || x.Birth != p.Birth {
+		t.Fatalf("reported %+v, want pid %d birth %d", x, pid, p.Birth)
+	}
+	t.Logf("kill → kernel's word %v, → fn %v", x.At.Sub(killed), got.Sub(killed))
+	if e.Len() != 0 {
+		t.Fatalf("%d still watched", e.Len())
+	}
+}
+
+// spawnReaders starts n processes that are not this one's children, as
+// OpenCode's servers are not, and ends them at the end of the test.
+func spawnReaders(tb testing.TB, n int) []int {
+	tb.Helper()
+	pids, end, err := startReaders(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(end)
+	return pids
+}
+
+// startReaders starts n subshells of one sh, each blocked reading a pipe
+// whose writing end only this process holds (no exec: they are cheap).
+// end closes that end, which ends them all, killed or not, and the sh
+// reaps them and exits; so does this process's exit.
+func startReaders(n int) (pids []int, end func(), err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	sh := exec.Command("sh", "-c", `i=0; while [ $i -lt $1 ]; do (read x <&3) >/dev/null & echo $!; i=$((i+1)); done; exec 3<&-; wait`, "sh", strconv.Itoa(n))
+	sh.ExtraFiles = []*os.File{r}
+	out, err := sh.StdoutPipe()
+	if err == nil {
+		err = sh.Start()
+	}
+	if err != nil {
+		w.Close()
+		return nil, nil, err
+	}
+	end = func() {
+		_ = w.Close()
+		_ = sh.Wait()
+	}
+	lines := bufio.NewScanner(out)
+	for len(pids) < n && lines.Scan() {
+		pid, err := strconv.Atoi(lines.Text())
+		if err != nil {
+			end()
+			return nil, nil, err
+		}
+		pids = append(pids, pid)
+	}
+	if len(pids) < n {
+		end()
+		return nil, nil, fmt.Errorf("%d processes started of %d: %v", len(pids), n, lines.Err())
+	}
+	return pids, end, nil
+}
+
+// A process that is not this one's child: the case Exits is for.
+func TestExitsReportsANonChildsExit(t *testing.T) {
+	noLeaks(t)
+	e, tab := newRealExits(t)
+	pid := spawnReaders(t, 1)[0]
+	p := stat(t, tab, pid)
+	if p.PPID == os.Getpid() {
+		t.Fatalf("pid %d is this process's child", pid)
+	}
+	must(t, e.Add(tab, p))
+	ch := reports(t, e)
+	killed := time.Now()
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	x := await(t, ch, "a killed grandchild")
+	got := time.Now()
+	if x.PID != pid || x.Birth != p.Birth {
+		t.Fatalf("reported %+v, want pid %d birth %d", x, pid, p.Birth)
+	}
+	t.Logf("kill → kernel's word %v, → fn %v", x.At.Sub(killed), got.Sub(killed))
+}
+
+// Gone before Add (reaped, or a zombie), or the pid held by another
+// process than the one named: reported at once, never watched, no
+// descriptor kept.
+func TestExitsAddReportsWhatIsNotThere(t *testing.T) {
+	noLeaks(t)
+	e, tab := newRealExits(t)
+	pids := spawnSleeps(t, 3)
+	reaped, zombie, other := stat(t, tab, pids[0]), stat(t, tab, pids[1]), stat(t, tab, pids[2])
+	kill(t, reaped.PID)
+	must(t, syscall.Kill(zombie.PID, syscall.SIGKILL))
+	for p := stat(t, tab, zombie.PID); !p.Zombie; p = stat(t, tab, zombie.PID) {
+		time.Sleep(time.Millisecond)
+	}
+	other.Birth++ // as if the pid were reused since the listing
+	fds := openFDs(t)
+	for _, p := range []Process{reaped, zombie, other} {
+		must(t, e.Add(tab, p))
+	}
+	if e.Len() != 0 || openFDs(t) != fds {
+		t.Fatalf("watched %d, %d descriptors more", e.Len(), openFDs(t)-fds)
+	}
+	start := time.Now()
+	ch := reports(t, e)
+	for _, p := range []Process{reaped, zombie, other} {
+		if x := await(t, ch, "a process not there"); x.PID != p.PID || x.Birth != p.Birth {
+			t.Fatalf("reported %+v, want %d birth %d", x, p.PID, p.Birth)
+		}
+	}
+	t.Logf("reported %v after Run started", time.Since(start))
+	if p := stat(t, tab, other.PID); p.Zombie {
+		t.Fatal("the other process was touched")
+	}
+}
+
+// Adding a watched process again keeps one watch; another birth for its
+// pid replaces it (here by a process that is not there: reported).
+func TestExitsAddAgain(t *testing.T) {
+	noLeaks(t)
+	e, tab := newRealExits(t)
+	pid := spawnSleeps(t, 1)[0]
+	p := stat(t, tab, pid)
+	fds := openFDs(t)
+	must(t, e.Add(tab, p))
+	must(t, e.Add(tab, p))
+	if e.Len() != 1 || openFDs(t) != fds+1 {
+		t.Fatalf("watched %d with %d descriptors more, want 1 and 1", e.Len(), openFDs(t)-fds)
+	}
+	wrong := p
+	wrong.Birth++
+	must(t, e.Add(tab, wrong))
+	if e.Len() != 0 || openFDs(t) != fds {
+		t.Fatalf("watched %d with %d descriptors more, want none", e.Len(), openFDs(t)-fds)
+	}
+	if x := await(t, reports(t, e), "a replaced watch"); x.PID != pid || x.Birth != wrong.Birth {
+		t.Fatalf("reported %+v, want %d birth %d", x, pid, wrong.Birth)
+	}
+}
+
+// Remove: no report for that process; its neighbour's still comes.
+func TestExitsRemoveStopsReports(t *testing.T) {
+	noLeaks(t)
+	e, tab := newRealExits(t)
+	pids := spawnSleeps(t, 2)
+	for _, pid := range pids {
+		must(t, e.Add(tab, stat(t, tab, pid)))
+	}
+	ch := reports(t, e)
+	e.Remove(pids[0])
+	kill(t, pids[0])
+	must(t, syscall.Kill(pids[1], syscall.SIGKILL))
+	// Had pids[0] been watched, its pidfd would have been readable first.
+	if x := await(t, ch, "the neighbour"); x.PID != pids[1] {
+		t.Fatalf("reported %+v, want only pid %d", x, pids[1])
+	}
+	quiet(t, ch)
+}
+
+// A thousand watched (not children), all killed at once: each reported
+// once, and every descriptor given back.
+func TestExitsAThousand(t *testing.T) {
+	noLeaks(t)
+	const n = 1000
+	pids := spawnReaders(t, n)
+	fds := openFDs(t)
+	e, tab := newRealExits(t)
+	for _, pid := range pids {
+		must(t, e.Add(tab, stat(t, tab, pid)))
+	}
+	if e.Len() != n || openFDs(t) != fds+2+n {
+		t.Fatalf("watched %d with %d descriptors more, want %d and %d", e.Len(), openFDs(t)-fds, n, n+2)
+	}
+	ch := reports(t, e)
+	killed := time.Now()
+	for _, pid := range pids {
+		must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	seen := map[int]bool{}
+	for range n {
+		x := await(t, ch, fmt.Sprintf("%d exits", n))
+		if seen[x.PID] || !slices.Contains(pids, x.PID) {
+			t.Fatalf("reported %+v again, or a pid not watched", x)
+		}
+		seen[x.PID] = true
+	}
+	t.Logf("%d exits reported %v after the first kill", n, time.Since(killed))
+	quiet(t, ch)
+	if e.Len() != 0 || openFDs(t) != fds+2 {
+		t.Fatalf("watched %d with %d descriptors more, want none and 2", e.Len(), openFDs(t)-fds)
+	}
+}
+
+// Close while Run waits in epoll_wait: Run returns at once, and every
+// descriptor is closed.
+func TestExitsCloseWhileRunWaits(t *testing.T) {
+	noLeaks(t)
+	fds := openFDs(t)
+	e, err := NewExits()
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	}
+	must(t, err)
+	tab, err := System()
+	must(t, err)
+	for _, pid := range spawnSleeps(t, 10) {
+		must(t, e.Add(tab, stat(t, tab, pid)))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(t.Context(), func(x Exit) { t.Errorf("reported %+v", x) })
+	}()
+	time.Sleep(10 * time.Millisecond) // into epoll_wait, most likely
+	closed := time.Now()
+	must(t, e.Close())
+	select {
+	case <-done:
+	case <-time.After(bound):
+		t.Fatal("Run still runs after Close")
+	}
+	t.Logf("Run returned %v after Close", time.Since(closed))
+	if n := openFDs(t); n != fds {
+		t.Fatalf("%d descriptors more than before NewExits", n-fds)
+	}
+}
+
+// Many goroutines adding and removing while Run reports, for the race
+// detector; every process watched at the end is reported when killed.
+func TestExitsConcurrentAddRemove(t *testing.T) {
+	noLeaks(t)
+	e, tab := newRealExits(t)
+	pids := spawnSleeps(t, 200)
+	procs := make([]Process, len(pids))
+	for i, pid := range pids {
+		procs[i] = stat(t, tab, pid)
+	}
+	ch := reports(t, e)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := g; i < len(procs); i += 4 {
+				must(t, e.Add(tab, procs[i]))
+				if i%3 == 0 {
+					e.Remove(procs[i].PID)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := 0
+	for i := range procs {
+		if i%3 != 0 {
+			want++
+		}
+	}
+	if e.Len() != want {
+		t.Fatalf("watched %d, want %d", e.Len(), want)
+	}
+	for _, pid := range pids {
+		must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	for range want {
+		if x := await(t, ch, "the watched"); slices.Index(pids, x.PID)%3 == 0 {
+			t.Fatalf("reported %+v, a removed process", x)
+		}
+	}
+	quiet(t, ch)
+}
+
+// Out of descriptors (RLIMIT_NOFILE lowered, in a child test process so
+// that no other test runs short): Add answers ErrNoWatch, and the
+// processes watched before stay watched and are reported; once they have
+// exited, there is room again.
+func TestExitsOutOfDescriptors(t *testing.T) {
+	if os.Getenv("PROCVIEW_EXITS_NOFILE") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestExitsOutOfDescriptors$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), "PROCVIEW_EXITS_NOFILE=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("the child test:\n%s", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), "--- PASS: TestExitsOutOfDescriptors") {
+			t.Fatal("the child test did not pass")
+		}
+		return
+	}
+	e, tab := newRealExits(t)
+	pids := spawnSleeps(t, 40)
+	procs := make([]Process, len(pids))
+	for i, pid := range pids {
+		procs[i] = stat(t, tab, pid)
+	}
+	var old syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old))
+	low := old
+	low.Cur = uint64(openFDs(t) + 10)
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
+	restore := sync.OnceFunc(func() { must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)) })
+	defer restore()
+
+	var watched []int
+	full := 0
+	for _, p := range procs[:39] {
+		err := e.Add(tab, p)
+		switch {
+		case err == nil:
+			watched = append(watched, p.PID)
+		case errors.Is(err, ErrNoWatch):
+			full++
+		default:
+			t.Fatalf("Add = %v, want nil or ErrNoWatch", err)
+		}
+	}
+	t.Logf("limit %d: %d watched, %d refused (last: %v)", low.Cur, len(watched), full, e.Add(tab, procs[38]))
+	if len(watched) == 0 || full == 0 || e.Len() != len(watched) {
+		t.Fatalf("%d watched (Len %d), %d refused: want both", len(watched), e.Len(), full)
+	}
+	ch := reports(t, e)
+	for _, pid := range pids[:39] {
+		must(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	var got []int
+	for range watched {
+		got = append(got, await(t, ch, "a watched process at the limit").PID)
+	}
+	quiet(t, ch)
+	slices.Sort(got)
+	slices.Sort(watched)
+	if !slices.Equal(got, watched) {
+		t.Fatalf("reported %v, want %v", got, watched)
+	}
+	// Their descriptors closed, there is room again, limit or not.
+	must(t, e.Add(tab, procs[39]))
+	restore()
+	must(t, syscall.Kill(procs[39].PID, syscall.SIGKILL))
+	if x := await(t, ch, "the last"); x.PID != procs[39].PID {
+		t.Fatalf("reported %+v, want %d", x, procs[39].PID)
+	}
+}
