@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // ClientV2 talks to one OpenCode 2.x server (see
@@ -165,11 +167,14 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 	v.once.Do(func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(descriptionTimeout, v.c.timeout))
 		defer cancel()
-		var doc *APIDescription
+		var doc *apidesc.Doc
 		note := ""
 		body, err := v.Doc(rctx)
 		if err == nil {
-			doc, err = ParseAPIDescription(body)
+			doc, err = apidesc.Parse(body)
+		}
+		if err == nil && !offersAPI(doc) {
+			doc, err = nil, errors.New("lists no /api/ route: not an OpenCode 2 description")
 		}
 		if err != nil {
 			note = err.Error()
@@ -187,12 +192,23 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 	return v.rs
 }
 
+// offersAPI reports whether a description lists a route under /api/, as
+// OpenCode 2's do.
+func offersAPI(d *apidesc.Doc) bool {
+	for _, p := range d.Paths() {
+		if strings.HasPrefix(p, "/api/") {
+			return true
+		}
+	}
+	return false
+}
+
 // logCapabilities says once per detection which route each capability
 // uses, and what the daemon runs without.
 func (v *ClientV2) logCapabilities() {
 	attrs := []any{"url", v.URL()}
 	if v.rs.doc != nil {
-		attrs = append(attrs, "description", fmt.Sprintf("%d paths", v.rs.doc.Paths()))
+		attrs = append(attrs, "description", fmt.Sprintf("%d paths", len(v.rs.doc.Paths())))
 	} else {
 		attrs = append(attrs, "description", "none: "+v.rs.docNote+"; using the defaults")
 	}
@@ -509,7 +525,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	}
 	for _, p := range paths {
 		op := method + " " + p
-		esc := strings.Replace(pathTemplate(p), "{}", url.PathEscape(name), 1)
+		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(name), 1)
 		status, body, err := v.send(ctx, v.c.long, v.c.connectTimeout, op, method, esc, locQuery(dir))
 		if err != nil {
 			return err

@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
@@ -373,19 +374,19 @@ func template(p string) string {
 	return t
 }
 
-// docRoutes lists the "METHOD template" routes of an OpenAPI document;
-// nil when it is not one.
+// docRoutes lists the "METHOD template" routes of an OpenAPI document
+// (read as the client reads it); nil when it is not one.
 func docRoutes(doc []byte) map[string]bool {
-	var d struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	if json.Unmarshal(doc, &d) != nil || d.Paths == nil {
+	d, err := apidesc.Parse(doc)
+	if err != nil {
 		return nil
 	}
 	out := map[string]bool{}
-	for p, item := range d.Paths {
-		for m := range item {
-			out[strings.ToUpper(m)+" "+template(p)] = true
+	for _, p := range d.Paths() {
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			if _, ok := d.Offers(m, p); ok {
+				out[m+" "+template(p)] = true
+			}
 		}
 	}
 	return out
