@@ -146,6 +146,7 @@ const (
 	RouteUnknownAPI    = "404"
 	RouteWebUI         = "html"
 	RouteMethodNotAllo = "405"
+	RouteNotReady      = "503"
 )
 
 // Request is one recorded call.
@@ -199,6 +200,7 @@ type Server struct {
 	heartbeat time.Duration
 	devRoute  bool
 	seq       int
+	service   string // "" ready, else ServiceStarting, …
 
 	doc []byte
 
@@ -320,6 +322,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"_tag": "UnauthorizedError", "message": "Unauthorized"})
+		return
+	}
+	s.mu.Lock()
+	service := s.service
+	s.mu.Unlock()
+	if service != "" && (strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == RouteDoc) {
+		s.record(r, RouteNotReady, "", "")
+		w.Header().Set("Retry-After", "1")
+		switch {
+		case r.URL.Path == RouteHealthV2 && service == ServiceFailed:
+			w.WriteHeader(http.StatusInternalServerError)
+		case r.URL.Path == RouteHealthV2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"code": service})
+		}
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && !s.offered(r) {
@@ -507,6 +525,24 @@ func (s *Server) setDocLocked(doc []byte) {
 	if s.profile.RoutesFromDoc {
 		s.served = docRoutes(doc)
 	}
+}
+
+// The service states of SetService (facts §6: the code of the 503).
+const (
+	ServiceStarting = "service_starting"
+	ServiceStopping = "service_stopping"
+	ServiceFailed   = "service_failed"
+)
+
+// SetService puts the service in a state that is not ready ("" is ready):
+// then, as the preview build's packages/server/src/process.ts does, GET
+// /api/health answers 503 (500 once failed) with an empty body and every
+// other route under /api and /openapi.json 503 {"code": state}, all with
+// retry-after: 1. Such a request is recorded as RouteNotReady.
+func (s *Server) SetService(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.service = state
 }
 
 // SetMissingDirectory makes dir a directory that does not exist on the
