@@ -219,10 +219,15 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect's 2.x client is built for %s (the checks below tell whether it still fits)", version, BuiltForV2)})
 		}
-		if doc, err := v.Doc(ctx); err != nil {
+		// The description the client chose its routes from: one read.
+		var oe *opencode.Error
+		switch desc, err := v.Description(ctx); {
+		case errors.As(err, &oe):
 			checks = append(checks, Check{Fail, "api description", err.Error()})
-		} else {
-			checks = append(checks, CheckDocV2(doc)...)
+		case err != nil:
+			checks = append(checks, Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()})
+		default:
+			checks = append(checks, checkDescV2(desc)...)
 		}
 		checks = append(checks, capabilityChecks(v.Capabilities(ctx))...)
 	default:

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
 // notReady answers as OpenCode 2's service does while it starts (facts
@@ -72,4 +75,75 @@ func TestDetectNotYet(t *testing.T) {
 			t.Errorf("%s: %v, %v; want not yet, for a second", name, gen, err)
 		}
 	}
+}
+
+// A Server paces "not yet": detection is not tried again before the wait
+// the last answer set, each wait that ends in another "not yet" is one
+// backoff step longer (1 s doubling to a minute), and the first answer
+// of a ready service ends it.
+func TestServerPacesNotYet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(nil)
+		fake.SetService(fake2.ServiceStarting)
+		tr, stop := fake.Serve()
+		defer stop()
+		s, _ := opencode.NewServer(opencode.ServerOptions{URL: fake2.URL, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: tr}})
+		ctx := context.Background()
+		var waits []time.Duration
+		for range 4 {
+			_, _, err := s.Detect(ctx)
+			wait, ok := opencode.RetryAfter(err)
+			if !ok {
+				t.Fatalf("detect: %v; want not yet", err)
+			}
+			before := fake.Count(fake2.RouteNotReady, "", "")
+			if _, _, err := s.Detect(ctx); !errors.Is(err, opencode.ErrNotYet) || fake.Count(fake2.RouteNotReady, "", "") != before {
+				t.Fatalf("a detection within the wait asked the server (%v)", err)
+			}
+			waits = append(waits, wait)
+			time.Sleep(wait)
+		}
+		for i, w := range waits {
+			step := time.Second << i
+			if w < step*8/10 || w > step*12/10 {
+				t.Fatalf("waits %v; want 1 s doubling (jittered)", waits)
+			}
+		}
+		fake.SetService("")
+		if gen, _, err := s.Detect(ctx); err != nil || gen != opencode.V2 {
+			t.Fatalf("ready: %v, %v", gen, err)
+		}
+	})
+}
+
+// The event stream of a starting service re-subscribes no sooner than
+// each answer's wait, not on its own 500 ms backoff.
+func TestStreamWaitsOutNotYet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(nil)
+		fake.SetService(fake2.ServiceStarting)
+		tr, stop := fake.Serve()
+		defer stop()
+		s, _ := opencode.NewServer(opencode.ServerOptions{URL: fake2.URL, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: tr}})
+		ctx, cancel := context.WithCancel(context.Background())
+		var connected atomic.Int32
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.Stream(ctx, opencode.StreamOptions{OnConnect: func(opencode.Connected) { connected.Add(1) }}, func(opencode.Event) {})
+		}()
+		time.Sleep(30 * time.Second)
+		// Answers at about 0, 1, 3, 7, 15 s (the stream's own backoff
+		// would have asked 7 times: 0.5 s doubling).
+		if n := fake.Count(fake2.RouteNotReady, "", ""); n < 4 || n > 6 {
+			t.Errorf("%d requests answered not yet in 30 s", n)
+		}
+		fake.SetService("")
+		time.Sleep(40 * time.Second)
+		if connected.Load() != 1 {
+			t.Errorf("subscribed %d times once ready", connected.Load())
+		}
+		cancel()
+		<-done
+	})
 }

@@ -10,12 +10,16 @@ import (
 // reported its version at /api/status, 2.0.6 at /api/info, the v2 preview
 // build at /api/health; connect moved under /api/experimental; the preview
 // has no /api/config). So a ClientV2 reads the server's own description,
-// GET /openapi.json (package apidesc), once per detection, and takes each route from what
-// that server offers. The facts' routes are the defaults when there is no
-// readable description. A route the server lacks is a capability the
-// daemon runs without, and a route that answers 404 without an OpenCode
-// error tag is dropped until the next detection (a new ClientV2): never a
-// request repeated for ever.
+// GET /openapi.json (package apidesc), and takes each route from what that
+// server offers. The facts' routes are the defaults while there is no
+// description: for good when the server has none (404, or an answer that
+// is not one), for now when the read failed (a 5xx, a timeout: a busy or
+// starting server), and then it is read again with backoff until it
+// answers. A route the server lacks is a capability the daemon runs
+// without, and a route that answers 404 without an OpenCode error tag is
+// left alone for a backoff step and then asked again: one wrong answer
+// neither turns a capability off for a whole detection nor costs a
+// request per call.
 
 // The capabilities a ClientV2 reports (Capability.Name).
 const (
@@ -81,11 +85,14 @@ type choice struct {
 	without string
 }
 
-// routeSet is every choice of one detection.
+// routeSet is every choice made from one read of the description.
 type routeSet struct {
 	doc     *apidesc.Doc
 	docNote string // why the description was not used ("" when it was)
-	choices []choice
+	// provisional: the read failed and is to be retried; the defaults
+	// stand in until it answers.
+	provisional bool
+	choices     []choice
 }
 
 func (rs *routeSet) get(name string) *choice {
@@ -108,14 +115,18 @@ var withoutCap = map[string]string{
 }
 
 // chooseRoutes picks every route from doc, or the facts' defaults when doc
-// is nil (note says why).
-func chooseRoutes(doc *apidesc.Doc, note string) *routeSet {
-	rs := &routeSet{doc: doc, docNote: note}
+// is nil (note says why; provisional when it is to be read again).
+func chooseRoutes(doc *apidesc.Doc, note string, provisional bool) *routeSet {
+	rs := &routeSet{doc: doc, docNote: note, provisional: provisional}
 	pick := func(name, method string, candidates []string, defaults []string) {
 		c := choice{name: name, method: method, fromDoc: doc != nil}
 		if doc == nil {
 			c.paths = defaults
-			if len(defaults) == 0 {
+			switch {
+			case len(defaults) > 0:
+			case provisional:
+				c.missing = "the API description could not be read yet (" + note + "; asked again with backoff)"
+			default:
 				c.missing = "no API description (" + note + "): not tried"
 			}
 		} else {
@@ -130,6 +141,9 @@ func chooseRoutes(doc *apidesc.Doc, note string) *routeSet {
 		}
 		if len(c.paths) == 0 {
 			c.without = withoutCap[name]
+			if provisional && name == CapLocations {
+				c.without = "checks of directories OpenCode armed wait for it (or use the route if it answered before)"
+			}
 		}
 		rs.choices = append(rs.choices, c)
 	}
