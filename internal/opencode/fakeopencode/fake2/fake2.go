@@ -206,6 +206,7 @@ type Server struct {
 
 	connecting, maxConnecting int
 	configFailures            int
+	docFailures               int
 	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
 
@@ -878,6 +879,14 @@ func (s *Server) FailConfig(n int) {
 	s.configFailures = n
 }
 
+// FailDoc makes the next n GET /openapi.json answer 503 (a busy server),
+// without a Retry-After.
+func (s *Server) FailDoc(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.docFailures = n
+}
+
 // Reload shuts every location down, as POST /api/location/reload does
 // (each publishes location.shutdown; the next request boots it again),
 // without recording a request.
@@ -1096,8 +1105,15 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 	s.record(r, RouteDoc, "", "")
 	s.mu.Lock()
-	doc := s.doc
+	doc, fail := s.doc, s.docFailures > 0
+	if fail {
+		s.docFailures--
+	}
 	s.mu.Unlock()
+	if fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(doc)
 }
