@@ -101,6 +101,9 @@ func TestDescriptionThatFailedIsReadAgain(t *testing.T) {
 			t.Fatalf("within the backoff step: err=%v, %d reads of the description; want not yet, one read", err, seen.get("/openapi.json"))
 		}
 		time.Sleep(wait)
+		if s.Capabilities(ctx); seen.get("/openapi.json") != 1 {
+			t.Fatal("Capabilities (asked by status) read the description again: it must not wait for it")
+		}
 		dirs, known, err := s.BootedLocations(ctx)
 		if err != nil || !known || len(dirs) != 1 || dirs[0] != "/p" {
 			t.Fatalf("after the backoff step: %v, %v, %v; want the list, read after the description answered", dirs, known, err)

@@ -331,9 +331,16 @@ func (v *ClientV2) logCapabilities(rs *routeSet) {
 
 // Capabilities reports, for each thing the daemon uses, the route this
 // server offers for it, or why it has none (reading the server's API
-// description first if no call did yet).
+// description first if no call did yet). It never reads it again: status
+// asks it, and must not wait for a description being retried.
 func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
-	return v.capabilities(v.routes(ctx))
+	v.mu.Lock()
+	rs := v.rs
+	v.mu.Unlock()
+	if rs == nil {
+		rs = v.routes(ctx)
+	}
+	return v.capabilities(rs)
 }
 
 func (v *ClientV2) capabilities(rs *routeSet) []Capability {
