@@ -155,10 +155,11 @@ func TestDescriptionReadsBackOff(t *testing.T) {
 		if len(at) < 7 || len(at) > 10 {
 			t.Fatalf("%d reads of the description in 4 minutes at %v; want 1 s doubling to a minute", len(at), at)
 		}
-		for i := 2; i < len(at); i++ {
-			gap := at[i] - at[i-1]
-			if gap > 73*time.Second || gap < (at[i-1]-at[i-2])*3/2 && gap < 48*time.Second {
-				t.Errorf("gap %d: %v after %v", i, gap, at[i-1]-at[i-2])
+		for i := 1; i < len(at); i++ {
+			// Jittered by ±20 %, seen by a call at most 100 ms later.
+			base := min(time.Second<<(i-1), time.Minute)
+			if gap := at[i] - at[i-1]; gap < base*8/10 || gap > base*12/10+100*time.Millisecond {
+				t.Errorf("gap %d: %v; want about %v (reads at %v)", i, gap, base, at)
 			}
 		}
 	})

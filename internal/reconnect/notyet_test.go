@@ -39,8 +39,10 @@ func TestNotYetKeepsCountersAndWaits(t *testing.T) {
 			t.Fatalf("waiting for OpenCode looks stuck: %v", err)
 		}
 		fake.SetService("")
-		r.at(90 * time.Second)
-		if got := r.connectTimes(dirA, "f"); len(got) < 2 || got[1] < 30*time.Second || got[1] > 40*time.Second {
+		r.at(100 * time.Second)
+		// The paced check after 30 s: its wait is the sixth or seventh
+		// step (16 or 32 s, ±20 %), so at most about 70 s.
+		if got := r.connectTimes(dirA, "f"); len(got) < 2 || got[1] < 30*time.Second || got[1] > 71*time.Second {
 			t.Fatalf("connects once ready: %v; want the episode to go on at the next paced check", got)
 		}
 	})
