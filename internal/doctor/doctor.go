@@ -10,7 +10,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
@@ -65,21 +65,18 @@ var Used = Needs{
 	Events: []string{opencode.EventToolsChanged, opencode.EventInstanceDisposed, opencode.EventGlobalDisposed, opencode.EventServerConnected},
 }
 
-// CheckDoc compares an OpenAPI document with what the daemon needs.
+// CheckDoc compares an OpenAPI document with what the daemon needs: its
+// routes, the MCPStatus… component schemas' status values, and the event
+// types among every component schema's "type" values.
 func CheckDoc(doc []byte, need Needs) []Check {
-	var d struct {
-		Paths      map[string]map[string]json.RawMessage `json:"paths"`
-		Components struct {
-			Schemas map[string]json.RawMessage `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(doc, &d); err != nil || d.Paths == nil {
-		return []Check{{Fail, "api description", fmt.Sprintf("GET /doc is not an OpenAPI document (%v)", err)}}
+	d, err := apidesc.Parse(doc)
+	if err != nil {
+		return []Check{{Fail, "api description", "GET /doc is not an OpenAPI document: " + err.Error()}}
 	}
 	var checks []Check
 	var missing []string
 	for _, r := range need.Routes {
-		if _, ok := d.Paths[r.Path][strings.ToLower(r.Method)]; !ok {
+		if _, ok := d.Offers(r.Method, r.Path); !ok {
 			missing = append(missing, r.Method+" "+r.Path)
 		}
 	}
@@ -89,31 +86,14 @@ func CheckDoc(doc []byte, need Needs) []Check {
 		checks = append(checks, Check{OK, "api routes", fmt.Sprintf("all %d routes the daemon uses are offered", len(need.Routes))})
 	}
 
-	statuses := map[string]bool{}
-	events := map[string]bool{}
-	for name, raw := range d.Components.Schemas {
-		var v any
-		if json.Unmarshal(raw, &v) != nil {
-			continue
-		}
-		if strings.HasPrefix(name, "MCPStatus") {
-			if m, ok := v.(map[string]any); ok {
-				if props, ok := m["properties"].(map[string]any); ok {
-					for _, s := range enumOf(props["status"]) {
-						statuses[s] = true
-					}
-				}
-			}
-		}
-		collectEnums(v, events)
-	}
+	statuses := d.Components(statusComponents(d)...).Property("status").Literals()
 	var gone, unknown []string
 	for _, s := range need.Statuses {
-		if !statuses[s] {
+		if !slices.Contains(statuses, s) {
 			gone = append(gone, s)
 		}
 	}
-	for s := range statuses {
+	for _, s := range statuses {
 		if !slices.Contains(need.Statuses, s) {
 			unknown = append(unknown, s)
 		}
@@ -127,9 +107,10 @@ func CheckDoc(doc []byte, need Needs) []Check {
 	default:
 		checks = append(checks, Check{OK, "mcp statuses", strings.Join(need.Statuses, ", ")})
 	}
+	events := d.Components(d.ComponentNames()...).Property("type").Literals()
 	var noEvent []string
 	for _, e := range need.Events {
-		if !events[e] {
+		if !slices.Contains(events, e) {
 			noEvent = append(noEvent, e)
 		}
 	}
@@ -139,38 +120,6 @@ func CheckDoc(doc []byte, need Needs) []Check {
 		checks = append(checks, Check{OK, "events", strings.Join(need.Events, ", ")})
 	}
 	return checks
-}
-
-func enumOf(v any) []string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	list, _ := m["enum"].([]any)
-	var out []string
-	for _, x := range list {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// collectEnums gathers every string enum value in a schema tree.
-func collectEnums(v any, into map[string]bool) {
-	switch t := v.(type) {
-	case map[string]any:
-		for _, s := range enumOf(t) {
-			into[s] = true
-		}
-		for _, x := range t {
-			collectEnums(x, into)
-		}
-	case []any:
-		for _, x := range t {
-			collectEnums(x, into)
-		}
-	}
 }
 
 // Options for Run.
@@ -274,10 +223,15 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect's 2.x client is built for %s (the checks below tell whether it still fits)", version, BuiltForV2)})
 		}
-		if doc, err := v.Doc(ctx); err != nil {
+		// The description the client chose its routes from: one read.
+		var oe *opencode.Error
+		switch desc, err := v.Description(ctx); {
+		case errors.As(err, &oe):
 			checks = append(checks, Check{Fail, "api description", err.Error()})
-		} else {
-			checks = append(checks, CheckDocV2(doc)...)
+		case err != nil:
+			checks = append(checks, Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()})
+		default:
+			checks = append(checks, checkDescV2(desc)...)
 		}
 		checks = append(checks, capabilityChecks(v.Capabilities(ctx))...)
 	default:

@@ -1,16 +1,12 @@
 package doctor
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/url"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // BuiltForV2 is the OpenCode 2.x release the 2.x client is built for, from
@@ -86,10 +82,15 @@ var eventsV2 = []eventV2{
 // whether a toast route exists. Each missing or different thing is its own
 // line, naming it.
 func CheckDocV2(doc []byte) []Check {
-	d, err := parseOpenAPI(doc)
+	d, err := apidesc.Parse(doc)
 	if err != nil {
 		return []Check{{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()}}
 	}
+	return checkDescV2(d)
+}
+
+// checkDescV2 is CheckDocV2 of a parsed description.
+func checkDescV2(d *apidesc.Doc) []Check {
 	var checks []Check
 
 	// Routes.
@@ -97,10 +98,10 @@ func CheckDocV2(doc []byte) []Check {
 	var located []routeV2
 	missing := false
 	for _, r := range routesV2 {
-		p, ok := d.operation(r.method, r.path)
+		p, ok := d.Offers(r.method, r.path)
 		for _, a := range r.alt {
 			if !ok {
-				p, ok = d.operation(r.method, a)
+				p, ok = d.Offers(r.method, a)
 			}
 		}
 		if !ok && r.optional {
@@ -126,8 +127,8 @@ func CheckDocV2(doc []byte) []Check {
 	}
 
 	// Connect.
-	exp, hasExp := d.operation(connectExpV2.method, connectExpV2.path)
-	dev, hasDev := d.operation(connectDevV2.method, connectDevV2.path)
+	exp, hasExp := d.Offers(connectExpV2.method, connectExpV2.path)
+	dev, hasDev := d.Offers(connectDevV2.method, connectDevV2.path)
 	switch {
 	case hasExp && hasDev:
 		checks = append(checks, Check{OK, "connect route", fmt.Sprintf("POST %s (and the development route POST %s)", exp, dev)})
@@ -146,7 +147,7 @@ func CheckDocV2(doc []byte) []Check {
 	var locOK []string
 	locBad := false
 	for _, r := range located {
-		sev, detail := d.locationParam(r.method, r.path)
+		sev, detail := locationParam(d, r.method, r.path)
 		if sev != OK {
 			locBad = true
 			checks = append(checks, Check{sev, "location param", detail})
@@ -158,9 +159,9 @@ func CheckDocV2(doc []byte) []Check {
 		checks = append(checks, Check{OK, "location param", "location[directory] on " + strings.Join(locOK, ", ")})
 	}
 
-	checks = append(checks, d.statusChecks()...)
-	checks = append(checks, d.eventChecks()...)
-	checks = append(checks, d.toastCheck())
+	checks = append(checks, statusChecks(d)...)
+	checks = append(checks, eventChecks(d)...)
+	checks = append(checks, toastCheck(d))
 	return checks
 }
 
@@ -190,36 +191,30 @@ func capabilityChecks(caps []opencode.Capability) []Check {
 // statusChecks finds the MCP status values: first along the answer of GET
 // /api/mcp (data[].status.status), else, when that route describes no
 // answer at all, in component schemas named Mcp.Status… or McpStatus….
-func (d *openAPI) statusChecks() []Check {
+func statusChecks(d *apidesc.Doc) []Check {
 	const name, answerMCP = "mcp statuses", "in the answer of GET /api/mcp"
 	var values []string
 	var where string
-	if schemas := d.responseSchemas("GET", "/api/mcp"); len(schemas) > 0 {
-		data := d.property(schemas, "data")
-		if len(data) == 0 {
+	if answer := d.Answers("GET", "/api/mcp"); answer.Len() > 0 {
+		data := answer.Property("data")
+		if data.Len() == 0 {
 			return []Check{{Fail, name, `the answer of GET /api/mcp has no "data" property: mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
 		}
-		items := d.items(data)
-		if len(items) == 0 {
+		items := data.Items()
+		if items.Len() == 0 {
 			return []Check{{Fail, name, `"data" of GET /api/mcp is not an array: mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
 		}
-		if len(d.property(items, "name")) == 0 {
+		if items.Property("name").Len() == 0 {
 			return []Check{{Fail, name, `the servers in GET /api/mcp's "data" have no "name": mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
 		}
-		values = d.literals(d.property(d.property(items, "status"), "status"))
+		values = items.Property("status").Property("status").Literals()
 		if len(values) == 0 {
 			return []Check{{Fail, name, `the servers in GET /api/mcp's "data" have no "status.status" values: mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
 		}
 		where = answerMCP
 	} else {
-		var names []string
-		for _, n := range d.schemaNames() {
-			if k := strings.ToLower(strings.NewReplacer(".", "", "_", "", "-", "").Replace(n)); strings.HasPrefix(k, "mcpstatus") {
-				names = append(names, n)
-				values = append(values, d.literals(d.property([]any{d.schema(n)}, "status"))...)
-			}
-		}
-		values = dedupe(values)
+		names := statusComponents(d)
+		values = d.Components(names...).Property("status").Literals()
 		if len(values) == 0 {
 			return []Check{{Fail, name, "found no MCP status values: GET /api/mcp describes no answer, and no component schema named Mcp.Status… lists them"}}
 		}
@@ -246,18 +241,30 @@ func (d *openAPI) statusChecks() []Check {
 	return checks
 }
 
+// statusComponents are the component schemas named MCPStatus…,
+// Mcp.Status… or mcp_status… (any case): 1.x's and 2.x's MCP statuses.
+func statusComponents(d *apidesc.Doc) []string {
+	var names []string
+	for _, n := range d.ComponentNames() {
+		if k := strings.ToLower(strings.NewReplacer(".", "", "_", "", "-", "").Replace(n)); strings.HasPrefix(k, "mcpstatus") {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // eventChecks finds the event types on GET /api/event's stream: the "type"
 // values of its data schema (2.x: an SSE item whose data is a JSON string
 // of the V2Event union). When the route describes no stream schema, every
 // component schema's "type" values count instead.
-func (d *openAPI) eventChecks() []Check {
+func eventChecks(d *apidesc.Doc) []Check {
 	const name = "events"
 	var types []string
 	var checks []Check
 	where := "on GET /api/event's stream"
-	schemas := d.responseSchemas("GET", "/api/event")
-	if len(schemas) > 0 {
-		types = d.literals(d.property(append(schemas, d.property(schemas, "data")...), "type"))
+	stream := d.Answers("GET", "/api/event")
+	if stream.Len() > 0 {
+		types = stream.Join(stream.Property("data")).Property("type").Literals()
 		if len(types) == 0 {
 			// The stream is described, but not as expected: say so even
 			// if the types are found elsewhere.
@@ -265,13 +272,9 @@ func (d *openAPI) eventChecks() []Check {
 		}
 	}
 	if len(types) == 0 {
-		var all []any
-		for _, n := range d.schemaNames() {
-			all = append(all, d.schema(n))
-		}
-		types = d.literals(d.property(all, "type"))
+		types = d.Components(d.ComponentNames()...).Property("type").Literals()
 		where = "in the component schemas"
-		if len(schemas) == 0 {
+		if stream.Len() == 0 {
 			where += ", since GET /api/event describes no stream"
 		}
 	}
@@ -301,15 +304,10 @@ func (d *openAPI) eventChecks() []Check {
 // toastCheck says whether the server offers a toast route. 2.0.x has none
 // (the TUI routes are gone; tui.toast.show is an event no HTTP client can
 // publish).
-func (d *openAPI) toastCheck() Check {
-	for _, p := range d.pathOrder {
-		if !strings.Contains(strings.ToLower(p), "toast") {
-			continue
-		}
-		if item := d.pathItem(p); item != nil {
-			if _, ok := item["post"]; ok {
-				return Check{Info, "toasts", "the server offers a toast route: POST " + p}
-			}
+func toastCheck(d *apidesc.Doc) Check {
+	for _, p := range d.Paths() {
+		if _, ok := d.Offers("POST", p); ok && strings.Contains(strings.ToLower(p), "toast") {
+			return Check{Info, "toasts", "the server offers a toast route: POST " + p}
 		}
 	}
 	return Check{Info, "toasts", "toasts unavailable: announced through /events, the log and metrics"}
@@ -319,30 +317,26 @@ func (d *openAPI) toastCheck() Check {
 // The 2.x client sends ?location[directory]=D: Effect describes that as a
 // deepObject query parameter "location" with a "directory" property; a flat
 // parameter named "location[directory]" is the same on the wire.
-func (d *openAPI) locationParam(method, path string) (string, string) {
+func locationParam(d *apidesc.Doc, method, path string) (string, string) {
 	route := method + " " + path
 	var header bool
-	var loc map[string]any
-	for _, p := range d.parameters(method, path) {
-		in, _ := p["in"].(string)
-		pname, _ := p["name"].(string)
+	var loc *apidesc.Param
+	for _, p := range d.Params(method, path) {
 		switch {
-		case in == "query" && pname == "location[directory]":
+		case p.In == "query" && p.Name == "location[directory]":
 			return OK, ""
-		case in == "query" && pname == "location":
-			loc = p
-		case in == "header" && strings.EqualFold(pname, "x-opencode-directory"):
+		case p.In == "query" && p.Name == "location":
+			loc = &p
+		case p.In == "header" && strings.EqualFold(p.Name, "x-opencode-directory"):
 			header = true
 		}
 	}
 	switch {
 	case loc != nil:
-		// A parameter is described by a schema, or by a content map.
-		content, _ := loc["content"].(map[string]any)
-		if len(d.property(append([]any{loc["schema"]}, contentSchemas(content)...), "directory")) == 0 {
+		if loc.Schema.Property("directory").Len() == 0 {
 			return Fail, fmt.Sprintf(`%s's location parameter has no "directory" property: mcp-reconnect sends location[directory]`, route)
 		}
-		if style, _ := loc["style"].(string); style != "deepObject" {
+		if style := loc.Style; style != "deepObject" {
 			if style == "" {
 				style = "form, the default"
 			}
@@ -353,317 +347,6 @@ func (d *openAPI) locationParam(method, path string) (string, string) {
 		return Warn, fmt.Sprintf("%s documents only the x-opencode-directory header, no location[directory] parameter: mcp-reconnect sends location[directory] (it refuses an answer for another location)", route)
 	}
 	return Fail, fmt.Sprintf("%s has no location[directory] parameter (nor an x-opencode-directory header): mcp-reconnect could not choose the directory, and the shared service would answer for its home", route)
-}
-
-// --- a small OpenAPI reader ---
-
-// maxDepth bounds how deep a schema walk goes (cyclic or hostile documents).
-const maxDepth = 64
-
-// openAPI is a decoded OpenAPI document.
-type openAPI struct {
-	root  map[string]any
-	paths map[string]any
-	// pathOrder lists the paths sorted; byTemplate maps a path with its
-	// parameter names erased ("/api/mcp/{}/connect") to the paths that
-	// have that shape.
-	pathOrder  []string
-	byTemplate map[string][]string
-}
-
-func parseOpenAPI(b []byte) (*openAPI, error) {
-	var root any
-	if err := json.Unmarshal(b, &root); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("not JSON (at byte %d)", se.Offset)
-		}
-		return nil, errors.New("not JSON")
-	}
-	m, ok := root.(map[string]any)
-	if !ok {
-		return nil, errors.New("not a JSON object")
-	}
-	paths, ok := m["paths"].(map[string]any)
-	if !ok {
-		return nil, errors.New(`no "paths" object`)
-	}
-	d := &openAPI{root: m, paths: paths, byTemplate: map[string][]string{}}
-	for p := range paths {
-		d.pathOrder = append(d.pathOrder, p)
-	}
-	sort.Strings(d.pathOrder)
-	for _, p := range d.pathOrder {
-		t := template(p)
-		d.byTemplate[t] = append(d.byTemplate[t], p)
-	}
-	return d, nil
-}
-
-// template erases the parameter names of a path: OpenCode calls the
-// server "{server}" where the client says "{name}".
-func template(p string) string {
-	segs := strings.Split(strings.TrimSuffix(p, "/"), "/")
-	for i, s := range segs {
-		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") || strings.HasPrefix(s, ":") {
-			segs[i] = "{}"
-		}
-	}
-	return strings.Join(segs, "/")
-}
-
-// pathItem returns the path item of a documented path.
-func (d *openAPI) pathItem(p string) map[string]any {
-	m, _ := d.deref(d.paths[p]).(map[string]any)
-	return m
-}
-
-// operation finds a route; it returns the path as documented.
-func (d *openAPI) operation(method, path string) (string, bool) {
-	for _, p := range d.byTemplate[template(path)] {
-		if d.op(method, p) != nil {
-			return p, true
-		}
-	}
-	return "", false
-}
-
-// op returns the operation of a documented path (methods are lower case
-// in OpenAPI; any case is accepted).
-func (d *openAPI) op(method, path string) map[string]any {
-	for k, v := range d.pathItem(path) {
-		if strings.EqualFold(k, method) {
-			op, _ := d.deref(v).(map[string]any)
-			return op
-		}
-	}
-	return nil
-}
-
-// parameters lists a route's parameters: the path item's and the
-// operation's, $refs resolved.
-func (d *openAPI) parameters(method, path string) []map[string]any {
-	var out []map[string]any
-	for _, holder := range []map[string]any{d.pathItem(path), d.op(method, path)} {
-		list, _ := holder["parameters"].([]any)
-		for _, p := range list {
-			if m, ok := d.deref(p).(map[string]any); ok {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-// responseSchemas returns the schemas of a route's 2xx answers, every
-// media type.
-func (d *openAPI) responseSchemas(method, path string) []any {
-	p, ok := d.operation(method, path)
-	if !ok {
-		return nil
-	}
-	responses, _ := d.op(method, p)["responses"].(map[string]any)
-	codes := make([]string, 0, len(responses))
-	for code := range responses {
-		if strings.HasPrefix(code, "2") {
-			codes = append(codes, code)
-		}
-	}
-	sort.Strings(codes)
-	var out []any
-	for _, code := range codes {
-		resp, _ := d.deref(responses[code]).(map[string]any)
-		content, _ := resp["content"].(map[string]any)
-		out = append(out, contentSchemas(content)...)
-	}
-	return out
-}
-
-// contentSchemas returns the schemas of an OpenAPI content map, every
-// media type in order.
-func contentSchemas(content map[string]any) []any {
-	types := make([]string, 0, len(content))
-	for t := range content {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	var out []any
-	for _, t := range types {
-		mt, _ := content[t].(map[string]any)
-		for _, k := range []string{"schema", "itemSchema"} {
-			if s, ok := mt[k].(map[string]any); ok {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-// schemaNames lists components.schemas, sorted.
-func (d *openAPI) schemaNames() []string {
-	comp, _ := d.root["components"].(map[string]any)
-	schemas, _ := comp["schemas"].(map[string]any)
-	names := make([]string, 0, len(schemas))
-	for n := range schemas {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func (d *openAPI) schema(name string) any {
-	comp, _ := d.root["components"].(map[string]any)
-	schemas, _ := comp["schemas"].(map[string]any)
-	return schemas[name]
-}
-
-// pointer resolves a local JSON pointer ("#/components/schemas/X"); nil
-// when it leads nowhere (or elsewhere than this document).
-func (d *openAPI) pointer(ref string) any {
-	rest, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil
-	}
-	if u, err := url.PathUnescape(rest); err == nil {
-		rest = u
-	}
-	var cur any = d.root
-	if rest == "" {
-		return cur
-	}
-	if !strings.HasPrefix(rest, "/") {
-		return nil
-	}
-	for _, tok := range strings.Split(rest[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			cur = c[tok]
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil
-			}
-			cur = c[i]
-		default:
-			return nil
-		}
-	}
-	return cur
-}
-
-// deref follows a chain of $refs (a cycle gives nil).
-func (d *openAPI) deref(v any) any {
-	for range maxDepth {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return v
-		}
-		ref, ok := m["$ref"].(string)
-		if !ok {
-			return v
-		}
-		v = d.pointer(ref)
-	}
-	return nil
-}
-
-// walk is one traversal: each $ref is expanded once, so a cyclic or
-// repetitive document costs no more than its size.
-type walk struct {
-	d    *openAPI
-	seen map[string]bool
-}
-
-// variants returns the object schemas a schema may be: itself and,
-// recursively, its $ref, anyOf, oneOf and allOf members and the
-// contentSchema of a JSON-encoded string.
-func (w *walk) variants(v any, depth int, out []map[string]any) []map[string]any {
-	m, ok := v.(map[string]any)
-	if !ok || depth > maxDepth {
-		return out
-	}
-	if ref, ok := m["$ref"].(string); ok {
-		if w.seen[ref] {
-			return out
-		}
-		w.seen[ref] = true
-		return w.variants(w.d.pointer(ref), depth+1, out)
-	}
-	out = append(out, m)
-	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-		list, _ := m[k].([]any)
-		for _, x := range list {
-			out = w.variants(x, depth+1, out)
-		}
-	}
-	if c, ok := m["contentSchema"]; ok {
-		out = w.variants(c, depth+1, out)
-	}
-	return out
-}
-
-func (d *openAPI) expand(schemas []any) []map[string]any {
-	w := &walk{d: d, seen: map[string]bool{}}
-	var out []map[string]any
-	for _, s := range schemas {
-		out = w.variants(s, 0, out)
-	}
-	return out
-}
-
-// property returns the schemas of a property across every variant.
-func (d *openAPI) property(schemas []any, name string) []any {
-	var out []any
-	for _, v := range d.expand(schemas) {
-		props, _ := v["properties"].(map[string]any)
-		if p, ok := props[name]; ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// items returns the item schemas of every array variant.
-func (d *openAPI) items(schemas []any) []any {
-	var out []any
-	for _, v := range d.expand(schemas) {
-		if it, ok := v["items"].(map[string]any); ok {
-			out = append(out, it)
-		}
-		prefix, _ := v["prefixItems"].([]any)
-		out = append(out, prefix...)
-	}
-	return out
-}
-
-// literals returns the string values a schema allows by enum or const.
-func (d *openAPI) literals(schemas []any) []string {
-	var out []string
-	for _, v := range d.expand(schemas) {
-		if s, ok := v["const"].(string); ok {
-			out = append(out, s)
-		}
-		list, _ := v["enum"].([]any)
-		for _, x := range list {
-			if s, ok := x.(string); ok {
-				out = append(out, s)
-			}
-		}
-	}
-	return dedupe(out)
-}
-
-func dedupe(list []string) []string {
-	seen := map[string]bool{}
-	out := list[:0:0]
-	for _, s := range list {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func quoteList(list []string) string {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,7 +37,38 @@ var (
 	// restarting, unlike a timeout or a 5xx, which a running OpenCode can
 	// cause. An error that is ErrRefused is ErrUnavailable too.
 	ErrRefused = errors.New("opencode refused the connection")
+	// ErrNotYet: OpenCode said "not yet": it answered 503 with a
+	// Retry-After, as OpenCode 2 does while its service starts or stops
+	// (its health route, and every other route with {"code":
+	// "service_starting" | "service_stopping" | "service_failed"}). No MCP
+	// server failed, and nothing is learned: keep every counter and look
+	// again no sooner than the error's RetryAfter. An error that is
+	// ErrNotYet is ErrUnavailable too.
+	ErrNotYet = errors.New("opencode is not ready yet")
 )
+
+// maxRetryAfter caps the wait a Retry-After may ask for.
+const maxRetryAfter = 5 * time.Minute
+
+// RetryAfter is how long an ErrNotYet error asks to wait before the next
+// request; ok is false for any other error.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.kind != ErrNotYet {
+		return 0, false
+	}
+	return e.RetryAfter, true
+}
+
+// notYet reads a "not yet" answer: a 503 with a Retry-After in seconds
+// (OpenCode sends "1"; capped at maxRetryAfter).
+func notYet(status int, h http.Header) (time.Duration, bool) {
+	n, err := strconv.ParseUint(strings.TrimSpace(h.Get("Retry-After")), 10, 32)
+	if status != http.StatusServiceUnavailable || err != nil {
+		return 0, false
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter), true
+}
 
 // maxBody bounds every response body the client reads.
 const maxBody = 4 << 20
@@ -159,10 +191,12 @@ type Error struct {
 	// Status is the HTTP status, or 0 when none was received.
 	Status int
 	// Detail is a short description (a truncated body or a transport error).
-	Detail  string
-	kind    error
-	refused bool
-	cause   error
+	Detail string
+	// RetryAfter is how long an ErrNotYet answer asked to wait.
+	RetryAfter time.Duration
+	kind       error
+	refused    bool
+	cause      error
 	// hint, when set, replaces the 1.x fix named for a refused password.
 	hint string
 }
@@ -185,9 +219,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is matches the error's kind, and ErrRefused for a refused connection.
+// Is matches the error's kind, ErrRefused for a refused connection, and
+// ErrUnavailable for ErrNotYet.
 func (e *Error) Is(target error) bool {
-	return target == e.kind || target == ErrRefused && e.refused
+	return target == e.kind || target == ErrRefused && e.refused || target == ErrUnavailable && e.kind == ErrNotYet
 }
 
 // transportError is the Error for a request that got no answer.
@@ -277,6 +312,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duratio
 	}
 	if len(body) > maxBody {
 		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
+	}
+	if d, ok := notYet(resp.StatusCode, resp.Header); ok {
+		return resp.StatusCode, body, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrNotYet, RetryAfter: d}
 	}
 	return resp.StatusCode, body, nil
 }

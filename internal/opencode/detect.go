@@ -64,11 +64,13 @@ const DetectTimeout = 2 * time.Second
 // to give 2.x its password); a refusal of /global/health with a tagged one
 // at /api/health is 1.x's.
 //
-// Anything else is an error matching ErrUnavailable (not ready, or not
-// OpenCode) that names what each probe answered, or ErrUnauthorized when a
-// probe was refused (a 1.x server with a wrong password cannot tell its
-// version). Each request takes at most DetectTimeout (or o.Timeout, if
-// shorter).
+// A probe answered 503 with a Retry-After (OpenCode 2 starting or
+// stopping) ends detection with an error matching ErrNotYet, which
+// carries the wait. Anything else is an error matching ErrUnavailable
+// (not ready, or not OpenCode) that names what each probe answered, or
+// ErrUnauthorized when a probe was refused (a 1.x server with a wrong
+// password cannot tell its version). Each request takes at most
+// DetectTimeout (or o.Timeout, if shorter).
 func Detect(ctx context.Context, baseURL string, o Options) (Generation, string, int, error) {
 	timeout := DetectTimeout
 	if o.Timeout > 0 && o.Timeout < timeout {
@@ -84,6 +86,11 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		status, hdr, body, err := c.probe(ctx, timeout, route)
 		if err != nil {
 			return 0, nil, nil, err
+		}
+		if d, ok := notYet(status, hdr); ok {
+			// OpenCode 2 starting or stopping: every route says so, and
+			// no probe can tell more until it is ready.
+			return 0, nil, nil, &Error{Op: "GET " + route, URL: c.URL(), Status: status, Detail: "not ready yet: " + snippet(body), kind: ErrNotYet, RetryAfter: d}
 		}
 		seen = append(seen, fmt.Sprintf("%s answered %d", route, status))
 		refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden

@@ -1,23 +1,25 @@
 package opencode
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // Each OpenCode 2 release has moved something the daemon uses (2.0.0–2.0.5
 // reported its version at /api/status, 2.0.6 at /api/info, the v2 preview
 // build at /api/health; connect moved under /api/experimental; the preview
 // has no /api/config). So a ClientV2 reads the server's own description,
-// GET /openapi.json, once per detection, and takes each route from what
-// that server offers. The facts' routes are the defaults when there is no
-// readable description. A route the server lacks is a capability the
-// daemon runs without, and a route that answers 404 without an OpenCode
-// error tag is dropped until the next detection (a new ClientV2): never a
-// request repeated for ever.
+// GET /openapi.json (package apidesc), and takes each route from what that
+// server offers. The facts' routes are the defaults while there is no
+// description: for good when the server has none (404, or an answer that
+// is not one), for now when the read failed (a 5xx, a timeout: a busy or
+// starting server), and then it is read again with backoff until it
+// answers. A route the server lacks is a capability the daemon runs
+// without, and a route that answers 404 without an OpenCode error tag is
+// left alone for a backoff step and then asked again: one wrong answer
+// neither turns a capability off for a whole detection nor costs a
+// request per call.
 
 // The capabilities a ClientV2 reports (Capability.Name).
 const (
@@ -60,122 +62,6 @@ type Capability struct {
 // Available reports whether the server offers the capability.
 func (c Capability) Available() bool { return c.Route != "" }
 
-// APIDescription is what the client reads of an OpenCode 2 server's GET
-// /openapi.json: which routes it offers.
-type APIDescription struct {
-	// Title and Version are the description's info.title and info.version
-	// (the API's version, not OpenCode's).
-	Title, Version string
-	// routes maps "METHOD template" (path parameters erased to "{}") to
-	// the path as documented.
-	routes map[string]string
-	paths  int
-}
-
-// maxDescriptionPaths bounds how many paths a description may list
-// (OpenCode's have about a hundred).
-const maxDescriptionPaths = 10000
-
-// ParseAPIDescription decodes an OpenAPI document: a JSON object with a
-// "paths" object of path items, each an object of operations by method.
-// A document that lists no /api/ route is not an OpenCode 2 description
-// and is an error, as is anything that is not that shape; odd path items
-// are skipped, not fatal.
-func ParseAPIDescription(b []byte) (*APIDescription, error) {
-	var raw struct {
-		Info *struct {
-			Title   json.RawMessage `json:"title"`
-			Version json.RawMessage `json:"version"`
-		} `json:"info"`
-		Paths map[string]json.RawMessage `json:"paths"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("not a JSON OpenAPI document: %w", err)
-	}
-	if raw.Paths == nil {
-		return nil, errors.New(`no "paths" object`)
-	}
-	if len(raw.Paths) > maxDescriptionPaths {
-		return nil, fmt.Errorf("%d paths: more than %d", len(raw.Paths), maxDescriptionPaths)
-	}
-	d := &APIDescription{routes: map[string]string{}, paths: len(raw.Paths)}
-	if raw.Info != nil {
-		_ = json.Unmarshal(raw.Info.Title, &d.Title)
-		_ = json.Unmarshal(raw.Info.Version, &d.Version)
-	}
-	api := false
-	// Sorted, so that of two paths of one template the same one wins.
-	paths := make([]string, 0, len(raw.Paths))
-	for p := range raw.Paths {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		if !strings.HasPrefix(p, "/") {
-			continue
-		}
-		var item map[string]json.RawMessage
-		if json.Unmarshal(raw.Paths[p], &item) != nil {
-			continue
-		}
-		for method, op := range item {
-			m := strings.ToUpper(method)
-			if !httpMethod(m) || len(op) == 0 || op[0] != '{' {
-				continue
-			}
-			key := m + " " + pathTemplate(p)
-			if _, dup := d.routes[key]; !dup {
-				d.routes[key] = p
-			}
-			if strings.HasPrefix(p, "/api/") {
-				api = true
-			}
-		}
-	}
-	if !api {
-		return nil, errors.New("lists no /api/ route: not an OpenCode 2 description")
-	}
-	return d, nil
-}
-
-func httpMethod(m string) bool {
-	switch m {
-	case "GET", "PUT", "POST", "DELETE", "OPTIONS", "HEAD", "PATCH", "TRACE":
-		return true
-	}
-	return false
-}
-
-// pathTemplate erases the parameter names of a path: OpenCode calls the
-// server "{server}" where the client says "{name}".
-func pathTemplate(p string) string {
-	segs := strings.Split(strings.TrimSuffix(p, "/"), "/")
-	for i, s := range segs {
-		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") || strings.HasPrefix(s, ":") {
-			segs[i] = "{}"
-		}
-	}
-	return strings.Join(segs, "/")
-}
-
-// Offers reports whether the description lists method and path (path
-// parameter names do not matter), and the path as documented.
-func (d *APIDescription) Offers(method, path string) (string, bool) {
-	if d == nil {
-		return "", false
-	}
-	p, ok := d.routes[strings.ToUpper(method)+" "+pathTemplate(path)]
-	return p, ok
-}
-
-// Paths is how many paths the description lists.
-func (d *APIDescription) Paths() int {
-	if d == nil {
-		return 0
-	}
-	return d.paths
-}
-
 // The routes a ClientV2 may use, in order of preference.
 const (
 	routeInfo      = "/api/info"
@@ -199,11 +85,14 @@ type choice struct {
 	without string
 }
 
-// routeSet is every choice of one detection.
+// routeSet is every choice made from one read of the description.
 type routeSet struct {
-	doc     *APIDescription
+	doc     *apidesc.Doc
 	docNote string // why the description was not used ("" when it was)
-	choices []choice
+	// provisional: the read failed and is to be retried; the defaults
+	// stand in until it answers.
+	provisional bool
+	choices     []choice
 }
 
 func (rs *routeSet) get(name string) *choice {
@@ -226,14 +115,18 @@ var withoutCap = map[string]string{
 }
 
 // chooseRoutes picks every route from doc, or the facts' defaults when doc
-// is nil (note says why).
-func chooseRoutes(doc *APIDescription, note string) *routeSet {
-	rs := &routeSet{doc: doc, docNote: note}
+// is nil (note says why; provisional when it is to be read again).
+func chooseRoutes(doc *apidesc.Doc, note string, provisional bool) *routeSet {
+	rs := &routeSet{doc: doc, docNote: note, provisional: provisional}
 	pick := func(name, method string, candidates []string, defaults []string) {
 		c := choice{name: name, method: method, fromDoc: doc != nil}
 		if doc == nil {
 			c.paths = defaults
-			if len(defaults) == 0 {
+			switch {
+			case len(defaults) > 0:
+			case provisional:
+				c.missing = "the API description could not be read yet (" + note + "; asked again with backoff)"
+			default:
 				c.missing = "no API description (" + note + "): not tried"
 			}
 		} else {
@@ -248,6 +141,9 @@ func chooseRoutes(doc *APIDescription, note string) *routeSet {
 		}
 		if len(c.paths) == 0 {
 			c.without = withoutCap[name]
+			if provisional && name == CapLocations {
+				c.without = "checks of directories OpenCode armed wait for it (or use the route if it answered before)"
+			}
 		}
 		rs.choices = append(rs.choices, c)
 	}

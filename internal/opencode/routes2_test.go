@@ -5,14 +5,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
@@ -51,9 +53,9 @@ func TestRoutesFromPreviewDescription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := opencode.ParseAPIDescription(ref)
-	if err != nil || d.Paths() != 93 {
-		t.Fatalf("preview description: %d paths, %v", d.Paths(), err)
+	d, err := apidesc.Parse(ref)
+	if err != nil || len(d.Paths()) != 93 {
+		t.Fatalf("preview description: %d paths, %v", len(d.Paths()), err)
 	}
 	for _, r := range [][2]string{{"GET", "/api/health"}, {"POST", "/api/mcp/{name}/connect"}, {"GET", "/api/debug/location"}, {"DELETE", "/api/debug/location"}} {
 		if _, ok := d.Offers(r[0], r[1]); !ok {
@@ -154,7 +156,8 @@ func TestDescriptionReadOnceByConcurrentCalls(t *testing.T) {
 }
 
 // A route that answers 404 without an OpenCode error tag is not asked
-// again by this client (until the next detection), and the capability
+// again within its backoff step (TestStatusRouteThatAnswered404ComesBack:
+// after it, it is), and the capability
 // says why it is gone: here a config route the description claims, which
 // the server does not serve. MCPConfig then reads the config files.
 func TestRouteThatAnswered404IsNotAskedAgain(t *testing.T) {
@@ -164,55 +167,61 @@ func TestRouteThatAnswered404IsNotAskedAgain(t *testing.T) {
 	if err := os.WriteFile(dir+"/opencode.jsonc", []byte(`{"mcp":{"servers":{"web":{"type":"remote","url":"http://127.0.0.1:9/mcp",},},},}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	asked := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		asked := map[string]int{}
+		tr, stop := fakeopencode.ServeHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			asked[r.Method+" "+r.URL.Path]++
+			mu.Unlock()
+			switch r.URL.Path {
+			case "/openapi.json":
+				_, _ = io.WriteString(w, fake2.DefaultDoc)
+			case "/api/experimental/mcp/web/connect":
+				w.WriteHeader(http.StatusNoContent)
+			default:
+				w.WriteHeader(http.StatusNotFound)
+			}
+		}))
+		defer stop()
+		// A loopback address (the pipe answers at any): the config files
+		// are this machine's.
+		const url = "http://127.0.0.1:4096"
+		c, _ := opencode.NewV2(url, opencode.Options{Password: "pw", Transport: tr})
+		ctx := context.Background()
+		for range 3 {
+			cfg, err := c.MCPConfig(ctx, dir)
+			if err != nil || cfg["web"].Type != "remote" || cfg["web"].URL != "http://127.0.0.1:9/mcp" {
+				t.Fatalf("config = %+v, %v; want the file's", cfg, err)
+			}
+			if _, err := c.MCPStatus(ctx, dir); !errors.Is(err, opencode.ErrUnavailable) {
+				t.Fatalf("status of a server without the route: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		mu.Lock()
-		asked[r.Method+" "+r.URL.Path]++
+		if asked["GET /api/config"] != 1 || asked["GET /api/mcp"] != 1 || asked["GET /openapi.json"] != 1 {
+			t.Errorf("asked %v: each missing route once, the description once", asked)
+		}
 		mu.Unlock()
-		switch r.URL.Path {
-		case "/openapi.json":
-			_, _ = io.WriteString(w, fake2.DefaultDoc)
-		case "/api/experimental/mcp/web/connect":
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			w.WriteHeader(http.StatusNotFound)
+		for _, cp := range c.Capabilities(ctx) {
+			if (cp.Name == opencode.CapConfig || cp.Name == opencode.CapStatus) && (cp.Available() || !strings.Contains(cp.Missing, "answered 404")) {
+				t.Errorf("%+v", cp)
+			}
 		}
-	}))
-	defer srv.Close()
-	c, _ := opencode.NewV2(srv.URL, opencode.Options{Password: "pw"})
-	ctx := context.Background()
-	for range 3 {
-		cfg, err := c.MCPConfig(ctx, dir)
-		if err != nil || cfg["web"].Type != "remote" || cfg["web"].URL != "http://127.0.0.1:9/mcp" {
-			t.Fatalf("config = %+v, %v; want the file's", cfg, err)
+		// A tagged 404 is OpenCode's answer, not a missing route.
+		if err := c.Connect(ctx, dir, "web"); err != nil {
+			t.Errorf("connect: %v", err)
 		}
-		if _, err := c.MCPStatus(ctx, dir); !errors.Is(err, opencode.ErrUnavailable) {
-			t.Fatalf("status of a server without the route: %v", err)
+		// A new client (the next detection) asks again.
+		c, _ = opencode.NewV2(url, opencode.Options{Password: "pw", Transport: tr})
+		_, _ = c.MCPConfig(ctx, dir)
+		mu.Lock()
+		defer mu.Unlock()
+		if asked["GET /api/config"] != 2 {
+			t.Errorf("the next detection did not ask again: %v", asked)
 		}
-	}
-	mu.Lock()
-	if asked["GET /api/config"] != 1 || asked["GET /api/mcp"] != 1 || asked["GET /openapi.json"] != 1 {
-		t.Errorf("asked %v: each missing route once, the description once", asked)
-	}
-	mu.Unlock()
-	for _, cp := range c.Capabilities(ctx) {
-		if (cp.Name == opencode.CapConfig || cp.Name == opencode.CapStatus) && (cp.Available() || !strings.Contains(cp.Missing, "answered 404")) {
-			t.Errorf("%+v", cp)
-		}
-	}
-	// A tagged 404 is OpenCode's answer, not a missing route.
-	if err := c.Connect(ctx, dir, "web"); err != nil {
-		t.Errorf("connect: %v", err)
-	}
-	// A new client (the next detection) asks again.
-	c, _ = opencode.NewV2(srv.URL, opencode.Options{Password: "pw"})
-	_, _ = c.MCPConfig(ctx, dir)
-	mu.Lock()
-	defer mu.Unlock()
-	if asked["GET /api/config"] != 2 {
-		t.Errorf("the next detection did not ask again: %v", asked)
-	}
+	})
 }
 
 func equalMaps(a, b map[string]string) bool {
@@ -225,35 +234,4 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func FuzzParseAPIDescription(f *testing.F) {
-	if ref, err := os.ReadFile("fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json"); err == nil {
-		f.Add(ref)
-	}
-	f.Add([]byte(fake2.DefaultDoc))
-	f.Add([]byte(`{"paths":{"/api/mcp/{server}/connect":{"post":{}},"/api/x":{"get":null,"GET":{}}}}`))
-	f.Add([]byte(`{"paths":{"api/x":{"get":{}},"/api/y":[],"/api/z":{"fetch":{}}}}`))
-	f.Add([]byte(`{"paths":null}`))
-	f.Add([]byte(`<!doctype html>`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := opencode.ParseAPIDescription(b)
-		if (err == nil) == (d == nil) {
-			t.Fatalf("description %v with error %v", d, err)
-		}
-		if d == nil {
-			if _, ok := d.Offers("GET", "/api/mcp"); ok {
-				t.Fatal("a nil description offers a route")
-			}
-			return
-		}
-		if d.Paths() == 0 {
-			t.Fatal("a description without paths was accepted")
-		}
-		for _, r := range []string{"/api/info", "/api/mcp/{name}/connect", "/api/health"} {
-			if p, ok := d.Offers("GET", r); ok && !strings.HasPrefix(p, "/") {
-				t.Fatalf("offers %s as %q", r, p)
-			}
-		}
-	})
 }

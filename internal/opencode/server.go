@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // ErrNoToast is returned by ShowToast when the server has no toast route
@@ -32,8 +33,17 @@ type Server struct {
 	toastOK bool    // a toast route exists (1.x)
 	// down is set once a request was refused (nothing listened) and
 	// cleared by the next answer: that answer comes from a new process.
-	down     bool
-	watchers []func(Change, error)
+	down bool
+	// mem is what is known of the OpenCode 2 process behind the server,
+	// shared by the clients of its detections; emptied when it is
+	// replaced.
+	mem *processMemory
+	// notYet paces the answers "not yet" (ErrNotYet) in a row: each
+	// asks for at least its Retry-After and a backoff step, and
+	// detection is not tried again before notYet.again (notYetErr).
+	notYet    retry
+	notYetErr *Error
+	watchers  []func(Change, error)
 	// changeMu orders the changes: each is decided and told to every
 	// watcher before the next is decided, so two requests racing through
 	// a restart cannot tell Replaced before the Gone it follows.
@@ -79,28 +89,47 @@ func (s *Server) OnChange(fn func(Change, error)) {
 
 // observe learns from the outcome of one request: a refused connection
 // makes the server Gone; any HTTP answer after that (even an error
-// status: something listens again) makes it Replaced.
-func (s *Server) observe(err error) {
+// status: something listens again) makes it Replaced. It returns err,
+// an ErrNotYet paced: its RetryAfter grows with each wait that ended in
+// another "not yet" (1 s doubling to a minute), so a service that stays starting (or
+// failed: 2.x answers service_failed with retry-after 1 too) is not asked
+// every second for ever.
+func (s *Server) observe(err error) error {
 	var e *Error
 	answered := err == nil || errors.As(err, &e) && e.Status != 0
 	refused := errors.Is(err, ErrRefused)
 	if !answered && !refused {
-		return // a timeout or a reset proves nothing either way
+		return err // a timeout or a reset proves nothing either way
 	}
 	if refused {
 		s.gone(err)
-		return
+		return err
 	}
 	s.changeMu.Lock()
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
+	if _, ok := RetryAfter(err); ok {
+		// One step per wait, however many requests heard "not yet"
+		// meanwhile (every armed directory asks).
+		paced := *e
+		if now := time.Now(); now.Before(s.notYet.again) {
+			paced.RetryAfter = max(s.notYet.again.Sub(now), e.RetryAfter)
+		} else {
+			paced.RetryAfter = s.notYet.fail(now, e.RetryAfter)
+		}
+		s.notYetErr, err = &paced, &paced
+	} else {
+		s.notYet = retry{}
+	}
 	var ch Change
 	if s.down {
 		s.down, ch = false, Replaced
+		s.mem.forget()
 	}
 	watchers := s.watchers
 	s.mu.Unlock()
 	s.tell(watchers, ch, err)
+	return err
 }
 
 // gone makes the server Gone, once until it answers again.
@@ -147,7 +176,7 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if _, err := New(o.URL, o.Client); err != nil && o.Discover == nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, options: o.Client}
+	s := &Server{o: o, log: o.Log, options: o.Client, mem: newProcessMemory()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -182,9 +211,18 @@ func (s *Server) PID() int {
 // runs, and builds the client for it. A wrong password is an error that
 // matches ErrUnauthorized; a server that is not up matches ErrUnavailable
 // (and ErrRefused when nothing listens).
+//
+// While OpenCode answers "not yet" (ErrNotYet) it is not asked again
+// before the wait that answer set: the error is returned at once.
 func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	s.mu.Lock()
 	url, opts := s.id.url, s.options
+	if wait := time.Until(s.notYet.again); s.notYetErr != nil && wait > 0 {
+		e := *s.notYetErr
+		e.RetryAfter = wait
+		s.mu.Unlock()
+		return GenUnknown, "", &e
+	}
 	s.mu.Unlock()
 	if s.o.Discover != nil {
 		u, pw, err := s.o.Discover(ctx)
@@ -201,8 +239,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	}
 	gen, version, pid, err := Detect(ctx, url, opts)
 	if err != nil {
-		s.observe(err)
-		return gen, version, err
+		return gen, version, s.observe(err)
 	}
 	id := identity{gen: gen, version: version, pid: pid, url: url}
 	var v1 *Client
@@ -213,7 +250,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	case V2:
 		o2 := opts
 		o2.Username = "" // 2.x always authenticates as "opencode"
-		v2, err = NewV2(url, o2)
+		v2, err = newV2(url, o2, s.mem)
 		if err == nil {
 			v2.SetLog(s.log)
 		}
@@ -234,7 +271,9 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	var ch Change
 	if other || s.down {
 		s.down, ch = false, Replaced
+		s.mem.forget() // the sessions and routes of another process
 	}
+	s.notYet, s.notYetErr = retry{}, nil
 	watchers := s.watchers
 	s.mu.Unlock()
 	if prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url) {
@@ -249,7 +288,6 @@ type api interface {
 	MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error)
 	Connect(ctx context.Context, dir, name string) error
 	MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error)
-	Doc(ctx context.Context) ([]byte, error)
 }
 
 // current returns the client of the detected generation, detecting first
@@ -278,8 +316,7 @@ func (s *Server) MCPStatus(ctx context.Context, dir string) (map[string]ServerSt
 		return nil, err
 	}
 	st, err := c.MCPStatus(ctx, dir)
-	s.observe(err)
-	return st, err
+	return st, s.observe(err)
 }
 
 // Connect asks OpenCode to connect one MCP server in dir.
@@ -288,9 +325,7 @@ func (s *Server) Connect(ctx context.Context, dir, name string) error {
 	if err != nil {
 		return err
 	}
-	err = c.Connect(ctx, dir, name)
-	s.observe(err)
-	return err
+	return s.observe(c.Connect(ctx, dir, name))
 }
 
 // MCPConfig reads the MCP servers configured for dir.
@@ -300,19 +335,7 @@ func (s *Server) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry
 		return nil, err
 	}
 	cfg, err := c.MCPConfig(ctx, dir)
-	s.observe(err)
-	return cfg, err
-}
-
-// Doc reads the server's own API description (1.x /doc, 2.x /openapi.json).
-func (s *Server) Doc(ctx context.Context) ([]byte, error) {
-	c, err := s.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	b, err := c.Doc(ctx)
-	s.observe(err)
-	return b, err
+	return cfg, s.observe(err)
 }
 
 // ShowToast shows t in an attached TUI. OpenCode 2.0.x has no toast route:
@@ -327,9 +350,7 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 	if !ok || v1 == nil {
 		return ErrNoToast
 	}
-	err := v1.ShowToast(ctx, t)
-	s.observe(err)
-	return err
+	return s.observe(v1.ShowToast(ctx, t))
 }
 
 // Stream follows the server's event stream, whatever its generation, and
@@ -340,7 +361,7 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
 	onDrop := opts.OnDrop
 	opts.OnDrop = func(err error) {
-		s.observe(err) // a refused subscribe: every watcher learns it now
+		_ = s.observe(err) // a refused subscribe: every watcher learns it now
 		if onDrop != nil {
 			onDrop(err)
 		}
@@ -378,8 +399,8 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 
 // Capabilities reports, for an OpenCode 2 server, which route it offers
 // for each thing the daemon uses, or why it has none (from its API
-// description, read once per detection). A 1.x server has fixed routes:
-// nil.
+// description, read at each detection and again while it cannot be
+// read). A 1.x server has fixed routes: nil.
 func (s *Server) Capabilities(ctx context.Context) []Capability {
 	if _, err := s.current(ctx); err != nil {
 		return nil
@@ -408,6 +429,5 @@ func (s *Server) BootedLocations(ctx context.Context) (dirs []string, known bool
 		return nil, false, nil
 	}
 	dirs, known, err = v2.BootedLocations(ctx)
-	s.observe(err)
-	return dirs, known, err
+	return dirs, known, s.observe(err)
 }

@@ -171,6 +171,9 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 		}
 		failures++
 		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
+		if after, ok := RetryAfter(err); ok {
+			d = max(d, after) // OpenCode said when it may be ready
+		}
 		log.Debug("event stream ended", "url", f.urlOr(id.url), "err", err, "lasted", lasted, "retry_in", d)
 		t := time.NewTimer(d)
 		select {
@@ -266,6 +269,9 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnauthorized}
 	case resp.StatusCode != http.StatusOK:
+		if d, ok := notYet(resp.StatusCode, resp.Header); ok {
+			return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrNotYet, RetryAfter: d}
+		}
 		return 0, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, kind: ErrUnavailable}
 	case !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		// 2.x's web UI answers 200 HTML at 1.x's /global/event.

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // ClientV2 talks to one OpenCode 2.x server (see
@@ -23,46 +26,103 @@ import (
 // client's error type, timeouts, body limit, redirect policy and basic auth.
 //
 // One ClientV2 is one detection: it reads the server's GET /openapi.json
-// once, at its first call, and takes every route from it (see routes2.go);
-// a route that answers 404 without an OpenCode error tag is not asked again
-// by this client.
+// at its first call, and again with backoff while that read fails, and
+// takes every route from it (see routes2.go); a route that answers 404
+// without an OpenCode error tag is asked again only after a backoff step.
+// What outlives a detection (the sessions' directories, the routes that
+// answered) is the process's memory, which a Server keeps for as long as
+// the same OpenCode process answers.
 type ClientV2 struct {
 	c *Client
 	// local: the server listens on a loopback address, so its config
 	// files are this machine's.
 	local bool
+	mem   *processMemory
 
-	once sync.Once
-	rs   *routeSet
+	// read serialises the reads of the description.
+	read sync.Mutex
 
 	mu  sync.Mutex
 	log *slog.Logger
-	// gone holds the "METHOD path" routes that answered 404 (without an
-	// OpenCode error tag) or 405.
-	gone map[string]bool
+	rs  *routeSet // nil before the first read of the description
+	// desc and descErr are that read's outcome; docRetry the backoff of
+	// the reads that failed, told whether the failure was logged.
+	desc     *apidesc.Doc
+	descErr  error
+	docRetry retry
+	told     bool
+	// missing holds the "METHOD path" routes that answered 404 (without
+	// an OpenCode error tag) or 405, each asked again after its backoff.
+	missing map[string]*retry
 	// integration holds, per directory, the servers its last status read
 	// marked with an integrationID (remote servers).
 	integration map[string]map[string]bool
 	// empty holds the directories whose last status read listed no server.
 	empty map[string]bool
+}
 
+// retry is the backoff of something that failed: how often in a row, and
+// when to try it again.
+type retry struct {
+	n     int
+	again time.Time
+}
+
+// retryPolicy spaces the reads of a description that failed, and the
+// requests of a route that answered as missing: 1 s, doubling to a minute.
+var retryPolicy = backoff.Policy{Initial: time.Second, Max: time.Minute, Jitter: 0.2}
+
+// fail counts one more failure and sets when to try again: the next
+// backoff step, and no sooner than after (a server's Retry-After).
+func (r *retry) fail(now time.Time, after time.Duration) time.Duration {
+	r.n++
+	d := max(retryPolicy.Jittered(retryPolicy.Base(r.n)), after)
+	r.again = now.Add(d)
+	return d
+}
+
+// processMemory is what the daemon learns of one OpenCode 2 process and
+// keeps across its detections (every re-subscribe of the event stream
+// detects again): the directory of each session seen on the stream (2.x
+// sends session.execution.* without a location), and the routes that
+// answered. A Server forgets it when another process answers.
+type processMemory struct {
 	sessions *sessionDirs
+	answered sync.Map // "METHOD path" → true
+}
+
+func newProcessMemory() *processMemory { return &processMemory{sessions: newSessionDirs(maxSessions)} }
+
+// forget empties the memory: OpenCode was replaced, and the sessions and
+// routes of another process mean nothing.
+func (m *processMemory) forget() {
+	m.sessions.forget()
+	m.answered.Clear()
+}
+
+// has reports whether route answered this process.
+func (m *processMemory) has(route string) bool {
+	_, ok := m.answered.Load(route)
+	return ok
 }
 
 // NewV2 returns a 2.x client for the server at rawURL. OpenCode 2.x always
 // authenticates as user "opencode": leave Options.Username empty.
-func NewV2(rawURL string, o Options) (*ClientV2, error) {
+func NewV2(rawURL string, o Options) (*ClientV2, error) { return newV2(rawURL, o, newProcessMemory()) }
+
+func newV2(rawURL string, o Options, mem *processMemory) (*ClientV2, error) {
 	c, err := New(rawURL, o)
 	if err != nil {
 		return nil, err
 	}
-	return &ClientV2{c: c, local: loopbackHost(c.base.Host), log: slog.New(slog.DiscardHandler),
-		gone: map[string]bool{}, integration: map[string]map[string]bool{}, empty: map[string]bool{},
-		sessions: newSessionDirs(maxSessions)}, nil
+	return &ClientV2{c: c, local: loopbackHost(c.base.Host), log: slog.New(slog.DiscardHandler), mem: mem,
+		missing: map[string]*retry{}, integration: map[string]map[string]bool{}, empty: map[string]bool{}}, nil
 }
 
-// SetLog sets where the client says, once per detection, which routes it
-// chose and which capabilities the server lacks (default: nowhere).
+// SetLog sets where the client says which routes it chose and which
+// capabilities the server lacks, once per answer of the description, and
+// warns of a description it cannot read or a route that is missing
+// (default: nowhere).
 func (v *ClientV2) SetLog(l *slog.Logger) {
 	if l == nil {
 		return
@@ -153,51 +213,109 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 	return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 }
 
-// descriptionTimeout bounds the one read of GET /openapi.json per
-// detection (about 300 KB on the preview build).
+// descriptionTimeout bounds a read of GET /openapi.json (about 300 KB on
+// the preview build).
 const descriptionTimeout = 5 * time.Second
 
-// routes returns this detection's route choices, reading the server's
-// description at the first call; concurrent first calls wait for the one
-// read. The read does not end with the caller's context (every later
-// call depends on it), only with its own timeout.
+// routes returns the route choices, reading the server's description at
+// the first call, and again once its backoff allows while the reads fail.
+// Concurrent first calls wait for the one read; later ones use the
+// defaults meanwhile. A read does not end with the caller's context (every
+// later call depends on it), only with its own timeout.
 func (v *ClientV2) routes(ctx context.Context) *routeSet {
-	v.once.Do(func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(descriptionTimeout, v.c.timeout))
-		defer cancel()
-		var doc *APIDescription
-		note := ""
-		body, err := v.Doc(rctx)
-		if err == nil {
-			doc, err = ParseAPIDescription(body)
-		}
-		if err != nil {
-			note = err.Error()
-			if e, ok := err.(*Error); ok && e.Status != 0 {
-				note = fmt.Sprintf("GET /openapi.json answered %d", e.Status)
-			} else if ok {
-				note = "GET /openapi.json failed: " + e.Detail
-			} else {
-				note = "GET /openapi.json is unreadable: " + note
-			}
-		}
-		v.rs = chooseRoutes(doc, note)
-		v.logCapabilities()
-	})
-	return v.rs
+	current := func() (*routeSet, bool) {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.rs, v.rs == nil || v.rs.provisional && !time.Now().Before(v.docRetry.again)
+	}
+	rs, due := current()
+	switch {
+	case !due:
+		return rs
+	case rs == nil:
+		v.read.Lock()
+	case !v.read.TryLock():
+		return rs // being read again
+	}
+	defer v.read.Unlock()
+	if rs, due = current(); !due {
+		return rs
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(descriptionTimeout, v.c.timeout))
+	defer cancel()
+	body, err := v.Doc(rctx)
+	var desc *apidesc.Doc
+	if err == nil {
+		desc, err = apidesc.Parse(body)
+	}
+	use, note, transient := desc, "", false
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.Status == 0:
+		transient, note = true, "GET /openapi.json failed: "+e.Detail // a timeout, a reset
+	case errors.As(err, &e):
+		// A busy or starting server (5xx, 429, 408) has a description
+		// still to come; a 404 or 405 says it has none, and a refused
+		// password fails every call (the next detection asks again).
+		transient = e.Status >= 500 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout
+		note = fmt.Sprintf("GET /openapi.json answered %d", e.Status)
+	case err != nil:
+		note = "GET /openapi.json is unreadable: " + err.Error()
+	case !offersAPI(desc):
+		use, note = nil, "GET /openapi.json is unreadable: lists no /api/ route: not an OpenCode 2 description"
+	}
+	rs = chooseRoutes(use, note, transient)
+	v.mu.Lock()
+	v.rs, v.desc, v.descErr = rs, desc, err
+	warn := false
+	if transient {
+		after, _ := RetryAfter(err)
+		in := v.docRetry.fail(time.Now(), after)
+		warn, v.told = !v.told, true
+		note += fmt.Sprintf("; asked again in %s", in.Round(time.Millisecond))
+	}
+	v.mu.Unlock()
+	if warn {
+		v.logger().Warn("OpenCode 2 API description unreadable; using the default routes, and checks that need the booted locations wait, until it answers",
+			"url", v.URL(), "why", note)
+	}
+	if !transient {
+		v.logCapabilities(rs)
+	}
+	return rs
 }
 
-// logCapabilities says once per detection which route each capability
-// uses, and what the daemon runs without.
-func (v *ClientV2) logCapabilities() {
+// offersAPI reports whether a description lists a route under /api/, as
+// OpenCode 2's do.
+func offersAPI(d *apidesc.Doc) bool {
+	for _, p := range d.Paths() {
+		if strings.HasPrefix(p, "/api/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Description returns the server's API description as the client read it
+// (reading it first if no call did yet), or why there is none.
+func (v *ClientV2) Description(ctx context.Context) (*apidesc.Doc, error) {
+	v.routes(ctx)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.desc, v.descErr
+}
+
+// logCapabilities says, once per answer of the description, which route
+// each capability uses, and what the daemon runs without.
+func (v *ClientV2) logCapabilities(rs *routeSet) {
 	attrs := []any{"url", v.URL()}
-	if v.rs.doc != nil {
-		attrs = append(attrs, "description", fmt.Sprintf("%d paths", v.rs.doc.Paths()))
+	if rs.doc != nil {
+		attrs = append(attrs, "description", fmt.Sprintf("%d paths", len(rs.doc.Paths())))
 	} else {
-		attrs = append(attrs, "description", "none: "+v.rs.docNote+"; using the defaults")
+		attrs = append(attrs, "description", "none: "+rs.docNote+"; using the defaults")
 	}
 	var without []string
-	for _, c := range v.capabilities() {
+	for _, c := range v.capabilities(rs) {
 		if c.Available() {
 			attrs = append(attrs, c.Name, c.Route)
 		} else {
@@ -205,31 +323,40 @@ func (v *ClientV2) logCapabilities() {
 			without = append(without, c.Name)
 		}
 	}
-	log := v.logger()
 	if len(without) > 0 {
 		attrs = append(attrs, "running_without", strings.Join(without, ","))
 	}
-	log.Info("OpenCode 2 routes", attrs...)
+	v.logger().Info("OpenCode 2 routes", attrs...)
 }
 
 // Capabilities reports, for each thing the daemon uses, the route this
 // server offers for it, or why it has none (reading the server's API
-// description first if no call did yet).
+// description first if no call did yet). It never reads it again: status
+// asks it, and must not wait for a description being retried.
 func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
-	v.routes(ctx)
-	return v.capabilities()
+	v.mu.Lock()
+	rs := v.rs
+	v.mu.Unlock()
+	if rs == nil {
+		rs = v.routes(ctx)
+	}
+	return v.capabilities(rs)
 }
 
-func (v *ClientV2) capabilities() []Capability {
+func (v *ClientV2) capabilities(rs *routeSet) []Capability {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make([]Capability, 0, len(v.rs.choices))
-	for _, c := range v.rs.choices {
+	now := time.Now()
+	out := make([]Capability, 0, len(rs.choices))
+	for _, c := range rs.choices {
 		cp := Capability{Name: c.name, FromDescription: c.fromDoc, Missing: c.missing, Without: c.without}
+		if c.name == CapLocations && rs.provisional && v.mem.has("GET "+routeLocations) {
+			cp.Route, cp.Missing, cp.Without = "GET "+routeLocations, "", "" // it answered before
+		}
 		var gone []string
 		for _, p := range c.paths {
-			if v.gone[c.method+" "+p] {
-				gone = append(gone, c.method+" "+p)
+			if r := v.missing[c.method+" "+p]; r != nil && now.Before(r.again) {
+				gone = append(gone, fmt.Sprintf("%s %s (asked again in %s)", c.method, p, r.again.Sub(now).Round(time.Millisecond)))
 				continue
 			}
 			cp.Route = c.method + " " + p
@@ -238,7 +365,7 @@ func (v *ClientV2) capabilities() []Capability {
 		if cp.Route != "" {
 			cp.Missing, cp.Without = "", ""
 		} else if len(gone) > 0 {
-			cp.Missing = strings.Join(gone, " and ") + " answered 404 (no such route) since this detection"
+			cp.Missing = strings.Join(gone, " and ") + " answered 404 (no such route)"
 			cp.Without = withoutCap[c.name]
 		}
 		out = append(out, cp)
@@ -256,14 +383,15 @@ func (v *ClientV2) capability(ctx context.Context, name string) Capability {
 	return Capability{Name: name, Missing: "unknown capability"}
 }
 
-// usable returns the candidates of a capability that have not answered
-// 404, best first.
+// usable returns the candidates of a capability that are not waiting out
+// the backoff of a 404, best first.
 func (v *ClientV2) usable(ctx context.Context, name string) (method string, paths []string) {
 	c := v.routes(ctx).get(name)
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	now := time.Now()
 	for _, p := range c.paths {
-		if !v.gone[c.method+" "+p] {
+		if r := v.missing[c.method+" "+p]; r == nil || !now.Before(r.again) {
 			paths = append(paths, p)
 		}
 	}
@@ -277,19 +405,33 @@ func routeMissing(status int, body []byte) bool {
 	return status == http.StatusMethodNotAllowed || status == http.StatusNotFound && errorTag(body) == ""
 }
 
-// drop forgets a route that answered as missing, until the next detection,
-// and says so once.
+// drop leaves a route that answered as missing alone for its next backoff
+// step, and says so the first time.
 func (v *ClientV2) drop(capName, method, p string, status int) {
 	key := method + " " + p
 	v.mu.Lock()
-	if v.gone[key] {
-		v.mu.Unlock()
-		return
+	r := v.missing[key]
+	if r == nil {
+		r = &retry{}
+		v.missing[key] = r
 	}
-	v.gone[key] = true
-	log := v.log
+	in := r.fail(time.Now(), 0)
+	first, log := r.n == 1, v.log
 	v.mu.Unlock()
-	log.Info("OpenCode 2 route does not exist; not asked again until the next detection", "url", v.URL(), "capability", capName, "route", key, "status", status)
+	if first {
+		log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", key, "status", status, "retry_in", in.Round(time.Millisecond))
+	}
+}
+
+// found notes that a route answered 2xx: its backoff ends, and the
+// process's memory keeps it. (Not any answer: a starting OpenCode 2
+// answers 503 to every route, the ones it lacks too.)
+func (v *ClientV2) found(method, p string) {
+	key := method + " " + p
+	v.mu.Lock()
+	delete(v.missing, key)
+	v.mu.Unlock()
+	v.mem.answered.Store(key, true)
 }
 
 // errNoRoute is the error of a call whose capability the server lacks.
@@ -333,6 +475,7 @@ func (v *ClientV2) getCap(ctx context.Context, name, op string, query url.Values
 	if err := v.c.classifyV2(op, status, body); err != nil {
 		return nil, false, err
 	}
+	v.found(method, paths[0])
 	return body, false, nil
 }
 
@@ -495,8 +638,8 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 // preview build has only /api/mcp/{name}/connect. Without a description
 // both are candidates, in that order. A 405, or a 404 that is not
 // OpenCode's own McpServerNotFoundError, means the route does not exist:
-// the next candidate is tried, and the missing one never again until the
-// next detection.
+// the next candidate is tried, and the missing one again only after its
+// backoff step.
 func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	if name == "." || name == ".." {
 		// URL parsers (OpenCode's too) resolve these segments, escaped
@@ -509,7 +652,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	}
 	for _, p := range paths {
 		op := method + " " + p
-		esc := strings.Replace(pathTemplate(p), "{}", url.PathEscape(name), 1)
+		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(name), 1)
 		status, body, err := v.send(ctx, v.c.long, v.c.connectTimeout, op, method, esc, locQuery(dir))
 		if err != nil {
 			return err
@@ -524,7 +667,11 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 			// make the engine forget it.
 			return &Error{Op: op, URL: v.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 		}
-		return v.c.classifyV2(op, status, body)
+		if err := v.c.classifyV2(op, status, body); err != nil {
+			return err
+		}
+		v.found(method, p)
+		return nil
 	}
 	return v.errNoRoute(ctx, method+" "+paths[0], CapConnect)
 }
@@ -663,6 +810,7 @@ func (v *ClientV2) Info(ctx context.Context) (Info, error) {
 		if err := v.c.classifyV2(op, status, body); err != nil {
 			return Info{}, err
 		}
+		v.found(method, p)
 		var info Info
 		switch p {
 		case routeHealthV2:
@@ -768,10 +916,26 @@ func LocationListed(locs []string, dir string) bool {
 
 // BootedLocations lists the directories of the booted locations, without
 // booting any (GET /api/debug/location). known is false when the server
-// offers no such list.
+// offers no such list. While its description cannot be read, whether it
+// offers one is not known yet: then the route is asked only if it answered
+// this process before, and otherwise the error matches ErrNotYet, with
+// the time until the description is read again (a check must not act as
+// if the server had no list: it would boot disposed locations again).
 func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
 	const op = "GET " + routeLocations
-	body, gone, err := v.getCap(ctx, CapLocations, op, nil)
+	var body []byte
+	gone := false
+	if rs := v.routes(ctx); !rs.provisional {
+		body, gone, err = v.getCap(ctx, CapLocations, op, nil)
+	} else if v.mem.has(op) {
+		body, err = v.get(ctx, op, routeLocations, nil)
+	} else {
+		v.mu.Lock()
+		in := max(time.Until(v.docRetry.again), time.Second)
+		v.mu.Unlock()
+		return nil, true, &Error{Op: op, URL: v.URL(), Detail: "whether this OpenCode 2 lists its booted locations is not known until its API description is read (" + rs.docNote + ")",
+			kind: ErrNotYet, RetryAfter: in}
+	}
 	if gone {
 		return nil, false, nil
 	}

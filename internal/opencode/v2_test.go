@@ -377,7 +377,7 @@ func TestClientV2SortsErrors(t *testing.T) {
 
 	// Neither connect route exists: say so, as unavailable, not as "no
 	// such server" (which would make the engine forget the server), and
-	// never ask again until the next detection.
+	// do not ask again within the backoff step.
 	for i, cb := range []struct {
 		code int
 		body string
@@ -472,8 +472,8 @@ func TestClientV2HungConnectTimesOut(t *testing.T) {
 		go func() { defer close(done); _ = hs.Serve(l) }()
 		tr := &http.Transport{DialContext: l.Dial}
 		c, _ := opencode.NewV2(fakeopencode.URL, opencode.Options{Transport: tr})
-		// The description is read once, and given up after 5 s: the
-		// defaults then.
+		// The description is read, and given up after 5 s: the defaults
+		// then, until it is read again.
 		start := time.Now()
 		if caps := c.Capabilities(context.Background()); len(caps) == 0 || caps[0].FromDescription || time.Since(start) != 5*time.Second {
 			t.Errorf("capabilities %+v after %v", caps, time.Since(start))
@@ -483,8 +483,10 @@ func TestClientV2HungConnectTimesOut(t *testing.T) {
 		if !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != opencode.DefaultConnectTimeout {
 			t.Errorf("err = %v after %v, want a timeout after %v", err, time.Since(start), opencode.DefaultConnectTimeout)
 		}
+		// Its backoff has passed meanwhile: the status read first asks
+		// for the description again (5 s), then times out itself.
 		start = time.Now()
-		if _, err := c.MCPStatus(context.Background(), "/p"); !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != opencode.DefaultTimeout {
+		if _, err := c.MCPStatus(context.Background(), "/p"); !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != 5*time.Second+opencode.DefaultTimeout {
 			t.Errorf("status err = %v after %v", err, time.Since(start))
 		}
 		tr.CloseIdleConnections()

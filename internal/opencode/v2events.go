@@ -91,7 +91,7 @@ func parseEventV2(data []byte) (Event, string, error) {
 // EventSessionDeletedV2 ends a session: its directory is forgotten.
 const EventSessionDeletedV2 = "session.deleted"
 
-// maxSessions bounds how many sessions' directories a client remembers,
+// maxSessions bounds how many sessions' directories a process's memory keeps,
 // and maxSessionID and maxSessionDir the size of each (so the memory is
 // bounded in bytes too: at most about 50 MiB).
 const (
@@ -170,10 +170,18 @@ func (s *sessionDirs) len() int {
 	return s.order.Len()
 }
 
+// forget forgets every session.
+func (s *sessionDirs) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.order.Init()
+	clear(s.byID)
+}
+
 // parseEvent is the parser of this client's event stream: ParseEventV2
-// with the directories of the sessions seen on it (the memory lasts as long
-// as the client, one detection, across re-subscribes).
-func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.sessions.parse(data) }
+// with the directories of the sessions seen on it (the memory is the
+// process's: it lasts across re-subscribes, each a detection of its own).
+func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.mem.sessions.parse(data) }
 
 // ParseEventV2Head reads what it can of the start of a 2.x event too large
 // to keep (the stream hands over its head): OpenCode puts the type and the

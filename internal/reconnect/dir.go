@@ -356,7 +356,12 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):
 		// reading would boot it again.
-		if booted, known := e.booted(ctx, d.path, lastEvent); known && !booted {
+		booted, known, notYet := e.booted(ctx, d.path, lastEvent)
+		if notYet != nil {
+			e.notYet(d, notYet, time.Now())
+			return
+		}
+		if known && !booted {
 			e.locationGone(d)
 			return
 		}
@@ -412,6 +417,10 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 		e.OpenCodeGone(err) // this directory too (named ones start afresh)
 		return
 	}
+	if errors.Is(err, opencode.ErrNotYet) {
+		e.notYet(d, err, now)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d.lastCheck, d.lastErr = now, err.Error()
@@ -424,6 +433,20 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 		e.log.Debug("status unavailable", "url", e.url, "directory", d.path, "err", err)
 	}
 	d.wakeBy(e.idleAt(now))
+}
+
+// notYet ends a check that OpenCode answered "not yet" (it is starting or
+// stopping, or the booted locations cannot be known yet): every counter
+// is kept, as for an unreadable read, and the next check comes when the
+// answer's wait is over, no sooner. The check returns at once: it holds
+// no budget slot meanwhile, and its next time is never past due.
+func (e *Engine) notYet(d *dir, err error, now time.Time) {
+	wait, _ := opencode.RetryAfter(err)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d.lastCheck, d.lastErr = now, err.Error()
+	e.log.Debug("opencode not ready yet", "url", e.url, "directory", d.path, "err", err, "retry_in", wait)
+	d.wakeBy(now.Add(max(wait, time.Second)))
 }
 
 // attempt is one connect a reconcile decided on, and what caused it: the

@@ -2,9 +2,11 @@ package reconnect
 
 import (
 	"context"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // OpenCode 2 boots a directory's location (and every MCP server it
@@ -20,7 +22,9 @@ import (
 // LocationLister is what an OpenCode offers when it can list its booted
 // locations without booting one (OpenCode 2's GET /api/debug/location).
 // known is false when it cannot tell (1.x, or a 2.x without the route): the
-// engine then reads as before.
+// engine then reads as before. An error matching opencode.ErrNotYet says
+// that whether it can tell is still to be learned (its API description
+// could not be read yet), or that OpenCode is starting: the check waits.
 type LocationLister interface {
 	BootedLocations(ctx context.Context) (dirs []string, known bool, err error)
 }
@@ -46,11 +50,12 @@ type bootedCache struct {
 // the server cannot tell or the list could not be read (then the check
 // reads as before: an unreadable list is no news). A shared list older
 // than since (the last event about dir) is asked again: the event may be
-// dir's boot or its disposal.
-func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool) {
+// dir's boot or its disposal. notYet is the lister's ErrNotYet: the
+// check must neither read nor decide anything until it has passed.
+func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool, notYet error) {
 	l, ok := e.oc.(LocationLister)
 	if !ok {
-		return false, false
+		return false, false, nil
 	}
 	c := &e.bootedList
 	c.ask.Lock()
@@ -67,17 +72,20 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 		sent := time.Now()
 		var err error
 		dirs, known, err = l.BootedLocations(ctx)
+		if errors.Is(err, opencode.ErrNotYet) {
+			return false, false, err
+		}
 		if err != nil {
-			return false, false
+			return false, false, nil
 		}
 		c.mu.Lock()
 		c.at, c.dirs, c.known = sent, dirs, known
 		c.mu.Unlock()
 	}
 	if !known {
-		return false, false
+		return false, false, nil
 	}
-	return opencode.LocationListed(dirs, dir), true
+	return opencode.LocationListed(dirs, dir), true, nil
 }
 
 // locationGone forgets a directory whose location is no longer booted.

@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
@@ -145,6 +146,7 @@ const (
 	RouteUnknownAPI    = "404"
 	RouteWebUI         = "html"
 	RouteMethodNotAllo = "405"
+	RouteNotReady      = "503"
 )
 
 // Request is one recorded call.
@@ -198,11 +200,13 @@ type Server struct {
 	heartbeat time.Duration
 	devRoute  bool
 	seq       int
+	service   string // "" ready, else ServiceStarting, …
 
 	doc []byte
 
 	connecting, maxConnecting int
 	configFailures            int
+	docFailures               int
 	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
 
@@ -321,6 +325,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"_tag": "UnauthorizedError", "message": "Unauthorized"})
 		return
 	}
+	s.mu.Lock()
+	service := s.service
+	s.mu.Unlock()
+	if service != "" && (strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == RouteDoc) {
+		s.record(r, RouteNotReady, "", "")
+		w.Header().Set("Retry-After", "1")
+		switch {
+		case r.URL.Path == RouteHealthV2 && service == ServiceFailed:
+			w.WriteHeader(http.StatusInternalServerError)
+		case r.URL.Path == RouteHealthV2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"code": service})
+		}
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && !s.offered(r) {
 		s.record(r, RouteUnknownAPI, "", "")
 		w.WriteHeader(http.StatusNotFound)
@@ -373,19 +393,19 @@ func template(p string) string {
 	return t
 }
 
-// docRoutes lists the "METHOD template" routes of an OpenAPI document;
-// nil when it is not one.
+// docRoutes lists the "METHOD template" routes of an OpenAPI document
+// (read as the client reads it); nil when it is not one.
 func docRoutes(doc []byte) map[string]bool {
-	var d struct {
-		Paths map[string]map[string]json.RawMessage `json:"paths"`
-	}
-	if json.Unmarshal(doc, &d) != nil || d.Paths == nil {
+	d, err := apidesc.Parse(doc)
+	if err != nil {
 		return nil
 	}
 	out := map[string]bool{}
-	for p, item := range d.Paths {
-		for m := range item {
-			out[strings.ToUpper(m)+" "+template(p)] = true
+	for _, p := range d.Paths() {
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			if _, ok := d.Offers(m, p); ok {
+				out[m+" "+template(p)] = true
+			}
 		}
 	}
 	return out
@@ -506,6 +526,24 @@ func (s *Server) setDocLocked(doc []byte) {
 	if s.profile.RoutesFromDoc {
 		s.served = docRoutes(doc)
 	}
+}
+
+// The service states of SetService (facts §6: the code of the 503).
+const (
+	ServiceStarting = "service_starting"
+	ServiceStopping = "service_stopping"
+	ServiceFailed   = "service_failed"
+)
+
+// SetService puts the service in a state that is not ready ("" is ready):
+// then, as the preview build's packages/server/src/process.ts does, GET
+// /api/health answers 503 (500 once failed) with an empty body and every
+// other route under /api and /openapi.json 503 {"code": state}, all with
+// retry-after: 1. Such a request is recorded as RouteNotReady.
+func (s *Server) SetService(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.service = state
 }
 
 // SetMissingDirectory makes dir a directory that does not exist on the
@@ -841,6 +879,14 @@ func (s *Server) FailConfig(n int) {
 	s.configFailures = n
 }
 
+// FailDoc makes the next n GET /openapi.json answer 503 (a busy server),
+// without a Retry-After.
+func (s *Server) FailDoc(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.docFailures = n
+}
+
 // Reload shuts every location down, as POST /api/location/reload does
 // (each publishes location.shutdown; the next request boots it again),
 // without recording a request.
@@ -1059,8 +1105,15 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 	s.record(r, RouteDoc, "", "")
 	s.mu.Lock()
-	doc := s.doc
+	doc, fail := s.doc, s.docFailures > 0
+	if fail {
+		s.docFailures--
+	}
 	s.mu.Unlock()
+	if fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(doc)
 }
