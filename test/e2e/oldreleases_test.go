@@ -20,7 +20,7 @@ var oldReleases = []string{"1.14.48", "1.1.65"}
 // installOpenCode installs release v of OpenCode from the npm registry
 // (scripts/install-opencode.sh, into .cache/) and returns the binary. It
 // skips only when npm is missing and CI is not set.
-func installOpenCode(t *testing.T, v string) string {
+func installOpenCode(t testing.TB, v string) string {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil && os.Getenv("CI") == "" {
 		t.Skipf("npm missing: cannot install OpenCode %s", v)
