@@ -16,17 +16,13 @@ import (
 //
 //   - Linux 5.3 and later: pidfd_open(2) works on any process, not only
 //     a child, and the pidfd polls readable once the process has exited
-//     (it is a zombie, or reaped): every thread of it, so a process
-//     whose main thread ends first is still alive. Exits holds one
-//     pidfd per watched process in one epoll set, and one goroutine
-//     (Run) waits in epoll_wait for all of them, an eventfd waking it
-//     for Add, Remove, Close and the end of its context. The cost is one
-//     descriptor per process (the soft RLIMIT_NOFILE, which Go raises to
-//     the hard limit at start) and, in the kernel, a struct file and an
-//     epoll item (a few hundred bytes, charged to the memory cgroup);
-//     the Go heap holds one map entry (BENCHMARKS.md has the numbers).
-//     A pidfd pins the process, not the pid: it never reports a later
-//     process that reused the number.
+//     (it is a zombie, or already reaped), all its threads: a process
+//     whose main thread ended first is still alive. A pidfd pins the
+//     process, not the number: a later process that reuses the pid is
+//     never taken for it. Exits holds one pidfd per watched process in
+//     one epoll set, and one goroutine (Run) sleeps in epoll_wait for
+//     all of them, an eventfd waking it for Add, Remove, Close and the
+//     end of its context.
 //   - macOS: a kqueue EVFILT_PROC note with NOTE_EXIT per process
 //     (kernel memory, no descriptor), EVFILT_USER to wake Run. It is
 //     compiled and vetted here but has never run: there is no Mac.
@@ -34,6 +30,20 @@ import (
 //     seccomp filter that answers ENOSYS or EPERM, as old container
 //     runtimes' default profiles do), NewExits fails with
 //     errors.ErrUnsupported: the caller keeps scanning.
+//
+// The cost on Linux, measured with 10,000 watched processes that are not
+// children (exits_bench_test.go; 2-core VM, kernel 6.18, heavily loaded
+// by other work): one descriptor per process, so the soft RLIMIT_NOFILE
+// (which Go raises to the hard limit at start) bounds how many; 44-54
+// bytes of Go heap per process (one map entry); about 1.2-1.8 KB of
+// kernel memory per process (the pidfd's struct file, the pidfs inode
+// and dentry of its pid, the epoll item), which the memory cgroup
+// charges to the daemon: 12-18 MiB at 10,000, more than the heap. An
+// idle Run is one blocked epoll_wait (strace: two calls in three
+// seconds, the first cut short by the Go runtime's preemption signal):
+// no CPU beyond the runtime's own. With 1,100 watched, an exit reached
+// fn a median 1.2 ms after kill(2) (p99 16 ms, the machine's load),
+// nearly all of it the kernel ending the process; Run's part is 12 µs.
 //
 // A process is named by its pid and birth (Process.Same): Add checks,
 // after the kernel has pinned the process, that the pid still has the
