@@ -16,9 +16,9 @@ import (
 // wait, but the kernel tells anyone who holds a pidfd or a kqueue note:
 //
 //   - Linux 5.3 and later: pidfd_open(2) works on any process, not only
-//     a child, and the pidfd polls readable once the process has exited
-//     (it is a zombie, or already reaped), all its threads: a process
-//     whose main thread ended first is still alive. A pidfd pins the
+//     a child, and the pidfd polls readable once the process has exited,
+//     every thread of it (a process whose main thread ended first is
+//     alive still), and is a zombie or already reaped. A pidfd pins the
 //     process, not the number: a later process that reuses the pid is
 //     never taken for it. Exits holds one pidfd per watched process in
 //     one epoll set, and one goroutine (Run) sleeps in epoll_wait for
