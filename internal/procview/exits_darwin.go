@@ -5,6 +5,7 @@ package procview
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"golang.org/x/sys/unix"
 )
@@ -88,6 +89,9 @@ func (p *kqueuePoller) wake() {
 }
 
 func (p *kqueuePoller) close() { _ = unix.Close(p.kq) }
+
+// watchLimit: a note is kernel memory, not a descriptor.
+func watchLimit() int { return math.MaxInt }
 
 // noRoom wraps ErrNoWatch around kernel memory running out.
 func noRoom(call string, err error) error {

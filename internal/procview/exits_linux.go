@@ -5,6 +5,7 @@ package procview
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -111,6 +112,21 @@ func (p *epollPoller) wake() {
 func (p *epollPoller) close() {
 	_ = unix.Close(p.evfd)
 	_ = unix.Close(p.epfd)
+}
+
+// watchLimit is how many processes Exits watches at most: three
+// quarters of the soft RLIMIT_NOFILE (Go raised it to the hard limit at
+// start), so that a quarter, at least 256, is left to everything else.
+func watchLimit() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	reserve := max(rl.Cur/4, 256)
+	if rl.Cur <= reserve {
+		return 0
+	}
+	return int(rl.Cur - reserve)
 }
 
 // noRoom wraps ErrNoWatch around the errors that say the system has no

@@ -433,6 +433,11 @@ func TestExitsOutOfDescriptors(t *testing.T) {
 		return
 	}
 	e, tab := newRealExits(t)
+	var rl syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
+	if rl.Cur == 20000 && e.max != 15000 {
+		t.Errorf("watch limit %d under 20,000 descriptors, want 15,000", e.max)
+	}
 	pids := spawnSleeps(t, 40)
 	procs := make([]Process, len(pids))
 	for i, pid := range pids {
@@ -462,6 +467,14 @@ func TestExitsOutOfDescriptors(t *testing.T) {
 	t.Logf("limit %d: %d watched, %d refused (last: %v)", low.Cur, len(watched), full, e.Add(tab, procs[38]))
 	if len(watched) == 0 || full == 0 || e.Len() != len(watched) {
 		t.Fatalf("%d watched (Len %d), %d refused: want both", len(watched), e.Len(), full)
+	}
+	// Made under so low a limit, an Exits leaves every descriptor to
+	// the rest of the process.
+	if low, err := NewExits(); err == nil {
+		if err := low.Add(tab, procs[39]); !errors.Is(err, ErrNoWatch) {
+			t.Errorf("Add under a limit of %d = %v, want ErrNoWatch", low.max, err)
+		}
+		must(t, low.Close())
 	}
 	ch := reports(t, e)
 	for _, pid := range pids[:39] {

@@ -14,3 +14,5 @@ func newPoller() (poller, error) {
 }
 
 func isNoRoom(error) bool { return false }
+
+func watchLimit() int { return 0 }

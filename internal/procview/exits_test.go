@@ -293,16 +293,27 @@ func TestExitsContextEndsRunOnly(t *testing.T) {
 	})
 }
 
-// No room: Add says so in a way the caller can tell, and watches nothing.
+// No room, in the system or under Exits' own limit: Add says so in a
+// way the caller can tell, and watches nothing more.
 func TestExitsNoRoomIsErrNoWatch(t *testing.T) {
 	f := newFakePoller()
 	e := newExits(f)
 	defer e.Close()
+	tab := newMemTable(sleeper(50, 1), sleeper(51, 1))
 	f.full = true
-	err := e.Add(newMemTable(sleeper(50, 1)), sleeper(50, 1))
+	err := e.Add(tab, sleeper(50, 1))
 	if !errors.Is(err, ErrNoWatch) || e.Len() != 0 {
 		t.Fatalf("Add = %v with %d watched, want ErrNoWatch and none", err, e.Len())
 	}
+	f.full = false
+	e.max = 1
+	must(t, e.Add(tab, sleeper(50, 1)))
+	if err := e.Add(tab, sleeper(51, 1)); !errors.Is(err, ErrNoWatch) || e.Len() != 1 {
+		t.Fatalf("Add past the limit = %v with %d watched, want ErrNoWatch and 1", err, e.Len())
+	}
+	must(t, e.Add(tab, sleeper(50, 1))) // watched already: no new watch
+	e.Remove(50)
+	must(t, e.Add(tab, sleeper(51, 1)))
 }
 
 // Two Runs at once is a mistake of the caller.
