@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -248,6 +249,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	ctx, cancel := context.WithCancel(ctx)
 	var exits *procview.Exits
 	var wg sync.WaitGroup
+	var exitsEnded atomic.Bool // Run returned before the watch ended: scans find exits again
 	if p.newExits != nil {
 		if exits, err = p.newExits(); err != nil {
 			p.log.Debug("no exit watcher; scanning for exits", "err", err)
@@ -263,6 +265,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					p.mu.Unlock()
 					p.Look()
 				})
+				exitsEnded.Store(true)
+				p.Look()
 			}()
 		}
 	}
@@ -339,7 +343,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, took)
-		if exits != nil && !partial {
+		if exits != nil && !partial && !exitsEnded.Load() {
 			every = slowScanEvery
 		}
 		if dirty {
