@@ -159,6 +159,7 @@ func (p *procWatch) run(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		pid, err := p.find(tab)
+		p.tellConfigEnv(tab, pid, err)
 		if err == nil {
 			err = p.watch(ctx, tab, pid)
 		}
@@ -215,6 +216,32 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 		return 0, fmt.Errorf("the process listening on port %d (pid %d) is not OpenCode", port, pid)
 	}
 	return pid, nil
+}
+
+// tellConfigEnv tells the client how the OpenCode process found (or not)
+// resolves its config files: with its own environment and home when it is
+// this user's and sees this machine's files (the same mount namespace);
+// not at all when it is another process than a local OpenCode of this
+// user (a container published on loopback, a tunnel, another machine).
+func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
+	if p.client == nil {
+		return
+	}
+	gen, _ := p.client.Generation()
+	if found != nil {
+		p.client.SetConfigEnv(opencode.ConfigEnv{Generation: gen})
+		return
+	}
+	env := opencode.OwnConfigEnv(gen)
+	same, err := procview.SameMountNamespace(pid)
+	env.Local = err == nil && same
+	if getenv, ok := procview.OpenCodeEnv(tab, pid); ok {
+		env.Getenv = getenv
+	}
+	if !env.Local {
+		p.log.Debug("opencode does not see this machine's files; its config files are not read", "url", p.where(), "pid", pid, "err", err)
+	}
+	p.client.SetConfigEnv(env)
 }
 
 // syncServers gives v the engine's local servers when they changed.
