@@ -55,12 +55,12 @@ RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 # Where the release is published: the repository (formula homepage, image
 # source label), the base of the assets' URLs in the formula
 # ($(RELEASE_URL)/VERSION/mcp-reconnect-OS-ARCH), the image's repository,
-# and the license (NOASSERTION while none is chosen). Override on the
+# and the license (SPDX; the project's is MIT, LICENSE). Override on the
 # command line: make release RELEASE_URL=https://example.com/dl
 SOURCE_URL ?= https://github.com/mcp-reconnect/mcp-reconnect
 RELEASE_URL ?= $(SOURCE_URL)/releases/download
 IMAGE_REPO ?= ghcr.io/mcp-reconnect/mcp-reconnect
-LICENSE_SPDX ?= NOASSERTION
+LICENSE_SPDX ?= MIT
 RELEASE_ENV = GO=$(GO) SOURCE_URL=$(SOURCE_URL) RELEASE_URL=$(RELEASE_URL) IMAGE_REPO=$(IMAGE_REPO) LICENSE_SPDX=$(LICENSE_SPDX)
 
 release:

@@ -20,14 +20,14 @@
 #   SOURCE_URL    the repository: formula homepage, image source label
 #   RELEASE_URL   base of the assets' URLs: $RELEASE_URL/$VERSION/mcp-reconnect-OS-ARCH
 #   IMAGE_REPO    the image's repository, its name in the archive
-#   LICENSE_SPDX  the license (image label, formula); NOASSERTION while none is chosen
+#   LICENSE_SPDX  the license (image label, formula): MIT, the project's (LICENSE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 SOURCE_URL=${SOURCE_URL:-https://github.com/mcp-reconnect/mcp-reconnect}
 RELEASE_URL=${RELEASE_URL:-$SOURCE_URL/releases/download}
 IMAGE_REPO=${IMAGE_REPO:-ghcr.io/mcp-reconnect/mcp-reconnect}
-LICENSE_SPDX=${LICENSE_SPDX:-NOASSERTION}
+LICENSE_SPDX=${LICENSE_SPDX:-MIT}
 [ $# -gt 0 ] || { echo "usage: $0 GOOS/GOARCH..." >&2; exit 2; }
 
 commit=$(git rev-parse HEAD)

@@ -27,7 +27,7 @@ func setting(name string) string {
 	case "IMAGE_REPO":
 		return "ghcr.io/mcp-reconnect/mcp-reconnect"
 	case "LICENSE_SPDX":
-		return "NOASSERTION"
+		return "MIT"
 	}
 	panic(name)
 }
@@ -108,6 +108,7 @@ func TestFormulaText(t *testing.T) {
 	for _, want := range []string{
 		"class McpReconnect < Formula\n",
 		`  version "` + strings.TrimPrefix(st.version, "v") + `"` + "\n",
+		`  license "` + setting("LICENSE_SPDX") + `"` + "\n",
 		`    run [opt_bin/"mcp-reconnect", "watch"]` + "\n",
 		`    log_path var/"log/mcp-reconnect.log"` + "\n",
 		`shell_output("#{bin}/mcp-reconnect version")`,
