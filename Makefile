@@ -17,19 +17,24 @@ opencode:
 # the race detector, against the real OpenCode binary.
 test: opencode lint
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) -C tools test -race -count=1 ./...
 
 unit: lint
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) -C tools test -race -count=1 ./...
 
 e2e: opencode
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -v ./test/e2e/
 
-# lint also vets and builds for macOS, a release target.
+# lint also vets and builds for macOS, a release target, and vets the
+# release's tools (tools/: a module of its own, so that their dependencies
+# are not mcp-reconnect's).
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
 	GOOS=darwin $(GO) build ./...
+	$(GO) -C tools vet ./...
 
 # demo starts a real OpenCode with real MCP servers under mcp-reconnect,
 # breaks them, and shows them coming back.

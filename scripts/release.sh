@@ -40,6 +40,11 @@ if [ -z "${VERSION:-}" ]; then
     VERSION="v0.0.0-$(TZ=UTC git log -1 --date=format-local:%Y%m%d%H%M%S --format=%cd HEAD)-$(git rev-parse --short=12 HEAD)$dirty"
 fi
 
+# The release tools are a module of their own (tools/go.mod); they are
+# given absolute paths.
+tool() { CGO_ENABLED=0 GOFLAGS=-mod=readonly "$GO" -C tools run "$@"; }
+dist=$PWD/dist
+
 settime() { touch -d "@$epoch" "$@" 2>/dev/null || touch -t "$(date -u -r "$epoch" +%Y%m%d%H%M.%S)" "$@"; }
 
 rm -rf dist
@@ -59,11 +64,11 @@ done
 # The image: each linux binary on an empty base, one multi-arch index.
 platforms=()
 for target in "$@"; do
-  case $target in linux/*) platforms+=("$target=dist/mcp-reconnect-${target%/*}-${target#*/}") ;; esac
+  case $target in linux/*) platforms+=("$target=$dist/mcp-reconnect-${target%/*}-${target#*/}") ;; esac
 done
 if [ ${#platforms[@]} -gt 0 ]; then
   echo "release: dist/mcp-reconnect-image.oci.tar ${platforms[*]%%=*}" >&2
-  GOFLAGS=-mod=readonly "$GO" run ./tools/ociimage --out dist/mcp-reconnect-image.oci.tar \
+  tool ./ociimage --out "$dist/mcp-reconnect-image.oci.tar" \
     --version "$VERSION" --revision "$commit" --created "$date" \
     --source "$SOURCE_URL" --licenses "$LICENSE_SPDX" --name "$IMAGE_REPO" "${platforms[@]}"
 fi
@@ -74,7 +79,7 @@ fi
 # The formula needs every binary it offers.
 if [ $(grep -c ' mcp-reconnect-\(darwin\|linux\)-\(amd64\|arm64\)$' dist/SHA256SUMS) -eq 4 ]; then
   echo "release: dist/mcp-reconnect.rb" >&2
-  GOFLAGS=-mod=readonly "$GO" run ./tools/brewformula --sums dist/SHA256SUMS --out dist/mcp-reconnect.rb \
+  tool ./brewformula --sums "$dist/SHA256SUMS" --out "$dist/mcp-reconnect.rb" \
     --version "$VERSION" --commit "$commit" --release-url "$RELEASE_URL" --homepage "$SOURCE_URL" --license "$LICENSE_SPDX"
 fi
 settime dist/*

@@ -273,12 +273,13 @@ func TestImage(t *testing.T) {
 }
 
 // rebuildImage builds the image again with tools/ociimage of the checkout
-// at root, from the release's binaries and the settings its labels
-// record, into a temporary file, and returns its sha256.
+// at root (a module of its own), from the release's binaries and the
+// settings its labels record, into a temporary file, and returns its
+// sha256.
 func rebuildImage(t *testing.T, root, dir string, st stamp) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), imageArchive)
-	args := []string{"run", "./tools/ociimage", "--out", out, "--version", st.version, "--revision", st.commit, "--created", st.date,
+	args := []string{"-C", "tools", "run", "./ociimage", "--out", out, "--version", st.version, "--revision", st.commit, "--created", st.date,
 		"--source", setting("SOURCE_URL"), "--licenses", setting("LICENSE_SPDX"), "--name", setting("IMAGE_REPO")}
 	for _, arch := range []string{"amd64", "arm64"} {
 		args = append(args, fmt.Sprintf("linux/%s=%s", arch, filepath.Join(dir, "mcp-reconnect-linux-"+arch)))
