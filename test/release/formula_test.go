@@ -14,23 +14,28 @@ import (
 )
 
 // setting is one of the Makefile's release settings, which make passes to
-// scripts/release.sh and to this test; the default is release.sh's.
+// scripts/release.sh and to this test; without it in the environment, the
+// Makefile's default ("NAME ?= value", $(OTHER) expanded).
 func setting(name string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
-	switch name {
-	case "SOURCE_URL":
-		return "https://github.com/mcp-reconnect/mcp-reconnect"
-	case "RELEASE_URL":
-		return setting("SOURCE_URL") + "/releases/download"
-	case "IMAGE_REPO":
-		return "ghcr.io/mcp-reconnect/mcp-reconnect"
-	case "LICENSE_SPDX":
-		return "MIT"
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		panic(err)
 	}
-	panic(name)
+	for _, m := range makeDefault.FindAllStringSubmatch(string(b), -1) {
+		if m[1] == name {
+			return makeRef.ReplaceAllStringFunc(strings.TrimSpace(m[2]), func(ref string) string { return setting(ref[2 : len(ref)-1]) })
+		}
+	}
+	panic("the Makefile sets no " + name)
 }
+
+var (
+	makeDefault = regexp.MustCompile(`(?m)^([A-Z_]+) \?= (.*)$`)
+	makeRef     = regexp.MustCompile(`\$\([A-Z_]+\)`)
+)
 
 // formulaPlatforms are the formula's blocks, by Homebrew's names, and the
 // release binary each must install.
