@@ -53,7 +53,8 @@ bench: opencode
 # version, commit and date; an archive of each (binary, completions, man
 # pages, LICENSE, README.md); a .deb and an .rpm of each linux one; the
 # container image of the linux ones as an OCI archive; the SBOM (SPDX
-# JSON); the Homebrew formula for a tap; SHA256SUMS of them all. release-check builds them and checks them
+# JSON); the Homebrew formula for the tap, installing from the archives;
+# SHA256SUMS of them all. release-check builds them and checks them
 # (test/release): architecture, stamped version, no local paths; every
 # archive and package opened, its files, modes and metadata read, its
 # binary run (this machine's) or its CPU read; the image's platforms,
@@ -65,15 +66,17 @@ RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 # Where the release is published: the repository (formula homepage, image
 # source label, packages' homepage), the base of the assets' URLs
-# ($(RELEASE_URL)/VERSION/ASSET), the image's repository, the license
-# (SPDX; the project's is MIT, LICENSE) and the packages' maintainer. Override on the
+# ($(RELEASE_URL)/VERSION/ASSET), the image's repository, the Homebrew tap
+# (OWNER/NAME: the repository OWNER/homebrew-NAME), the license (SPDX; the
+# project's is MIT, LICENSE) and the packages' maintainer. Override on the
 # command line: make release RELEASE_URL=https://example.com/dl
 SOURCE_URL ?= https://github.com/mcp-reconnect/mcp-reconnect
 RELEASE_URL ?= $(SOURCE_URL)/releases/download
 IMAGE_REPO ?= ghcr.io/mcp-reconnect/mcp-reconnect
+BREW_TAP ?= mcp-reconnect/tap
 LICENSE_SPDX ?= MIT
 PACKAGE_MAINTAINER ?= the mcp-reconnect authors
-RELEASE_ENV = GO=$(GO) SOURCE_URL=$(SOURCE_URL) RELEASE_URL=$(RELEASE_URL) IMAGE_REPO=$(IMAGE_REPO) \
+RELEASE_ENV = GO=$(GO) SOURCE_URL=$(SOURCE_URL) RELEASE_URL=$(RELEASE_URL) IMAGE_REPO=$(IMAGE_REPO) BREW_TAP=$(BREW_TAP) \
 	LICENSE_SPDX=$(LICENSE_SPDX) PACKAGE_MAINTAINER='$(PACKAGE_MAINTAINER)'
 
 release:

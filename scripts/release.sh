@@ -14,7 +14,8 @@
 #   mcp-reconnect.spdx.json          the software bill of materials: each binary
 #                                    and the Go modules it links (tools/sbom)
 #   mcp-reconnect.rb                 when all four are built, the Homebrew formula
-#                                    for a tap (tools/brewformula)
+#                                    for the tap, installing from the archives
+#                                    (tools/brewformula)
 #   SHA256SUMS                       of every file above
 # The completions and manual pages are written by the binary itself, run
 # on this machine (this platform's binary of the release, or one built
@@ -33,6 +34,7 @@
 #   SOURCE_URL          the repository: formula homepage, image source label, packages' homepage
 #   RELEASE_URL         base of the assets' URLs: $RELEASE_URL/$VERSION/ASSET
 #   IMAGE_REPO          the image's repository, its name in the archive
+#   BREW_TAP            the Homebrew tap the formula is published in (OWNER/NAME)
 #   LICENSE_SPDX        the license (image label, formula, packages, SBOM): MIT, the project's (LICENSE)
 #   PACKAGE_MAINTAINER  the .deb's Maintainer and the .rpm's Packager
 set -euo pipefail
@@ -41,6 +43,7 @@ GO=${GO:-go}
 SOURCE_URL=${SOURCE_URL:-https://github.com/mcp-reconnect/mcp-reconnect}
 RELEASE_URL=${RELEASE_URL:-$SOURCE_URL/releases/download}
 IMAGE_REPO=${IMAGE_REPO:-ghcr.io/mcp-reconnect/mcp-reconnect}
+BREW_TAP=${BREW_TAP:-mcp-reconnect/tap}
 LICENSE_SPDX=${LICENSE_SPDX:-MIT}
 PACKAGE_MAINTAINER=${PACKAGE_MAINTAINER:-the mcp-reconnect authors}
 [ $# -gt 0 ] || { echo "usage: $0 GOOS/GOARCH..." >&2; exit 2; }
@@ -113,11 +116,12 @@ tool ./sbom --out "$dist/mcp-reconnect.spdx.json" --version "$VERSION" --created
 
 sums() { (cd dist && LC_ALL=C ls | grep -v '^SHA256SUMS$' | LC_ALL=C sort | while read -r f; do sha256 "$f"; done >SHA256SUMS); }
 sums
-# The formula needs every binary it offers.
-if [ "$(grep -c ' mcp-reconnect-\(darwin\|linux\)-\(amd64\|arm64\)$' dist/SHA256SUMS)" -eq 4 ]; then
+# The formula offers the archive of every OS and CPU.
+if [ "$(grep -c ' mcp-reconnect-\(darwin\|linux\)-\(amd64\|arm64\)\.tar\.gz$' dist/SHA256SUMS)" -eq 4 ]; then
   echo "release: dist/mcp-reconnect.rb" >&2
   tool ./brewformula --sums "$dist/SHA256SUMS" --out "$dist/mcp-reconnect.rb" \
-    --version "$VERSION" --commit "$commit" --release-url "$RELEASE_URL" --homepage "$SOURCE_URL" --license "$LICENSE_SPDX"
+    --version "$VERSION" --commit "$commit" --release-url "$RELEASE_URL" --homepage "$SOURCE_URL" \
+    --tap "$BREW_TAP" --license "$LICENSE_SPDX"
   sums
 fi
 settime dist/*
