@@ -109,7 +109,8 @@ func dpkgDeb(t *testing.T) string {
 // with their modes, owned by root, at the commit's time; unpacked
 // (dpkg-deb -x), the release binary that runs or is of its CPU, the user
 // unit the service package renders for /usr/bin/mcp-reconnect, and the
-// licence in Debian's copyright file.
+// licence in Debian's copyright file; this machine's CPU's installed and
+// removed by dpkg in a root of its own.
 func TestDebs(t *testing.T) {
 	dir := distDir(t)
 	dpkg := dpkgDeb(t)
@@ -192,7 +193,50 @@ func TestDebs(t *testing.T) {
 			if !bytes.Contains(c, []byte("\nLicense: "+setting("LICENSE_SPDX")+"\n")) || !bytes.Contains(c, []byte(" Permission is hereby granted")) || !bytes.Contains(license, []byte("Permission is hereby granted")) {
 				t.Errorf("copyright does not give the licence:\n%s", c)
 			}
+			if tg.goarch == runtime.GOARCH {
+				checkDpkgInstall(t, deb, ti, sums, st)
+			}
 		})
+	}
+}
+
+// checkDpkgInstall has dpkg itself install the .deb into a root of its
+// own (not this machine's) and remove it again: dpkg takes its fields and
+// files, the installed binary runs, and removing leaves nothing behind.
+func checkDpkgInstall(t *testing.T, deb string, ti int, sums map[string]string, st stamp) {
+	t.Helper()
+	dpkg, err := exec.LookPath("dpkg")
+	if err != nil {
+		t.Skipf("dpkg missing: %v", err)
+	}
+	root := t.TempDir()
+	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/lib/dpkg/status"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(dpkg, append([]string{"--root=" + root, "--force-not-root", "--force-script-chrootless", "--log=/dev/null"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dpkg %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("-i", deb)
+	if status := run("-s", "mcp-reconnect"); !strings.Contains(status, "Status: install ok installed") {
+		t.Errorf("dpkg -s after install:\n%s", status)
+	}
+	checkPackageBinary(t, filepath.Join(root, "usr", "bin", "mcp-reconnect"), ti, sums, st)
+	if _, err := os.Stat(filepath.Join(root, service.PackageUnitDir, service.UnitName)); err != nil {
+		t.Errorf("the unit is not installed: %v", err)
+	}
+	run("-r", "mcp-reconnect")
+	if _, err := os.Stat(filepath.Join(root, "usr")); !os.IsNotExist(err) {
+		t.Errorf("removing left %s/usr behind (%v)", root, err)
 	}
 }
 
