@@ -48,7 +48,10 @@ func testEnv(t *testing.T, goos string, vars map[string]string) (Env, *fakeRunne
 		t.Fatal(err)
 	}
 	r := &fakeRunner{}
-	return Env{GOOS: goos, Home: home, UID: 501, Runner: r, Getenv: func(k string) string { return vars[k] }}, r
+	// No unit for every user unless a test puts one there: the machine's
+	// own /usr/lib/systemd/user stays out of it.
+	system := []string{filepath.Join(filepath.Dir(home), "etc-systemd-user"), filepath.Join(filepath.Dir(home), "usr-lib-systemd-user")}
+	return Env{GOOS: goos, Home: home, UID: 501, Runner: r, Getenv: func(k string) string { return vars[k] }, SystemUnitDirs: system}, r
 }
 
 // tree lists every path under root with its mode, for before/after

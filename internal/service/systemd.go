@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,6 +40,23 @@ func (s systemd) path() string {
 
 func (s systemd) describe() string { return "systemd user unit " + s.path() }
 
+// systemUnit is the unit of the service's name that systemd finds for
+// every user (the package's), "" when there is none: the first in
+// SystemUnitDirs, as systemd searches them.
+func (s systemd) systemUnit() string {
+	dirs := s.env.SystemUnitDirs
+	if dirs == nil {
+		dirs = DefaultSystemUnitDirs
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, UnitName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
 // envFile is read by the unit when it exists ("-" prefix): the place for
 // OPENCODE_SERVER_PASSWORD, chmod 600. Install never creates it.
 func (s systemd) envFile() string {
@@ -67,14 +85,49 @@ func (s systemd) render(spec Spec) (File, error) {
 			return File{}, fmt.Errorf("$%s: %w", kv[0], err)
 		}
 	}
+	header := fmt.Sprintf("# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
+	b, err := unitText(spec, header, s.envFile(), systemdEscapePath(s.envFile()), s.env.pinnedEnv())
+	if err != nil {
+		return File{}, err
+	}
+	return File{Path: s.path(), Mode: 0o644, Content: b}, nil
+}
+
+// PackageUnitDir is where the .deb and .rpm put the systemd user unit, for
+// every user: `systemctl --user enable --now mcp-reconnect` starts it.
+const PackageUnitDir = "/usr/lib/systemd/user"
+
+// PackageUnit is the unit the Linux packages ship in PackageUnitDir for
+// binary (/usr/bin/mcp-reconnect there): the one install writes, minus
+// what belongs to one user. It pins no XDG variable, and its environment
+// file is %E/mcp-reconnect/env, which systemd resolves per user to
+// $XDG_CONFIG_HOME/mcp-reconnect/env (~/.config by default): the file
+// install's unit names in that user's home. It carries no Marker: install
+// did not write it, and uninstall never removes it.
+func PackageUnit(binary string) ([]byte, error) {
+	spec := Spec{Binary: binary}
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	header := "# The mcp-reconnect package's unit, for every user: systemctl --user enable --now mcp-reconnect\n" +
+		"# `mcp-reconnect service install` writes one of the same name in ~/.config/systemd/user,\n" +
+		"# which takes this one's place for that user (and `service uninstall` gives it back).\n"
+	return unitText(spec, header, "~/.config/mcp-reconnect/env", "%E/mcp-reconnect/env", nil)
+}
+
+// unitText is the unit of both: what install writes for one user (header
+// with the Marker, that user's environment file, the XDG variables pinned)
+// and what the packages ship for all (PackageUnit). envFileShown names the
+// environment file for people, envFile is its EnvironmentFile= value.
+func unitText(spec Spec, header, envFileShown, envFile string, env [][2]string) ([]byte, error) {
 	if strings.ContainsAny(spec.Binary, `"'\`) {
 		// systemd refuses such an executable ("contains special
 		// characters") and would never start the unit.
-		return File{}, fmt.Errorf("service: systemd does not run an executable whose path holds a quote or backslash (%s); move the binary to a plain path", spec.Binary)
+		return nil, fmt.Errorf("service: systemd does not run an executable whose path holds a quote or backslash (%s); move the binary to a plain path", spec.Binary)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
-	fmt.Fprintf(&b, "# No secrets here: a password goes in the config file (chmod 600) or in\n# %s (OPENCODE_SERVER_PASSWORD=…, chmod 600).\n", s.envFile())
+	b.WriteString(header)
+	fmt.Fprintf(&b, "# No secrets here: a password goes in the config file (chmod 600) or in\n# %s (OPENCODE_SERVER_PASSWORD=…, chmod 600).\n", envFileShown)
 	b.WriteString("[Unit]\n")
 	b.WriteString("Description=mcp-reconnect: keep the MCP servers of OpenCode connected\n")
 	b.WriteString("\n[Service]\n")
@@ -91,8 +144,8 @@ func (s systemd) render(spec Spec) (File, error) {
 		args = append(args, systemdQuote(a, i > 0))
 	}
 	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(args, " "))
-	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", systemdEscapePath(s.envFile()))
-	for _, kv := range s.env.pinnedEnv() {
+	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", envFile)
+	for _, kv := range env {
 		fmt.Fprintf(&b, "Environment=%s\n", systemdQuote(kv[0]+"="+kv[1], false))
 	}
 	// on-failure: a crash, a kill or a non-zero exit restarts it; a clean
@@ -102,7 +155,7 @@ func (s systemd) render(spec Spec) (File, error) {
 	// Logs go to stderr, which systemd sends to the journal.
 	b.WriteString("\n[Install]\n")
 	b.WriteString("WantedBy=default.target\n")
-	return File{Path: s.path(), Mode: 0o644, Content: []byte(b.String())}, nil
+	return []byte(b.String()), nil
 }
 
 // systemdQuote quotes one word for a unit file: inside double quotes,

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
@@ -86,7 +87,11 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", s.status)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
+	// The readiness gauges are asked at each scrape, beside the daemon's
+	// own registry (which the engines share and may outlive a Handler).
+	ready := prometheus.NewRegistry()
+	ready.MustRegister(metrics.NewReadinessCollector(s.readinessMetrics))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{s.Metrics.Registry, ready}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
 	mux.HandleFunc("GET /healthz", s.healthz)
