@@ -347,6 +347,17 @@ func serverChild(t Table, p Process, l launch) (Process, error) {
 	return best, nil
 }
 
+// settled reports whether p's argv is the one it keeps: false while it
+// is being exec'd (an empty cmdline) and during npm's first title,
+// "npm", which names no server (about 0.15 s of an npx's life): read
+// such a child again later.
+func settled(p Process) bool {
+	if p.Zombie {
+		return true
+	}
+	return len(p.Argv) > 0 && !(len(p.Argv) == 1 && p.Argv[0] == "npm")
+}
+
 // isOption: a word starting with "-" (not "-" alone).
 func isOption(a string) bool { return len(a) > 1 && a[0] == '-' }
 

@@ -236,3 +236,28 @@ func TestServerProcessSkipsInstallers(t *testing.T) {
 	}
 }
 
+// A child read while it exec'd (an empty cmdline) is read again on the
+// next scan, and at most maxRereads times.
+func TestViewRereadsAChildBeingExecd(t *testing.T) {
+	tab, oc := simpleTable()
+	tab.update(101, func(p *Process) { p.Argv = nil })
+	v := newView(t, tab, oc, simpleServers())
+	if _, ok := scan(t, v).Child(Key{"/p", "a"}); ok {
+		t.Fatal("a child with no argv serves a")
+	}
+	tab.update(101, func(p *Process) { p.Argv = []string{"srv", "a"} })
+	if _, ok := scan(t, v).Child(Key{"/p", "a"}); !ok {
+		t.Fatal("the child, read again, does not serve a")
+	}
+	tab.update(102, func(p *Process) { p.Argv = nil })
+	tab.put(Process{PID: 103, PPID: oc, UID: ana, Birth: 10300, Comm: "srv", Cwd: "/p"})
+	scan(t, v)
+	reads := tab.reads
+	for range maxRereads + 2 {
+		scan(t, v)
+	}
+	// One stat of OpenCode per scan, and maxRereads reads of the child.
+	if n := tab.reads - reads; n != maxRereads+2+maxRereads {
+		t.Errorf("%d reads in %d scans of a child that never settles, want %d", n, maxRereads+2, maxRereads+2+maxRereads)
+	}
+}
