@@ -300,6 +300,11 @@ func ServerProcess(t Table, launcher Process) (server Process, inContainer bool,
 		return Process{}, false, fmt.Errorf("procview: pid %d: %w", launcher.PID, ErrGone)
 	}
 	for range maxDepth {
+		if !settled(p) {
+			// Being exec'd, or npm not yet titled: what it becomes is
+			// not known yet.
+			return p, false, fmt.Errorf("procview: pid %d is starting: %w", p.PID, ErrNoServer)
+		}
 		l, ok := parseLaunch(p.Argv)
 		switch {
 		case !ok:

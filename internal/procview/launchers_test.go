@@ -215,13 +215,17 @@ func TestServerProcessSkipsInstallers(t *testing.T) {
 		proc(111, 110, "/c/_npx/2/node_modules/dep", "sh", "-c", "node install.js"),
 		proc(112, 110, "/p", "sh", "-c", "'pkg2'"),
 		proc(113, 112, "/p", "node", "/c/_npx/2/node_modules/.bin/pkg2"),
+		// a shell whose only child is being exec'd (no argv yet).
+		proc(114, 100, "/p", "sh", "-c", "node b.js"),
+		proc(115, 114, "/p", "sh"),
 	)
+	tab.update(115, func(p *Process) { p.Argv = nil })
 	tab.update(108, func(p *Process) { p.Zombie = true })
 	for _, c := range []struct {
 		launcher, server int
 		err              error
 	}{
-		{101, 0, ErrNoServer}, {103, 0, ErrNoServer}, {105, 0, ErrNoServer}, {107, 109, nil}, {110, 113, nil}, {113, 113, nil},
+		{101, 0, ErrNoServer}, {103, 0, ErrNoServer}, {105, 0, ErrNoServer}, {107, 109, nil}, {110, 113, nil}, {113, 113, nil}, {114, 0, ErrNoServer},
 	} {
 		p, err := tab.Read(c.launcher)
 		must(t, err)
