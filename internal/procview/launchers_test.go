@@ -4,8 +4,10 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // The forms each launcher's process takes, as the matcher finds them:
@@ -264,4 +266,62 @@ func TestViewRereadsAChildBeingExecd(t *testing.T) {
 	if n := tab.reads - reads; n != maxRereads+2+maxRereads {
 		t.Errorf("%d reads in %d scans of a child that never settles, want %d", n, maxRereads+2, maxRereads+2+maxRereads)
 	}
+}
+
+// Any argv, configured or read from /proc: recognising its launcher,
+// deriving its forms and naming it never panics, and a script's words
+// are only ever literal.
+func FuzzLaunch(f *testing.F) {
+	for _, argv := range [][]string{
+		{"npx", "-y", "--", "pkg", "a b"},
+		{"npm", "--prefix", "-", "exec", "-c"},
+		{"env", "-S", "-C /x node 'a", "b"},
+		{"env", "-u"},
+		{"sh", "-lc", "cd \"$X\" && exec env A=1 uvx y 2>&1 ; # x"},
+		{"bash", "-o"},
+		{"uv", "--directory"},
+		{"pipx", "run", "--spec"},
+		{"python3", "-m"},
+		{"docker", "container"},
+		{"npm exec x -- y"},
+	} {
+		f.Add(strings.Join(argv, "\x00"))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		argv := strings.Split(s, "\x00")
+		_ = appendForms(nil, argv, "/p", 0)
+		_ = LauncherOf(argv)
+		if l, ok := parseLaunch(argv); ok && l.name == "" {
+			t.Fatalf("%q: a launcher without a name", argv)
+		}
+		if len(argv) > 0 {
+			for _, w := range readScript(argv[len(argv)-1]).last {
+				if strings.ContainsAny(w, "$`") && !strings.ContainsAny(argv[len(argv)-1], "'\\\\") {
+					t.Fatalf("%q: an expansion taken literally: %q", argv, w)
+				}
+			}
+		}
+	})
+}
+
+// A process title is shown as printable text, and a header's value in it
+// never survives, however the words fall.
+func FuzzDisplayTitle(f *testing.F) {
+	f.Add("pkg --header", "Authorization: Bearer abcdefgh")
+	f.Add("pkg  -H", "k\x1b[2J")
+	f.Add("'x' \t", "\u00a0y")
+	f.Fuzz(func(t *testing.T, a, value string) {
+		title := "npm exec " + a + " " + value
+		out := Display([]string{title})
+		for _, r := range out {
+			if unicode.IsControl(r) || (!unicode.IsGraphic(r) && r != ' ') {
+				t.Fatalf("Display(%q) = %q holds %U", title, out, r)
+			}
+		}
+		fields := strings.Fields(a)
+		if len(fields) > 0 && headerFlag[fields[len(fields)-1]] && strings.HasSuffix(a, fields[len(fields)-1]) &&
+			len(value) > 3 && !strings.ContainsAny(value, ": \t\n\r\v\f") && strings.Contains(out, value) && !strings.Contains(a, value) {
+			t.Fatalf("the value of %s survived: %q", fields[len(fields)-1], out)
+		}
+	})
 }
