@@ -93,9 +93,13 @@ func newMatcher(servers []Server) *matcher {
 		// The command as configured, where OpenCode starts it and where
 		// its launcher moves (sh -c 'cd sub && …').
 		m.key = argvKey(m.key[:0], s.Command)
-		m.add(0, k, physical(dir), m.key)
+		home := physical(dir)
+		m.add(0, k, home, m.key)
 		for _, f := range forms {
-			place := physical(joinDir(dir, f.dir))
+			place := home
+			if f.dir != "" {
+				place = physical(joinDir(dir, f.dir))
+			}
 			if f.self {
 				m.add(0, k, place, m.key)
 				continue
