@@ -280,7 +280,7 @@ type known struct {
 	// unsettled counts the scans left to read it again: its argv was
 	// about to change when it was read (an exec in progress, npm's first
 	// title "npm"), so it could not be matched yet.
-	unsettled int
+	unsettled uint8
 }
 
 // maxRereads bounds how many scans read an unsettled child again.
