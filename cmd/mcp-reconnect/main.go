@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -136,7 +138,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 func (f *watchFlags) registerOptIns(fs *pflag.FlagSet, watch bool) {
 	fs.BoolVar(&f.allowHTTPPassword, "allow-http-password", false, "send the password to a plain-http OpenCode URL whose host is not loopback; without it such a URL with a password is refused, because basic auth over plain http is readable by anyone on the network path (use https or an SSH tunnel to 127.0.0.1 instead) [$MCP_RECONNECT_ALLOW_HTTP_PASSWORD]")
 	if watch {
-		fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 1. Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
+		fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 78 (which the installed service is not restarted after). Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
 	}
 }
 
@@ -271,7 +273,11 @@ config file are watched beside the service (without the 1.x fallback).
 A running daemon of this user that already watches the same OpenCode server
 (its URL compared normalised, or the same OpenCode 2 service file) makes
 watch refuse to start: it names that daemon (pid, status address, URLs)
-and exits 1, unless --allow-duplicate is given.
+and exits 78, unless --allow-duplicate is given. The installed service
+is not restarted after that status (systemd: RestartPreventExitStatus=;
+launchd, which restarts after any non-zero status, has the agent exit 0
+instead, through $MCP_RECONNECT_DUPLICATE_EXIT): a restart would be
+refused again.
 
 A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
 file's password) goes to one --url only: with several, watch refuses and
@@ -308,12 +314,41 @@ a flag given on the command line wins.`,
 			if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
 				return err
 			}
-			return daemon.Run(ctx, cfg, log)
+			err = daemon.Run(ctx, cfg, log)
+			if dup := (*daemon.DuplicateError)(nil); errors.As(err, &dup) {
+				return f.refusedDuplicate(cmd.ErrOrStderr(), log, dup)
+			}
+			return err
 		},
 	}
 	f.register(cmd.Flags())
 	f.registerOptIns(cmd.Flags(), true)
 	return cmd
+}
+
+// refusedDuplicate ends a watch refused because another daemon watches
+// the same OpenCode server: one log line naming that daemon and the fix
+// (the journal's, under systemd), and the exit status service managers
+// are told not to restart (service.ExitDuplicate, or $MCP_RECONNECT_DUPLICATE_EXIT):
+// a restart would be refused again, every few seconds, for ever.
+func (f *watchFlags) refusedDuplicate(stderr io.Writer, log *slog.Logger, dup *daemon.DuplicateError) error {
+	code := duplicateExit(os.Getenv(service.DuplicateExitEnv))
+	log.Error("not watching: another mcp-reconnect daemon already watches this OpenCode server; exiting so that a service manager does not restart this one",
+		"other_pid", dup.Running.PID, "exit_status", code, "err", dup)
+	if f.logFile != "" && f.logFile != "-" {
+		// The log line went to a file: say it where it was asked too.
+		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(dup.Error()))
+	}
+	return exitError{code}
+}
+
+// duplicateExit is the exit status of a refused duplicate: v when it is
+// one (0–125), else service.ExitDuplicate.
+func duplicateExit(v string) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 && n <= 125 {
+		return n
+	}
+	return service.ExitDuplicate
 }
 
 func statusAddrFlag(cmd *cobra.Command, addr *string) {

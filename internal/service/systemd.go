@@ -19,6 +19,23 @@ const UnitName = "mcp-reconnect.service"
 // are watched again before anyone notices.
 const RestartSec = 5
 
+// ExitDuplicate is the exit status of `watch` refused because a running
+// daemon of this user already watches the same OpenCode server (78,
+// EX_CONFIG in sysexits(3): the setup, not this process, must change).
+// Restarting it cannot help: the other daemon is still there 5 s later,
+// and systemd would start, refuse and restart the daemon every RestartSec
+// for ever. The unit lists it in RestartPreventExitStatus=, so a
+// refused daemon stays stopped (failed, with its reason in the journal);
+// the launchd agent, which has no such list, asks for exit 0 instead
+// (DuplicateExitEnv).
+const ExitDuplicate = 78
+
+// DuplicateExitEnv names the variable that sets the exit status of a
+// `watch` refused as a duplicate (default ExitDuplicate). The launchd
+// agent sets it to 0: KeepAlive {SuccessfulExit: false} restarts a job
+// after any other status, and launchd has no per-status exception.
+const DuplicateExitEnv = "MCP_RECONNECT_DUPLICATE_EXIT"
+
 // WatchdogSec is the unit's watchdog: the daemon pings every half of it
 // while its engines turn (internal/daemon), and systemd kills a daemon
 // whose pings stopped, which Restart=on-failure then restarts.
@@ -99,6 +116,9 @@ func (s systemd) render(spec Spec) (File, error) {
 	// exit (SIGTERM from `systemctl --user stop`) does not.
 	b.WriteString("Restart=on-failure\n")
 	fmt.Fprintf(&b, "RestartSec=%d\n", RestartSec)
+	// Except a daemon refused because another one watches the same
+	// OpenCode server: it would be refused again at every restart.
+	fmt.Fprintf(&b, "RestartPreventExitStatus=%d\n", ExitDuplicate)
 	// Logs go to stderr, which systemd sends to the journal.
 	b.WriteString("\n[Install]\n")
 	b.WriteString("WantedBy=default.target\n")
