@@ -259,16 +259,20 @@ comes back after it could not be reached.
 
 With no --url and no password (by flag, environment or config file),
 watch follows the OpenCode you run by default: the OpenCode 2 background
-service whenever its service.json is there (or, while it is not, another
-release channel's service-<channel>.json beside it), and while no service
-runs, OpenCode 1.x at http://127.0.0.1:4096 if it answers there. The file
-gives the URL, password and pid, checked against the running service; the
-password is held in memory only. watch looks again whenever the server it
-follows cannot be reached, at most every 5 s while none answers (a stat of
-the files and a refused loopback connection), so a service that starts
-after watch, or goes away and comes back, is followed within about 5 s;
-while 1.x at :4096 answers, watch stays with it. Servers listed as [[opencode]] in the
-config file are watched beside the service (without the 1.x fallback).
+service registered in $XDG_STATE_HOME/opencode/ (service.json for the
+latest channel, service-<channel>.json for the others), and while no
+service runs, OpenCode 1.x at http://127.0.0.1:4096 if it answers there.
+The file gives the URL, password and pid, checked against the running
+service; the password is held in memory only. Of several services, watch
+follows service.json's when it answers, else the one whose file was
+written last, and says which in its log, in status and in doctor. watch
+looks again whenever the server it follows cannot be reached, and every
+5 s while no service answers (one read of the directory; a request only
+to a service file that is new, rewritten, young or names a running pid),
+also while 1.x at :4096 is watched, so a service that starts after watch,
+or goes away and comes back, is followed within about 5 s. Servers listed
+as [[opencode]] in the config file are watched beside the service
+(without the 1.x fallback).
 
 A running daemon of this user that already watches the same OpenCode server
 (its URL compared normalised, or the same OpenCode 2 service file) makes

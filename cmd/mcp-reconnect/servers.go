@@ -214,7 +214,7 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	}
 	if service != "" {
 		out = append(out, f.serviceServer(service, len(entries) == 0))
-		log.Info("following the OpenCode 2 service", "file", service)
+		log.Info("looking for the OpenCode 2 service", "file", service, "other_channels", service == defaultServiceFile())
 	}
 	for _, sc := range out {
 		if sc.Password != "" && sc.Discover == nil && !f.allowHTTPPassword {
