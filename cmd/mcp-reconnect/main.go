@@ -248,6 +248,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 func newWatch() *cobra.Command {
 	var f watchFlags
+	var envFile string
 	cmd := &cobra.Command{
 		Use:   "watch [flags]",
 		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
@@ -304,6 +305,17 @@ a flag given on the command line wins.`,
 				return err
 			}
 			defer closeLog()
+			if envFile != "" {
+				// systemd read this process's environment from it: refused
+				// as a config file would be when others could change it.
+				warning, err := service.CheckEnvFileAt(envFile)
+				if err != nil {
+					return err
+				}
+				if warning != "" {
+					log.Warn("the service's environment file is readable by other users", "file", envFile, "detail", warning)
+				}
+			}
 			ec := f.engineConfig()
 			if err := ec.Validate(); err != nil {
 				return err
@@ -327,6 +339,8 @@ a flag given on the command line wins.`,
 	}
 	f.register(cmd.Flags())
 	f.registerOptIns(cmd.Flags(), true)
+	cmd.Flags().StringVar(&envFile, service.EnvFileFlag, "", "the environment file the service manager started watch with (the installed systemd unit passes it): refused when another user owns it or others can change it, or when it holds a password others can read")
+	_ = cmd.Flags().MarkHidden(service.EnvFileFlag)
 	return cmd
 }
 

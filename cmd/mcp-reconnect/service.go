@@ -145,8 +145,10 @@ write and the commands it would run, and changes nothing.`,
 			if err := checkServiceConfig(spec.Config); err != nil {
 				return fmt.Errorf("the service would fail to start: %w", err)
 			}
-			if err := m.CheckEnvFile(); err != nil {
+			if warning, err := m.CheckEnvFile(); err != nil {
 				return err
+			} else if warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", warning)
 			}
 			pl, err := m.Plan(spec, versionString(), time.Now())
 			if err != nil {

@@ -101,8 +101,8 @@ func (s systemd) render(spec Spec) (File, error) {
 	b.WriteString("Type=notify\n")
 	b.WriteString("NotifyAccess=main\n")
 	fmt.Fprintf(&b, "WatchdogSec=%d\n", WatchdogSec)
-	args := make([]string, 0, 4)
-	for i, a := range spec.Args() {
+	args := make([]string, 0, 6)
+	for i, a := range s.args(spec) {
 		// systemd expands $VAR in the arguments, not in the command
 		// itself (where "$$" would stay two dollars).
 		args = append(args, systemdQuote(a, i > 0))
@@ -123,6 +123,13 @@ func (s systemd) render(spec Spec) (File, error) {
 	b.WriteString("\n[Install]\n")
 	b.WriteString("WantedBy=default.target\n")
 	return File{Path: s.path(), Mode: 0o644, Content: []byte(b.String())}, nil
+}
+
+// args is the unit's command line: spec's, and the environment file the
+// unit reads, which the daemon checks as it checks its config file
+// (CheckEnvFileAt).
+func (s systemd) args(spec Spec) []string {
+	return append(spec.Args(), "--"+EnvFileFlag, s.envFile())
 }
 
 // systemdQuote quotes one word for a unit file: inside double quotes,
