@@ -215,6 +215,10 @@ func checkServiceConfig(path string) error {
 	if err := applyConfigFile(fs, path, explicit); err != nil {
 		return err
 	}
+	f.config = path
+	if fs.Changed("password") {
+		f.passwordSource = "config file " + path
+	}
 	if err := f.applyPasswordFile(fs); err != nil {
 		return err
 	}
@@ -231,7 +235,7 @@ func checkServiceConfig(path string) error {
 			}
 		}
 	}
-	return nil
+	return f.passwordForNoServer(fs, entries)
 }
 
 // shellOnlySettings names settings made in this shell's environment that
