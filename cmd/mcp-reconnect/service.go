@@ -150,8 +150,10 @@ write and the commands it would run, and changes nothing.`,
 			if err := checkServiceConfig(spec.Config); err != nil {
 				return fmt.Errorf("the service would fail to start: %w", err)
 			}
-			if err := m.CheckEnvFile(); err != nil {
+			if warning, err := m.CheckEnvFile(); err != nil {
 				return err
+			} else if warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", warning)
 			}
 			pl, err := m.Plan(spec, versionString(), time.Now())
 			if err != nil {
@@ -221,6 +223,10 @@ func checkServiceConfig(path string) error {
 	if err := applyConfigFile(fs, path, explicit); err != nil {
 		return err
 	}
+	f.config = path
+	if fs.Changed("password") {
+		f.passwordSource = "config file " + path
+	}
 	if err := f.applyPasswordFile(fs); err != nil {
 		return err
 	}
@@ -237,7 +243,7 @@ func checkServiceConfig(path string) error {
 			}
 		}
 	}
-	return nil
+	return f.passwordForNoServer(fs, entries)
 }
 
 // shellOnlySettings names settings made in this shell's environment that

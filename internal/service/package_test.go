@@ -16,6 +16,9 @@ func withoutUserLines(unit []byte) string {
 		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "EnvironmentFile=") || strings.HasPrefix(line, "Environment=") {
 			continue
 		}
+		if i := strings.Index(line, ` "--service-env-file" `); strings.HasPrefix(line, "ExecStart=") && i > 0 {
+			line = line[:i] + ` "--service-env-file" ENVFILE` // the same file, named per user
+		}
 		keep = append(keep, line)
 	}
 	return strings.Join(keep, "\n")
@@ -42,7 +45,7 @@ func TestPackageUnitIsInstallsWithoutTheUser(t *testing.T) {
 		t.Errorf("the units differ beyond the user's lines:\n--- install:\n%s\n--- package:\n%s", a, b)
 	}
 	text := string(pkg)
-	for _, want := range []string{"ExecStart=\"/usr/bin/mcp-reconnect\" \"watch\"\n", "EnvironmentFile=-%E/mcp-reconnect/env\n", "WantedBy=default.target\n"} {
+	for _, want := range []string{"ExecStart=\"/usr/bin/mcp-reconnect\" \"watch\" \"--service-env-file\" \"%E/mcp-reconnect/env\"\n", "EnvironmentFile=-%E/mcp-reconnect/env\n", "WantedBy=default.target\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the package's unit lacks %q:\n%s", want, text)
 		}

@@ -724,29 +724,33 @@ func hashIs(b []byte, mf *Manifest, path string) bool {
 	return false
 }
 
-// CheckEnvFile refuses an environment file that other users can read or
-// change: the unit hands what it holds (a password) to the service.
-func (m *Manager) CheckEnvFile() error {
+// CheckEnvFile checks the environment file the systemd unit hands the
+// daemon (CheckEnvFileAt): an error refuses it, a warning is for the
+// user. Platforms without one: "", nil.
+func (m *Manager) CheckEnvFile() (warning string, err error) {
 	ef := m.EnvFile()
 	if ef == "" {
-		return nil
+		return "", nil
 	}
-	if st := envFileState(ef); st != "absent" && st != "private" {
-		return fmt.Errorf("service: environment file %s: %s", ef, st)
+	warning, err = CheckEnvFileAt(ef)
+	if err != nil {
+		return "", fmt.Errorf("service: %w", err)
 	}
-	return nil
+	return warning, nil
 }
 
+// envFileState is the environment file as status shows it: "absent",
+// "private", or what is wrong with it.
 func envFileState(p string) string {
-	fi, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return "absent"
 	}
-	if err != nil {
-		return err.Error()
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Sprintf("other users can access it (mode %04o); run: chmod 600 %s", perm, p)
+	warning, err := CheckEnvFileAt(p)
+	switch {
+	case err != nil:
+		return "refused by the service: " + err.Error()
+	case warning != "":
+		return warning
 	}
 	return "private"
 }

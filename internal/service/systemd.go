@@ -20,6 +20,23 @@ const UnitName = "mcp-reconnect.service"
 // are watched again before anyone notices.
 const RestartSec = 5
 
+// ExitDuplicate is the exit status of `watch` refused because a running
+// daemon of this user already watches the same OpenCode server (78,
+// EX_CONFIG in sysexits(3): the setup, not this process, must change).
+// Restarting it cannot help: the other daemon is still there 5 s later,
+// and systemd would start, refuse and restart the daemon every RestartSec
+// for ever. The unit lists it in RestartPreventExitStatus=, so a
+// refused daemon stays stopped (failed, with its reason in the journal);
+// the launchd agent, which has no such list, asks for exit 0 instead
+// (DuplicateExitEnv).
+const ExitDuplicate = 78
+
+// DuplicateExitEnv names the variable that sets the exit status of a
+// `watch` refused as a duplicate (default ExitDuplicate). The launchd
+// agent sets it to 0: KeepAlive {SuccessfulExit: false} restarts a job
+// after any other status, and launchd has no per-status exception.
+const DuplicateExitEnv = "MCP_RECONNECT_DUPLICATE_EXIT"
+
 // WatchdogSec is the unit's watchdog: the daemon pings every half of it
 // while its engines turn (internal/daemon), and systemd kills a daemon
 // whose pings stopped, which Restart=on-failure then restarts.
@@ -86,7 +103,7 @@ func (s systemd) render(spec Spec) (File, error) {
 		}
 	}
 	header := fmt.Sprintf("# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
-	b, err := unitText(spec, header, s.envFile(), systemdEscapePath(s.envFile()), s.env.pinnedEnv())
+	b, err := unitText(spec, header, s.envFile(), systemdEscapePath(s.envFile()), systemdQuote(s.envFile(), true), s.env.pinnedEnv())
 	if err != nil {
 		return File{}, err
 	}
@@ -112,14 +129,16 @@ func PackageUnit(binary string) ([]byte, error) {
 	header := "# The mcp-reconnect package's unit, for every user: systemctl --user enable --now mcp-reconnect\n" +
 		"# `mcp-reconnect service install` writes one of the same name in ~/.config/systemd/user,\n" +
 		"# which takes this one's place for that user (and `service uninstall` gives it back).\n"
-	return unitText(spec, header, "~/.config/mcp-reconnect/env", "%E/mcp-reconnect/env", nil)
+	return unitText(spec, header, "~/.config/mcp-reconnect/env", "%E/mcp-reconnect/env", `"%E/mcp-reconnect/env"`, nil)
 }
 
 // unitText is the unit of both: what install writes for one user (header
 // with the Marker, that user's environment file, the XDG variables pinned)
 // and what the packages ship for all (PackageUnit). envFileShown names the
-// environment file for people, envFile is its EnvironmentFile= value.
-func unitText(spec Spec, header, envFileShown, envFile string, env [][2]string) ([]byte, error) {
+// environment file for people, envFile is its EnvironmentFile= value and
+// envFileArg the same file as an ExecStart= argument: the daemon checks
+// the file it was given as it checks its config file (CheckEnvFileAt).
+func unitText(spec Spec, header, envFileShown, envFile, envFileArg string, env [][2]string) ([]byte, error) {
 	if strings.ContainsAny(spec.Binary, `"'\`) {
 		// systemd refuses such an executable ("contains special
 		// characters") and would never start the unit.
@@ -137,12 +156,13 @@ func unitText(spec Spec, header, envFileShown, envFile string, env [][2]string) 
 	b.WriteString("Type=notify\n")
 	b.WriteString("NotifyAccess=main\n")
 	fmt.Fprintf(&b, "WatchdogSec=%d\n", WatchdogSec)
-	args := make([]string, 0, 4)
+	args := make([]string, 0, 6)
 	for i, a := range spec.Args() {
 		// systemd expands $VAR in the arguments, not in the command
 		// itself (where "$$" would stay two dollars).
 		args = append(args, systemdQuote(a, i > 0))
 	}
+	args = append(args, systemdQuote("--"+EnvFileFlag, true), envFileArg)
 	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(args, " "))
 	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", envFile)
 	for _, kv := range env {
@@ -152,6 +172,9 @@ func unitText(spec Spec, header, envFileShown, envFile string, env [][2]string) 
 	// exit (SIGTERM from `systemctl --user stop`) does not.
 	b.WriteString("Restart=on-failure\n")
 	fmt.Fprintf(&b, "RestartSec=%d\n", RestartSec)
+	// Except a daemon refused because another one watches the same
+	// OpenCode server: it would be refused again at every restart.
+	fmt.Fprintf(&b, "RestartPreventExitStatus=%d\n", ExitDuplicate)
 	// Logs go to stderr, which systemd sends to the journal.
 	b.WriteString("\n[Install]\n")
 	b.WriteString("WantedBy=default.target\n")
