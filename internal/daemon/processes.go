@@ -377,7 +377,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	watched := map[int]uint64{} // pid → birth handed to the exit watcher
 	partial := false            // some child could not be watched: scan for exits
 	var saved, lastScan time.Time
-	dirty := false
+	dirty := true // the record names this OpenCode from its first scan
 	for {
 		p.syncServers(v)
 		start := time.Now()
@@ -571,6 +571,13 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View) {
 	}
 	root := v.OpenCode()
 	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At}
+	if root.PGID == os.Getpid() {
+		// run: the wrapper leads OpenCode's group (the terminal's job),
+		// and this process is the wrapper.
+		if self, err := p.table.Stat(os.Getpid()); err == nil && self.PGID == self.PID {
+			rec.Leader = procview.IdentOf(self)
+		}
+	}
 	parents := map[int]procview.Ident{root.PID: procview.IdentOf(root)}
 	for k, cs := range s.Servers {
 		for _, c := range cs {
@@ -592,9 +599,24 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View) {
 			}
 		}
 	}
+	// OpenCode's other children (a server of a directory no daemon
+	// armed, a language server, a command): seen under it, though which
+	// server they run is not known here; Orphans matches their command.
+	for _, c := range s.Others {
+		parent, ok := parents[c.Parent]
+		if !ok {
+			if pp, err := p.table.Stat(c.Parent); err == nil {
+				parent = procview.IdentOf(pp)
+				parents[c.Parent] = parent
+			}
+		}
+		rec.Seen = append(rec.Seen, procview.Sighting{Ident: c.Ident(), Parent: parent})
+	}
 	if err := p.record.Save(rec); err != nil {
 		p.log.Debug("could not record the MCP processes", "err", err)
+		return
 	}
+	p.log.Debug("recorded opencode's MCP processes", "url", p.where(), "pid", root.PID, "processes", len(rec.Seen), "record", p.record.Dir)
 }
 
 // info is what status shows of the processes; nil while no local

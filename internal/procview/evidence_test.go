@@ -143,3 +143,35 @@ func TestOrphansListATreeOnceAtItsTop(t *testing.T) {
 		t.Fatalf("orphans %+v, %v", got, err)
 	}
 }
+
+// Under run, the wrapper leads OpenCode's process group (the terminal's
+// job) and holds nothing else in it: with both gone, a process still in
+// that group is OpenCode's, though no scan saw it. The record of such an
+// OpenCode is kept while its group has a live process.
+func TestOrphanProvenByTheGroupOfTheRunWrapper(t *testing.T) {
+	tab := evidenceTable(1900)
+	oc := Ident{PID: 2000, Birth: 2000, Start: goneOpenCode.Start, PGID: 1900}
+	wrapper := Ident{PID: 1900, Birth: 1900, Start: goneOpenCode.Start.Add(-time.Second), PGID: 1900}
+	record := []Sightings{{OpenCode: oc, Leader: wrapper}}
+	if o := orphanOf(t, tab, Scope{UID: ana, Record: record}); o.Evidence != GroupOfGoneOpenCode {
+		t.Fatalf("evidence %v: %s", o.Evidence, o.Why)
+	}
+	if o := orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: oc}}}); o.Evidence.Proven() {
+		t.Fatalf("a group led by nobody recorded (a shell's job) proved it: %s", o.Why)
+	}
+	tab.put(Process{PID: 1900, PPID: 1, PGID: 1900, UID: ana, Birth: 1900, Start: wrapper.Start, Comm: "mcp-reconnect"})
+	if o := orphanOf(t, tab, Scope{UID: ana, Record: record}); o.Evidence.Proven() {
+		t.Fatalf("the wrapper still runs, yet its group proved it: %s", o.Why)
+	}
+
+	r := Record{Dir: t.TempDir()}
+	must(t, r.Save(record[0]))
+	tab.remove(1900)
+	if kept := r.Prune(tab, record); len(kept) != 1 {
+		t.Fatal("the record of a group with a live process was pruned")
+	}
+	tab.remove(3000)
+	if kept := r.Prune(tab, record); len(kept) != 0 {
+		t.Fatal("the record of a group with no live process was kept")
+	}
+}

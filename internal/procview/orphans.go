@@ -73,7 +73,8 @@ const (
 	// server under an OpenCode process that is gone.
 	SeenUnderOpenCode
 	// GroupOfGoneOpenCode: it is in the process group a recorded
-	// OpenCode led, and that OpenCode is gone.
+	// OpenCode led (or the run wrapper that started it), and both are
+	// gone.
 	GroupOfGoneOpenCode
 	// EnvOfGoneOpenCode: its OPENCODE_PID names the leader of its
 	// process group, and no process has that pid any more.
@@ -190,13 +191,16 @@ func (s Scope) sighting(p Process) (Sighting, bool) {
 func (s Scope) prove(t Table, p Process) (Evidence, string) {
 	if x, ok := s.sighting(p); ok {
 		if x.Parent.alive(t) {
-			return Unproven, fmt.Sprintf("seen serving %s under OpenCode pid %d, which still runs", x.Server, x.Parent.PID)
+			return Unproven, fmt.Sprintf("seen %s under OpenCode pid %d, which still runs", x.what(), x.Parent.PID)
 		}
-		return SeenUnderOpenCode, fmt.Sprintf("seen serving %s under OpenCode pid %d (started %s), which is gone", x.Server, x.Parent.PID, x.Parent.Start.Format(time.DateTime))
+		return SeenUnderOpenCode, fmt.Sprintf("seen %s under OpenCode pid %d (started %s), which is gone", x.what(), x.Parent.PID, x.Parent.Start.Format(time.DateTime))
 	}
 	for _, r := range s.Record {
-		oc := r.OpenCode
-		if p.PGID == oc.PGID && oc.PGID == oc.PID && !p.Start.Before(oc.Start) && !oc.alive(t) {
+		oc, leader := r.OpenCode, r.Leader
+		if oc.PGID == oc.PID {
+			leader = oc
+		}
+		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && !p.Start.Before(oc.Start) && !oc.alive(t) && !leader.alive(t) {
 			return GroupOfGoneOpenCode, fmt.Sprintf("in the process group of OpenCode pid %d (started %s), which is gone", oc.PID, oc.Start.Format(time.DateTime))
 		}
 	}
@@ -288,7 +292,7 @@ func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 		if len(keys) == 0 {
 			keys = m.runs(full)
 		}
-		if len(keys) == 0 && wasSeen {
+		if len(keys) == 0 && wasSeen && seen.Server != "" {
 			keys = []Key{{seen.Directory, seen.Server}}
 		}
 		if len(keys) == 0 {

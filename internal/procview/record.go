@@ -57,15 +57,30 @@ type Sighting struct {
 	// Parent is the OpenCode process it was seen under (the native
 	// binary under the npm package's wrapper, when OpenCode runs so).
 	Parent Ident `json:"parent"`
-	// Directory and Server name the server it served.
+	// Directory and Server name the server it served; both "" for a
+	// child of OpenCode that served no server an armed directory names.
 	Directory string `json:"directory"`
 	Server    string `json:"server"`
+}
+
+// what says what x was seen doing, for a reason shown to the user.
+func (x Sighting) what() string {
+	if x.Server == "" {
+		return "as a child"
+	}
+	return "serving " + x.Server
 }
 
 // Sightings are the MCP processes seen under one watched OpenCode.
 type Sightings struct {
 	// OpenCode is the watched process.
 	OpenCode Ident `json:"opencode"`
+	// Leader leads OpenCode's process group, when that is OpenCode
+	// itself or the mcp-reconnect run wrapper that started it (whose
+	// group holds nothing else): then every process of that group that
+	// started after OpenCode is OpenCode's. Zero when the group is
+	// someone else's (a shell's job with other commands in it).
+	Leader Ident `json:"leader,omitzero"`
 	// Seen are its MCP processes: the children it started and the
 	// processes below them that serve (an npx's node, a shell's server).
 	Seen []Sighting `json:"seen"`
@@ -146,12 +161,29 @@ func (r Record) Load() ([]Sightings, error) {
 	return out, nil
 }
 
-// Prune removes the files of OpenCode processes that are gone and whose
-// MCP processes are all gone too: nothing left to prove.
+// Prune removes the files of OpenCode processes that are gone and that
+// can prove nothing any more: every process seen under them is gone, and
+// so is every process of the group they (or their run wrapper) led.
 func (r Record) Prune(t Table, all []Sightings) []Sightings {
 	kept := all[:0:0]
+	var groups map[int]bool // the process groups that have a live process
 	for _, s := range all {
 		live := s.OpenCode.alive(t) || slices.ContainsFunc(s.Seen, func(x Sighting) bool { return x.alive(t) })
+		if !live && (s.OpenCode.PGID == s.OpenCode.PID || s.Leader.PID != 0) {
+			if groups == nil {
+				groups = map[int]bool{}
+				procs, err := t.List()
+				if err != nil {
+					return all // cannot tell: keep everything
+				}
+				for _, p := range procs {
+					if !p.Zombie {
+						groups[p.PGID] = true
+					}
+				}
+			}
+			live = groups[s.OpenCode.PGID]
+		}
 		if !live {
 			_ = os.Remove(filepath.Join(r.Dir, recordName(s.OpenCode)))
 			continue

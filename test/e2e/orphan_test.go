@@ -37,7 +37,12 @@ func TestDoctorReapsAnOrphanLeftByRun(t *testing.T) {
 	rewriteProject(t, p, map[string]any{"lingers": map[string]any{"type": "local", "command": command}})
 	port := freePort(t)
 	const password = "orphan-e2e-password"
-	w := startRun(t, home, p.Dir, []string{"OPENCODE_SERVER_PASSWORD=" + password}, nil, opencodeBin, "serve", "--port", fmt.Sprint(port))
+	// Started as a shell starts a job: in a process group of its own,
+	// which OpenCode and its children join. The record the wrapper's
+	// daemon keeps names that group (led by the wrapper) and OpenCode:
+	// once both are gone, the server still in the group is provably
+	// theirs, whether or not the daemon's scans had seen it.
+	w := startRunAs(t, &syscall.SysProcAttr{Setpgid: true}, home, p.Dir, []string{"OPENCODE_SERVER_PASSWORD=" + password}, nil, opencodeBin, "serve", "--port", fmt.Sprint(port))
 	w.waitLog(t, "watching opencode", 60*time.Second)
 	oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Password: password}}
 	oc.WaitStatus(t, p.Dir, "lingers", "connected", 30*time.Second) // a status read of the directory starts it
@@ -115,6 +120,13 @@ func TestDoctorReapsAnOrphanLeftByRun(t *testing.T) {
 	}
 
 	code, out := doctor("--directory", p.Dir)
+	if !listed(out, orphan) {
+		recs, _ := filepath.Glob(filepath.Join(home, "state", "mcp-reconnect", "processes", "*"))
+		for _, r := range recs {
+			b, _ := os.ReadFile(r)
+			t.Logf("record %s: %s", r, b)
+		}
+	}
 	if code == 0 || !listed(out, orphan) || !strings.Contains(out, "api_key=***") || !strings.Contains(out, "mcp-reconnect doctor --reap") {
 		t.Fatalf("doctor does not list the orphan %d with its masked command and the fix, or exits 0", orphan)
 	}

@@ -29,6 +29,14 @@ type wrapper struct {
 // environment (home), from dir, with extra environment.
 func startRun(t testing.TB, home, dir string, env []string, flags []string, command ...string) *wrapper {
 	t.Helper()
+	return startRunAs(t, nil, home, dir, env, flags, command...)
+}
+
+// startRunAs is startRun with the wrapper's process attributes: a shell
+// with job control starts each job in a process group of its own
+// (Setpgid), which it leads.
+func startRunAs(t testing.TB, attr *syscall.SysProcAttr, home, dir string, env []string, flags []string, command ...string) *wrapper {
+	t.Helper()
 	w := &wrapper{out: &ochost.Buffer{}, logFile: filepath.Join(t.TempDir(), "logs", "run.log"), done: make(chan struct{})}
 	args := append([]string{"run", "--log-level", "debug", "--log-file", w.logFile, "--status-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t))}, flags...)
 	args = append(append(args, "--"), command...)
@@ -36,6 +44,7 @@ func startRun(t testing.TB, home, dir string, env []string, flags []string, comm
 	w.cmd.Env = append(ochost.Env(home), env...)
 	w.cmd.Dir = dir
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
+	w.cmd.SysProcAttr = attr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
