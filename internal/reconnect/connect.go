@@ -149,16 +149,13 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 	}
 	p := e.cfg.Backoff
 	ph := s.ep.Phase(p)
-	if (ph == backoff.Slow || ph == backoff.Stopped) && !s.slowTold {
-		s.slowTold = true
-		e.metrics.GiveUps.Inc()
-		attrs := []any{"url", e.url, "directory", d.path, "server", r.name, "attempts", s.ep.NumRequeues(), "error", s.err}
-		if ph == backoff.Slow {
-			e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
-		} else {
-			e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
-		}
-		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Error: s.err})
+	if s.rateLimited {
+		// The last attempt was answered 429, and this one most likely
+		// too: its outcome (the read) decides whether it counted, so the
+		// read comes soon, and a give-up waits for it (reconcile).
+		d.wakeBy(now.Add(e.wakeDelay()))
+	} else if ev, ok := e.gaveUp(d, s, r.name, now); ok {
+		evs = append(evs, ev)
 	}
 	if next := s.ep.Next(); !next.IsZero() {
 		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
@@ -174,4 +171,24 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		pv.Look() // a connect of a local server starts a new process
 	}
 	e.publish(evs...)
+}
+
+// gaveUp announces, once per episode, that a server reached the slow tier
+// (or stopped); ok is false when it did not, or was announced already.
+// Caller holds Engine.mu.
+func (e *Engine) gaveUp(d *dir, s *server, name string, now time.Time) (Event, bool) {
+	p := e.cfg.Backoff
+	ph := s.ep.Phase(p)
+	if ph != backoff.Slow && ph != backoff.Stopped || s.slowTold {
+		return Event{}, false
+	}
+	s.slowTold = true
+	e.metrics.GiveUps.Inc()
+	attrs := []any{"url", e.url, "directory", d.path, "server", name, "attempts", s.ep.NumRequeues(), "error", s.err}
+	if ph == backoff.Slow {
+		e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
+	} else {
+		e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
+	}
+	return Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(), Error: s.err}, true
 }

@@ -3,6 +3,7 @@ package reconnect
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -99,6 +100,10 @@ type server struct {
 	confirm     bool // an attempt was made whose outcome no read has shown yet
 	slowTold    bool // gave_up was announced for this episode
 	slotWait    bool // a due attempt waits for a budget slot
+	// rateLimited: the last attempt's outcome was the server's 429 (or
+	// OpenCode 2's cooldown after one), so it was refunded; cleared by a
+	// read that shows anything else.
+	rateLimited bool
 	// pendingReads counts consecutive reads that showed it pending (2.x),
 	// spacing the re-checks of a start that takes long; pendingSince is
 	// when the first of them was read, stuckTold whether the start was
@@ -248,7 +253,7 @@ func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
 		s := d.servers[name]
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,
 			WaitingForSlot: s.slotWait, NextAttempt: s.ep.Next(), LastAttempt: s.ep.Last(), LastReconnect: s.lastReconnect,
-			Hint: hint(s.status, name)}
+			Hint: hint(s.status, name), RateLimited: s.rateLimited && s.status == opencode.StatusFailed}
 		if s.status == opencode.StatusPending && s.stuckTold {
 			ss.Hint = stuckHint(time.Since(s.pendingSince))
 		}
@@ -506,6 +511,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 
 		switch cur.Status {
 		case opencode.StatusConnected:
+			s.rateLimited = false
 			if confirmed {
 				s.lastReconnect = now
 				e.metrics.Reconnects.Inc()
@@ -546,6 +552,32 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			if s.connecting {
 				break
 			}
+			switch {
+			case confirmed && cur.RateLimited:
+				// Our attempt was answered 429 (OpenCode 2 says so only
+				// in the error, and keeps a cooldown for the endpoint):
+				// the server asks for time and did not fail. The attempt
+				// does not count, and the next waits (how long, nothing
+				// says: see backoff.Policy.Hold).
+				s.rateLimited = true
+				held := s.ep.Refund(p, 0, rand.Float64())
+				if ph := s.ep.Phase(p); ph != backoff.Slow && ph != backoff.Stopped {
+					s.slowTold = false // a give-up told for this attempt was wrong
+				}
+				e.log.Debug("MCP server rate limited; the attempt does not count", "url", e.url, "directory", d.path, "server", name, "next", held)
+				evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(),
+					Tier: tierOf(s.ep.Phase(p)), Next: &held, Reason: ReasonRateLimited, Error: cur.Error})
+			case !cur.RateLimited:
+				if confirmed && s.rateLimited {
+					// The attempt's return left its give-up to this read
+					// (the one before was rate limited): it failed, and
+					// counts.
+					if ev, ok := e.gaveUp(d, s, name, now); ok {
+						evs = append(evs, ev)
+					}
+				}
+				s.rateLimited = false
+			}
 			if s.ep.Allow(p, now, backoff.Scheduled) {
 				connects = append(connects, attempt{name, backoff.Scheduled, 0})
 				break
@@ -581,6 +613,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			}
 
 		default:
+			s.rateLimited = false
 			// Rule 1: only failed is retried. disabled is the user's
 			// choice; needs_auth and needs_client_registration need the
 			// user; unknown states are left alone, and said once. The
