@@ -142,12 +142,23 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		e.OpenCodeGone(r.err)
 		return
 	}
+	p := e.cfg.Backoff
+	if wait, ok := opencode.RetryAfter(r.err); ok {
+		// OpenCode said "not yet" (starting or stopping: 503 with a
+		// Retry-After): the attempt reached no MCP server, so it does
+		// not count, there is no outcome to confirm, and the directory
+		// waits the Retry-After before it is checked again.
+		s.confirm = false
+		s.ep.Refund(p, wait, rand.Float64())
+		e.holdLocked(d, r.err, now, wait)
+		e.mu.Unlock()
+		return
+	}
 	if r.err != nil {
 		// A 404 too is an attempt like any other: only a status read that
 		// no longer lists the server forgets it.
 		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", r.name, "err", r.err)
 	}
-	p := e.cfg.Backoff
 	ph := s.ep.Phase(p)
 	if s.rateLimited {
 		// The last attempt was answered 429, and this one most likely

@@ -58,8 +58,11 @@ type dir struct {
 	// next is the latest time the next check may run; zero while a check
 	// runs and nothing asked for another. checking is when the check
 	// running now began (zero between checks), so a hung one shows.
-	next         time.Time
-	checking     time.Time
+	next     time.Time
+	checking time.Time
+	// hold is set while OpenCode said "not yet" (ErrNotYet: starting or
+	// stopping): no check runs before it, whatever asks (notYet).
+	hold         time.Time
 	lastActivity time.Time
 	lastAtOnce   time.Time // last check made at once for a first crash
 	// localsChanged: a local server's status changed or the config was
@@ -195,6 +198,15 @@ func (d *dir) wakeBy(t time.Time) {
 	}
 }
 
+// dueAt is when the next check runs: next, but not before a hold;
+// zero when none is asked for. Caller holds Engine.mu.
+func (d *dir) dueAt() time.Time {
+	if d.next.IsZero() {
+		return time.Time{}
+	}
+	return later(d.next, d.hold)
+}
+
 // trigger sets trig on every server whose last read showed status and
 // whose episode ever allows the attempt trig would cause, and returns when
 // the earliest of them is allowed (zero when none). Caller holds Engine.mu.
@@ -286,7 +298,7 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
-		at := d.next
+		at := d.dueAt()
 		for _, s := range d.servers {
 			if !s.probing {
 				at = earlier(at, s.nextProbe)
@@ -310,7 +322,7 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 		case <-timer.C:
 			e.startProbes(ctx, d, &work)
 			e.mu.Lock()
-			due := !d.next.IsZero() && !time.Now().Before(d.next)
+			due := !d.next.IsZero() && !time.Now().Before(d.dueAt())
 			e.mu.Unlock()
 			if due {
 				e.check(ctx, d, &work)
@@ -363,7 +375,8 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		// reading would boot it again.
 		booted, known, notYet := e.booted(ctx, d.path, lastEvent)
 		if notYet != nil {
-			e.notYet(d, notYet, time.Now())
+			wait, _ := opencode.RetryAfter(notYet)
+			e.notYet(d, notYet, time.Now(), wait)
 			return
 		}
 		if known && !booted {
@@ -422,8 +435,8 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 		e.OpenCodeGone(err) // this directory too (named ones start afresh)
 		return
 	}
-	if errors.Is(err, opencode.ErrNotYet) {
-		e.notYet(d, err, now)
+	if wait, ok := opencode.RetryAfter(err); ok {
+		e.notYet(d, err, now, wait)
 		return
 	}
 	e.mu.Lock()
@@ -445,13 +458,22 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 // is kept, as for an unreadable read, and the next check comes when the
 // answer's wait is over, no sooner. The check returns at once: it holds
 // no budget slot meanwhile, and its next time is never past due.
-func (e *Engine) notYet(d *dir, err error, now time.Time) {
-	wait, _ := opencode.RetryAfter(err)
+func (e *Engine) notYet(d *dir, err error, now time.Time, wait time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d.lastCheck, d.lastErr = now, err.Error()
+	d.lastCheck = now
+	e.holdLocked(d, err, now, wait)
+}
+
+// holdLocked makes d wait for OpenCode's "not yet" (err, asking for
+// wait): no check of d runs before it is over, whatever wakes d
+// meanwhile (an event, a free slot): OpenCode would only say it again.
+// Caller holds Engine.mu.
+func (e *Engine) holdLocked(d *dir, err error, now time.Time, wait time.Duration) {
+	d.lastErr = err.Error()
+	d.hold = now.Add(max(wait, time.Second))
 	e.log.Debug("opencode not ready yet", "url", e.url, "directory", d.path, "err", err, "retry_in", wait)
-	d.wakeBy(now.Add(max(wait, time.Second)))
+	d.wakeBy(d.hold)
 }
 
 // attempt is one connect a reconcile decided on, and what caused it: the

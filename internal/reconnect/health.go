@@ -35,7 +35,8 @@ func (e *Engine) Alive(timeout time.Duration) error {
 	now := time.Now()
 	for _, p := range opencode.Names(e.dirs) {
 		d := e.dirs[p]
-		if late := now.Sub(d.next); !d.next.IsZero() && late > StuckAfter {
+		if due := d.dueAt(); !due.IsZero() && now.Sub(due) > StuckAfter {
+			late := now.Sub(due)
 			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, late.Round(time.Second))
 		}
 		if took := now.Sub(d.checking); !d.checking.IsZero() && took > StuckAfter {

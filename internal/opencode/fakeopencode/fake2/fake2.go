@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -212,6 +213,8 @@ type Server struct {
 
 	connecting, maxConnecting int
 	configFailures            int
+	notYetConnects            int           // connects still to answer "not yet" (NotYetConnects)
+	notYetAfter               time.Duration // their Retry-After
 	docFailures               int
 	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
 }
@@ -557,6 +560,17 @@ func (s *Server) SetService(state string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.service = state
+}
+
+// NotYetConnects makes the next n connects answer what the service
+// answers every route while it stops (SetService): 503
+// {"code":"service_stopping"} with a Retry-After of retryAfter (whole
+// seconds), as when it begins to stop between a status read and the
+// connect it decided. They are recorded as RouteNotReady.
+func (s *Server) NotYetConnects(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notYetConnects, s.notYetAfter = n, retryAfter
 }
 
 // SetMissingDirectory makes dir a directory that does not exist on the
@@ -1044,6 +1058,19 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	if !served {
 		s.record(r, RouteUnknownAPI, "", "")
 		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	s.mu.Lock()
+	notYet := s.notYetConnects > 0
+	if notYet {
+		s.notYetConnects--
+	}
+	after := s.notYetAfter
+	s.mu.Unlock()
+	if notYet {
+		s.record(r, RouteNotReady, "", "")
+		w.Header().Set("Retry-After", strconv.Itoa(int(after/time.Second)))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"code": ServiceStopping})
 		return
 	}
 	route := RouteConnect
