@@ -86,6 +86,9 @@ type dir struct {
 	// kindsKnown is set once GET /config answered; a failed read, or a
 	// server it did not list, clears it so the next check asks again.
 	kindsKnown bool
+	// listFails counts the checks in a row that could not learn whether
+	// the location is booted (bootedUnknown), for their backoff.
+	listFails int
 
 	// Budget slots handed to this directory while it waited in line
 	// (index 1: remote), used by its next check or released after it.
@@ -373,12 +376,17 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):
 		// reading would boot it again.
-		booted, known, notYet := e.booted(ctx, d.path, lastEvent)
-		if notYet != nil {
-			wait, _ := opencode.RetryAfter(notYet)
-			e.notYet(d, notYet, time.Now(), wait)
+		booted, known, err := e.booted(ctx, d.path, lastEvent)
+		if ctx.Err() != nil {
 			return
 		}
+		if err != nil {
+			e.bootedUnknown(d, err)
+			return
+		}
+		e.mu.Lock()
+		d.listFails = 0
+		e.mu.Unlock()
 		if known && !booted {
 			e.locationGone(d)
 			return

@@ -41,18 +41,20 @@ type bootedCache struct {
 	at    time.Time
 	dirs  []string
 	known bool
+	err   error // the request failed: shared like an answer
 	// ask serialises the requests: a check that finds the list stale waits
 	// for the one request under way instead of sending its own.
 	ask sync.Mutex
 }
 
 // booted reports whether dir's location is booted; known is false when
-// the server cannot tell or the list could not be read (then the check
-// reads as before: an unreadable list is no news). A shared list older
-// than since (the last event about dir) is asked again: the event may be
-// dir's boot or its disposal. notYet is the lister's ErrNotYet: the
-// check must neither read nor decide anything until it has passed.
-func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool, notYet error) {
+// the server cannot tell (1.x, or no such route: then the check reads as
+// before). A shared list older than since (the last event about dir) is
+// asked again: the event may be dir's boot or its disposal. err is set
+// when the list could not be had (the lister's ErrNotYet, a 5xx, a
+// timeout): the check must neither read nor decide anything now, since
+// reading a location that was disposed boots it again.
+func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool, err error) {
 	l, ok := e.oc.(LocationLister)
 	if !ok {
 		return false, false, nil
@@ -64,28 +66,47 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 	// A list older than the directory's last event says nothing about
 	// it: the event may be its boot, or its disposal.
 	fresh := !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since)
-	dirs, known := c.dirs, c.known
+	dirs, known, err := c.dirs, c.known, c.err
 	c.mu.Unlock()
 	if !fresh {
 		// Stamped when asked, not when answered: a directory booted while
 		// the request was under way may be missing from the answer.
 		sent := time.Now()
-		var err error
 		dirs, known, err = l.BootedLocations(ctx)
-		if errors.Is(err, opencode.ErrNotYet) {
-			return false, false, err
-		}
-		if err != nil {
-			return false, false, nil
+		if ctx.Err() != nil {
+			return false, false, ctx.Err() // this check ends: its answer is no one's
 		}
 		c.mu.Lock()
-		c.at, c.dirs, c.known = sent, dirs, known
+		c.at, c.dirs, c.known, c.err = sent, dirs, known, err
 		c.mu.Unlock()
+	}
+	if err != nil {
+		return false, false, err
 	}
 	if !known {
 		return false, false, nil
 	}
 	return opencode.LocationListed(dirs, dir), true, nil
+}
+
+// bootedUnknown ends a check that could not learn whether its location
+// is booted (booted's err): as for "not yet", every counter is kept, no
+// slot is held, and the check comes again no sooner than the answer's
+// Retry-After, else initial-delay doubling with each such failure in a
+// row. A refused connection is OpenCode gone (rule 8).
+func (e *Engine) bootedUnknown(d *dir, err error) {
+	if errors.Is(err, opencode.ErrRefused) {
+		e.OpenCodeGone(err)
+		return
+	}
+	e.mu.Lock()
+	wait, ok := opencode.RetryAfter(err)
+	if !ok {
+		d.listFails++
+		wait = e.cfg.Backoff.Jittered(e.cfg.Backoff.Base(d.listFails))
+	}
+	e.mu.Unlock()
+	e.notYet(d, err, time.Now(), wait)
 }
 
 // locationGone forgets a directory whose location is no longer booted.
