@@ -57,9 +57,13 @@ type dir struct {
 
 	// next is the latest time the next check may run; zero while a check
 	// runs and nothing asked for another. checking is when the check
-	// running now began (zero between checks), so a hung one shows.
+	// running now began or last had an answer from OpenCode (zero between
+	// checks), and awaiting when the call to OpenCode it waits for began
+	// (zero when none): Alive tells a hung check from one waiting for a
+	// slow OpenCode.
 	next     time.Time
 	checking time.Time
+	awaiting time.Time
 	// hold is set while OpenCode said "not yet" (ErrNotYet: starting or
 	// stopping): no check runs before it, whatever asks (notYet).
 	hold         time.Time
@@ -376,7 +380,9 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):
 		// reading would boot it again.
+		answered := e.waitOpenCode(d)
 		booted, known, err := e.booted(ctx, d.path, lastEvent)
+		answered()
 		if ctx.Err() != nil {
 			return
 		}
@@ -401,7 +407,9 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 
 	e.metrics.StatusReads.Inc()
 	sent := time.Now()
+	answered := e.waitOpenCode(d)
 	st, err := e.oc.MCPStatus(ctx, d.path)
+	answered()
 	if ctx.Err() != nil {
 		return
 	}
@@ -431,6 +439,23 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	e.publish(evs...)
 	e.startWatches(ctx, d, watches, work)
 	e.connect(ctx, d, connects, work)
+}
+
+// waitOpenCode marks d's check as waiting for an answer of OpenCode until
+// the returned func is called, which counts the answer as the check's
+// progress (Alive).
+func (e *Engine) waitOpenCode(d *dir) (answered func()) {
+	e.mu.Lock()
+	d.awaiting = time.Now()
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		d.awaiting = time.Time{}
+		if !d.checking.IsZero() {
+			d.checking = time.Now()
+		}
+	}
 }
 
 // unreadable handles a status read that failed (rule 9: no news; keep
@@ -670,7 +695,9 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 // be asked again at the next check; until then an unknown server is
 // budgeted as local and not probed.
 func (e *Engine) learnKinds(ctx context.Context, d *dir) {
+	answered := e.waitOpenCode(d)
 	cfg, err := e.oc.MCPConfig(ctx, d.path)
+	answered()
 	if err != nil {
 		e.log.Debug("config unavailable", "url", e.url, "directory", d.path, "err", err)
 		return

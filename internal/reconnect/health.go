@@ -8,11 +8,12 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// StuckAfter is how long past due a directory's check may be before the
-// engine counts that directory's loop as stuck. A check is a config read
-// and a status read, each bounded by opencode.DefaultTimeout (15 s), and
-// a loop is late only by the check it is running, so a healthy loop is
-// never anywhere near this late.
+// StuckAfter is how long a directory's loop may go without turning
+// before the engine counts it as stuck: a check that has waited this long
+// for one answer of OpenCode (every call has a timeout, 15 s for a read:
+// a wait this long is a call that ignores it), a check whose own work
+// since OpenCode's last answer took this long, or, between checks, a
+// check this far past due.
 const StuckAfter = 2 * time.Minute
 
 // ErrNotRunning is Alive's answer before Run started and after it ended.
@@ -21,9 +22,12 @@ var ErrNotRunning = errors.New("reconnect: engine not running")
 // Alive reports whether the engine still does its job, for a supervisor
 // (the systemd watchdog, GET /healthz): its lock can be taken within
 // timeout (no loop holds it for ever), Run is running, and no armed
-// directory's check is more than StuckAfter past due (its loop stopped
-// turning) or has run for longer than that (it hangs). It never waits longer than timeout, however stuck the
-// engine, so a caller can keep asking.
+// directory's loop stopped turning (StuckAfter). Waiting for OpenCode is
+// not stuck, however slowly it answers and however many checks wait for
+// one answer (a shared list of booted locations), as long as each answer
+// comes within its call's timeout; nor is a check past due while the
+// check before it waits so. It never waits longer than timeout, however
+// stuck the engine, so a caller can keep asking.
 func (e *Engine) Alive(timeout time.Duration) error {
 	if !e.tryLock(timeout) {
 		return fmt.Errorf("reconnect: the engine of %s is stuck: its lock has been held for over %s", e.url, timeout)
@@ -35,12 +39,19 @@ func (e *Engine) Alive(timeout time.Duration) error {
 	now := time.Now()
 	for _, p := range opencode.Names(e.dirs) {
 		d := e.dirs[p]
-		if due := d.dueAt(); !due.IsZero() && now.Sub(due) > StuckAfter {
-			late := now.Sub(due)
-			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, late.Round(time.Second))
-		}
-		if took := now.Sub(d.checking); !d.checking.IsZero() && took > StuckAfter {
-			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s", e.url, p, took.Round(time.Second))
+		switch {
+		case !d.awaiting.IsZero():
+			if took := now.Sub(d.awaiting); took > StuckAfter {
+				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has waited %s for one answer of OpenCode, past every timeout", e.url, p, took.Round(time.Second))
+			}
+		case !d.checking.IsZero():
+			if took := now.Sub(d.checking); took > StuckAfter {
+				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s since OpenCode last answered it", e.url, p, took.Round(time.Second))
+			}
+		default:
+			if due := d.dueAt(); !due.IsZero() && now.Sub(due) > StuckAfter {
+				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, now.Sub(due).Round(time.Second))
+			}
 		}
 	}
 	return nil

@@ -42,9 +42,21 @@ type bootedCache struct {
 	dirs  []string
 	known bool
 	err   error // the request failed: shared like an answer
-	// ask serialises the requests: a check that finds the list stale waits
-	// for the one request under way instead of sending its own.
-	ask sync.Mutex
+	// flight is the request under way, nil when none: a check that finds
+	// the list stale waits for it instead of sending its own, when it was
+	// sent late enough for that check.
+	flight *bootedFlight
+}
+
+// bootedFlight is one request for the booted locations, and its answer
+// once done is closed.
+type bootedFlight struct {
+	sent  time.Time
+	done  chan struct{}
+	dirs  []string
+	known bool
+	err   error
+	cut   bool // its check went away mid-request: the answer is no one's
 }
 
 // booted reports whether dir's location is booted; known is false when
@@ -54,31 +66,60 @@ type bootedCache struct {
 // when the list could not be had (the lister's ErrNotYet, a 5xx, a
 // timeout): the check must neither read nor decide anything now, since
 // reading a location that was disposed boots it again.
+//
+// A check that finds a request under way, sent no earlier than since,
+// takes its answer however long it takes: the answer is as new as the
+// check needs. (Waiting in line to send a request of its own, each
+// waiter found the one before stale, older than bootedTTL once a slow
+// server answered: sixty directories waited ten minutes for a list a
+// server answered in ten seconds.)
 func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool, err error) {
 	l, ok := e.oc.(LocationLister)
 	if !ok {
 		return false, false, nil
 	}
 	c := &e.bootedList
-	c.ask.Lock()
-	defer c.ask.Unlock()
-	c.mu.Lock()
-	// A list older than the directory's last event says nothing about
-	// it: the event may be its boot, or its disposal.
-	fresh := !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since)
-	dirs, known, err := c.dirs, c.known, c.err
-	c.mu.Unlock()
-	if !fresh {
+	var dirs []string
+	for {
+		c.mu.Lock()
+		// A list older than the directory's last event says nothing about
+		// it: the event may be its boot, or its disposal.
+		if !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since) {
+			dirs, known, err = c.dirs, c.known, c.err
+			c.mu.Unlock()
+			break
+		}
+		if f := c.flight; f != nil {
+			c.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return false, false, ctx.Err()
+			}
+			if !f.cut && !f.sent.Before(since) {
+				dirs, known, err = f.dirs, f.known, f.err
+				break
+			}
+			continue // sent before this directory's event, or cut short
+		}
 		// Stamped when asked, not when answered: a directory booted while
 		// the request was under way may be missing from the answer.
-		sent := time.Now()
-		dirs, known, err = l.BootedLocations(ctx)
-		if ctx.Err() != nil {
+		f := &bootedFlight{sent: time.Now(), done: make(chan struct{})}
+		c.flight = f
+		c.mu.Unlock()
+		f.dirs, f.known, f.err = l.BootedLocations(ctx)
+		c.mu.Lock()
+		c.flight = nil
+		if f.cut = ctx.Err() != nil; !f.cut {
+			c.at, c.dirs, c.known, c.err = f.sent, f.dirs, f.known, f.err
+		}
+		c.mu.Unlock()
+		close(f.done)
+		if f.cut {
 			return false, false, ctx.Err() // this check ends: its answer is no one's
 		}
-		c.mu.Lock()
-		c.at, c.dirs, c.known, c.err = sent, dirs, known, err
-		c.mu.Unlock()
+		dirs, known, err = f.dirs, f.known, f.err
+		break
 	}
 	if err != nil {
 		return false, false, err
