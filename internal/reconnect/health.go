@@ -16,8 +16,26 @@ import (
 // check this far past due.
 const StuckAfter = 2 * time.Minute
 
-// ErrNotRunning is Alive's answer before Run started and after it ended.
-var ErrNotRunning = errors.New("reconnect: engine not running")
+// Alive's answers while the engine does not run. Both /healthz and the
+// systemd watchdog decide by Stuck, so they never disagree.
+var (
+	// ErrNotStarted is the answer before Run: the daemon is starting (it
+	// serves its status API before it has found OpenCode, which may take
+	// as long as OpenCode does to come up). Not stuck: a restart would
+	// only start again.
+	ErrNotStarted = errors.New("reconnect: engine not started yet")
+	// ErrStopped is the answer once Run has returned: the engine will
+	// never check a directory again, and only a restart brings it back,
+	// so it is stuck. (Run returns when the daemon shuts down; by then
+	// nobody should be asking: the watchdog loop has said STOPPING=1 and
+	// the status API is closing. An engine that stopped while the daemon
+	// went on would be a daemon that no longer does its job.)
+	ErrStopped = errors.New("reconnect: engine stopped")
+)
+
+// Stuck reports whether an answer of Alive means the daemon no longer
+// does its job and a restart would help: any error but ErrNotStarted.
+func Stuck(err error) bool { return err != nil && !errors.Is(err, ErrNotStarted) }
 
 // Alive reports whether the engine still does its job, for a supervisor
 // (the systemd watchdog, GET /healthz): its lock can be taken within
@@ -33,8 +51,11 @@ func (e *Engine) Alive(timeout time.Duration) error {
 		return fmt.Errorf("reconnect: the engine of %s is stuck: its lock has been held for over %s", e.url, timeout)
 	}
 	defer e.mu.Unlock()
-	if e.ctx == nil || e.ctx.Err() != nil {
-		return ErrNotRunning
+	switch {
+	case e.ctx == nil:
+		return ErrNotStarted
+	case e.ctx.Err() != nil:
+		return ErrStopped
 	}
 	now := time.Now()
 	for _, p := range opencode.Names(e.dirs) {

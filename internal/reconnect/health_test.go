@@ -29,14 +29,19 @@ func TestAliveWhileRunning(t *testing.T) {
 	})
 }
 
+// Before Run the engine is starting: not stuck (the daemon serves its
+// status API before it has found OpenCode, which may take long, and a
+// restart would only start again). After Run it is stopped: it never
+// checks again, and only a restart brings it back, so it is stuck.
+// /healthz and the watchdog both decide by Stuck.
 func TestAliveNeedsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, err := New(noJitter(), &stuckOC{}, Options{URL: "http://127.0.0.1:4096"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Alive(time.Second); !errors.Is(err, ErrNotRunning) {
-			t.Fatalf("before Run: %v, want ErrNotRunning", err)
+		if err := e.Alive(time.Second); !errors.Is(err, ErrNotStarted) || Stuck(err) {
+			t.Fatalf("before Run: %v (stuck %v), want ErrNotStarted, not stuck", err, Stuck(err))
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -50,8 +55,11 @@ func TestAliveNeedsRun(t *testing.T) {
 		}
 		cancel()
 		<-done
-		if err := e.Alive(time.Second); !errors.Is(err, ErrNotRunning) {
-			t.Fatalf("after Run: %v, want ErrNotRunning", err)
+		if err := e.Alive(time.Second); !errors.Is(err, ErrStopped) || !Stuck(err) {
+			t.Fatalf("after Run: %v (stuck %v), want ErrStopped, stuck", err, Stuck(err))
+		}
+		if Stuck(nil) {
+			t.Fatal("an engine alive is stuck")
 		}
 	})
 }
