@@ -17,19 +17,25 @@ opencode:
 # the race detector, against the real OpenCode binary.
 test: opencode lint
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) -C tools test -race -count=1 ./...
 
 unit: lint
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) -C tools test -race -count=1 ./...
 
 e2e: opencode
 	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -v ./test/e2e/
 
-# lint also vets and builds for macOS, a release target.
+# lint also vets and builds for macOS, a release target, and vets the
+# release's tools and checks (tools/, test/release/: modules of their own,
+# so that their dependencies are not mcp-reconnect's).
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	GOOS=darwin $(GO) vet ./...
 	GOOS=darwin $(GO) build ./...
+	$(GO) -C tools vet ./...
+	$(GO) -C test/release vet ./...
 
 # demo starts a real OpenCode with real MCP servers under mcp-reconnect,
 # breaks them, and shows them coming back.
@@ -44,30 +50,42 @@ bench: opencode
 
 # release builds what users download into dist/, reproducibly
 # (scripts/release.sh says how): the binaries, one per target, stamped with
-# version, commit and date; the container image of the linux ones as an OCI
-# archive; SHA256SUMS; and the Homebrew formula for a tap. release-check
-# builds them and checks them (test/release): architecture, stamped version,
-# no local paths, same bytes when rebuilt from a copy of the tree elsewhere;
-# the image's platforms, binaries, user, entrypoint and labels; the
-# formula's URLs and sha256 (loaded by Ruby where it is installed).
+# version, commit and date; an archive of each (binary, completions, man
+# pages, LICENSE, README.md); a .deb and an .rpm of each linux one; the
+# container image of the linux ones as an OCI archive; the SBOM (SPDX
+# JSON); the Homebrew formula for the tap, installing from the archives;
+# SHA256SUMS of them all. release-check builds them and checks them
+# (test/release): architecture, stamped version, no local paths; every
+# archive and package opened, its files, modes and metadata read, its
+# binary run (this machine's) or its CPU read; the image's platforms,
+# binaries, user, entrypoint and labels; the SBOM against the binaries'
+# build records; the formula's URLs and sha256 (loaded by Ruby where it is
+# installed); and the whole release rebuilt from a copy of the tree
+# elsewhere, the same bytes.
 RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 # Where the release is published: the repository (formula homepage, image
-# source label), the base of the assets' URLs in the formula
-# ($(RELEASE_URL)/VERSION/mcp-reconnect-OS-ARCH), the image's repository,
-# and the license (NOASSERTION while none is chosen). Override on the
+# source label, packages' homepage), the base of the assets' URLs
+# ($(RELEASE_URL)/VERSION/ASSET), the image's repository, the Homebrew tap
+# (OWNER/NAME: the repository OWNER/homebrew-NAME), the license (SPDX; the
+# project's is MIT, LICENSE) and the packages' maintainer. Override on the
 # command line: make release RELEASE_URL=https://example.com/dl
 SOURCE_URL ?= https://github.com/mcp-reconnect/mcp-reconnect
 RELEASE_URL ?= $(SOURCE_URL)/releases/download
 IMAGE_REPO ?= ghcr.io/mcp-reconnect/mcp-reconnect
-LICENSE_SPDX ?= NOASSERTION
-RELEASE_ENV = GO=$(GO) SOURCE_URL=$(SOURCE_URL) RELEASE_URL=$(RELEASE_URL) IMAGE_REPO=$(IMAGE_REPO) LICENSE_SPDX=$(LICENSE_SPDX)
+BREW_TAP ?= mcp-reconnect/tap
+LICENSE_SPDX ?= MIT
+PACKAGE_MAINTAINER ?= the mcp-reconnect authors
+RELEASE_ENV = GO=$(GO) SOURCE_URL=$(SOURCE_URL) RELEASE_URL=$(RELEASE_URL) IMAGE_REPO=$(IMAGE_REPO) BREW_TAP=$(BREW_TAP) \
+	LICENSE_SPDX=$(LICENSE_SPDX) PACKAGE_MAINTAINER='$(PACKAGE_MAINTAINER)'
 
 release:
 	$(RELEASE_ENV) ./scripts/release.sh $(RELEASE_TARGETS)
 
+# The checks are a module of their own (test/release/go.mod); its RPM
+# reader builds without cgo.
 release-check: release
-	$(RELEASE_ENV) MCP_RECONNECT_RELEASE_DIR=$(CURDIR)/dist $(GO) test -count=1 -v ./test/release/
+	$(RELEASE_ENV) MCP_RECONNECT_RELEASE_DIR=$(CURDIR)/dist CGO_ENABLED=0 $(GO) -C test/release test -count=1 -timeout 20m -v ./
 
 clean:
 	rm -rf bin .cache dist

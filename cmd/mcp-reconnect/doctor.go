@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
@@ -24,8 +29,10 @@ runs a version mcp-reconnect knows (it says which generation, 1.x or 2.x,
 and where the password came from, never the password), and still offers
 (in its own API description: 1.x GET /doc, 2.x GET /openapi.json) every
 route, parameter, MCP status and event the daemon relies on. With no --url
-and no password it checks the OpenCode 2 background service its
-service.json names, if there is one. It then lists the
+and no password it checks the OpenCode 2 background service watch would
+follow, if one is registered (service.json's when it answers, else the
+newest service-<channel>.json whose service answers), and names its file
+and the other services that answer. It then lists the
 MCP servers that need attention: those the running daemon sees in armed
 directories, and those of each --directory (reading a directory's status
 starts its MCP servers, so only the ones you name are read).
@@ -106,19 +113,19 @@ It exits 0 only when nothing failed.`,
 				return reapOrphans(cmd, o, yes)
 			}
 			url, password := f.urls[0], f.password
-			if file := f.serviceFile(cmd.Flags()); file != "" {
-				svc, err := opencode.ReadServiceFile(file)
-				if err != nil {
-					return fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
-				}
+			var first []doctor.Check
+			if svc, check, err := f.doctorService(cmd.Context(), cmd.Flags()); err != nil {
+				return err
+			} else if svc.Path != "" {
 				url, password = svc.URL, svc.Password()
-				o.PasswordSource = "service file " + file
+				o.PasswordSource = "service file " + svc.Path
+				first = append(first, check)
 			} else if password != "" && !f.allowHTTPPassword {
 				if err := checkPlainHTTP(url); err != nil {
 					return err // before the password is sent anywhere
 				}
 			}
-			checks := doctor.Run(cmd.Context(), url, opencode.Options{Username: f.username, Password: password}, o)
+			checks := append(first, doctor.Run(cmd.Context(), url, opencode.Options{Username: f.username, Password: password}, o)...)
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {
 					return err
@@ -141,6 +148,45 @@ It exits 0 only when nothing failed.`,
 	cmd.Flags().BoolVar(&reapFlag, "reap", false, "end the orphaned MCP processes of this user, asking before each one (the OpenCode checks are skipped)")
 	cmd.Flags().BoolVar(&yesFlag, "yes", false, "with --reap: end every proven orphan without asking (needed without a terminal)")
 	return cmd
+}
+
+// doctorService is the OpenCode 2 service doctor checks, as watch would
+// follow it: the one --service-file names; or, with neither a URL nor a
+// password given, the default service.json's or another channel's
+// service-<channel>.json's whose service answers (service.json first,
+// then the newest: daemon.ChooseService), else the first of them that
+// exists, to say why it does not answer. None (Path "") leaves the URL.
+// The check says which file, and the other services that answer.
+func (f *watchFlags) doctorService(ctx context.Context, flags *pflag.FlagSet) (opencode.Service, doctor.Check, error) {
+	file, channels := f.service, false
+	if file == "" {
+		if flags.Changed("url") || flags.Changed("password") {
+			return opencode.Service{}, doctor.Check{}, nil
+		}
+		file, channels = defaultServiceFile(), true
+	}
+	svc, others, err := daemon.ChooseService(ctx, file, channels)
+	switch {
+	case err == nil:
+		detail := fmt.Sprintf("%s (pid %d, version %s)", svc.Path, svc.PID, svc.Version)
+		if len(others) > 0 {
+			detail += "; also running, not checked here: " + strings.Join(others, ", ") + " (--service-file FILE checks another; a daemon follows one: one watch --service-file FILE each)"
+		}
+		return svc, doctor.Check{Severity: doctor.OK, Name: "service", Detail: detail}, nil
+	case errors.Is(err, opencode.ErrUnauthorized) && svc.Path != "":
+		return svc, doctor.Check{Severity: doctor.OK, Name: "service", Detail: svc.Path + " (its service refuses the password it registers)"}, nil
+	case errors.Is(err, fs.ErrNotExist) && !channels:
+		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
+	case errors.Is(err, fs.ErrNotExist):
+		return opencode.Service{}, doctor.Check{}, nil // no service registered: the 1.x default
+	}
+	regs, _ := opencode.Registrations(file, channels)
+	for _, r := range regs {
+		if s, rerr := opencode.ReadServiceFile(r.Path); rerr == nil {
+			return s, doctor.Check{Severity: doctor.Warn, Name: "service", Detail: "no registered OpenCode 2 service answers (" + err.Error() + "); checking " + r.Path}, nil
+		}
+	}
+	return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
 }
 
 // reapOrphans is doctor --reap: list the processes, then end the proven

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -136,7 +138,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 func (f *watchFlags) registerOptIns(fs *pflag.FlagSet, watch bool) {
 	fs.BoolVar(&f.allowHTTPPassword, "allow-http-password", false, "send the password to a plain-http OpenCode URL whose host is not loopback; without it such a URL with a password is refused, because basic auth over plain http is readable by anyone on the network path (use https or an SSH tunnel to 127.0.0.1 instead) [$MCP_RECONNECT_ALLOW_HTTP_PASSWORD]")
 	if watch {
-		fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 1. Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
+		fs.BoolVar(&f.allowDuplicate, "allow-duplicate", false, "run even when a running daemon of this user already watches the same OpenCode server (or follows the same OpenCode 2 service file); without it watch names that daemon and exits 78 (which the installed service is not restarted after). Two daemons are bad: both connect every crashed MCP server, so a stdio server is spawned twice, and each keeps its own backoff [$MCP_RECONNECT_ALLOW_DUPLICATE]")
 	}
 }
 
@@ -246,6 +248,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 func newWatch() *cobra.Command {
 	var f watchFlags
+	var envFile string
 	cmd := &cobra.Command{
 		Use:   "watch [flags]",
 		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
@@ -257,25 +260,34 @@ comes back after it could not be reached.
 
 With no --url and no password (by flag, environment or config file),
 watch follows the OpenCode you run by default: the OpenCode 2 background
-service whenever its service.json is there (or, while it is not, another
-release channel's service-<channel>.json beside it), and while no service
-runs, OpenCode 1.x at http://127.0.0.1:4096 if it answers there. The file
-gives the URL, password and pid, checked against the running service; the
-password is held in memory only. watch looks again whenever the server it
-follows cannot be reached, at most every 5 s while none answers (a stat of
-the files and a refused loopback connection), so a service that starts
-after watch, or goes away and comes back, is followed within about 5 s;
-while 1.x at :4096 answers, watch stays with it. Servers listed as [[opencode]] in the
-config file are watched beside the service (without the 1.x fallback).
+service registered in $XDG_STATE_HOME/opencode/ (service.json for the
+latest channel, service-<channel>.json for the others), and while no
+service runs, OpenCode 1.x at http://127.0.0.1:4096 if it answers there.
+The file gives the URL, password and pid, checked against the running
+service; the password is held in memory only. Of several services, watch
+follows service.json's when it answers, else the one whose file was
+written last, and says which in its log, in status and in doctor. watch
+looks again whenever the server it follows cannot be reached, and every
+5 s while no service answers (one read of the directory; a request only
+to a service file that is new, rewritten, young or names a running pid),
+also while 1.x at :4096 is watched, so a service that starts after watch,
+or goes away and comes back, is followed within about 5 s. Servers listed
+as [[opencode]] in the config file are watched beside the service
+(without the 1.x fallback).
 
 A running daemon of this user that already watches the same OpenCode server
 (its URL compared normalised, or the same OpenCode 2 service file) makes
 watch refuse to start: it names that daemon (pid, status address, URLs)
-and exits 1, unless --allow-duplicate is given.
+and exits 78, unless --allow-duplicate is given. The installed service
+is not restarted after that status (systemd: RestartPreventExitStatus=;
+launchd, which restarts after any non-zero status, has the agent exit 0
+instead, through $MCP_RECONNECT_DUPLICATE_EXIT): a restart would be
+refused again.
 
 A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
 file's password) goes to one --url only: with several, watch refuses and
-asks for [[opencode]] tables with a password-file each. A password for a
+asks for [[opencode]] tables with a password-file each; with [[opencode]]
+tables and no --url it would go to no server, and watch refuses too. A password for a
 plain-http URL whose host is not loopback (127.0.0.0/8, ::1, localhost) is
 refused unless --allow-http-password is given.
 
@@ -294,6 +306,17 @@ a flag given on the command line wins.`,
 				return err
 			}
 			defer closeLog()
+			if envFile != "" {
+				// systemd read this process's environment from it: refused
+				// as a config file would be when others could change it.
+				warning, err := service.CheckEnvFileAt(envFile)
+				if err != nil {
+					return err
+				}
+				if warning != "" {
+					log.Warn("the service's environment file is readable by other users", "file", envFile, "detail", warning)
+				}
+			}
 			ec := f.engineConfig()
 			if err := ec.Validate(); err != nil {
 				return err
@@ -308,12 +331,43 @@ a flag given on the command line wins.`,
 			if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
 				return err
 			}
-			return daemon.Run(ctx, cfg, log)
+			err = daemon.Run(ctx, cfg, log)
+			if dup := (*daemon.DuplicateError)(nil); errors.As(err, &dup) {
+				return f.refusedDuplicate(cmd.ErrOrStderr(), log, dup)
+			}
+			return err
 		},
 	}
 	f.register(cmd.Flags())
 	f.registerOptIns(cmd.Flags(), true)
+	cmd.Flags().StringVar(&envFile, service.EnvFileFlag, "", "the environment file the service manager started watch with (the installed systemd unit passes it): refused when another user owns it or others can change it, or when it holds a password others can read")
+	_ = cmd.Flags().MarkHidden(service.EnvFileFlag)
 	return cmd
+}
+
+// refusedDuplicate ends a watch refused because another daemon watches
+// the same OpenCode server: one log line naming that daemon and the fix
+// (the journal's, under systemd), and the exit status service managers
+// are told not to restart (service.ExitDuplicate, or $MCP_RECONNECT_DUPLICATE_EXIT):
+// a restart would be refused again, every few seconds, for ever.
+func (f *watchFlags) refusedDuplicate(stderr io.Writer, log *slog.Logger, dup *daemon.DuplicateError) error {
+	code := duplicateExit(os.Getenv(service.DuplicateExitEnv))
+	log.Error("not watching: another mcp-reconnect daemon already watches this OpenCode server; exiting so that a service manager does not restart this one",
+		"other_pid", dup.Running.PID, "exit_status", code, "err", dup)
+	if f.logFile != "" && f.logFile != "-" {
+		// The log line went to a file: say it where it was asked too.
+		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(dup.Error()))
+	}
+	return exitError{code}
+}
+
+// duplicateExit is the exit status of a refused duplicate: v when it is
+// one (0–125), else service.ExitDuplicate.
+func duplicateExit(v string) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 && n <= 125 {
+		return n
+	}
+	return service.ExitDuplicate
 }
 
 func statusAddrFlag(cmd *cobra.Command, addr *string) {

@@ -20,24 +20,6 @@ func defaultServiceFile() string {
 	return opencode.ServiceFilePath(runtime.GOOS, os.Getenv, home)
 }
 
-// serviceFile is the OpenCode 2 service file doctor checks: the one
-// --service-file names, or, when neither a URL nor a password was given
-// (by flag, environment or config file), the default one if it exists.
-// Without it and without --url, the 1.x default stays.
-func (f *watchFlags) serviceFile(fs *pflag.FlagSet) string {
-	if f.service != "" {
-		return f.service
-	}
-	if fs.Changed("url") || fs.Changed("password") {
-		return ""
-	}
-	file := defaultServiceFile()
-	if _, err := os.Stat(file); err != nil {
-		return ""
-	}
-	return file
-}
-
 // followService is the OpenCode 2 service file watch follows: the one
 // --service-file names, or, when neither a URL nor a password was given
 // (by flag, environment or config file), the default one, whether it

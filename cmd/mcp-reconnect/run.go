@@ -176,20 +176,36 @@ This alias is all it takes, for either generation:
 			defer closeLog()
 			cred := launch.Credentials{Password: f.password, Username: f.username}
 			if launch.IsOpenCode(args[0]) {
-				if kind := launch.KindOf(args[1:]); kind != launch.Other {
-					major, cached, err := launch.DefaultVersions().Major(cmd.Context(), args[0], os.Environ())
+				kind, grammar := launch.KindOf(args[1:]), launch.NeedsGrammar(args[1:])
+				if kind != launch.Other || grammar {
+					// Once per binary (remembered): its version and, when the
+					// command line's first word may be a subcommand of this
+					// release, its grammar.
+					facts := launch.DefaultVersions().Facts(cmd.Context(), args[0], os.Environ(), grammar)
+					if grammar {
+						if facts.GrammarErr != nil {
+							log.Debug("could not read the OpenCode grammar; using 1.18's", "err", facts.GrammarErr)
+						}
+						kind = facts.Grammar.Kind(args[1:])
+						cred.Grammar = &facts.Grammar
+					}
+					major, err := facts.Major, facts.MajorErr
 					if err != nil {
 						log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
 					} else {
-						log.Debug("opencode generation", "major", major, "remembered", cached)
+						log.Debug("opencode generation", "major", major, "remembered", facts.Cached, "kind", kind)
 					}
 					switch {
+					case kind == launch.Other:
+						// A subcommand of this release: passed through as it is.
 					case err == nil && major >= 2 && (kind == launch.TUI || launch.AsService(args[1:])):
 						return runV2(cmd, &f, args, log)
 					case err == nil && major >= 2:
 						// A 2.x serve or web is a server of its own: supervised
 						// and watched as on 1.x, with 2.x's password rules.
+						g := cred.Grammar
 						cred = v2Credentials(&f, log)
+						cred.Grammar = g
 					}
 				}
 			}

@@ -149,6 +149,17 @@ func readPasswordFile(path string) (string, error) {
 	return pw, nil
 }
 
+// passwordForNoServer refuses a password that would go to no server:
+// with [[opencode]] tables (each has its own) and no --url, there is no
+// server to give it to, and the user would believe it was sent.
+func (f *watchFlags) passwordForNoServer(fset *pflag.FlagSet, entries []serverEntry) error {
+	if f.password == "" || len(entries) == 0 || fset.Changed("url") {
+		return nil
+	}
+	return fmt.Errorf("a password is given (%s) but no --url to send it to: the config file's [[opencode]] tables (%s) each take their own; put it in a file named by the table's password-file (chmod 600), or pass --url for the server it belongs to",
+		f.passwordOrigin(), f.config)
+}
+
 // passwordOrigin names where the password came from, for an error.
 func (f *watchFlags) passwordOrigin() string {
 	if f.passwordSource != "" {
@@ -191,6 +202,9 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	}
 	var out []daemon.Server
 	service := f.followService(fset)
+	if err := f.passwordForNoServer(fset, entries); err != nil {
+		return nil, err
+	}
 	if fset.Changed("url") || len(entries) == 0 && service == "" {
 		if f.password != "" && len(f.urls) > 1 {
 			return nil, fmt.Errorf("one password (%s) would be sent to each of %d OpenCode servers (--url %s), and each would learn the others'; give each server its own: an [[opencode]] table per server in the config file (%s), with url and password-file (a file holding that server's password, chmod 600)",
@@ -214,7 +228,7 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 	}
 	if service != "" {
 		out = append(out, f.serviceServer(service, len(entries) == 0))
-		log.Info("following the OpenCode 2 service", "file", service)
+		log.Info("looking for the OpenCode 2 service", "file", service, "other_channels", service == defaultServiceFile())
 	}
 	for _, sc := range out {
 		if sc.Password != "" && sc.Discover == nil && !f.allowHTTPPassword {

@@ -98,3 +98,63 @@ func TestServerListedTwiceUnderTwoSpellings(t *testing.T) {
 		t.Fatalf("servers = %v: one server under two spellings is watched twice", err)
 	}
 }
+
+// A password with [[opencode]] tables and no --url would reach no server
+// (each table has its own, and without --url there is no other): an
+// error naming where it came from and both fixes, not a password quietly
+// unused while the user believes it is sent. With --url it goes there.
+func TestPasswordWithTablesAndNoURLIsAnError(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "top.pw")
+	if err := os.WriteFile(pwFile, []byte("file-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tables := "[[opencode]]\nurl = \"http://127.0.0.1:5001\"\n"
+	for _, tc := range []struct {
+		name, config string
+		args         []string
+		env          string
+		origin       string
+	}{
+		{"flag", tables, []string{"--password", "flag-secret"}, "", "--password"},
+		{"environment", tables, nil, "env-secret", "env OPENCODE_SERVER_PASSWORD"},
+		{"config file", "password = \"cfg-secret\"\n" + tables, nil, "", "config file "},
+		{"password file", tables, []string{"--password-file", pwFile}, "", "password file " + pwFile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("OPENCODE_SERVER_PASSWORD", tc.env)
+			cfg := writeConfig(t, tc.config)
+			f, fs := loadFlags(t, append([]string{"--config", cfg}, tc.args...)...)
+			_, err := f.servers(fs, slog.New(slog.DiscardHandler))
+			if err == nil {
+				t.Fatal("the password is silently unused")
+			}
+			for _, want := range []string{tc.origin, "no --url", "[[opencode]]", "password-file", "pass --url", cfg} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say %q: %v", want, err)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+
+			f, fs = loadFlags(t, append([]string{"--config", cfg, "--url", "http://127.0.0.1:6001"}, tc.args...)...)
+			got, err := f.servers(fs, slog.New(slog.DiscardHandler))
+			if err != nil || len(got) != 2 || got[0].URL != "http://127.0.0.1:6001" || got[0].Password == "" || got[1].Password != "" {
+				t.Fatalf("with --url: %+v, %v; want the password sent there only", got, err)
+			}
+		})
+	}
+}
+
+// service install checks the config as watch will read it: a password
+// beside [[opencode]] tables (the service has no --url) is refused there.
+func TestServiceInstallRefusesAPasswordForNoServer(t *testing.T) {
+	cfg := writeConfig(t, "password = \"cfg-secret\"\n[[opencode]]\nurl = \"http://127.0.0.1:5001\"\n")
+	err := checkServiceConfig(cfg)
+	if err == nil || !strings.Contains(err.Error(), "config file "+cfg) || !strings.Contains(err.Error(), "password-file") || strings.Contains(err.Error(), "cfg-secret") {
+		t.Fatalf("checkServiceConfig = %v", err)
+	}
+	if err := checkServiceConfig(writeConfig(t, "[[opencode]]\nurl = \"http://127.0.0.1:5001\"\n")); err != nil {
+		t.Fatalf("tables alone: %v", err)
+	}
+}

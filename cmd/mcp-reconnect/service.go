@@ -71,8 +71,13 @@ func serviceManager(platform string) (*service.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	env.SystemUnitDirs = systemUnitDirs
 	return service.New(env)
 }
+
+// systemUnitDirs are where systemd finds user units for every user (the
+// package's); tests point them at a directory of their own.
+var systemUnitDirs = service.DefaultSystemUnitDirs
 
 // executable is os.Executable; tests point it at a stand-in.
 var executable = os.Executable
@@ -145,8 +150,10 @@ write and the commands it would run, and changes nothing.`,
 			if err := checkServiceConfig(spec.Config); err != nil {
 				return fmt.Errorf("the service would fail to start: %w", err)
 			}
-			if err := m.CheckEnvFile(); err != nil {
+			if warning, err := m.CheckEnvFile(); err != nil {
 				return err
+			} else if warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", warning)
 			}
 			pl, err := m.Plan(spec, versionString(), time.Now())
 			if err != nil {
@@ -154,6 +161,9 @@ write and the commands it would run, and changes nothing.`,
 			}
 			for _, w := range shellOnlySettings(m) {
 				fmt.Fprintln(cmd.ErrOrStderr(), "note:", w)
+			}
+			if su := m.SystemUnit(); su != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: the mcp-reconnect package installed %s for every user; the unit install writes takes its place for you (service uninstall gives it back), so one daemon runs either way\n", su)
 			}
 			if dryRun {
 				if err := pl.Print(out); err != nil {
@@ -213,6 +223,10 @@ func checkServiceConfig(path string) error {
 	if err := applyConfigFile(fs, path, explicit); err != nil {
 		return err
 	}
+	f.config = path
+	if fs.Changed("password") {
+		f.passwordSource = "config file " + path
+	}
 	if err := f.applyPasswordFile(fs); err != nil {
 		return err
 	}
@@ -229,7 +243,7 @@ func checkServiceConfig(path string) error {
 			}
 		}
 	}
-	return nil
+	return f.passwordForNoServer(fs, entries)
 }
 
 // shellOnlySettings names settings made in this shell's environment that
@@ -336,7 +350,13 @@ is what ` + "`service install`" + ` would write now), whether the service manage
 it, and what the running daemon sees: its entry in the registry of running
 daemons and, through its status API, the OpenCode servers it watches.
 
-It exits 0 when the service is installed and running, 3 when not.`,
+On Linux it also names a unit the mcp-reconnect package (.deb, .rpm)
+installed for every user in ` + service.PackageUnitDir + `: it is the service when
+you have no unit of your own (systemctl --user enable --now mcp-reconnect
+starts it); the one ` + "`service install`" + ` writes takes its place for you.
+
+It exits 0 when the service (yours or the package's) is installed and
+running, 3 when not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := serviceManager(platform)
@@ -360,7 +380,8 @@ It exits 0 when the service is installed and running, 3 when not.`,
 			} else {
 				writeServiceStatus(cmd.OutOrStdout(), m, st)
 			}
-			if (!rep.Installed || rep.Running == nil || !rep.Running.Active) && !brewRuns(rep) {
+			installed := rep.Installed || rep.SystemUnit != ""
+			if (!installed || rep.Running == nil || !rep.Running.Active) && !brewRuns(rep) {
 				return exitError{3}
 			}
 			return nil
@@ -424,12 +445,17 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 	r := st.Service
 	fmt.Fprintf(w, "service:   %s\n", m.Describe())
 	switch {
+	case !r.Installed && r.SystemUnit != "":
+		fmt.Fprintf(w, "installed: for every user, by the mcp-reconnect package: %s (systemctl --user enable --now mcp-reconnect)\n", r.SystemUnit)
 	case !r.Installed:
 		fmt.Fprintln(w, "installed: no (mcp-reconnect service install)")
 	case r.Current:
 		fmt.Fprintln(w, "installed: yes, as `service install` would write it now")
 	default:
 		fmt.Fprintf(w, "installed: yes, but not as `service install` would write it now: %s (run mcp-reconnect service install to update it)\n", termsafe.Line(r.Differs))
+	}
+	if r.Installed && r.SystemUnit != "" {
+		fmt.Fprintf(w, "           it takes the place of the package's %s for you\n", r.SystemUnit)
 	}
 	switch {
 	case r.RunningError != "":

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
 )
 
 // serviceHome is a hermetic home and a stand-in binary outside go-build.
@@ -23,8 +25,56 @@ func serviceHome(t *testing.T) string {
 	}
 	old := executable
 	executable = func() (string, error) { return bin, nil }
-	t.Cleanup(func() { executable = old })
+	oldDirs := systemUnitDirs
+	systemUnitDirs = []string{filepath.Join(home, "usr-lib-systemd-user")}
+	t.Cleanup(func() { executable, systemUnitDirs = old, oldDirs })
 	return home
+}
+
+// A unit the .deb or .rpm installed for every user is the service when the
+// user has none of their own: status names it, says what systemd says of
+// it, and exits 0 while it runs.
+func TestServiceStatusSeesThePackagesUnit(t *testing.T) {
+	home := serviceHome(t)
+	dir := systemUnitDirs[0]
+	unit, err := service.PackageUnit("/usr/bin/mcp-reconnect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, service.UnitName), unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// systemctl as after `systemctl --user enable --now mcp-reconnect`.
+	bin := filepath.Join(home, "fakebin")
+	if err := os.Mkdir(bin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+case "$*" in
+*" mcp-reconnect.service"*) printf 'LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=0\nUnitFileState=enabled\n' ;;
+*) printf 'LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\nUnitFileState=\n' ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	code, out, errOut := runCLI(t, "service", "status", "--platform", "systemd")
+	if code != 0 || !strings.Contains(out, "installed: for every user, by the mcp-reconnect package: "+filepath.Join(dir, service.UnitName)) ||
+		!strings.Contains(out, "running:   active (running), pid 4242") {
+		t.Fatalf("service status: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "service", "status", "--platform", "systemd", "--json")
+	if code != 0 || !strings.Contains(out, `"system_unit": "`+filepath.Join(dir, service.UnitName)+`"`) {
+		t.Fatalf("service status --json: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "service", "install", "--dry-run", "--platform", "systemd")
+	if code != 0 || !strings.Contains(errOut, "takes its place for you") || !strings.Contains(out, "would write") {
+		t.Fatalf("service install beside the package's unit: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 func entries(t *testing.T, dir string) []string {

@@ -110,7 +110,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	var b bytes.Buffer
 	st := hostileSource{}.Snapshot()
 	d := viewOf(one)
-	d.Status = &statusapi.Status{Servers: []reconnect.Snapshot{st}}
+	d.Status = &statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: st}}}
 	notAnswering := viewOf(one)
 	notAnswering.Error = "answered 500: " + hostile
 	writeServiceStatus(&b, m, serviceStatus{Service: service.Report{Installed: true, RunningError: hostile, Differs: hostile}, Daemon: &d,

@@ -48,6 +48,10 @@ type Server struct {
 	// children the daemon watches; otherwise it is looked for on this
 	// machine (processes.go).
 	PID int
+
+	// follow is set by ServiceServer: it is Discover, and says which
+	// service file the server was found through.
+	follow *serviceFollower
 }
 
 // Config is everything `watch` needs.
@@ -130,6 +134,7 @@ type watched struct {
 	m      *metrics.Metrics
 	retry  backoff.Policy // the stream's reconnect backoff (zero: the default)
 	procs  *procWatch     // the MCP process view of a local OpenCode
+	follow *serviceFollower
 }
 
 // Run watches the configured OpenCode servers until ctx ends. It returns
@@ -264,8 +269,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}()
 		go func() {
 			defer wg.Done()
-			streamLoop(ctx, w.client, w.eng, w.m, broker, log, w.retry, func(url string) { reg.setURL(i, url) })
+			streamLoop(ctx, w, broker, log, func(url string) { reg.setURL(i, url) })
 		}()
+		if w.follow != nil && w.follow.fallback != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.follow.watch(ctx)
+			}()
+		}
 	}
 	wg.Add(1)
 	go func() {
@@ -294,9 +306,12 @@ func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broke
 	if err != nil {
 		return nil, err
 	}
-	w := &watched{client: client, m: set.For(client.URL())}
+	w := &watched{client: client, m: set.For(client.URL()), follow: sc.follow}
 	if sc.Discover != nil {
 		w.retry = followRetry // see service2.go
+	}
+	if w.follow != nil {
+		w.follow.setLog(log)
 	}
 	w.ann = announce.New(client, log)
 	w.ann.OnToast = func(_ opencode.Toast, err error) {
@@ -474,40 +489,67 @@ func (r *registration) unregister() {
 }
 
 // streamLoop feeds OpenCode's event stream (either generation) into the
-// engine and keeps its state.
-func streamLoop(ctx context.Context, client *opencode.Server, eng *reconnect.Engine, m *metrics.Metrics, broker *statusapi.Broker, log *slog.Logger, retry backoff.Policy, at func(url string)) {
+// engine and keeps its state. A server found through an OpenCode 2
+// service file may have its subscription ended by its follower (a
+// service started while the 1.x fallback was watched): the server is
+// then detected again, which tells every watcher it was replaced, and
+// the next subscription is the service's.
+func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *slog.Logger, at func(url string)) {
+	client, eng, m := w.client, w.eng, w.m
 	var wasUnauthorized bool
-	_ = client.Stream(ctx, opencode.StreamOptions{
-		Log:     log,
-		Backoff: retry,
-		OnConnect: func(c opencode.Connected) {
-			at(client.URL())
-			eng.SetStream(true, nil)
-			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
-			wasUnauthorized = false
-			if c.N > 1 {
-				// Events may have been missed while the stream was down.
-				// (An OpenCode restart reached the engine through
-				// OnChange before the stream could subscribe again.)
-				m.StreamReconnects.Inc()
-				log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Restarted)
-				eng.StreamConnected()
-			}
-		},
-		OnDrop: func(err error) {
-			eng.SetStream(false, err)
-			broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL(), Error: errString(err)})
-			if errors.Is(err, opencode.ErrUnauthorized) {
-				if !wasUnauthorized {
-					log.Error("opencode refused the credentials", "err", err)
+	for {
+		sctx, cancel := context.WithCancel(ctx)
+		if w.follow != nil {
+			w.follow.setRestream(cancel)
+		}
+		_ = client.Stream(sctx, opencode.StreamOptions{
+			Log:     log,
+			Backoff: w.retry,
+			OnConnect: func(c opencode.Connected) {
+				at(client.URL())
+				eng.SetStream(true, nil)
+				broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
+				wasUnauthorized = false
+				if c.N > 1 {
+					// Events may have been missed while the stream was down.
+					// (An OpenCode restart reached the engine through
+					// OnChange before the stream could subscribe again.)
+					m.StreamReconnects.Inc()
+					log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Restarted)
+					eng.StreamConnected()
 				}
-				wasUnauthorized = true
-				return
-			}
-			log.Debug("event stream dropped", "url", client.URL(), "err", err)
-		},
-	}, eng.HandleEvent)
+			},
+			OnDrop: func(err error) {
+				eng.SetStream(false, err)
+				broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL(), Error: errString(err)})
+				if errors.Is(err, opencode.ErrUnauthorized) {
+					if !wasUnauthorized {
+						log.Error("opencode refused the credentials", "err", err)
+					}
+					wasUnauthorized = true
+					return
+				}
+				log.Debug("event stream dropped", "url", client.URL(), "err", err)
+			},
+		}, eng.HandleEvent)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		// The follower found a service: leave the fallback for it.
+		eng.SetStream(false, errFollowService)
+		broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL(), Error: errFollowService.Error()})
+		dctx, dcancel := context.WithTimeout(ctx, 3*opencode.DetectTimeout)
+		_, _, err := client.Detect(dctx)
+		dcancel()
+		if err != nil {
+			log.Debug("the OpenCode 2 service found did not answer again; staying with the fallback", "err", err)
+		}
+	}
 }
+
+// errFollowService ends the fallback's event stream for a service.
+var errFollowService = errors.New("an OpenCode 2 service started: following it instead of the fallback")
 
 func errString(err error) string {
 	if err == nil {

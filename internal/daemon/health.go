@@ -22,6 +22,20 @@ type source struct {
 	*reconnect.Engine
 	client *opencode.Server
 	procs  *procWatch
+	follow *serviceFollower
+}
+
+// Service is the OpenCode 2 service file the server was found through,
+// nil unless it follows one that answers.
+func (s source) Service() *statusapi.Service {
+	if s.follow == nil {
+		return nil
+	}
+	cur := s.follow.following()
+	if cur.svc.Path == "" {
+		return nil
+	}
+	return &statusapi.Service{File: cur.svc.Path, PID: cur.svc.PID, Version: cur.svc.Version, AlsoRegistered: cur.others}
 }
 
 // Snapshot is the engine's, with the MCP process view of a local
@@ -41,7 +55,7 @@ func (s source) Generation() string {
 }
 
 func (w *watched) source() statusapi.Source {
-	return source{Engine: w.eng, client: w.client, procs: w.procs}
+	return source{Engine: w.eng, client: w.client, procs: w.procs, follow: w.follow}
 }
 
 // supervise tells systemd how the daemon is, when it runs the daemon as a

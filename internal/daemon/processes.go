@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -90,11 +93,43 @@ type procWatch struct {
 	// exitAt is when the exit watcher saw a child end, until the scan
 	// that reports it.
 	exitAt map[int]time.Time
+	// launchers is how each local server's command runs it (from its
+	// configured command, as servers changes).
+	launchers map[procview.Key]procview.Launcher
+	// below caches, per child, the process below it that runs its
+	// server (procview.ServerProcess), once found.
+	below map[ident]serverBelow
+	// serving maps a watched server process (one below a launcher that
+	// outlives its server: a shell running `node x; sleep 600`) to the
+	// server it runs, for the exit watcher.
+	serving map[int]servedBy
+}
+
+// ident is a process's identity in the watch's maps.
+type ident struct {
+	pid   int
+	birth uint64
+}
+
+// serverBelow is what runs a child's server.
+type serverBelow struct {
+	proc        procview.Process
+	inContainer bool
+	known       bool
+	tries       int
+}
+
+// servedBy is the server a watched server process runs.
+type servedBy struct {
+	key   procview.Key
+	birth uint64
+	start time.Time
 }
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
-		gen: ^uint64(0), exitAt: map[int]time.Time{}}
+		gen: ^uint64(0), exitAt: map[int]time.Time{}, launchers: map[procview.Key]procview.Launcher{},
+		below: map[ident]serverBelow{}, serving: map[int]servedBy{}}
 	if eng != nil {
 		eng.SetProcessView(p)
 	}
@@ -158,6 +193,7 @@ func (p *procWatch) run(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		pid, err := p.find(tab)
+		p.tellConfigEnv(tab, pid, err)
 		if err == nil {
 			err = p.watch(ctx, tab, pid)
 		}
@@ -195,14 +231,22 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return 0, fmt.Errorf("%s is not a loopback address", host)
 	}
-	if pid := p.client.PID(); pid > 0 {
-		if proc, err := tab.Read(pid); err == nil && proc.UID == os.Getuid() && procview.IsOpenCode(proc) {
-			return pid, nil
-		}
-	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		return 0, fmt.Errorf("no port in %s", p.client.URL())
+	}
+	// The pid a 2.x server reports is its own only in its own pid
+	// namespace: in a container published on loopback it names some
+	// process here. Taken only when it is this user's, in this
+	// namespace, and holds the listener (macOS cannot tell the listener:
+	// there the process and its owner are checked).
+	if pid := p.client.PID(); pid > 0 {
+		err := procview.VerifyServerPID(tab, pid, port, os.Getuid())
+		if err == nil || errors.Is(err, errors.ErrUnsupported) {
+			if proc, err := tab.Read(pid); err == nil && proc.UID == os.Getuid() && procview.IsOpenCode(proc) {
+				return pid, nil
+			}
+		}
 	}
 	pid, err := procview.ListenerPID(port, os.Getuid())
 	if err != nil {
@@ -214,6 +258,32 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 		return 0, fmt.Errorf("the process listening on port %d (pid %d) is not OpenCode", port, pid)
 	}
 	return pid, nil
+}
+
+// tellConfigEnv tells the client how the OpenCode process found (or not)
+// resolves its config files: with its own environment and home when it is
+// this user's and sees this machine's files (the same mount namespace);
+// not at all when it is another process than a local OpenCode of this
+// user (a container published on loopback, a tunnel, another machine).
+func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
+	if p.client == nil {
+		return
+	}
+	gen, _ := p.client.Generation()
+	if found != nil {
+		p.client.SetConfigEnv(opencode.ConfigEnv{Generation: gen})
+		return
+	}
+	env := opencode.OwnConfigEnv(gen)
+	same, err := procview.SameMountNamespace(pid)
+	env.Local = err == nil && same
+	if getenv, ok := procview.OpenCodeEnv(tab, pid); ok {
+		env.Getenv = getenv
+	}
+	if !env.Local {
+		p.log.Debug("opencode does not see this machine's files; its config files are not read", "url", p.where(), "pid", pid, "err", err)
+	}
+	p.client.SetConfigEnv(env)
 }
 
 // syncServers gives v the engine's local servers when they changed.
@@ -229,12 +299,15 @@ func (p *procWatch) syncServers(v *procview.View) {
 		return
 	}
 	servers := make([]procview.Server, 0, len(locals))
+	launchers := make(map[procview.Key]procview.Launcher, len(locals))
 	for _, l := range locals {
-		servers = append(servers, procview.Server{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd})
+		srv := procview.Server{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd}
+		servers = append(servers, srv)
+		launchers[srv.Key()] = procview.LauncherOf(l.Command)
 	}
 	v.SetServers(servers)
 	p.mu.Lock()
-	p.gen, p.servers = g, servers
+	p.gen, p.servers, p.launchers = g, servers, launchers
 	p.mu.Unlock()
 }
 
@@ -248,6 +321,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	ctx, cancel := context.WithCancel(ctx)
 	var exits *procview.Exits
 	var wg sync.WaitGroup
+	var exitsEnded atomic.Bool // Run returned before the watch ended: scans find exits again
 	if p.newExits != nil {
 		if exits, err = p.newExits(); err != nil {
 			p.log.Debug("no exit watcher; scanning for exits", "err", err)
@@ -257,12 +331,30 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			go func() {
 				defer wg.Done()
 				exits.Run(ctx, func(x procview.Exit) {
-					v.Exited(x.PID, x.Birth)
 					p.mu.Lock()
-					p.exitAt[x.PID] = x.At
+					srv, isServer := p.serving[x.PID]
+					if isServer && srv.birth == x.Birth {
+						delete(p.serving, x.PID)
+					} else {
+						isServer = false
+						p.exitAt[x.PID] = x.At
+					}
 					p.mu.Unlock()
+					if isServer {
+						// The server below a launcher that lives on (a
+						// shell with more to run) exited: OpenCode's pipe
+						// now leads nowhere.
+						p.log.Debug("MCP server process exited below its launcher", "url", p.where(), "directory", srv.key.Directory, "server", srv.key.Name, "pid", x.PID)
+						if p.eng != nil {
+							p.eng.ChildExited(srv.key.Directory, srv.key.Name, srv.start, x.At)
+						}
+						return
+					}
+					v.Exited(x.PID, x.Birth)
 					p.Look()
 				})
+				exitsEnded.Store(true)
+				p.Look()
 			}()
 		}
 	}
@@ -322,6 +414,9 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					}
 				}
 			}
+			if len(evs) > 0 || s.Gen() != prev.Gen() {
+				p.forgetBelow(s)
+			}
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
 				partial = p.watchExits(exits, tab, s, watched) || partial
 			}
@@ -339,7 +434,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, took)
-		if exits != nil && !partial {
+		if exits != nil && !partial && !exitsEnded.Load() {
 			every = slowScanEvery
 		}
 		if dirty {
@@ -369,38 +464,103 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 }
 
 // watchExits hands the exit watcher every live child of s it does not
-// watch yet, and forgets those gone; it reports whether one could not be
+// watch yet (and, below a launcher that outlives its server, the server
+// process), and forgets those gone; it reports whether one could not be
 // watched (then scans must find its exit).
 func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s procview.Snapshot, watched map[int]uint64) (partial bool) {
 	live := map[int]bool{}
-	add := func(c procview.Child) {
-		live[c.PID] = true
-		if b, ok := watched[c.PID]; ok && b == c.Birth {
-			return
+	add := func(pid int, birth uint64) bool {
+		live[pid] = true
+		if b, ok := watched[pid]; ok && b == birth {
+			return true
 		}
-		if err := exits.Add(tab, procview.Process{PID: c.PID, Birth: c.Birth}); err != nil {
+		if err := exits.Add(tab, procview.Process{PID: pid, Birth: birth}); err != nil {
 			if !partial {
-				p.log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", c.PID, "err", err)
+				p.log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", pid, "err", err)
 			}
 			partial = true
-			return
+			return false
 		}
-		watched[c.PID] = c.Birth
+		watched[pid] = birth
+		return true
 	}
-	for _, cs := range s.Servers {
+	p.mu.Lock()
+	launchers := p.launchers
+	p.mu.Unlock()
+	for k, cs := range s.Servers {
 		for _, c := range cs {
-			add(c)
+			add(c.PID, c.Birth)
+			if l, ok := launchers[k]; !ok || l.ExitsWithServer || l.InContainer {
+				continue
+			}
+			if b := p.serverBelow(tab, c); b.known && b.proc.PID != c.PID && add(b.proc.PID, b.proc.Birth) {
+				p.mu.Lock()
+				p.serving[b.proc.PID] = servedBy{key: k, birth: b.proc.Birth, start: b.proc.Start}
+				p.mu.Unlock()
+			}
 		}
 	}
 	for _, c := range s.Others {
-		add(c)
+		add(c.PID, c.Birth)
 	}
 	for pid := range watched {
 		if !live[pid] {
 			delete(watched, pid)
 		}
 	}
+	p.mu.Lock()
+	for pid := range p.serving {
+		if !live[pid] {
+			delete(p.serving, pid)
+		}
+	}
+	p.mu.Unlock()
 	return partial
+}
+
+// maxBelowTries bounds how often a child's server process is looked for
+// (a launcher still installing has none yet).
+const maxBelowTries = 5
+
+// serverBelow finds (once, then from the cache) the process below child
+// c that runs its server.
+func (p *procWatch) serverBelow(tab procview.Table, c procview.Child) serverBelow {
+	id := ident{c.PID, c.Birth}
+	p.mu.Lock()
+	b, ok := p.below[id]
+	p.mu.Unlock()
+	if ok && (b.known || b.tries >= maxBelowTries) {
+		return b
+	}
+	proc, inContainer, err := procview.ServerProcess(tab, procview.Process{PID: c.PID, Birth: c.Birth})
+	b.tries++
+	if err == nil {
+		b = serverBelow{proc: proc, inContainer: inContainer, known: true, tries: b.tries}
+	}
+	p.mu.Lock()
+	p.below[id] = b
+	p.mu.Unlock()
+	return b
+}
+
+// forgetBelow drops the cache entries of children no longer in s.
+func (p *procWatch) forgetBelow(s procview.Snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.below) == 0 {
+		return
+	}
+	live := make(map[ident]bool, len(p.below))
+	for _, cs := range s.Servers {
+		for _, c := range cs {
+			live[ident{c.PID, c.Birth}] = true
+		}
+	}
+	for id := range p.below {
+		if !live[id] {
+			delete(p.below, id)
+		}
+	}
 }
 
 // save writes what s shows into the record: OpenCode's identity and each
@@ -422,6 +582,14 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View) {
 				}
 			}
 			rec.Seen = append(rec.Seen, procview.Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
+			// The server below a launcher too: a launcher ended by a
+			// signal can leave it (npm's node survives npm's SIGKILL).
+			p.mu.Lock()
+			b := p.below[ident{c.PID, c.Birth}]
+			p.mu.Unlock()
+			if b.known && b.proc.PID != c.PID && !b.inContainer {
+				rec.Seen = append(rec.Seen, procview.Sighting{Ident: procview.IdentOf(b.proc), Parent: parent, Directory: k.Directory, Server: k.Name})
+			}
 		}
 	}
 	if err := p.record.Save(rec); err != nil {
@@ -452,11 +620,18 @@ func (p *procWatch) info() *reconnect.Processes {
 		}
 	}
 	p.mu.Lock()
+	last, tab, launchers := p.last, p.table, p.launchers
+	p.mu.Unlock()
+	var servers []reconnect.ServerProcess
+	if tab != nil && !last.Gone {
+		servers = p.serverProcesses(tab, last, launchers)
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.root == 0 || p.last.At.IsZero() || p.last.Gone {
 		return nil
 	}
-	out := &reconnect.Processes{OpenCodePID: p.root}
+	out := &reconnect.Processes{OpenCodePID: p.root, Servers: servers}
 	for _, cs := range p.last.Servers {
 		out.Children += len(cs)
 	}
@@ -479,6 +654,35 @@ func (p *procWatch) info() *reconnect.Processes {
 		if o.Proven {
 			out.Fix = "mcp-reconnect doctor --reap"
 		}
+	}
+	return out
+}
+
+// serverProcesses is what runs each local server of s: the child
+// OpenCode started, its launcher's name, and the process below it that
+// runs the server, in key order.
+func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot, launchers map[procview.Key]procview.Launcher) []reconnect.ServerProcess {
+	keys := make([]procview.Key, 0, len(s.Servers))
+	for k := range s.Servers {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b procview.Key) int {
+		if c := strings.Compare(a.Directory, b.Directory); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	var out []reconnect.ServerProcess
+	for _, k := range keys {
+		c, _ := s.Child(k)
+		l := launchers[k]
+		sp := reconnect.ServerProcess{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer}
+		if l.Name != "" && !l.InContainer {
+			if b := p.serverBelow(tab, c); b.known && b.proc.PID != c.PID {
+				sp.ServerPID, sp.ServerCommand = b.proc.PID, procview.Display(b.proc.Argv)
+			}
+		}
+		out = append(out, sp)
 	}
 	return out
 }

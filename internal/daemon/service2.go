@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -23,10 +29,35 @@ import (
 
 // followRetry spaces the event stream's attempts of a server found
 // through a service file (the default caps at 30 s): while no service
-// runs, an attempt is a stat of the file (and, with the 1.x fallback, one
-// refused loopback connection), so one every few seconds costs nothing,
-// and a service that starts later is followed within about 5 s.
+// runs, an attempt is one ReadDir of the state directory (and, with the
+// 1.x fallback, one refused loopback connection), so one every few
+// seconds costs nothing, and a service that starts later is followed
+// within about 5 s.
 var followRetry = backoff.Policy{Initial: 500 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}
+
+// servicePoll is how often a daemon that watches the 1.x fallback looks
+// for an OpenCode 2 service that started since: one ReadDir of the state
+// directory, and a request only to a service file that is new or was
+// rewritten (serviceFollower.find). While nothing answers at all, the
+// event stream's own attempts look (followRetry), and while a service is
+// followed, nothing polls: its stream ending is the news.
+//
+// Polling, not inotify or kqueue: measured on Linux (BENCHMARKS.md), one
+// look at a state directory of three files is a ReadDir of about 10 µs,
+// 12 a minute; an inotify watch (golang.org/x/sys/unix) would need a
+// kqueue twin for macOS, a watch of each missing parent (the state
+// directory need not exist at login) and a fallback for file systems
+// without events, to save 5 s on a service that itself takes seconds to
+// start (the v2 preview: 9 s from `serve --service` to its file, on this
+// machine), and whose first request within half a second of its port
+// opening may hang anyway (see the v2 facts).
+var servicePoll = 5 * time.Second
+
+// serviceYoung is how long after a service file was written a service
+// that did not answer (still starting) is asked again at every look,
+// even when the pid it registers is not one this daemon can see (a
+// service in another pid namespace, sharing the state directory).
+const serviceYoung = 2 * time.Minute
 
 // serviceURL is where the shared service usually listens (macOS and
 // Linux), shown until its service file says otherwise.
@@ -40,46 +71,283 @@ const serviceURL = "http://127.0.0.1:49374"
 // away and comes back is followed. The password stays in memory.
 //
 // With channels, the other release channels' service-<channel>.json
-// beside file are looked at too, when file names no running service (the
-// most recently written first). With fallback, while no service answers,
-// the server watched is fallback if OpenCode answers there (1.x at its
-// default address, for a daemon told nothing else): one engine for
-// whichever OpenCode the user runs by default. It stays with the fallback
-// until that cannot be reached; then the service files are read again.
+// beside file are looked at too (OpenCode 2 names the file by its
+// channel: service.json for latest, service-local.json, and
+// service-<hash of the channel>.json for any other). Of several, the one
+// followed is file (service.json) when its service answers, else the most
+// recently written file whose service answers: the service started last.
+// The daemon says which in its log, in status and in doctor, with the
+// others that answer; it stays with the one it follows until that one
+// goes away (one watch --service-file FILE per channel follows several).
+//
+// With fallback, while no service answers, the server watched is
+// fallback if OpenCode answers there (1.x at its default address, for a
+// daemon told nothing else): one engine for whichever OpenCode the user
+// runs by default. While it watches the fallback, it looks for a service
+// every servicePoll, and follows one as soon as it answers, as it would
+// have at start.
 func ServiceServer(file string, channels bool, fallback *Server) Server {
-	files := func() []string { return []string{file} }
-	if channels {
-		files = func() []string { return opencode.ServiceFiles(file) }
-	}
-	sc := Server{ServiceFile: file, URL: serviceURL}
+	return followService(file, channels, fallback, nil)
+}
+
+// followService is ServiceServer through transport rt (nil: the
+// default), for tests.
+func followService(file string, channels bool, fallback *Server, rt http.RoundTripper) Server {
+	f := &serviceFollower{file: file, channels: channels, fallback: fallback, opts: opencode.Options{Transport: rt},
+		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
+	sc := Server{ServiceFile: file, URL: serviceURL, Transport: rt, follow: f}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
 	}
-	for _, f := range files() {
-		if svc, err := opencode.ReadServiceFile(f); err == nil {
-			sc.URL = svc.URL
-			break
+	if regs, _ := opencode.Registrations(file, channels); len(regs) > 0 {
+		for _, r := range regs {
+			if svc, err := opencode.ReadServiceFile(r.Path); err == nil {
+				sc.URL = svc.URL
+				break
+			}
 		}
 	}
-	sc.Discover = func(ctx context.Context) (string, string, error) {
-		svc, err := opencode.FindService(ctx, files(), opencode.Options{})
-		if err == nil || fallback == nil || errors.Is(err, opencode.ErrUnauthorized) {
-			return svc.URL, svc.Password(), err
-		}
-		// No service runs: the fallback, if OpenCode answers there. One
-		// that refuses the credentials is not the user's default OpenCode
-		// (they gave none), and must not end the daemon: it keeps looking
-		// for the service.
-		_, _, _, ferr := opencode.Detect(ctx, fallback.URL, opencode.Options{Username: fallback.Username, Password: fallback.Password})
-		switch {
-		case ferr == nil:
-			return fallback.URL, fallback.Password, nil
-		case errors.Is(ferr, opencode.ErrUnauthorized):
-			return "", "", fmt.Errorf("%w: %v; and OpenCode at %s refused the credentials (give its password to watch it)", opencode.ErrUnavailable, err, fallback.URL)
-		}
-		return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fallback.URL)
-	}
+	sc.Discover = f.discover
 	return sc
+}
+
+// serviceFollower finds the OpenCode 2 service among the service files
+// of one state directory, remembers which one the daemon follows (for
+// the log and status), and, while the daemon watches the 1.x fallback,
+// looks for a service that started since.
+type serviceFollower struct {
+	file     string
+	channels bool
+	fallback *Server
+	opts     opencode.Options // transport; the credentials come from each file
+	alive    func(pid int) bool
+
+	mu  sync.Mutex
+	log *slog.Logger
+	cur followed
+	// failed holds the files whose service did not answer, as they were
+	// then: one that has not changed since, whose pid is gone and that
+	// is no longer young, registers a service that is not coming back,
+	// and is not asked again (a stale file after a kill -9, or a
+	// service whose port another program now holds).
+	failed map[string]opencode.Registration
+	// restream, set by the daemon, ends the event stream's subscription
+	// so that the next one detects the server again.
+	restream func()
+}
+
+// followed is what the daemon follows: a service (its file), the
+// fallback, or nothing.
+type followed struct {
+	svc      opencode.Service // Path "" when none
+	fallback bool
+	// others are further files whose service answered when this one
+	// was chosen.
+	others []string
+}
+
+func (a followed) same(b followed) bool {
+	return a.fallback == b.fallback && a.svc.Path == b.svc.Path && a.svc.Same(b.svc)
+}
+
+// discover is the server's Discover: the service, else the fallback.
+func (f *serviceFollower) discover(ctx context.Context) (string, string, error) {
+	svc, others, err := f.find(ctx)
+	if err == nil {
+		f.set(followed{svc: svc, others: others})
+		return svc.URL, svc.Password(), nil
+	}
+	if f.fallback == nil || errors.Is(err, opencode.ErrUnauthorized) {
+		f.set(followed{})
+		return svc.URL, svc.Password(), err
+	}
+	// No service runs: the fallback, if OpenCode answers there. One
+	// that refuses the credentials is not the user's default OpenCode
+	// (they gave none), and must not end the daemon: it keeps looking
+	// for the service.
+	fb := f.fallback
+	o := f.opts
+	o.Username, o.Password = fb.Username, fb.Password
+	_, _, _, ferr := opencode.Detect(ctx, fb.URL, o)
+	switch {
+	case ferr == nil:
+		f.set(followed{fallback: true})
+		return fb.URL, fb.Password, nil
+	case errors.Is(ferr, opencode.ErrUnauthorized):
+		f.set(followed{})
+		return "", "", fmt.Errorf("%w: %v; and OpenCode at %s refused the credentials (give its password to watch it)", opencode.ErrUnavailable, err, fb.URL)
+	}
+	f.set(followed{})
+	return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fb.URL)
+}
+
+// find is opencode.FindService over the state directory's service
+// files (one ReadDir), preferring file, then the newest, asking only
+// the files worth asking (see failed). Once one answers, the rest are
+// asked too when that is news (another service than the one followed),
+// so that the log and status can name every service that answers. A
+// refused password ends the search, as in FindService; with no file at
+// all the error matches fs.ErrNotExist.
+func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
+	regs, err := opencode.Registrations(f.file, f.channels)
+	if err != nil {
+		return opencode.Service{}, nil, fmt.Errorf("%w: looking for the OpenCode 2 service: %v", opencode.ErrUnavailable, err)
+	}
+	if len(regs) == 0 {
+		return opencode.Service{}, nil, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", f.where(), fs.ErrNotExist)
+	}
+	var first error
+	var found opencode.Service
+	var others []string
+	for _, r := range regs {
+		if found.Path != "" {
+			f.mu.Lock()
+			news := !f.cur.svc.Same(found) || f.cur.svc.Path != found.Path
+			f.mu.Unlock()
+			if !news {
+				break
+			}
+		}
+		svc, err := f.ask(ctx, r)
+		switch {
+		case err == nil && found.Path == "":
+			found = svc
+		case err == nil:
+			others = append(others, r.Path)
+		case found.Path != "":
+		case errors.Is(err, opencode.ErrUnauthorized):
+			return svc, nil, err
+		case first == nil:
+			first = err
+		}
+	}
+	if found.Path != "" {
+		return found, others, nil
+	}
+	return opencode.Service{}, nil, first
+}
+
+// ask reads one service file and verifies it against its server, unless
+// it is a file that failed before and is not worth asking again.
+func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (opencode.Service, error) {
+	svc, err := opencode.ReadServiceFile(r.Path)
+	if err != nil {
+		return svc, err
+	}
+	f.mu.Lock()
+	prev, failed := f.failed[r.Path]
+	f.mu.Unlock()
+	if failed && prev.Same(r) && time.Since(r.ModTime) > serviceYoung && !f.alive(svc.PID) {
+		return opencode.Service{}, fmt.Errorf("%w: %s registers pid %d, which is gone", opencode.ErrStaleService, r.Path, svc.PID)
+	}
+	_, err = svc.Verify(ctx, f.opts)
+	f.mu.Lock()
+	if err == nil || errors.Is(err, opencode.ErrUnauthorized) {
+		delete(f.failed, r.Path)
+	} else {
+		f.failed[r.Path] = r
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return opencode.Service{}, err
+	}
+	return svc, nil
+}
+
+// where names the files looked at, for an error.
+func (f *serviceFollower) where() string {
+	if f.channels {
+		return f.file + " or service-<channel>.json beside it"
+	}
+	return f.file
+}
+
+// set records what the daemon follows now, and says so when that is
+// news: which service file (with the others that answer), the fallback,
+// or none any more.
+func (f *serviceFollower) set(now followed) {
+	f.mu.Lock()
+	prev := f.cur
+	if now.svc.Path != "" && prev.svc.Path == now.svc.Path && prev.svc.Same(now.svc) && now.others == nil {
+		now.others = prev.others // found without asking the rest again
+	}
+	f.cur = now
+	log := f.log
+	f.mu.Unlock()
+	if now.same(prev) {
+		return
+	}
+	switch {
+	case now.svc.Path != "" && len(now.others) > 0:
+		log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version,
+			"also_registered", now.others, "hint", "one daemon follows one service: to watch another too, run mcp-reconnect watch --service-file FILE")
+	case now.svc.Path != "":
+		log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version)
+	case now.fallback:
+		log.Info("no OpenCode 2 service answers; watching OpenCode at the fallback address", "url", f.fallback.URL,
+			"service_files", f.where(), "looking_every", servicePoll)
+	case prev.svc.Path != "" || prev.fallback:
+		log.Info("no OpenCode 2 service answers; looking for one every few seconds", "service_files", f.where())
+	}
+}
+
+// following is the service followed now (Path "" when none).
+func (f *serviceFollower) following() followed {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cur
+}
+
+// watch looks for a service every servicePoll while the daemon watches
+// the fallback, and has the server detected again (ending the fallback's
+// event stream) once one answers. It returns when ctx ends.
+func (f *serviceFollower) watch(ctx context.Context) {
+	t := time.NewTicker(servicePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !f.following().fallback {
+			continue
+		}
+		if _, _, err := f.find(ctx); err != nil {
+			continue
+		}
+		f.mu.Lock()
+		restream := f.restream
+		f.mu.Unlock()
+		if restream != nil {
+			restream()
+		}
+	}
+}
+
+// setRestream sets how the daemon ends the event stream's subscription.
+func (f *serviceFollower) setRestream(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restream = fn
+}
+
+// setLog sets the daemon's logger.
+func (f *serviceFollower) setLog(log *slog.Logger) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.log = log
+}
+
+// pidAlive reports whether a process with this pid exists and this user
+// may signal it (a service of this user's would be).
+func pidAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	defer p.Release()
+	return p.Signal(syscall.Signal(0)) == nil
 }
 
 // ServiceWatched reports whether a running daemon follows the OpenCode 2
@@ -130,4 +398,15 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 		case <-tick.C:
 		}
 	}
+}
+
+// ChooseService makes ServiceServer's choice once (doctor): of the
+// service files in file's directory (with channels, every channel's), the
+// one whose service answers, preferring file, then the newest; and the
+// other files whose service answers too. When none answers, the error is
+// the first file's (matching opencode.ErrUnauthorized when a service
+// refused its file's password, with that file's Service), or matches
+// fs.ErrNotExist when no file exists.
+func ChooseService(ctx context.Context, file string, channels bool) (opencode.Service, []string, error) {
+	return followService(file, channels, nil, nil).follow.find(ctx)
 }

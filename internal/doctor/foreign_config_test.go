@@ -25,9 +25,12 @@ func TestAnotherUsersConfigCannotMakeDoctorReap(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("making a file owned by another user needs root")
 	}
+	t.Setenv("HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("OPENCODE_TEST_MANAGED_CONFIG_DIR", t.TempDir())
 	t.Setenv("OPENCODE_CONFIG_DIR", "")
 	t.Setenv("OPENCODE_CONFIG", "")
+	t.Setenv("OPENCODE_CONFIG_CONTENT", "")
 	tmp := filepath.Join(t.TempDir(), "tmp") // stands for /tmp
 	must(t, os.Mkdir(tmp, 0o777|os.ModeSticky))
 	must(t, os.Chmod(tmp, 0o777|os.ModeSticky))

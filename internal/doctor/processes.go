@@ -136,7 +136,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	// package's node or bun wrapper around it).
 	var openCodes []procview.Process
 	for _, p := range all {
-		mayBeOpenCode := p.Comm == "opencode" || p.Comm == "node" || p.Comm == "nodejs" || p.Comm == "bun"
+		mayBeOpenCode := procview.MayBeOpenCode(p.Comm)
 		if p.Zombie || p.PID == 1 && !mayBeOpenCode {
 			continue // pid 1 counts only as an OpenCode (a container's)
 		}

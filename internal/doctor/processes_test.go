@@ -125,7 +125,7 @@ func fakeDaemon(t *testing.T, dir string) *statusapi.Client {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(statusapi.Status{Servers: []reconnect.Snapshot{{URL: "http://127.0.0.1:4096", Directories: []reconnect.DirSnapshot{{Directory: dir}}}}})
+		_ = json.NewEncoder(w).Encode(statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Directories: []reconnect.DirSnapshot{{Directory: dir}}}}}})
 	})}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })

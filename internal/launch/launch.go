@@ -49,6 +49,9 @@ type Credentials struct {
 	// Major is OpenCode's major version: 2 applies 2.x's rules; anything
 	// else 1.x's.
 	Major int
+	// Grammar is the binary's own (Versions.Facts), which tells whether
+	// the command line serves (and gets a --port); nil: BuiltIn.
+	Grammar *Grammar
 }
 
 // Plan is what will be started: the final argument list and environment,
@@ -122,40 +125,14 @@ const (
 // wrapper passes through untouched, so an alias of opencode to the
 // wrapper keeps every subcommand working.
 //
-// The decision follows OpenCode's own grammar (`opencode --help`): the
-// first positional word is a subcommand if it names one, else it is the
-// project directory of the TUI. The file system is never consulted: in a
-// repository holding a models/ or run/ folder, `opencode models` is still
-// the models subcommand.
-func KindOf(args []string) Kind {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return TUI // only positionals follow: the project
-		case a == "--help" || a == "-h" || a == "--version" || a == "-v":
-			return Other
-		case strings.HasPrefix(a, "-"):
-			name := strings.TrimLeft(a, "-")
-			if strings.Contains(name, "=") {
-				continue
-			}
-			if valueFlags[name] {
-				i++ // its value is not a subcommand
-			} else if i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false") {
-				i++ // yargs takes "--mdns false" as the boolean's value
-			}
-		case subcommands[a]:
-			if a == "serve" || a == "web" {
-				return Server
-			}
-			return Other
-		default:
-			return TUI // [project]: the TUI in that directory
-		}
-	}
-	return TUI
-}
+// The decision follows OpenCode's grammar: the first positional word is
+// a subcommand if it names one, else it is the project directory of the
+// TUI. The file system is never consulted: in a repository holding a
+// models/ or run/ folder, `opencode models` is still the models
+// subcommand. KindOf knows 1.18's grammar (BuiltIn); where the answer
+// depends on the binary's own (NeedsGrammar), the wrapper reads it from
+// the binary's --help (Versions.Facts) and asks Grammar.Kind.
+func KindOf(args []string) Kind { return BuiltIn.Kind(args) }
 
 // Serves reports whether an OpenCode command line starts a server the
 // daemon can watch: the TUI or a server (see KindOf).
@@ -177,9 +154,7 @@ func AsService(args []string) bool {
 }
 
 // subcommands are OpenCode 1.18's (`opencode --help`), aliases included,
-// and 2.x's `service` (a 1.x project folder named service is then passed
-// through unwatched, where 2.x's subcommand would otherwise be taken for
-// the TUI).
+// and 2.x's `service` (see BuiltIn).
 var subcommands = map[string]bool{
 	"service":    true,
 	"completion": true, "acp": true, "mcp": true, "attach": true, "run": true, "debug": true,
@@ -272,7 +247,11 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	}
 
 	port, host := portArg(command[1:])
-	if port == "" && IsOpenCode(command[0]) && Serves(command[1:]) {
+	g := BuiltIn
+	if cred.Grammar != nil {
+		g = *cred.Grammar
+	}
+	if port == "" && IsOpenCode(command[0]) && g.Kind(command[1:]) != Other {
 		free, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("run: picking a port: %w", err)

@@ -7,85 +7,493 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/tailscale/hujson"
 )
 
 // An OpenCode 2 server without GET /api/config (the v2 preview build) does
-// not say which of its MCP servers are remote, nor where they listen. When
-// it runs on this machine its config files are this machine's: the daemon
-// reads them as OpenCode does, to probe and restart-watch remote servers'
-// endpoints as on 1.x.
+// not say which of its MCP servers are remote, nor where they listen, and
+// doctor must know what runs in a directory whose OpenCode is gone. When
+// OpenCode runs on this machine its config files are this machine's: they
+// are read here as OpenCode reads them.
+//
+// # Where OpenCode looks, lowest priority first
+//
+// OpenCode 1.x (1.18.34). Read in the source bundled into the binary of
+// the npm package opencode-linux-x64@1.18.34 (Config.loadInstanceState,
+// ConfigPaths.projectFiles and .directories, FileSystem.up,
+// Project.fromDirectory, ConfigManaged; upstream
+// packages/opencode/src/config/config.ts and paths.ts):
+// `strings $(scripts/install-opencode.sh) | grep -F Config.loadInstanceState`;
+// measured with the real binary by test/e2e
+// TestConfigFilesAsOpenCodeReadsThem (GET /config against ReadMCPConfig):
+//
+//  1. the global directory $XDG_CONFIG_HOME/opencode, else
+//     ~/.config/opencode: config.json, opencode.json, opencode.jsonc;
+//  2. $OPENCODE_CONFIG;
+//  3. opencode.json, then opencode.jsonc, in each directory from the
+//     worktree root down to the directory: the nearest wins;
+//  4. the .opencode/ directories from the directory UP to the worktree
+//     root (here the farthest wins), then ~/.opencode ($OPENCODE_TEST_HOME
+//     for ~), then $OPENCODE_CONFIG_DIR: opencode.json, then
+//     opencode.jsonc, in each; a directory named twice is read at its
+//     first place;
+//  5. $OPENCODE_CONFIG_CONTENT;
+//  6. the managed directory /etc/opencode (/Library/Application
+//     Support/opencode on macOS; $OPENCODE_TEST_MANAGED_CONFIG_DIR):
+//     opencode.json, opencode.jsonc.
+//
+// The worktree root is what `git rev-parse --show-toplevel` answers in
+// the nearest directory holding a .git (a directory, or a file in linked
+// worktrees and submodules); outside a repository it is "/", and the
+// walks of 3 and 4 go up to the file system root. Here the root is the
+// nearest directory holding a .git, git is not run: a .git that git
+// refuses (OpenCode then walks on) or a core.worktree elsewhere are not
+// followed. $OPENCODE_DISABLE_PROJECT_CONFIG drops 3 and the walk of 4.
+// A server named again merges into the earlier one key by key (remeda's
+// mergeDeep; arrays such as command are replaced whole): a later
+// {"enabled": false} disables a server an earlier file defines (measured).
+// Older 1.x releases differ: upstream config.ts@002d9822 read
+// $OPENCODE_CONFIG_CONTENT before the .opencode directories.
+//
+// OpenCode 2.x. Read in the v2 line's source: packages/core/src/config.ts
+// (Config.discover) and global.ts, packages/cli/src/server-process.ts at
+// 44b6938b (the v2 preview build, github.com/Althenia/opencode), and
+// packages/core/src/config.ts@00402592 with config/discovery.ts@02f41ddf
+// (github.com/anomalyco/opencode, later):
+//
+//  1. the global directory $OPENCODE_CONFIG_DIR, else
+//     $XDG_CONFIG_HOME/opencode, else ~/.config/opencode: opencode.json,
+//     opencode.jsonc;
+//  2. $OPENCODE_CONFIG;
+//  3. opencode.json, then opencode.jsonc, in each directory from the file
+//     system root down to the directory: no stop at a repository;
+//  4. the .opencode/ directories from the root down to the directory (the
+//     nearest wins): opencode.json, opencode.jsonc;
+//  5. $OPENCODE_CONFIG_CONTENT.
+//
+// 3 and 4 are dropped for $OPENCODE_CONFIG_PROJECT_DISABLE (or, when that
+// is unset, $OPENCODE_DISABLE_PROJECT_CONFIG) and for the global directory
+// itself; a file or directory that resolves to the global ones is read
+// only as those. A server named again replaces the earlier one whole
+// (packages/core/src/mcp/index.ts at 44b6938b; v2-facts §2.5), and one
+// without a type is dropped (the 1.x-shaped file's migration skips it, a
+// 2.x-shaped file fails its schema).
+//
+// Neither line's remote layers are files, and none is read here: a
+// logged-in organisation's .well-known/opencode, the account's config,
+// macOS managed preferences. Nor are {env:NAME} and {file:PATH} in values
+// substituted, and relative paths in the variables (resolved against
+// OpenCode's working directory) are skipped.
 
-// maxConfigFile bounds one config file read.
+// maxConfigFile bounds one config file read (and the inline config).
 const maxConfigFile = 4 << 20
 
-// ConfigFiles lists the files OpenCode reads the MCP servers of directory
-// dir from, lowest priority first: the global config directory
-// ($OPENCODE_CONFIG_DIR, else $XDG_CONFIG_HOME/opencode, else
-// ~/.config/opencode), the file $OPENCODE_CONFIG, the directory's own
-// opencode.json and opencode.jsonc, and those in its .opencode/. Missing
-// files are listed too; getenv and home are the environment and home
-// directory to resolve them with.
-func ConfigFiles(dir string, getenv func(string) string, home string) []string {
-	global := getenv("OPENCODE_CONFIG_DIR")
-	if global == "" {
-		if x := getenv("XDG_CONFIG_HOME"); x != "" && filepath.IsAbs(x) {
-			global = filepath.Join(x, "opencode")
-		} else if home != "" {
-			global = filepath.Join(home, ".config", "opencode")
-		}
-	}
-	var files []string
-	pair := func(d string) {
-		files = append(files, filepath.Join(d, "opencode.json"), filepath.Join(d, "opencode.jsonc"))
-	}
-	if global != "" {
-		pair(global)
-	}
-	if f := getenv("OPENCODE_CONFIG"); f != "" {
-		files = append(files, f)
-	}
-	pair(dir)
-	pair(filepath.Join(dir, ".opencode"))
-	return files
+// ConfigEnv is what OpenCode finds its config files with: its
+// environment, its home, whether it sees this machine's files, and its
+// line. For an OpenCode process that is not this one, fill it from that
+// process:
+//
+//	env := opencode.OwnConfigEnv(gen) // the fallback: this process's
+//	env.Local, _ = procview.SameMountNamespace(pid)
+//	if getenv, ok := procview.OpenCodeEnv(table, pid); ok {
+//		env.Getenv = getenv
+//	}
+type ConfigEnv struct {
+	// Local reports that OpenCode sees this machine's files: it runs in
+	// this process's mount namespace. When false, nothing is read and
+	// ReadMCPConfig answers ErrConfigUnknown: an OpenCode in a container
+	// reads the container's files, and this machine's would invent its
+	// config. The zero value is false.
+	Local bool
+	// Getenv answers a variable of OpenCode's environment, "" when it is
+	// unset; only those procview.OpenCodeConfigVars lists are asked. Nil
+	// is an environment without them.
+	Getenv func(string) string
+	// Home is OpenCode's home directory when its HOME is unset (Node's
+	// os.homedir falls back to the user's passwd entry).
+	Home string
+	// Generation picks the line's rules: V1, V2, or GenUnknown for the
+	// servers either line would configure (1.x's entry where both name
+	// a server), for callers that cannot tell (doctor, after OpenCode
+	// is gone).
+	Generation Generation
 }
 
-// LocalMCPConfig reads the MCP servers configured for dir from the files
-// ConfigFiles lists, with this process's environment: a server named again
-// in a later file replaces the earlier one whole. Files that are missing,
-// unreadable or not JSONC count as empty.
-func LocalMCPConfig(dir string) map[string]MCPEntry { return localMCPConfig(dir, nil) }
-
-// OwnedMCPConfig is LocalMCPConfig reading only the files user uid (or
-// root) owns and others cannot write: for decisions that end processes
-// (doctor --reap), where another user's opencode.json (in /tmp, say) must
-// not name what runs in that directory.
-func OwnedMCPConfig(dir string, uid int) map[string]MCPEntry {
-	return localMCPConfig(dir, func(fi os.FileInfo) bool {
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		return ok && (int(st.Uid) == uid || st.Uid == 0) && fi.Mode().Perm()&0o022 == 0
-	})
-}
-
-func localMCPConfig(dir string, trusted func(os.FileInfo) bool) map[string]MCPEntry {
+// OwnConfigEnv is a ConfigEnv with this process's environment and home,
+// for an OpenCode that shares them and this machine's files (one this
+// process started), and the fallback for one whose environment cannot
+// be read.
+func OwnConfigEnv(gen Generation) ConfigEnv {
 	home, _ := os.UserHomeDir()
-	out := map[string]MCPEntry{}
-	for _, f := range ConfigFiles(dir, os.Getenv, home) {
-		b, err := readConfigFile(f, trusted)
-		if err != nil {
-			continue
-		}
-		servers, err := ParseConfigFile(b)
-		if err != nil {
-			continue
-		}
-		for name, e := range servers {
-			out[name] = e
+	return ConfigEnv{Local: true, Getenv: os.Getenv, Home: home, Generation: gen}
+}
+
+// ErrConfigUnknown is ReadMCPConfig's answer when OpenCode's config files
+// cannot be told: OpenCode does not see this machine's files (or that
+// cannot be known), or the directory is not absolute. Report "config
+// unknown", never an empty config.
+var ErrConfigUnknown = errors.New("opencode config files unknown")
+
+// ConfigSource is one layer of OpenCode's config: a file, or the inline
+// $OPENCODE_CONFIG_CONTENT, whose text is never held here (it may hold
+// header secrets).
+type ConfigSource struct {
+	// Path is the file; "" for the inline config.
+	Path string
+	// Inline marks the place of $OPENCODE_CONFIG_CONTENT.
+	Inline bool
+}
+
+// String names the layer: its path, or $OPENCODE_CONFIG_CONTENT.
+func (s ConfigSource) String() string {
+	if s.Inline {
+		return "$OPENCODE_CONFIG_CONTENT"
+	}
+	return s.Path
+}
+
+// ConfigSources lists the layers OpenCode reads the config of directory
+// dir from, lowest priority first, missing files included: see the
+// comment at the top of this file. With GenUnknown they are 1.x's, then
+// those only 2.x reads. Nil when env is not Local or dir not absolute.
+func ConfigSources(dir string, env ConfigEnv) []ConfigSource {
+	if !env.Local || !filepath.IsAbs(dir) {
+		return nil
+	}
+	dir = filepath.Clean(dir)
+	switch env.Generation {
+	case V1:
+		return sourcesV1(dir, env)
+	case V2:
+		return sourcesV2(dir, env)
+	}
+	out := sourcesV1(dir, env)
+	seen := map[ConfigSource]bool{}
+	for _, s := range out {
+		seen[s] = true
+	}
+	for _, s := range sourcesV2(dir, env) {
+		if !seen[s] {
+			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// getenv is env's variable name ("" without a Getenv).
+func (env ConfigEnv) getenv(name string) string {
+	if env.Getenv == nil {
+		return ""
+	}
+	return env.Getenv(name)
+}
+
+// home is OpenCode's os.homedir().
+func (env ConfigEnv) home() string {
+	if h := env.getenv("HOME"); h != "" {
+		return h
+	}
+	return env.Home
+}
+
+// absVar is the variable name when it is an absolute path: a relative one
+// is OpenCode's working directory's, unknown here.
+func (env ConfigEnv) absVar(name string) string {
+	if v := env.getenv(name); filepath.IsAbs(v) {
+		return filepath.Clean(v)
+	}
+	return ""
+}
+
+// xdgConfigDir is OpenCode's $XDG_CONFIG_HOME/opencode, else
+// ~/.config/opencode (the xdg-basedir package); "" when unknown.
+func (env ConfigEnv) xdgConfigDir() string {
+	if x := env.getenv("XDG_CONFIG_HOME"); x != "" {
+		if !filepath.IsAbs(x) {
+			return ""
+		}
+		return filepath.Join(x, "opencode")
+	}
+	if h := env.home(); filepath.IsAbs(h) {
+		return filepath.Join(h, ".config", "opencode")
+	}
+	return ""
+}
+
+// truthy is OpenCode's flag test: "1" or "true" in any case.
+func truthy(v string) bool { return v == "1" || strings.EqualFold(v, "true") }
+
+// up lists dir and its ancestors, nearest first, up to and including
+// stop ("" or a non-ancestor: the file system root).
+func up(dir, stop string) []string {
+	var out []string
+	for d := dir; ; {
+		out = append(out, d)
+		parent := filepath.Dir(d)
+		if d == stop || parent == d {
+			return out
+		}
+		d = parent
+	}
+}
+
+// worktreeV1 is where OpenCode 1.x stops its walks up from dir: the
+// nearest directory holding a .git of any kind (a file in linked
+// worktrees and submodules), or "" (the file system root) outside a
+// repository.
+func worktreeV1(dir string) string {
+	for _, d := range up(dir, "") {
+		if _, err := os.Stat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
+// managedDirV1 is OpenCode 1.x's managed config directory.
+func (env ConfigEnv) managedDirV1() string {
+	if d := env.getenv("OPENCODE_TEST_MANAGED_CONFIG_DIR"); d != "" {
+		return env.absVar("OPENCODE_TEST_MANAGED_CONFIG_DIR")
+	}
+	switch runtime.GOOS {
+	case "darwin":
+		return "/Library/Application Support/opencode"
+	case "windows":
+		return ""
+	}
+	return "/etc/opencode"
+}
+
+// sourcesV1 lists OpenCode 1.x's layers for dir (absolute, clean).
+func sourcesV1(dir string, env ConfigEnv) []ConfigSource {
+	var out []ConfigSource
+	files := func(d string, names ...string) {
+		for _, n := range names {
+			out = append(out, ConfigSource{Path: filepath.Join(d, n)})
+		}
+	}
+	global := env.xdgConfigDir()
+	if global != "" {
+		files(global, "config.json", "opencode.json", "opencode.jsonc")
+	}
+	if f := env.absVar("OPENCODE_CONFIG"); f != "" {
+		out = append(out, ConfigSource{Path: f})
+	}
+	project := !truthy(env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG"))
+	walk := up(dir, worktreeV1(dir))
+	if project {
+		for i := len(walk) - 1; i >= 0; i-- {
+			files(walk[i], "opencode.json", "opencode.jsonc")
+		}
+	}
+	// The config directories, each once at its first place; the global
+	// one heads the list (its files were read above) and is read again
+	// only when it is also $OPENCODE_CONFIG_DIR.
+	var dirs []string
+	seen := map[string]bool{}
+	add := func(d string) {
+		if d != "" && !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	add(global)
+	if project {
+		for _, d := range walk {
+			add(filepath.Join(d, ".opencode"))
+		}
+	}
+	home := env.home()
+	if h := env.getenv("OPENCODE_TEST_HOME"); h != "" {
+		home = h
+	}
+	if filepath.IsAbs(home) {
+		add(filepath.Join(filepath.Clean(home), ".opencode"))
+	}
+	configDir := env.absVar("OPENCODE_CONFIG_DIR")
+	add(configDir)
+	for _, d := range dirs {
+		if strings.HasSuffix(d, ".opencode") || d == configDir {
+			files(d, "opencode.json", "opencode.jsonc")
+		}
+	}
+	if env.getenv("OPENCODE_CONFIG_CONTENT") != "" {
+		out = append(out, ConfigSource{Inline: true})
+	}
+	if m := env.managedDirV1(); m != "" {
+		files(m, "opencode.json", "opencode.jsonc")
+	}
+	return out
+}
+
+// resolved is path with its symbolic links followed, as far as they
+// exist (OpenCode 2 compares config paths resolved).
+func resolved(path string) string {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+		return filepath.Join(r, filepath.Base(path))
+	}
+	return path
+}
+
+// sourcesV2 lists OpenCode 2.x's layers for dir (absolute, clean).
+func sourcesV2(dir string, env ConfigEnv) []ConfigSource {
+	var out []ConfigSource
+	file := func(p string) { out = append(out, ConfigSource{Path: p}) }
+	global := env.xdgConfigDir()
+	if env.getenv("OPENCODE_CONFIG_DIR") != "" {
+		global = env.absVar("OPENCODE_CONFIG_DIR")
+	}
+	isGlobal := map[string]bool{}
+	if global != "" {
+		for _, p := range []string{global, filepath.Join(global, "opencode.json"), filepath.Join(global, "opencode.jsonc")} {
+			isGlobal[resolved(p)] = true
+		}
+		file(filepath.Join(global, "opencode.json"))
+		file(filepath.Join(global, "opencode.jsonc"))
+	}
+	if f := env.absVar("OPENCODE_CONFIG"); f != "" {
+		file(f)
+	}
+	disable := env.getenv("OPENCODE_CONFIG_PROJECT_DISABLE")
+	if disable == "" {
+		disable = env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG")
+	}
+	if !truthy(disable) && (global == "" || resolved(dir) != resolved(global)) {
+		walk := up(dir, "")
+		for i := len(walk) - 1; i >= 0; i-- {
+			for _, n := range []string{"opencode.json", "opencode.jsonc"} {
+				if p := filepath.Join(walk[i], n); !isGlobal[resolved(p)] {
+					file(p)
+				}
+			}
+		}
+		for i := len(walk) - 1; i >= 0; i-- {
+			if d := filepath.Join(walk[i], ".opencode"); !isGlobal[resolved(d)] {
+				file(filepath.Join(d, "opencode.json"))
+				file(filepath.Join(d, "opencode.jsonc"))
+			}
+		}
+	}
+	if env.getenv("OPENCODE_CONFIG_CONTENT") != "" {
+		out = append(out, ConfigSource{Inline: true})
+	}
+	return out
+}
+
+// ReadMCPConfig reads the MCP servers OpenCode configures for directory
+// dir, from the layers ConfigSources lists, merged by env's line's rules.
+// Files that are missing, unreadable, not regular or not JSONC count as
+// empty. ErrConfigUnknown when env is not Local or dir is not absolute.
+func ReadMCPConfig(dir string, env ConfigEnv) (map[string]MCPEntry, error) {
+	return readMCPConfig(dir, env, nil)
+}
+
+// ReadOwnedMCPConfig is ReadMCPConfig reading only the files user uid
+// (or root) owns and others cannot write: for decisions that end
+// processes (doctor --reap), where another user's opencode.json (in /tmp,
+// say, which the walk up from a directory under /tmp reaches) must not
+// name what runs in that directory.
+func ReadOwnedMCPConfig(dir string, env ConfigEnv, uid int) (map[string]MCPEntry, error) {
+	return readMCPConfig(dir, env, ownedBy(uid))
+}
+
+// LocalMCPConfig is ReadMCPConfig for an OpenCode 2 that shares this
+// process's environment and files, ignoring ErrConfigUnknown (an empty
+// map then).
+func LocalMCPConfig(dir string) map[string]MCPEntry {
+	cfg, _ := ReadMCPConfig(dir, OwnConfigEnv(V2))
+	if cfg == nil {
+		cfg = map[string]MCPEntry{}
+	}
+	return cfg
+}
+
+// OwnedMCPConfig is ReadOwnedMCPConfig for an OpenCode of either line
+// that shares this process's environment and files, ignoring
+// ErrConfigUnknown (an empty map then).
+func OwnedMCPConfig(dir string, uid int) map[string]MCPEntry {
+	cfg, _ := ReadOwnedMCPConfig(dir, OwnConfigEnv(GenUnknown), uid)
+	if cfg == nil {
+		cfg = map[string]MCPEntry{}
+	}
+	return cfg
+}
+
+// ownedBy trusts files of user uid or root that others cannot write.
+func ownedBy(uid int) func(os.FileInfo) bool {
+	return func(fi os.FileInfo) bool {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		return ok && (int(st.Uid) == uid || st.Uid == 0) && fi.Mode().Perm()&0o022 == 0
+	}
+}
+
+func readMCPConfig(dir string, env ConfigEnv, trusted func(os.FileInfo) bool) (map[string]MCPEntry, error) {
+	if !env.Local {
+		return nil, fmt.Errorf("%w: OpenCode does not see this machine's files (another mount namespace, or one that cannot be compared)", ErrConfigUnknown)
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("%w: directory %q is not absolute", ErrConfigUnknown, dir)
+	}
+	dir = filepath.Clean(dir)
+	// One read per layer, even where both lines' rules are applied.
+	layers := map[ConfigSource]map[string]configServer{}
+	read := func(s ConfigSource) map[string]configServer {
+		if l, ok := layers[s]; ok {
+			return l
+		}
+		var b []byte
+		if s.Inline {
+			if c := env.getenv("OPENCODE_CONFIG_CONTENT"); len(c) <= maxConfigFile {
+				b = []byte(c)
+			}
+		} else {
+			b, _ = readConfigFile(s.Path, trusted)
+		}
+		var l map[string]configServer
+		if len(b) > 0 {
+			l, _ = parseConfigServers(b)
+		}
+		layers[s] = l
+		return l
+	}
+	v1 := func() map[string]MCPEntry {
+		out := map[string]MCPEntry{}
+		for _, s := range sourcesV1(dir, env) {
+			for name, srv := range read(s) {
+				out[name] = srv.mergeInto(out[name])
+			}
+		}
+		return out
+	}
+	v2 := func() map[string]MCPEntry {
+		out := map[string]MCPEntry{}
+		for _, s := range sourcesV2(dir, env) {
+			for name, srv := range read(s) {
+				if srv.Type == "local" || srv.Type == "remote" {
+					out[name] = srv.MCPEntry
+				}
+			}
+		}
+		return out
+	}
+	switch env.Generation {
+	case V1:
+		return v1(), nil
+	case V2:
+		return v2(), nil
+	}
+	out := v2()
+	for name, e := range v1() {
+		out[name] = e
+	}
+	return out, nil
 }
 
 // readConfigFile reads a regular file of at most 4 MiB. It is opened
@@ -118,6 +526,46 @@ func readConfigFile(name string, trusted func(os.FileInfo) bool) ([]byte, error)
 	return b, nil
 }
 
+// configServer is one server as one layer names it: the entry, and which
+// of its fields the layer sets (1.x merges only those into an earlier
+// entry of the name).
+type configServer struct {
+	MCPEntry
+	set configFields
+}
+
+// configFields are the MCPEntry fields a layer sets.
+type configFields uint8
+
+const (
+	setType configFields = 1 << iota
+	setURL
+	setCommand
+	setCwd
+	setEnabled
+)
+
+// mergeInto is 1.x's merge of the server into the entry an earlier layer
+// gave its name: each field the layer sets replaces the earlier one.
+func (s configServer) mergeInto(e MCPEntry) MCPEntry {
+	if s.set&setType != 0 {
+		e.Type = s.Type
+	}
+	if s.set&setURL != 0 {
+		e.URL = s.URL
+	}
+	if s.set&setCommand != 0 {
+		e.Command = s.Command
+	}
+	if s.set&setCwd != 0 {
+		e.Cwd = s.Cwd
+	}
+	if s.set&setEnabled != 0 {
+		e.Enabled = s.Enabled
+	}
+	return e
+}
+
 // ParseConfigFile decodes the MCP servers of one OpenCode config file:
 // JSON with comments and trailing commas (JSONC), in 2.x's shape
 // {"mcp":{"servers":{NAME:{…}}}} or 1.x's {"mcp":{NAME:{…}}}. Each server
@@ -125,6 +573,19 @@ func readConfigFile(name string, trusted func(os.FileInfo) bool) ([]byte, error)
 // enabled); headers and environment are never decoded. A file that is not
 // a JSONC object is an error; one without servers is an empty map.
 func ParseConfigFile(b []byte) (map[string]MCPEntry, error) {
+	servers, err := parseConfigServers(b)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]MCPEntry, len(servers))
+	for name, s := range servers {
+		out[name] = s.MCPEntry
+	}
+	return out, nil
+}
+
+// parseConfigServers is ParseConfigFile with the fields each server sets.
+func parseConfigServers(b []byte) (map[string]configServer, error) {
 	std, err := hujson.Standardize(b)
 	if err != nil {
 		return nil, fmt.Errorf("config is not JSONC: %w", err)
@@ -136,7 +597,7 @@ func ParseConfigFile(b []byte) (map[string]MCPEntry, error) {
 	if top == nil {
 		return nil, errors.New("config is null, not a JSON object")
 	}
-	out := map[string]MCPEntry{}
+	out := map[string]configServer{}
 	var mcp map[string]json.RawMessage
 	if json.Unmarshal(top["mcp"], &mcp) != nil {
 		return out, nil
@@ -154,7 +615,15 @@ func ParseConfigFile(b []byte) (map[string]MCPEntry, error) {
 		if len(raw) == 0 || raw[0] != '{' {
 			continue
 		}
-		out[name] = configEntryV2(raw)
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &keys)
+		s := configServer{MCPEntry: configEntryV2(raw)}
+		for key, bit := range map[string]configFields{"type": setType, "url": setURL, "command": setCommand, "cwd": setCwd, "enabled": setEnabled, "disabled": setEnabled} {
+			if _, ok := keys[key]; ok {
+				s.set |= bit
+			}
+		}
+		out[name] = s
 	}
 	return out, nil
 }

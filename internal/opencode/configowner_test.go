@@ -10,7 +10,10 @@ import (
 // ends processes, must be the user's and writable by nobody else: a file
 // of this user that the group or everyone may write is anybody's.
 func TestOwnedMCPConfigRefusesAFileOthersCanWrite(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("OPENCODE_TEST_MANAGED_CONFIG_DIR", t.TempDir())
+	t.Setenv("OPENCODE_CONFIG_CONTENT", "")
 	t.Setenv("OPENCODE_CONFIG_DIR", "")
 	t.Setenv("OPENCODE_CONFIG", "")
 	for _, c := range []struct {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // ErrStaleService: a service.json describes a server that is not the one
@@ -250,25 +251,80 @@ func DiscoverService(ctx context.Context, file string, o Options) (Service, erro
 	return s, nil
 }
 
-// ServiceFiles lists where OpenCode 2 services register beside file (a
-// service.json): file itself, then, in its directory, the other release
-// channels' service-<channel>.json, the most recently written first.
-func ServiceFiles(file string) []string {
-	out := []string{file}
-	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(file), "service-*.json"))
-	type cand struct {
-		path string
-		mod  int64
+// Registration is one OpenCode 2 service file in the state directory: a
+// service that started wrote it (and removes it at a clean exit).
+type Registration struct {
+	// Path of the file.
+	Path string
+	// ModTime is when it was last written: when its service started.
+	ModTime time.Time
+	// Size in bytes.
+	Size int64
+}
+
+// Same reports whether r and o are one file as it was: a service that
+// starts again rewrites its file (a new pid, port or password), so an
+// unchanged file registers the same, possibly stale, service.
+func (r Registration) Same(o Registration) bool {
+	return r.Path == o.Path && r.ModTime.Equal(o.ModTime) && r.Size == o.Size
+}
+
+// Registrations lists the OpenCode 2 service files in the directory of
+// file (a service.json), with one ReadDir and no other request: file
+// itself first, when it exists, then, with channels, the other release
+// channels' files, the most recently written first. OpenCode 2 names the
+// file by its release channel: service.json for latest, service-local.json
+// for a local build, service-<hash of the channel>.json for any other
+// (beta; the v2 preview's service-a1047eab….json). Its temporary files
+// (service….json.<id>.tmp) do not end in .json and are not listed. A
+// missing directory lists nothing.
+func Registrations(file string, channels bool) ([]Registration, error) {
+	dir, base := filepath.Dir(file), filepath.Base(file)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	var cands []cand
-	for _, m := range matches {
-		if fi, err := os.Stat(m); err == nil && fi.Mode().IsRegular() && m != file {
-			cands = append(cands, cand{m, fi.ModTime().UnixNano()})
+	if err != nil {
+		return nil, err
+	}
+	var first []Registration
+	var others []Registration
+	for _, de := range ents {
+		name := de.Name()
+		mine := name == base
+		if !mine && (!channels || !strings.HasPrefix(name, "service-") || !strings.HasSuffix(name, ".json")) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		fi, err := de.Info()
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			fi, err = os.Stat(p) // OpenCode reads through a symlink too
+		}
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		r := Registration{Path: p, ModTime: fi.ModTime(), Size: fi.Size()}
+		if mine {
+			first = append(first, r)
+		} else {
+			others = append(others, r)
 		}
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].mod > cands[j].mod })
-	for _, c := range cands {
-		out = append(out, c.path)
+	sort.SliceStable(others, func(i, j int) bool { return others[i].ModTime.After(others[j].ModTime) })
+	return append(first, others...), nil
+}
+
+// ServiceFiles lists where OpenCode 2 services register beside file (a
+// service.json): file itself (whether it exists or not), then, in its
+// directory, the other release channels' service-<channel>.json, the
+// most recently written first (Registrations).
+func ServiceFiles(file string) []string {
+	out := []string{file}
+	regs, _ := Registrations(file, true)
+	for _, r := range regs {
+		if r.Path != filepath.Clean(file) {
+			out = append(out, r.Path)
+		}
 	}
 	return out
 }

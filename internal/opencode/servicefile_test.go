@@ -202,3 +202,25 @@ func FuzzParseServiceFile(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRegistrations is one look for an OpenCode 2 service while none
+// is followed (the daemon's every few seconds): one ReadDir of a state
+// directory holding three service files and the rest of OpenCode's state.
+func BenchmarkRegistrations(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "opencode")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"service.json", "service-local.json", "service-a1047eab1035d58682a53557e0b2a75edbfd15fd.json", "kv.json", "prompt-history.jsonl", "locks"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"url":"http://127.0.0.1:1","pid":1}`), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "service.json")
+	b.ReportAllocs()
+	for b.Loop() {
+		if regs, err := opencode.Registrations(file, true); err != nil || len(regs) != 3 {
+			b.Fatal(regs, err)
+		}
+	}
+}

@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -89,6 +89,10 @@ func (r *retry) fail(now time.Time, after time.Duration) time.Duration {
 type processMemory struct {
 	sessions *sessionDirs
 	answered sync.Map // "METHOD path" → true
+	// config is how the process resolves its config files (its own
+	// environment and home; Local false when they are not this
+	// machine's), as the daemon's process view found it; nil until then.
+	config atomic.Pointer[ConfigEnv]
 }
 
 func newProcessMemory() *processMemory { return &processMemory{sessions: newSessionDirs(maxSessions)} }
@@ -98,6 +102,7 @@ func newProcessMemory() *processMemory { return &processMemory{sessions: newSess
 func (m *processMemory) forget() {
 	m.sessions.forget()
 	m.answered.Clear()
+	m.config.Store(nil)
 }
 
 // has reports whether route answered this process.
@@ -713,11 +718,23 @@ func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEnt
 	return cfg, nil
 }
 
-// configWithoutRoute is MCPConfig for a server without GET /api/config.
+// configWithoutRoute is MCPConfig for a server without GET /api/config:
+// the config files as this OpenCode process resolves them (its own
+// environment and home, told by the daemon's process view: SetConfigEnv);
+// until the view has found the process, those of this machine when the
+// server listens on loopback. A process in another mount namespace (a
+// container published on loopback) or on another machine has none
+// readable here: only what its status reads said is known.
 func (v *ClientV2) configWithoutRoute(dir string) map[string]MCPEntry {
-	cfg := map[string]MCPEntry{}
-	if v.local && filepath.IsAbs(dir) {
-		cfg = LocalMCPConfig(dir)
+	env := OwnConfigEnv(V2)
+	if e := v.mem.config.Load(); e != nil {
+		env = *e
+	} else if !v.local {
+		env = ConfigEnv{}
+	}
+	cfg, err := ReadMCPConfig(dir, env)
+	if err != nil {
+		cfg = map[string]MCPEntry{}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()

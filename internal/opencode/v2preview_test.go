@@ -188,26 +188,6 @@ func TestSessionMemoryIsBounded(t *testing.T) {
 	}
 }
 
-// The config files OpenCode reads, lowest priority first.
-func TestConfigFiles(t *testing.T) {
-	env := map[string]string{"XDG_CONFIG_HOME": "/x"}
-	getenv := func(k string) string { return env[k] }
-	got := opencode.ConfigFiles("/p", getenv, "/home/me")
-	want := []string{"/x/opencode/opencode.json", "/x/opencode/opencode.jsonc", "/p/opencode.json", "/p/opencode.jsonc", "/p/.opencode/opencode.json", "/p/.opencode/opencode.jsonc"}
-	if !slices.Equal(got, want) {
-		t.Errorf("files = %q", got)
-	}
-	env = map[string]string{"OPENCODE_CONFIG_DIR": "/c", "OPENCODE_CONFIG": "/etc/oc.json", "XDG_CONFIG_HOME": "/x"}
-	got = opencode.ConfigFiles("/p", getenv, "/home/me")
-	if !slices.Equal(got[:3], []string{"/c/opencode.json", "/c/opencode.jsonc", "/etc/oc.json"}) {
-		t.Errorf("files = %q", got)
-	}
-	env = map[string]string{}
-	if got = opencode.ConfigFiles("/p", getenv, "/home/me"); got[0] != "/home/me/.config/opencode/opencode.json" {
-		t.Errorf("files = %q", got)
-	}
-}
-
 // JSONC in both generations' shapes; a later layer replaces a server
 // whole; headers and environment are never read.
 func TestLocalMCPConfig(t *testing.T) {

@@ -202,3 +202,35 @@ func BenchmarkIdleScanRealProc(b *testing.B) {
 	_, _ = os.Stat("/procview-bench-end")
 	report(b, pt, reads0, cpu0)
 }
+
+// The matcher alone at the scale of BENCHMARKS.md: SetServers with 10,000
+// servers (the matcher is built), then serving() for each of 10,000
+// children, as the first scan does.
+func BenchmarkMatcher(b *testing.B) {
+	root := b.TempDir()
+	servers := syntheticMany(b, root, benchDirs, benchPerDir)
+	pt := openTable(b, root)
+	kids, err := pt.Children(100)
+	must(b, err)
+	procs := make([]Process, 0, len(kids))
+	for _, c := range kids {
+		p, err := pt.Read(c)
+		must(b, err)
+		procs = append(procs, p)
+	}
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			newMatcher(servers)
+		}
+	})
+	m := newMatcher(servers)
+	b.Run("serving", func(b *testing.B) {
+		for b.Loop() {
+			for _, p := range procs {
+				if len(m.serving(p)) != 1 {
+					b.Fatalf("%v serves nothing", p.Argv)
+				}
+			}
+		}
+	})
+}

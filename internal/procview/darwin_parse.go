@@ -96,7 +96,7 @@ func parseProcArgs2(buf []byte) (exe string, argv []string, err error) {
 		argv = append(argv, string(rest[:i]))
 		rest = rest[i+1:]
 	}
-	return exe, argv, nil
+	return exe, retitled(argv), nil
 }
 
 // struct proc_vnodepathinfo (sys/proc_info.h): the working directory's

@@ -65,8 +65,29 @@
 //     ["node", "/usr/bin/npx", "-y", "x"] by the time the kernel has read
 //     its #! line. Matching allows up to two interpreter words in front
 //     and compares the program by its last path element.
+//   - A launcher (npx, uvx, a shell, docker) changes what the child
+//     looks like, and may run the server below it: see Launchers.
 //   - npm's opencode package is a node script that runs the native
 //     binary as its child; the view follows that binary's children too.
+//
+// # Launchers
+//
+// Most local servers are started through a launcher, and OpenCode's
+// child is the launcher: launchers.go holds, in one table, what each
+// one looks like over its life (measured where it could run here). npx
+// and npm exec retitle themselves ("npm exec PKG ARGS": cmdline becomes
+// one word, which Table.Read returns as one word, and Display shows as
+// ps does, secrets masked); env, uvx, pipx run and bash exec into
+// another program under the same pid; a shell or uv may chdir. For each
+// configured command the matcher derives every such form once, when
+// servers are set; a process running a command as configured wins over
+// one a launcher may exec into. A child read while its argv is about to
+// change (an exec, npm's first title "npm") is read again on the next
+// scans. LauncherOf names a command's launcher and says whether it
+// exits with its server (not a shell running `node x; sleep 600`: then
+// watch the server itself); ServerProcess walks from the launcher down
+// to the process that runs the server, or says it runs in a container
+// (docker, podman), invisible here.
 //
 // # The view
 //

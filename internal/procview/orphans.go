@@ -249,14 +249,14 @@ func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
 	// child: the binary's children belong to the watched OpenCode too.
 	watched := slices.Clone(s.Watched)
 	for _, p := range all {
-		if slices.Contains(s.Watched, p.PPID) && p.Comm == "opencode" {
+		if slices.Contains(s.Watched, p.PPID) && openCodeName(p.Comm) {
 			watched = append(watched, p.PID)
 		}
 	}
 	s.Watched = watched
 	fullParent := map[int]Process{}
 	isOpenCode := func(pp Process) bool {
-		if pp.Comm == "opencode" {
+		if openCodeName(pp.Comm) {
 			return true
 		}
 		full, ok := fullParent[pp.PID]

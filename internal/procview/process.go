@@ -62,21 +62,35 @@ type Table interface {
 }
 
 // IsOpenCode reports whether p runs OpenCode: the native binary (argv[0]
-// or the kernel's name "opencode"), or the npm package's node or bun
+// or the kernel's name "opencode", or "opencode2", the name OpenCode 2's
+// install script and its build give it), or the npm package's node or bun
 // wrapper around it.
 func IsOpenCode(p Process) bool {
-	if p.Comm == "opencode" {
+	if openCodeName(p.Comm) {
 		return true
 	}
 	if len(p.Argv) == 0 {
 		return false
 	}
-	if filepath.Base(p.Argv[0]) == "opencode" {
+	if openCodeName(filepath.Base(p.Argv[0])) {
 		return true
 	}
 	switch filepath.Base(p.Argv[0]) {
 	case "node", "nodejs", "bun":
-		return len(p.Argv) > 1 && filepath.Base(p.Argv[1]) == "opencode"
+		return len(p.Argv) > 1 && openCodeName(filepath.Base(p.Argv[1]))
 	}
 	return false
+}
+
+func openCodeName(name string) bool { return name == "opencode" || name == "opencode2" }
+
+// MayBeOpenCode reports whether a process of this kernel name (Comm) may
+// run OpenCode, so that its argv is worth reading for IsOpenCode: the
+// native binary's names, or an interpreter of the npm package's wrapper.
+func MayBeOpenCode(comm string) bool {
+	switch comm {
+	case "node", "nodejs", "bun":
+		return true
+	}
+	return openCodeName(comm)
 }

@@ -172,12 +172,33 @@ func (t *procTable) Read(pid int) (Process, error) {
 }
 
 // parseCmdline splits /proc/PID/cmdline (NUL-terminated words); nil for
-// a zombie's or a kernel thread's empty one.
+// a zombie's or a kernel thread's empty one. A process that set its
+// title (npm: "npm exec pkg a") overwrote its argv's memory with one
+// word and NULs: that reads as the one word (see retitled).
 func parseCmdline(b []byte) []string {
 	if len(b) == 0 {
 		return nil
 	}
-	return strings.Split(string(bytes.TrimSuffix(b, []byte{0})), "\x00")
+	return retitled(strings.Split(string(bytes.TrimSuffix(b, []byte{0})), "\x00"))
+}
+
+// retitled reads argv that a process title overwrote: node (libuv)
+// copies the title over argv[0] and zeroes the rest of the arguments'
+// memory, so Linux's cmdline (and macOS's kern.procargs2) reads as the
+// title followed by empty words. One word followed by nothing but empty
+// words is such a title. A real command whose arguments are all empty
+// (prog with two empty arguments) reads the same way and loses them: no
+// process tells the two apart.
+func retitled(argv []string) []string {
+	if len(argv) < 2 || argv[0] == "" {
+		return argv
+	}
+	for _, a := range argv[1:] {
+		if a != "" {
+			return argv
+		}
+	}
+	return argv[:1]
 }
 
 // parseUID reads the real uid from /proc/PID/status ("Uid:\tR\tE\tS\tF").

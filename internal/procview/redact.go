@@ -38,10 +38,18 @@ var (
 // header values (after -H/--header, or any "Authorization: ..."), the
 // values of flags and NAME=value words whose name says token, secret,
 // password, key, auth or cookie, passwords in URLs, "Bearer ..." and
-// tokens known by their shape. It errs on the side of masking.
+// tokens known by their shape. It errs on the side of masking. A
+// process title (one word holding spaces: npm's "npm exec pkg --token
+// x") is masked word by word, as the command line it stands for, and
+// then as a whole: a header in it masks everything after it.
 func Redact(argv []string) []string {
 	if argv == nil {
 		return nil
+	}
+	if isTitle(argv) {
+		// Word by word for the flags, then whole: the title lost the
+		// quotes, so a value may span words ("-H Authorization: Bearer x").
+		return []string{redactWord(strings.Join(Redact(strings.Split(argv[0], " ")), " "))}
 	}
 	out := make([]string, len(argv))
 	for i := 0; i < len(argv); i++ {
@@ -70,6 +78,10 @@ func Redact(argv []string) []string {
 	return out
 }
 
+// isTitle: argv is one word holding a space, what a process that set
+// its title shows.
+func isTitle(argv []string) bool { return len(argv) == 1 && strings.Contains(argv[0], " ") }
+
 func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
 
 // maskHeader keeps a header's name and masks its value.
@@ -97,12 +109,23 @@ const maxDisplay = 400
 // Display is argv redacted and quoted as one line for logs, status and
 // doctor: words with spaces or quotes are single-quoted, words with
 // control or other unprintable characters are shown escaped, never
-// raw, and a line over 400 characters is cut.
+// raw, and a line over 400 characters is cut. A process title (one word
+// holding spaces, as npm sets it) is shown as ps shows it, its
+// space-separated parts each quoted as a word; a program path with a
+// space and no arguments is shown the same way.
 func Display(argv []string) string {
 	var b strings.Builder
-	for i, a := range Redact(argv) {
+	words := Redact(argv)
+	title := isTitle(argv)
+	if title {
+		words = strings.Split(words[0], " ")
+	}
+	for i, a := range words {
 		if i > 0 {
 			b.WriteByte(' ')
+		}
+		if a == "" && title {
+			continue // a double space of the title
 		}
 		b.WriteString(quote(a))
 	}

@@ -99,3 +99,34 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		t.Fatalf("a logged child shows no masked command: %s", logs.String())
 	}
 }
+
+// A retitled cmdline (one word, then NULs) reads as the word, on Linux
+// and macOS; it is shown as ps shows it, secrets masked as in the
+// command line it stands for.
+func TestRetitledCommandLine(t *testing.T) {
+	if got := parseCmdline([]byte("npm exec ./pkg a --flag x\x00\x00\x00\x00\x00")); !slices.Equal(got, []string{"npm exec ./pkg a --flag x"}) {
+		t.Fatalf("retitled cmdline read as %q", got)
+	}
+	if got := parseCmdline([]byte("srv\x00\x00")); !slices.Equal(got, []string{"srv"}) {
+		t.Fatalf("one word and an empty one read as %q", got)
+	}
+	if got := parseCmdline([]byte("srv\x00\x00a\x00")); !slices.Equal(got, []string{"srv", "", "a"}) {
+		t.Fatalf("an empty argument in the middle read as %q", got)
+	}
+	_, argv, err := parseProcArgs2(buildProcArgs2("/usr/local/bin/node", []string{"npm exec pkg", "", "", ""}, []string{"HOME=/Users/ana"}))
+	if err != nil || !slices.Equal(argv, []string{"npm exec pkg"}) {
+		t.Fatalf("macOS retitled argv %q %v", argv, err)
+	}
+	for _, c := range []struct{ title, shown string }{
+		{"npm exec ./pkg sp ace z", "npm exec ./pkg sp ace z"},
+		{"npm exec pkg --api-key sk-abcdefghijklmnopqrstuvwxyz", "npm exec pkg --api-key ***"},
+		{"npm exec pkg --password hunter2 --x", "npm exec pkg --password *** --x"},
+		{"npm exec pkg -H Authorization: Bearer abcdefgh --port 1", "npm exec pkg -H Authorization: ***"},
+		{`npm exec pkg --config {"apiKey": "a b c"}`, `npm exec pkg --config '{"apiKey":' '"***"}'`},
+		{"npm exec pkg it's  \x1b[31m", `npm exec pkg 'it'\''s'  "\x1b[31m"`},
+	} {
+		if got := Display([]string{c.title}); got != c.shown {
+			t.Errorf("Display(%q) = %q, want %q", c.title, got, c.shown)
+		}
+	}
+}

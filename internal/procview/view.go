@@ -277,6 +277,27 @@ type known struct {
 	// binary under the npm package's node wrapper): its children are
 	// OpenCode's too.
 	parent bool
+	// unsettled counts the scans left to read it again: its argv was
+	// about to change when it was read (an exec in progress, npm's first
+	// title "npm"), so it could not be matched yet.
+	unsettled uint8
+}
+
+// maxRereads bounds how many scans read an unsettled child again.
+const maxRereads = 3
+
+// reread reads an unsettled child again; true when its argv changed.
+func (v *View) reread(k *known) bool {
+	k.unsettled--
+	p, err := v.table.Read(k.p.PID)
+	if err != nil || !p.Same(k.p) || p.Zombie || slices.Equal(p.Argv, k.p.Argv) {
+		return false
+	}
+	if settled(p) {
+		k.unsettled = 0
+	}
+	k.p, k.child, k.keys = p, childOf(p), nil
+	return true
 }
 
 // NewView starts a view of the OpenCode process pid. ErrGone when it does
@@ -358,6 +379,9 @@ func (v *View) Scan() (Snapshot, error) {
 					k.seen = v.scans
 					hits++
 				}
+				if k.unsettled > 0 && v.reread(k) {
+					added = true
+				}
 				continue
 			}
 			if _, ok := v.dead[c]; ok {
@@ -371,6 +395,9 @@ func (v *View) Scan() (Snapshot, error) {
 				continue
 			}
 			k := &known{p: p, child: childOf(p), seen: v.scans}
+			if !settled(p) {
+				k.unsettled = maxRereads
+			}
 			// The npm package's node wrapper runs the native binary as
 			// its child; that one starts the MCP servers. Wrappers may
 			// nest (a script of the user's around npm's, npx): every

@@ -104,8 +104,9 @@ func TestExecStartKeepsDollarsLiteral(t *testing.T) {
 			t.Errorf("%+v: %v\n%s", spec, err, f.Content)
 			continue
 		}
-		if !slices.Equal(got, spec.Args()) {
-			t.Errorf("systemd would run %q, want %q\n%s", got, spec.Args(), f.Content)
+		want := append(spec.Args(), "--"+EnvFileFlag, m.p.(systemd).envFile())
+		if !slices.Equal(got, want) {
+			t.Errorf("systemd would run %q, want %q\n%s", got, want, f.Content)
 		}
 	}
 }

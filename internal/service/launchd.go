@@ -49,7 +49,8 @@ func (l launchd) target() string { return l.domain() + "/" + Label }
 
 // render writes the plist. KeepAlive with SuccessfulExit false restarts
 // the daemon when it exits non-zero or is killed, not when it stops
-// cleanly; ThrottleInterval spaces the restarts.
+// cleanly (nor when it is refused as a duplicate: DuplicateExitEnv);
+// ThrottleInterval spaces the restarts.
 func (l launchd) render(spec Spec) (File, error) {
 	if err := plainText(l.path(), l.logFile()); err != nil {
 		return File{}, err
@@ -74,15 +75,17 @@ func (l launchd) render(spec Spec) (File, error) {
 		str("\t\t", a)
 	}
 	b.WriteString("\t</array>\n")
-	if env := l.env.pinnedEnv(); len(env) > 0 {
-		key("EnvironmentVariables")
-		b.WriteString("\t<dict>\n")
-		for _, kv := range env {
-			fmt.Fprintf(&b, "\t\t<key>%s</key>\n", xmlText(kv[0]))
-			str("\t\t", kv[1])
-		}
-		b.WriteString("\t</dict>\n")
+	// A daemon refused because another one watches the same OpenCode
+	// server exits 0 here: KeepAlive restarts every other status, and it
+	// would be refused again every ThrottleInterval for ever.
+	env := append(l.env.pinnedEnv(), [2]string{DuplicateExitEnv, "0"})
+	key("EnvironmentVariables")
+	b.WriteString("\t<dict>\n")
+	for _, kv := range env {
+		fmt.Fprintf(&b, "\t\t<key>%s</key>\n", xmlText(kv[0]))
+		str("\t\t", kv[1])
 	}
+	b.WriteString("\t</dict>\n")
 	key("RunAtLoad")
 	b.WriteString("\t<true/>\n")
 	key("KeepAlive")

@@ -187,8 +187,9 @@ func renderPlist(t testing.TB, env Env, spec Spec) map[string]any {
 // TestPlistParsesBackAsTheAgent parses the rendered plist as a property
 // list and checks every key launchd reads: the label, the exact argument
 // vector (odd characters intact), start at load, restart only after a
-// failure, the restart delay, logs under ~/Library/Logs/mcp-reconnect and
-// the pinned XDG directories, and nothing else.
+// failure, the restart delay, logs under ~/Library/Logs/mcp-reconnect,
+// the pinned XDG directories and the exit status 0 of a daemon refused as
+// a duplicate (which KeepAlive then does not restart), and nothing else.
 func TestPlistParsesBackAsTheAgent(t *testing.T) {
 	vars := map[string]string{"XDG_STATE_HOME": "/Users/me/state <&> dir", "OPENCODE_SERVER_PASSWORD": "hunter2"}
 	env, _ := testEnv(t, "darwin", vars)
@@ -199,7 +200,7 @@ func TestPlistParsesBackAsTheAgent(t *testing.T) {
 	want := map[string]any{
 		"Label":                Label,
 		"ProgramArguments":     []any{bin, "watch", "--config", config},
-		"EnvironmentVariables": map[string]any{"XDG_STATE_HOME": "/Users/me/state <&> dir"},
+		"EnvironmentVariables": map[string]any{"XDG_STATE_HOME": "/Users/me/state <&> dir", DuplicateExitEnv: "0"},
 		"RunAtLoad":            true,
 		"KeepAlive":            map[string]any{"SuccessfulExit": false},
 		"ThrottleInterval":     int64(RestartSec),
@@ -209,10 +210,11 @@ func TestPlistParsesBackAsTheAgent(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("plist\n got %#v\nwant %#v", got, want)
 	}
-	// Without --config and pinned variables, neither appears.
+	// Without --config and pinned variables, neither appears; the exit
+	// status of a refused duplicate always does.
 	env2, _ := testEnv(t, "darwin", nil)
 	got = renderPlist(t, env2, Spec{Binary: "/usr/local/bin/mcp-reconnect"})
-	if _, ok := got["EnvironmentVariables"]; ok || !reflect.DeepEqual(got["ProgramArguments"], []any{"/usr/local/bin/mcp-reconnect", "watch"}) {
+	if !reflect.DeepEqual(got["EnvironmentVariables"], map[string]any{DuplicateExitEnv: "0"}) || !reflect.DeepEqual(got["ProgramArguments"], []any{"/usr/local/bin/mcp-reconnect", "watch"}) {
 		t.Fatalf("plain plist %#v", got)
 	}
 }

@@ -41,7 +41,17 @@ type Env struct {
 	UID int
 	// Runner runs systemctl or launchctl.
 	Runner Runner
+	// SystemUnitDirs are the directories where systemd finds user units
+	// installed for every user (PackageUnitDir, where the .deb and .rpm
+	// put theirs, among them), in systemd's order; nil means
+	// DefaultSystemUnitDirs. Tests supply their own.
+	SystemUnitDirs []string
 }
+
+// DefaultSystemUnitDirs are systemd's directories of user units for every
+// user, the administrator's first (systemd.unit(5), "User Unit Search
+// Path"), beneath each user's own ~/.config/systemd/user.
+var DefaultSystemUnitDirs = []string{"/etc/systemd/user", "/usr/local/lib/systemd/user", PackageUnitDir}
 
 // FromOS is the Env of this process.
 func FromOS(goos string) (Env, error) {
@@ -216,6 +226,16 @@ func (m *Manager) SecretsHint() string { return m.p.secretsHint() }
 func (m *Manager) ManifestPath() string {
 	state := m.env.xdg("XDG_STATE_HOME", filepath.Join(m.env.Home, ".local", "state"))
 	return filepath.Join(state, "mcp-reconnect", "service-install.json")
+}
+
+// SystemUnit is the unit of the service's name installed for every user
+// (by the .deb or .rpm), "" when none or on platforms without one. The
+// unit install writes takes its place for this user.
+func (m *Manager) SystemUnit() string {
+	if s, ok := m.p.(systemd); ok {
+		return s.systemUnit()
+	}
+	return ""
 }
 
 // EnvFile is the optional environment file the systemd unit reads
@@ -617,8 +637,13 @@ type Report struct {
 	// Platform is "systemd" or "launchd"; Path the unit or plist.
 	Platform string `json:"platform"`
 	Path     string `json:"path"`
-	// Installed is true when the service file exists.
+	// Installed is true when the service file (Path) exists.
 	Installed bool `json:"installed"`
+	// SystemUnit is a unit of the service's name installed for every user
+	// (by the .deb or .rpm, in PackageUnitDir), "" when none: systemd runs
+	// it for a user who has no unit of that name at Path, which takes its
+	// place.
+	SystemUnit string `json:"system_unit,omitempty"`
 	// Manifest is what install recorded, nil when none.
 	Manifest *Manifest `json:"manifest,omitempty"`
 	// Current is true when the file is exactly what install would write
@@ -675,6 +700,7 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 			r.Differs = "its settings are not what install would write now (the environment changed, or another version wrote it)"
 		}
 	}
+	r.SystemUnit = m.SystemUnit()
 	if ef := m.EnvFile(); ef != "" {
 		r.EnvFile, r.EnvFileState = ef, envFileState(ef)
 	}
@@ -698,29 +724,33 @@ func hashIs(b []byte, mf *Manifest, path string) bool {
 	return false
 }
 
-// CheckEnvFile refuses an environment file that other users can read or
-// change: the unit hands what it holds (a password) to the service.
-func (m *Manager) CheckEnvFile() error {
+// CheckEnvFile checks the environment file the systemd unit hands the
+// daemon (CheckEnvFileAt): an error refuses it, a warning is for the
+// user. Platforms without one: "", nil.
+func (m *Manager) CheckEnvFile() (warning string, err error) {
 	ef := m.EnvFile()
 	if ef == "" {
-		return nil
+		return "", nil
 	}
-	if st := envFileState(ef); st != "absent" && st != "private" {
-		return fmt.Errorf("service: environment file %s: %s", ef, st)
+	warning, err = CheckEnvFileAt(ef)
+	if err != nil {
+		return "", fmt.Errorf("service: %w", err)
 	}
-	return nil
+	return warning, nil
 }
 
+// envFileState is the environment file as status shows it: "absent",
+// "private", or what is wrong with it.
 func envFileState(p string) string {
-	fi, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return "absent"
 	}
-	if err != nil {
-		return err.Error()
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Sprintf("other users can access it (mode %04o); run: chmod 600 %s", perm, p)
+	warning, err := CheckEnvFileAt(p)
+	switch {
+	case err != nil:
+		return "refused by the service: " + err.Error()
+	case warning != "":
+		return warning
 	}
 	return "private"
 }

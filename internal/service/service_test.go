@@ -48,7 +48,10 @@ func testEnv(t *testing.T, goos string, vars map[string]string) (Env, *fakeRunne
 		t.Fatal(err)
 	}
 	r := &fakeRunner{}
-	return Env{GOOS: goos, Home: home, UID: 501, Runner: r, Getenv: func(k string) string { return vars[k] }}, r
+	// No unit for every user unless a test puts one there: the machine's
+	// own /usr/lib/systemd/user stays out of it.
+	system := []string{filepath.Join(filepath.Dir(home), "etc-systemd-user"), filepath.Join(filepath.Dir(home), "usr-lib-systemd-user")}
+	return Env{GOOS: goos, Home: home, UID: 501, Runner: r, Getenv: func(k string) string { return vars[k] }, SystemUnitDirs: system}, r
 }
 
 // tree lists every path under root with its mode, for before/after
@@ -433,26 +436,92 @@ func TestStatusComparesWithWhatInstallWouldWrite(t *testing.T) {
 	}
 }
 
-func TestEnvFileMustBePrivate(t *testing.T) {
+// The unit's environment file is checked as the config file is: another
+// user's is refused, and one that others can change; one that others can
+// read is refused when it holds a password, and a warning otherwise; a
+// private one, or none, is fine. Install says so before it writes
+// anything; status shows the same.
+func TestEnvFileChecks(t *testing.T) {
 	env, _ := testEnv(t, "linux", nil)
 	m := mustNew(t, env)
-	if err := m.CheckEnvFile(); err != nil {
-		t.Fatalf("absent env file: %v", err)
+	ef := m.EnvFile()
+	if w, err := m.CheckEnvFile(); err != nil || w != "" {
+		t.Fatalf("absent env file: %q, %v", w, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(m.EnvFile()), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(ef), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(m.EnvFile(), []byte("OPENCODE_SERVER_PASSWORD=x\n"), 0o644); err != nil {
+	write := func(body string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(ef, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(ef, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const pw = "# the service's\nOPENCODE_SERVER_PASSWORD=hunter2-secret\n"
+	for _, tc := range []struct {
+		body      string
+		mode      os.FileMode
+		refused   string // in the error; "" for none
+		warned    string // in the warning; "" for none
+		statusSay string
+	}{
+		{pw, 0o600, "", "", "private"},
+		{pw, 0o640, "holds a password (OPENCODE_SERVER_PASSWORD)", "", "refused"},
+		{pw, 0o644, "holds a password (OPENCODE_SERVER_PASSWORD)", "", "refused"},
+		{"MCP_RECONNECT_LOG_LEVEL=debug\nMCP_RECONNECT_PASSWORD_FILE=/run/pw\n", 0o644, "", "holds no password", "holds no password"},
+		{"MCP_RECONNECT_LOG_LEVEL=debug\n", 0o620, "other users can change it", "", "refused"},
+		{"MCP_RECONNECT_LOG_LEVEL=debug\n", 0o602, "other users can change it", "", "refused"},
+		{"; nothing\n#OPENCODE_SERVER_PASSWORD=old\nOPENCODE_SERVER_PASSWORD=\n", 0o644, "", "holds no password", "holds no password"},
+	} {
+		write(tc.body, tc.mode)
+		w, err := m.CheckEnvFile()
+		switch {
+		case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "chmod 600 "+ef)):
+			t.Errorf("%04o %q: %v, want refused: %s", tc.mode, tc.body, err, tc.refused)
+		case tc.refused == "" && err != nil:
+			t.Errorf("%04o %q: refused: %v", tc.mode, tc.body, err)
+		case tc.warned != "" && !strings.Contains(w, tc.warned):
+			t.Errorf("%04o %q: warning %q, want %q", tc.mode, tc.body, w, tc.warned)
+		case tc.warned == "" && w != "":
+			t.Errorf("%04o %q: warning %q, want none", tc.mode, tc.body, w)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") || strings.Contains(w, "hunter2") {
+			t.Errorf("the check quotes the password: %v %q", err, w)
+		}
+		if st := envFileState(ef); !strings.Contains(st, tc.statusSay) {
+			t.Errorf("%04o %q: status says %q, want %q", tc.mode, tc.body, st, tc.statusSay)
+		}
+	}
+
+	// Another user's file, whatever its mode (as root, which can give it
+	// away; elsewhere this part cannot run).
+	write(pw, 0o600)
+	if err := os.Chown(ef, 4242, 4242); err != nil {
+		t.Skipf("cannot give the file to another user here: %v", err)
+	}
+	if _, err := m.CheckEnvFile(); err == nil || !strings.Contains(err.Error(), "belongs to another user") {
+		t.Errorf("another user's env file: %v", err)
+	}
+	if st := envFileState(ef); !strings.Contains(st, "belongs to another user") {
+		t.Errorf("status of another user's env file: %q", st)
+	}
+}
+
+// The unit tells the daemon which environment file it was started with,
+// as a flag (an Environment= variable would be overridden by the file).
+func TestUnitNamesItsEnvironmentFile(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	m := mustNew(t, env)
+	f, err := m.p.render(Spec{Binary: "/usr/bin/mcp-reconnect"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.CheckEnvFile(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
-		t.Fatalf("0644 env file: %v", err)
-	}
-	if err := os.Chmod(m.EnvFile(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.CheckEnvFile(); err != nil {
-		t.Fatalf("0600 env file: %v", err)
+	want := `ExecStart="/usr/bin/mcp-reconnect" "watch" "--` + EnvFileFlag + `" "` + m.EnvFile() + `"` + "\n"
+	if !strings.Contains(string(f.Content), want) {
+		t.Fatalf("unit lacks %q:\n%s", want, f.Content)
 	}
 }
 

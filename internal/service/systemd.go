@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +19,23 @@ const UnitName = "mcp-reconnect.service"
 // enough not to spin on a persistent error, short enough that MCP servers
 // are watched again before anyone notices.
 const RestartSec = 5
+
+// ExitDuplicate is the exit status of `watch` refused because a running
+// daemon of this user already watches the same OpenCode server (78,
+// EX_CONFIG in sysexits(3): the setup, not this process, must change).
+// Restarting it cannot help: the other daemon is still there 5 s later,
+// and systemd would start, refuse and restart the daemon every RestartSec
+// for ever. The unit lists it in RestartPreventExitStatus=, so a
+// refused daemon stays stopped (failed, with its reason in the journal);
+// the launchd agent, which has no such list, asks for exit 0 instead
+// (DuplicateExitEnv).
+const ExitDuplicate = 78
+
+// DuplicateExitEnv names the variable that sets the exit status of a
+// `watch` refused as a duplicate (default ExitDuplicate). The launchd
+// agent sets it to 0: KeepAlive {SuccessfulExit: false} restarts a job
+// after any other status, and launchd has no per-status exception.
+const DuplicateExitEnv = "MCP_RECONNECT_DUPLICATE_EXIT"
 
 // WatchdogSec is the unit's watchdog: the daemon pings every half of it
 // while its engines turn (internal/daemon), and systemd kills a daemon
@@ -38,6 +56,23 @@ func (s systemd) path() string {
 }
 
 func (s systemd) describe() string { return "systemd user unit " + s.path() }
+
+// systemUnit is the unit of the service's name that systemd finds for
+// every user (the package's), "" when there is none: the first in
+// SystemUnitDirs, as systemd searches them.
+func (s systemd) systemUnit() string {
+	dirs := s.env.SystemUnitDirs
+	if dirs == nil {
+		dirs = DefaultSystemUnitDirs
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, UnitName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
 
 // envFile is read by the unit when it exists ("-" prefix): the place for
 // OPENCODE_SERVER_PASSWORD, chmod 600. Install never creates it.
@@ -67,14 +102,51 @@ func (s systemd) render(spec Spec) (File, error) {
 			return File{}, fmt.Errorf("$%s: %w", kv[0], err)
 		}
 	}
+	header := fmt.Sprintf("# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
+	b, err := unitText(spec, header, s.envFile(), systemdEscapePath(s.envFile()), systemdQuote(s.envFile(), true), s.env.pinnedEnv())
+	if err != nil {
+		return File{}, err
+	}
+	return File{Path: s.path(), Mode: 0o644, Content: b}, nil
+}
+
+// PackageUnitDir is where the .deb and .rpm put the systemd user unit, for
+// every user: `systemctl --user enable --now mcp-reconnect` starts it.
+const PackageUnitDir = "/usr/lib/systemd/user"
+
+// PackageUnit is the unit the Linux packages ship in PackageUnitDir for
+// binary (/usr/bin/mcp-reconnect there): the one install writes, minus
+// what belongs to one user. It pins no XDG variable, and its environment
+// file is %E/mcp-reconnect/env, which systemd resolves per user to
+// $XDG_CONFIG_HOME/mcp-reconnect/env (~/.config by default): the file
+// install's unit names in that user's home. It carries no Marker: install
+// did not write it, and uninstall never removes it.
+func PackageUnit(binary string) ([]byte, error) {
+	spec := Spec{Binary: binary}
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	header := "# The mcp-reconnect package's unit, for every user: systemctl --user enable --now mcp-reconnect\n" +
+		"# `mcp-reconnect service install` writes one of the same name in ~/.config/systemd/user,\n" +
+		"# which takes this one's place for that user (and `service uninstall` gives it back).\n"
+	return unitText(spec, header, "~/.config/mcp-reconnect/env", "%E/mcp-reconnect/env", `"%E/mcp-reconnect/env"`, nil)
+}
+
+// unitText is the unit of both: what install writes for one user (header
+// with the Marker, that user's environment file, the XDG variables pinned)
+// and what the packages ship for all (PackageUnit). envFileShown names the
+// environment file for people, envFile is its EnvironmentFile= value and
+// envFileArg the same file as an ExecStart= argument: the daemon checks
+// the file it was given as it checks its config file (CheckEnvFileAt).
+func unitText(spec Spec, header, envFileShown, envFile, envFileArg string, env [][2]string) ([]byte, error) {
 	if strings.ContainsAny(spec.Binary, `"'\`) {
 		// systemd refuses such an executable ("contains special
 		// characters") and would never start the unit.
-		return File{}, fmt.Errorf("service: systemd does not run an executable whose path holds a quote or backslash (%s); move the binary to a plain path", spec.Binary)
+		return nil, fmt.Errorf("service: systemd does not run an executable whose path holds a quote or backslash (%s); move the binary to a plain path", spec.Binary)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
-	fmt.Fprintf(&b, "# No secrets here: a password goes in the config file (chmod 600) or in\n# %s (OPENCODE_SERVER_PASSWORD=…, chmod 600).\n", s.envFile())
+	b.WriteString(header)
+	fmt.Fprintf(&b, "# No secrets here: a password goes in the config file (chmod 600) or in\n# %s (OPENCODE_SERVER_PASSWORD=…, chmod 600).\n", envFileShown)
 	b.WriteString("[Unit]\n")
 	b.WriteString("Description=mcp-reconnect: keep the MCP servers of OpenCode connected\n")
 	b.WriteString("\n[Service]\n")
@@ -84,25 +156,29 @@ func (s systemd) render(spec Spec) (File, error) {
 	b.WriteString("Type=notify\n")
 	b.WriteString("NotifyAccess=main\n")
 	fmt.Fprintf(&b, "WatchdogSec=%d\n", WatchdogSec)
-	args := make([]string, 0, 4)
+	args := make([]string, 0, 6)
 	for i, a := range spec.Args() {
 		// systemd expands $VAR in the arguments, not in the command
 		// itself (where "$$" would stay two dollars).
 		args = append(args, systemdQuote(a, i > 0))
 	}
+	args = append(args, systemdQuote("--"+EnvFileFlag, true), envFileArg)
 	fmt.Fprintf(&b, "ExecStart=%s\n", strings.Join(args, " "))
-	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", systemdEscapePath(s.envFile()))
-	for _, kv := range s.env.pinnedEnv() {
+	fmt.Fprintf(&b, "EnvironmentFile=-%s\n", envFile)
+	for _, kv := range env {
 		fmt.Fprintf(&b, "Environment=%s\n", systemdQuote(kv[0]+"="+kv[1], false))
 	}
 	// on-failure: a crash, a kill or a non-zero exit restarts it; a clean
 	// exit (SIGTERM from `systemctl --user stop`) does not.
 	b.WriteString("Restart=on-failure\n")
 	fmt.Fprintf(&b, "RestartSec=%d\n", RestartSec)
+	// Except a daemon refused because another one watches the same
+	// OpenCode server: it would be refused again at every restart.
+	fmt.Fprintf(&b, "RestartPreventExitStatus=%d\n", ExitDuplicate)
 	// Logs go to stderr, which systemd sends to the journal.
 	b.WriteString("\n[Install]\n")
 	b.WriteString("WantedBy=default.target\n")
-	return File{Path: s.path(), Mode: 0o644, Content: []byte(b.String())}, nil
+	return []byte(b.String()), nil
 }
 
 // systemdQuote quotes one word for a unit file: inside double quotes,

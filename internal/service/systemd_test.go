@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 	if out, err := verifyUnit(t, unit.Content); err != nil || out != "" {
 		t.Fatalf("systemd-analyze verify: %v\n%s\n--- unit:\n%s", err, out, unit.Content)
 	}
-	for _, want := range []string{"Restart=on-failure\n", "RestartSec=5\n", "WantedBy=default.target\n", "EnvironmentFile=-" + strings.ReplaceAll(filepath.Join(odd, "config", "mcp-reconnect", "env"), "%", "%%") + "\n"} {
+	for _, want := range []string{"Restart=on-failure\n", "RestartSec=5\n", "RestartPreventExitStatus=78\n", "WantedBy=default.target\n", "EnvironmentFile=-" + strings.ReplaceAll(filepath.Join(odd, "config", "mcp-reconnect", "env"), "%", "%%") + "\n"} {
 		if !bytes.Contains(unit.Content, []byte(want)) {
 			t.Errorf("unit lacks %q:\n%s", want, unit.Content)
 		}
@@ -163,4 +164,35 @@ func FuzzUnitLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A daemon refused as a duplicate exits ExitDuplicate, which the unit
+// lists in RestartPreventExitStatus=: systemd leaves it stopped instead
+// of starting it (to be refused again) every RestartSec for ever. verify
+// accepts the directive (TestUnitPassesSystemdAnalyzeVerify); here, one
+// line of it, naming exactly that status, under [Service].
+func TestUnitDoesNotRestartARefusedDuplicate(t *testing.T) {
+	env, _ := testEnv(t, "linux", nil)
+	f, err := mustNew(t, env).p.render(Spec{Binary: "/bin/sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, found := "", 0
+	for _, line := range strings.Split(string(f.Content), "\n") {
+		if strings.HasPrefix(line, "[") {
+			section = line
+		}
+		if v, ok := strings.CutPrefix(line, "RestartPreventExitStatus="); ok {
+			found++
+			if section != "[Service]" || v != strconv.Itoa(ExitDuplicate) {
+				t.Errorf("%q in %s, want RestartPreventExitStatus=%d in [Service]", line, section, ExitDuplicate)
+			}
+		}
+	}
+	if found != 1 {
+		t.Fatalf("%d RestartPreventExitStatus= lines, want 1:\n%s", found, f.Content)
+	}
+	if ExitDuplicate == 0 || ExitDuplicate == 1 {
+		t.Fatalf("ExitDuplicate %d is not a status of its own", ExitDuplicate)
+	}
 }

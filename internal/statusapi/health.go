@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
@@ -13,7 +14,9 @@ import (
 // whether the daemon works at all (it serves, and no engine is stuck: a
 // restart would help), GET /readyz whether it does its job right now
 // (every OpenCode server it watches was found and its event stream is
-// connected: a restart would not help, OpenCode is down). They obey the
+// connected: a restart would not help, OpenCode is down); /metrics shows
+// readyz per server too (mcp_reconnect_ready, mcp_reconnect_ready_reason),
+// for a supervisor that must not gate anything on it. They obey the
 // same Host rules as every route (run with --status-public where the
 // kubelet asks by the pod's address) and show no secret.
 
@@ -82,14 +85,27 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	h := Health{OK: len(s.Sources) > 0, Servers: []ServerHealth{}}
 	for _, src := range s.Sources {
-		sh := readiness(src)
+		sh, _ := readiness(src)
 		h.OK = h.OK && sh.OK
 		h.Servers = append(h.Servers, sh)
 	}
 	writeHealth(w, h)
 }
 
-func readiness(src Source) ServerHealth {
+// readinessMetrics is what readyz would answer, for the gauges
+// mcp_reconnect_ready and mcp_reconnect_ready_reason on /metrics.
+func (s *Server) readinessMetrics() []metrics.Readiness {
+	out := make([]metrics.Readiness, 0, len(s.Sources))
+	for _, src := range s.Sources {
+		sh, reason := readiness(src)
+		out = append(out, metrics.Readiness{URL: sh.URL, Ready: sh.OK, Reason: reason})
+	}
+	return out
+}
+
+// readiness is one server's part of readyz, and the reason as one of the
+// metrics.Reason words.
+func readiness(src Source) (ServerHealth, string) {
 	var sh ServerHealth
 	if l, ok := src.(Liveness); ok {
 		sh.URL = l.CurrentURL()
@@ -97,10 +113,10 @@ func readiness(src Source) ServerHealth {
 		switch err := l.Alive(healthTimeout); {
 		case errors.Is(err, reconnect.ErrNotStarted):
 			sh.Problem = "starting: the engine does not run yet"
-			return sh
+			return sh, metrics.ReasonStarting
 		case err != nil:
 			sh.Problem = err.Error()
-			return sh
+			return sh, metrics.ReasonStuck
 		}
 	}
 	snap := src.Snapshot()
@@ -113,15 +129,16 @@ func readiness(src Source) ServerHealth {
 	switch {
 	case !detected:
 		sh.Problem = "not detected yet: nothing at " + sh.URL + " has answered as OpenCode"
+		return sh, metrics.ReasonNotDetected
 	case !snap.Stream.Connected:
 		sh.Problem = "event stream not connected"
 		if snap.Stream.LastError != "" {
 			sh.Problem += ": " + snap.Stream.LastError
 		}
-	default:
-		sh.OK = true
+		return sh, metrics.ReasonStreamDisconnected
 	}
-	return sh
+	sh.OK = true
+	return sh, metrics.ReasonReady
 }
 
 func writeHealth(w http.ResponseWriter, h Health) {

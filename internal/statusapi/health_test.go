@@ -3,6 +3,7 @@ package statusapi
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -158,5 +159,67 @@ func TestHealthzOfAStoppedEngine(t *testing.T) {
 		if code != http.StatusServiceUnavailable || h.Servers[0].OK || !strings.Contains(h.Servers[0].Problem, "stopped") {
 			t.Errorf("%s with a stopped engine = %d %+v, want 503 saying stopped", path, code, h)
 		}
+	}
+}
+
+// scrape is the /metrics body the API serves for srcs.
+func scrape(t *testing.T, srcs []Source) string {
+	t.Helper()
+	s := &Server{Sources: srcs, Broker: NewBroker(), Metrics: metrics.New(), Token: testToken}
+	hs := httptest.NewServer(s.Handler())
+	defer func() {
+		s.Broker.Close()
+		hs.Close()
+	}()
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics = %d %v\n%s", resp.StatusCode, err, b)
+	}
+	return string(b)
+}
+
+// /metrics says per server what /readyz says, so that a sidecar without a
+// readiness probe can still be alerted on: mcp_reconnect_ready 1 or 0,
+// and the reason as a label of mcp_reconnect_ready_reason, read at the
+// scrape; a stuck engine's lock is not waited for.
+func TestMetricsShowReadiness(t *testing.T) {
+	ready := newHealthSource("http://127.0.0.1:4096", "2.x", true, "")
+	down := newHealthSource("http://127.0.0.1:4196", "1.x", false, "refused")
+	unknown := newHealthSource("http://127.0.0.1:4296", "", false, "")
+	stuck := newHealthSource("http://127.0.0.1:4396", "1.x", true, "")
+	stuck.alive = errStuck
+	starting := newHealthSource("http://127.0.0.1:4496", "", false, "")
+	starting.alive = reconnect.ErrNotStarted
+	body := scrape(t, []Source{ready, down, unknown, stuck, starting})
+	for _, want := range []string{
+		"# TYPE mcp_reconnect_ready gauge\n",
+		`mcp_reconnect_ready{url="http://127.0.0.1:4096"} 1` + "\n",
+		`mcp_reconnect_ready{url="http://127.0.0.1:4196"} 0` + "\n",
+		`mcp_reconnect_ready{url="http://127.0.0.1:4296"} 0` + "\n",
+		`mcp_reconnect_ready{url="http://127.0.0.1:4396"} 0` + "\n",
+		`mcp_reconnect_ready{url="http://127.0.0.1:4496"} 0` + "\n",
+		`mcp_reconnect_ready_reason{reason="ready",url="http://127.0.0.1:4096"} 1` + "\n",
+		`mcp_reconnect_ready_reason{reason="stream_disconnected",url="http://127.0.0.1:4196"} 1` + "\n",
+		`mcp_reconnect_ready_reason{reason="not_detected",url="http://127.0.0.1:4296"} 1` + "\n",
+		`mcp_reconnect_ready_reason{reason="stuck",url="http://127.0.0.1:4396"} 1` + "\n",
+		`mcp_reconnect_ready_reason{reason="starting",url="http://127.0.0.1:4496"} 1` + "\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if n := stuck.snapshots.Load(); n != 0 {
+		t.Errorf("a stuck engine's Snapshot was called %d times", n)
+	}
+	// Read at each scrape: the stream comes back, the gauge follows.
+	down.snap.Stream.Connected = true
+	if body := scrape(t, []Source{down}); !strings.Contains(body, `mcp_reconnect_ready{url="http://127.0.0.1:4196"} 1`) ||
+		!strings.Contains(body, `mcp_reconnect_ready_reason{reason="ready",url="http://127.0.0.1:4196"} 1`) {
+		t.Errorf("after the stream came back:\n%s", body)
 	}
 }

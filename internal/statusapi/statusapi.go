@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
@@ -39,11 +40,40 @@ type Source interface {
 	Reconnect(dir string, names []string) (reconnect.ReconnectResult, error)
 }
 
+// ServiceSource is a Source found through an OpenCode 2 service file
+// (the background service): it says which file, since several channels'
+// services may be registered beside each other.
+type ServiceSource interface {
+	// Service is the service followed now; nil while none answers.
+	Service() *Service
+}
+
+// Service is the OpenCode 2 service a server was found through.
+type Service struct {
+	// File is the service file followed (service.json,
+	// service-<channel>.json).
+	File string `json:"file"`
+	// PID and Version are what the file registers, checked against the
+	// server.
+	PID     int    `json:"pid,omitempty"`
+	Version string `json:"version,omitempty"`
+	// AlsoRegistered are other service files beside it whose service
+	// answered too, not followed by this daemon.
+	AlsoRegistered []string `json:"also_registered,omitempty"`
+}
+
+// ServerStatus is one watched server: what its engine sees and, for the
+// OpenCode 2 service, which service file it was found through.
+type ServerStatus struct {
+	reconnect.Snapshot
+	Service *Service `json:"service,omitempty"`
+}
+
 // Status is the body of GET /status.
 type Status struct {
-	Version string               `json:"version"`
-	Time    time.Time            `json:"time"`
-	Servers []reconnect.Snapshot `json:"servers"`
+	Version string         `json:"version"`
+	Time    time.Time      `json:"time"`
+	Servers []ServerStatus `json:"servers"`
 }
 
 // ReconnectRequest is the body of POST /reconnect.
@@ -86,7 +116,11 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", s.status)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
+	// The readiness gauges are asked at each scrape, beside the daemon's
+	// own registry (which the engines share and may outlive a Handler).
+	ready := prometheus.NewRegistry()
+	ready.MustRegister(metrics.NewReadinessCollector(s.readinessMetrics))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{s.Metrics.Registry, ready}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
 	mux.HandleFunc("GET /healthz", s.healthz)
@@ -173,9 +207,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	st := Status{Version: s.Version, Time: time.Now(), Servers: []reconnect.Snapshot{}}
+	st := Status{Version: s.Version, Time: time.Now(), Servers: []ServerStatus{}}
 	for _, src := range s.Sources {
-		st.Servers = append(st.Servers, src.Snapshot())
+		ss := ServerStatus{Snapshot: src.Snapshot()}
+		if svc, ok := src.(ServiceSource); ok {
+			ss.Service = svc.Service()
+		}
+		st.Servers = append(st.Servers, ss)
 	}
 	writeJSON(w, http.StatusOK, st)
 }

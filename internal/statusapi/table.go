@@ -36,6 +36,16 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 			stream += " (" + esc(s.Stream.LastError) + ")"
 		}
 		fmt.Fprintf(tw, "opencode %s\tevents: %s\n", esc(s.URL), stream)
+		if svc := s.Service; svc != nil {
+			fmt.Fprintf(tw, "  OpenCode 2 service of %s (pid %d)\n", esc(svc.File), svc.PID)
+			if len(svc.AlsoRegistered) > 0 {
+				names := make([]string, len(svc.AlsoRegistered))
+				for i, f := range svc.AlsoRegistered {
+					names[i] = esc(f)
+				}
+				fmt.Fprintf(tw, "  also running, not followed: %s (one watch --service-file FILE each)\n", strings.Join(names, ", "))
+			}
+		}
 		if oc := s.OpenCode; oc != nil {
 			fmt.Fprintf(tw, "  OpenCode %s %s\n", esc(oc.Generation), esc(oc.Version))
 			for _, w := range oc.RunsWithout {

@@ -18,7 +18,7 @@ import (
 // shows, U+202E reverses it (kubectl's CVE-2021-25743 is the same class).
 func TestStatusTableEscapesControlCharacters(t *testing.T) {
 	now := time.Now()
-	st := Status{Servers: []reconnect.Snapshot{{
+	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{
 		URL:    "http://127.0.0.1:4096",
 		Stream: reconnect.StreamState{LastError: "refused\x1b[31m"},
 		Directories: []reconnect.DirSnapshot{{
@@ -30,7 +30,7 @@ func TestStatusTableEscapesControlCharacters(t *testing.T) {
 		}, {
 			Directory: "/home/u/q", LastError: "bad\tbody\n\x1b[1A",
 		}},
-	}}}
+	}, Service: &Service{File: "/s/service-\x1b[2J.json", PID: 7, AlsoRegistered: []string{"/s/service\r.json"}}}}}
 	var b bytes.Buffer
 	if err := WriteTable(&b, st, now); err != nil {
 		t.Fatal(err)
@@ -41,7 +41,8 @@ func TestStatusTableEscapesControlCharacters(t *testing.T) {
 	}); i >= 0 {
 		t.Fatalf("status table holds control character %q at byte %d:\n%q", []rune(out[i:])[0], i, out)
 	}
-	for _, want := range []string{`\x1b]52;c;`, `\r`, `\u202e`, `/home/u/p\x1b]0;title\x07`, `bad\tbody\n`, `refused\x1b[31m`} {
+	for _, want := range []string{`\x1b]52;c;`, `\r`, `\u202e`, `/home/u/p\x1b]0;title\x07`, `bad\tbody\n`, `refused\x1b[31m`,
+		`OpenCode 2 service of /s/service-\x1b[2J.json (pid 7)`, `also running, not followed: /s/service\r.json`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table does not show %q escaped:\n%s", want, out)
 		}
@@ -53,7 +54,7 @@ func TestStatusTableEscapesControlCharacters(t *testing.T) {
 // (pid, parent, cwd, masked command, why) and then the fix. A command
 // or a working directory is anyone's text: escaped like the rest.
 func TestStatusTableShowsProcesses(t *testing.T) {
-	st := Status{Servers: []reconnect.Snapshot{{
+	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{
 		URL: "http://127.0.0.1:4096",
 		Processes: &reconnect.Processes{
 			OpenCodePID: 4242, Children: 3,
@@ -69,7 +70,7 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 			Fix: "mcp-reconnect doctor --reap",
 		},
 		Directories: []reconnect.DirSnapshot{{Directory: "/home/u/my projéct", ArmedBy: "flag"}},
-	}}}
+	}}}}
 	var b bytes.Buffer
 	if err := WriteTable(&b, st, time.Now()); err != nil {
 		t.Fatal(err)
@@ -115,8 +116,8 @@ func TestStatusTableShowsARateLimit(t *testing.T) {
 	now := time.Now()
 	sv := reconnect.ServerSnapshot{Name: "r", Status: "failed", Error: "Error POSTing to endpoint: MCP endpoint cooldown after HTTP 429",
 		Attempts: 2, Tier: reconnect.TierFast, RateLimited: true, NextAttempt: now.Add(7 * time.Second)}
-	st := Status{Servers: []reconnect.Snapshot{{URL: "http://127.0.0.1:4096",
-		Directories: []reconnect.DirSnapshot{{Directory: "/p", ArmedBy: "flag", Servers: []reconnect.ServerSnapshot{sv}}}}}}
+	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
+		Directories: []reconnect.DirSnapshot{{Directory: "/p", ArmedBy: "flag", Servers: []reconnect.ServerSnapshot{sv}}}}}}}
 	var b bytes.Buffer
 	if err := WriteTable(&b, st, now); err != nil {
 		t.Fatal(err)

@@ -14,8 +14,9 @@ import (
 
 // A second `watch` for an OpenCode server that a running daemon of this
 // user already watches (its URL spelt another way) refuses to start: it
-// names the running daemon (pid, status address, URL) and exits 1, before
-// it makes a single request. Two daemons would both reconnect every
+// names the running daemon (pid, status address, URL) and exits 78 (the
+// status the installed service is not restarted after), before it makes a
+// single request. Two daemons would both reconnect every
 // crashed MCP server. With --allow-duplicate the second one runs.
 func TestSecondWatchForOneServerIsRefused(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the daemons' registry, and status's
@@ -32,8 +33,8 @@ func TestSecondWatchForOneServerIsRefused(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("the second watch ran (did not exit within 30 s):\n%s", out)
 	}
-	if code := second.ProcessState.ExitCode(); code != 1 || err == nil {
-		t.Fatalf("the second watch exited %d, want 1:\n%s", code, out)
+	if code := second.ProcessState.ExitCode(); code != 78 || err == nil {
+		t.Fatalf("the second watch exited %d, want 78:\n%s", code, out)
 	}
 	for _, want := range []string{"already watched", "pid " + strconv.Itoa(first.cmd.Process.Pid), first.StatusAddr, oc.URL, "--allow-duplicate"} {
 		if !strings.Contains(string(out), want) {

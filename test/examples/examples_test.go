@@ -11,6 +11,7 @@ package examples
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -457,8 +458,10 @@ func mebibytes(t *testing.T, q any) int {
 }
 
 // The Kubernetes example: the sidecar, the password from a Secret as a
-// file, probes on the health routes, Prometheus annotations and a
-// ServiceMonitor on the status port, resources sized from the benchmark.
+// file, a liveness probe on /healthz and nothing that gates the pod on
+// /readyz, Prometheus annotations and a ServiceMonitor on the status port,
+// a PrometheusRule on the readiness gauges the daemon serves, resources
+// sized from the benchmark.
 func TestKubernetesExample(t *testing.T) {
 	flags, env := help(t, "watch")
 	docs := readYAML(t, filepath.Join("..", "..", "examples", "kubernetes", "opencode-with-mcp-reconnect.yaml"))
@@ -567,11 +570,10 @@ func TestKubernetesExample(t *testing.T) {
 	if containerPort(mr, "status") != statusPort {
 		t.Errorf("the sidecar's status containerPort is %d, --status-addr says %d", containerPort(mr, "status"), statusPort)
 	}
-	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz"} {
-		if at(t, mr, probe, "httpGet", "path") != path || fmt.Sprint(at(t, mr, probe, "httpGet", "port")) != "status" {
-			t.Errorf("%s = %v, want GET %s on the status port", probe, at(t, mr, probe), path)
-		}
+	if at(t, mr, "livenessProbe", "httpGet", "path") != "/healthz" || fmt.Sprint(at(t, mr, "livenessProbe", "httpGet", "port")) != "status" {
+		t.Errorf("livenessProbe = %v, want GET /healthz on the status port", at(t, mr, "livenessProbe"))
 	}
+	checkNoReadinessGate(t, spec)
 	ann := at(t, dep, "spec", "template", "metadata", "annotations").(map[string]any)
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(statusPort) || ann["prometheus.io/path"] != "/metrics" {
 		t.Errorf("prometheus annotations %v, want scrape on %d /metrics", ann, statusPort)
@@ -606,6 +608,80 @@ func TestKubernetesExample(t *testing.T) {
 		t.Errorf("resources %v", at(t, mr, "resources"))
 	}
 
-	_, stop := daemonRun{args: args, env: envMap, config: cfg}.run(t)
+	// The alert: on metrics the daemon serves, with the labels its
+	// annotations use.
+	rules := at(t, kind(t, docs, "PrometheusRule"), "spec", "groups", 0, "rules").([]any)
+	if len(rules) == 0 {
+		t.Fatal("the PrometheusRule has no rules")
+	}
+	local, stop := daemonRun{args: args, env: envMap, config: cfg}.run(t)
+	served := servedMetrics(t, local)
+	for i := range rules {
+		expr := fmt.Sprint(at(t, rules, i, "expr"))
+		text := expr + " " + fmt.Sprint(at(t, rules, i, "annotations"))
+		if at(t, rules, i, "alert") == nil || at(t, rules, i, "for") == nil || !strings.Contains(expr, "mcp_reconnect_ready") {
+			t.Errorf("rule %d (%v): want an alert with a for: on mcp_reconnect_ready", i, at(t, rules, i, "alert"))
+		}
+		for _, name := range metricName.FindAllString(text, -1) {
+			if !served[name] {
+				t.Errorf("rule %v uses %s, which the daemon's /metrics does not serve", at(t, rules, i, "alert"), name)
+			}
+		}
+	}
 	stop()
+}
+
+var metricName = regexp.MustCompile(`\bmcp_reconnect_[a-z_]+`)
+
+// servedMetrics are the metric names the daemon at addr serves.
+func servedMetrics(t *testing.T, addr string) map[string]bool {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, n := range metricName.FindAllString(string(b), -1) {
+		names[n] = true
+	}
+	if !names["mcp_reconnect_ready"] || !names["mcp_reconnect_ready_reason"] {
+		t.Fatalf("/metrics serves no readiness gauges:\n%s", b)
+	}
+	return names
+}
+
+// checkNoReadinessGate: no mcp-reconnect container of the pod (a plain
+// sidecar, or a native one: an init container with restartPolicy Always)
+// has a readiness probe, nor any other probe on /readyz. A pod is ready
+// only when all its containers are, so either would take a healthy
+// OpenCode out of its Service whenever the sidecar cannot watch it.
+func checkNoReadinessGate(t *testing.T, spec any) {
+	t.Helper()
+	found := 0
+	for _, list := range []string{"containers", "initContainers"} {
+		l, _ := at(t, spec, list).([]any)
+		for _, c := range l {
+			m, _ := c.(map[string]any)
+			if !strings.HasPrefix(fmt.Sprint(m["image"]), imageRepo+":") {
+				continue
+			}
+			found++
+			if m["readinessProbe"] != nil {
+				t.Errorf("%s %v has a readinessProbe: it would gate OpenCode's pod", list, m["name"])
+			}
+			for _, probe := range []string{"livenessProbe", "startupProbe"} {
+				if p, _ := m[probe].(map[string]any); p != nil && strings.Contains(fmt.Sprint(p), "/readyz") {
+					t.Errorf("%s %v: its %s asks /readyz: %v", list, m["name"], probe, p)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no mcp-reconnect container in the pod")
+	}
 }

@@ -14,31 +14,36 @@ import (
 )
 
 // setting is one of the Makefile's release settings, which make passes to
-// scripts/release.sh and to this test; the default is release.sh's.
+// scripts/release.sh and to this test; without it in the environment, the
+// Makefile's default ("NAME ?= value", $(OTHER) expanded).
 func setting(name string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
-	switch name {
-	case "SOURCE_URL":
-		return "https://github.com/mcp-reconnect/mcp-reconnect"
-	case "RELEASE_URL":
-		return setting("SOURCE_URL") + "/releases/download"
-	case "IMAGE_REPO":
-		return "ghcr.io/mcp-reconnect/mcp-reconnect"
-	case "LICENSE_SPDX":
-		return "NOASSERTION"
+	b, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		panic(err)
 	}
-	panic(name)
+	for _, m := range makeDefault.FindAllStringSubmatch(string(b), -1) {
+		if m[1] == name {
+			return makeRef.ReplaceAllStringFunc(strings.TrimSpace(m[2]), func(ref string) string { return setting(ref[2 : len(ref)-1]) })
+		}
+	}
+	panic("the Makefile sets no " + name)
 }
 
+var (
+	makeDefault = regexp.MustCompile(`(?m)^([A-Z_]+) \?= (.*)$`)
+	makeRef     = regexp.MustCompile(`\$\([A-Z_]+\)`)
+)
+
 // formulaPlatforms are the formula's blocks, by Homebrew's names, and the
-// release binary each must install.
+// release archive each must install from.
 var formulaPlatforms = []struct{ os, cpu, asset string }{
-	{"macos", "arm", "mcp-reconnect-darwin-arm64"},
-	{"macos", "intel", "mcp-reconnect-darwin-amd64"},
-	{"linux", "arm", "mcp-reconnect-linux-arm64"},
-	{"linux", "intel", "mcp-reconnect-linux-amd64"},
+	{"macos", "arm", "mcp-reconnect-darwin-arm64.tar.gz"},
+	{"macos", "intel", "mcp-reconnect-darwin-amd64.tar.gz"},
+	{"linux", "arm", "mcp-reconnect-linux-arm64.tar.gz"},
+	{"linux", "intel", "mcp-reconnect-linux-amd64.tar.gz"},
 }
 
 var (
@@ -47,11 +52,12 @@ var (
 	blockLine  = regexp.MustCompile(`^\s*(on_macos|on_linux|on_arm|on_intel|service|test) do$`)
 )
 
-// The formula make release writes: for each OS and CPU, the URL of that
-// platform's release asset under RELEASE_URL/VERSION and its sha256 from
-// SHA256SUMS; a service block running `mcp-reconnect watch` with its log
-// under Homebrew's var/log; a test block running `version`. Read as text
-// here, and by Ruby below.
+// The formula make release writes: the licence; for each OS and CPU, the
+// URL of that platform's release archive under RELEASE_URL/VERSION and its
+// sha256 from SHA256SUMS; an install of the archive's files, with no chmod;
+// a service block running `mcp-reconnect watch` with its log under
+// Homebrew's var/log; a test block running `version`; the tap it lives in.
+// Read as text here, and by Ruby below.
 func TestFormulaText(t *testing.T) {
 	dir := distDir(t)
 	st := hostStamp(t, dir)
@@ -108,6 +114,9 @@ func TestFormulaText(t *testing.T) {
 	for _, want := range []string{
 		"class McpReconnect < Formula\n",
 		`  version "` + strings.TrimPrefix(st.version, "v") + `"` + "\n",
+		`  license "` + setting("LICENSE_SPDX") + `"` + "\n",
+		"#   brew install " + setting("BREW_TAP") + "/mcp-reconnect\n",
+		`    bin.install "mcp-reconnect"` + "\n",
 		`    run [opt_bin/"mcp-reconnect", "watch"]` + "\n",
 		`    log_path var/"log/mcp-reconnect.log"` + "\n",
 		`shell_output("#{bin}/mcp-reconnect version")`,
@@ -115,6 +124,9 @@ func TestFormulaText(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("the formula lacks %q:\n%s", want, text)
 		}
+	}
+	if strings.Contains(text, "chmod") {
+		t.Errorf("the formula changes modes: the archive's binary is 0755 already:\n%s", text)
 	}
 }
 
@@ -132,42 +144,41 @@ func ruby(t *testing.T) string {
 }
 
 // Ruby parses the formula (ruby -c) and, through a stand-in for
-// Homebrew's DSL (testdata/formula_dsl.rb), loads it for each platform:
-// one URL and sha256 each, the install of that platform's binary as
-// mcp-reconnect, the service block's command and log, and, for this
-// machine's platform, the test block run against the release binary.
+// Homebrew's DSL (testdata/formula_dsl.rb), loads it for each platform,
+// in that platform's release archive unpacked as Homebrew unpacks it (in
+// its one top directory): one URL and sha256, each file install names
+// present in the archive (the binary, three completions, every manual
+// page), the service block's command and log, and, for this machine's
+// platform, the test block run against the archive's binary as it is.
 func TestFormulaRuby(t *testing.T) {
 	dir := distDir(t)
 	rb := ruby(t)
 	st := hostStamp(t, dir)
 	sums := readSums(t, dir)
-	formula := filepath.Join(dir, "mcp-reconnect.rb")
+	formula := filepath.Join(dir, formulaFile)
+	dsl, err := filepath.Abs(filepath.Join("testdata", "formula_dsl.rb"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command(rb, "-c", formula).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "Syntax OK" {
 		t.Fatalf("ruby -c: %v\n%s", err, out)
 	}
-	hostAsset := fmt.Sprintf("mcp-reconnect-%s-%s", runtime.GOOS, runtime.GOARCH)
+	hostAsset := assetName(runtime.GOOS, runtime.GOARCH) + ".tar.gz"
 	for _, p := range formulaPlatforms {
 		t.Run(p.os+"-"+p.cpu, func(t *testing.T) {
-			bin := t.TempDir()
-			if p.asset == hostAsset {
-				b, err := os.ReadFile(filepath.Join(dir, hostAsset))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(bin, "mcp-reconnect"), b, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			out, err := exec.Command(rb, "testdata/formula_dsl.rb", formula, p.os, p.cpu, bin).CombinedOutput()
+			stage := extractArchive(t, filepath.Join(dir, p.asset))
+			cmd := exec.Command(rb, dsl, formula, p.os, p.cpu, fmt.Sprint(p.asset == hostAsset))
+			cmd.Dir = stage
+			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("loading the formula: %v\n%s", err, out)
+				t.Fatalf("loading the formula in %s: %v\n%s", stage, err, out)
 			}
 			var got struct {
-				Class, Version string
-				URLs           []string
-				SHA256s        []string
-				Install        [][]any
-				Service        struct {
+				Class, Version, License string
+				URLs                    []string
+				SHA256s                 []string
+				Install                 [][]any
+				Service                 struct {
 					Run          []string
 					KeepAlive    map[string]any `json:"keep_alive"`
 					LogPath      string         `json:"log_path"`
@@ -178,14 +189,32 @@ func TestFormulaRuby(t *testing.T) {
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			if got.Class != "McpReconnect" || got.Version != strings.TrimPrefix(st.version, "v") {
-				t.Errorf("class %s version %s", got.Class, got.Version)
+			if got.Class != "McpReconnect" || got.Version != strings.TrimPrefix(st.version, "v") || got.License != setting("LICENSE_SPDX") {
+				t.Errorf("class %s version %s license %s", got.Class, got.Version, got.License)
 			}
 			if len(got.URLs) != 1 || path.Base(got.URLs[0]) != p.asset || len(got.SHA256s) != 1 || got.SHA256s[0] != sums[p.asset] {
 				t.Errorf("urls %v sha256s %v, want %s with %s", got.URLs, got.SHA256s, p.asset, sums[p.asset])
 			}
-			if len(got.Install) == 0 || fmt.Sprint(got.Install[0]) != fmt.Sprintf("[install /prefix/bin map[%s:mcp-reconnect]]", p.asset) {
-				t.Errorf("install does %v, want %s installed as bin/mcp-reconnect", got.Install, p.asset)
+			installed := map[string]string{}
+			for _, in := range got.Install {
+				if len(in) == 3 && in[0] == "install" {
+					for src, dst := range in[2].(map[string]any) {
+						installed[src] = fmt.Sprint(in[1], "/", dst)
+					}
+				}
+			}
+			pages, _ := filepath.Glob(filepath.Join(stage, "man", "man1", "*.1"))
+			want := map[string]string{
+				"mcp-reconnect":                  "/prefix/bin/mcp-reconnect",
+				"completions/mcp-reconnect.bash": "/prefix/etc/bash_completion.d/mcp-reconnect",
+				"completions/_mcp-reconnect":     "/prefix/share/zsh/site-functions/_mcp-reconnect",
+				"completions/mcp-reconnect.fish": "/prefix/share/fish/vendor_completions.d/mcp-reconnect.fish",
+			}
+			for _, pg := range pages {
+				want["man/man1/"+filepath.Base(pg)] = "/prefix/share/man/man1/" + filepath.Base(pg)
+			}
+			if len(pages) < 5 || fmt.Sprint(installed) != fmt.Sprint(want) {
+				t.Errorf("install does %v\nwant %v", installed, want)
 			}
 			if strings.Join(got.Service.Run, " ") != "/opt/homebrew/opt/mcp-reconnect/bin/mcp-reconnect watch" ||
 				got.Service.LogPath != "/opt/homebrew/var/log/mcp-reconnect.log" || got.Service.ErrorLogPath != got.Service.LogPath || got.Service.KeepAlive["successful_exit"] != false {

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -270,25 +269,6 @@ func TestImage(t *testing.T) {
 	if strings.Join(platforms, " ") != "linux/amd64 linux/arm64" {
 		t.Errorf("platforms %v, want linux/amd64 linux/arm64", platforms)
 	}
-}
-
-// rebuildImage builds the image again with tools/ociimage of the checkout
-// at root, from the release's binaries and the settings its labels
-// record, into a temporary file, and returns its sha256.
-func rebuildImage(t *testing.T, root, dir string, st stamp) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), imageArchive)
-	args := []string{"run", "./tools/ociimage", "--out", out, "--version", st.version, "--revision", st.commit, "--created", st.date,
-		"--source", setting("SOURCE_URL"), "--licenses", setting("LICENSE_SPDX"), "--name", setting("IMAGE_REPO")}
-	for _, arch := range []string{"amd64", "arm64"} {
-		args = append(args, fmt.Sprintf("linux/%s=%s", arch, filepath.Join(dir, "mcp-reconnect-linux-"+arch)))
-	}
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v in %s: %v\n%s", args, root, err, b)
-	}
-	return sha(t, out)
 }
 
 // hostImage returns the config and the layer of this machine's platform

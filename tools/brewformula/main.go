@@ -1,12 +1,16 @@
 // Command brewformula writes the Homebrew formula of a release, for a tap
-// (Formula/mcp-reconnect.rb): its version, the URL and sha256 (from
-// SHA256SUMS) of the release binary of each OS and CPU, a service block so
-// that `brew services start mcp-reconnect` keeps `mcp-reconnect watch` on,
-// and a test block. scripts/release.sh runs it; it is a release tool, not
-// part of the binary users run.
+// (Formula/mcp-reconnect.rb): its version and licence, the URL and sha256
+// (from SHA256SUMS) of the release archive of each OS and CPU
+// (mcp-reconnect-OS-ARCH.tar.gz, tools/distpkg), an install of what the
+// archive holds (the binary, already 0755; the completions and manual
+// pages the binary wrote at release time), a service block so that `brew
+// services start mcp-reconnect` keeps `mcp-reconnect watch` on, and a test
+// block. scripts/release.sh runs it; it is a release tool, not part of the
+// binary users run.
 //
-//	go run ./tools/brewformula --sums dist/SHA256SUMS --out dist/mcp-reconnect.rb \
-//	  --version v1.2.3 --commit COMMIT --release-url URL --homepage URL [--license SPDX]
+//	go run ./brewformula --sums dist/SHA256SUMS --out dist/mcp-reconnect.rb \
+//	  --version v1.2.3 --commit COMMIT --release-url URL --homepage URL \
+//	  --tap mcp-reconnect/tap [--license SPDX]
 package main
 
 import (
@@ -34,17 +38,20 @@ type Options struct {
 	// Commit is the commit it was built from, named in a comment.
 	Commit string
 	// ReleaseURL is the base of the assets' URLs:
-	// ReleaseURL/Version/mcp-reconnect-OS-ARCH.
+	// ReleaseURL/Version/mcp-reconnect-OS-ARCH.tar.gz.
 	ReleaseURL string
 	// Homepage is the project's page.
 	Homepage string
 	// License is an SPDX identifier; "" or NOASSERTION leaves it out.
 	License string
+	// Tap is the tap the formula is published in (OWNER/NAME, the
+	// repository OWNER/homebrew-NAME), named in its install line.
+	Tap string
 	// Sums maps asset name → sha256 (SHA256SUMS).
 	Sums map[string]string
 }
 
-// Asset is one release binary in the formula.
+// Asset is one release archive in the formula.
 type Asset struct{ URL, SHA256 string }
 
 // platforms are the formula's OS and CPU blocks, by Homebrew's names.
@@ -59,6 +66,9 @@ var platforms = []struct{ os, cpu, goos, goarch string }{
 // ("#", "\" and quotes would not).
 var safe = regexp.MustCompile(`^[A-Za-z0-9._~:/?&=+%@,-]*$`)
 
+// tapName is a tap as `brew tap` takes it: OWNER/NAME.
+var tapName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
 // Write renders the formula.
 func Write(o Options) ([]byte, error) {
 	for name, v := range map[string]string{"--version": o.Version, "--commit": o.Commit, "--release-url": o.ReleaseURL, "--homepage": o.Homepage, "--license": o.License} {
@@ -68,6 +78,9 @@ func Write(o Options) ([]byte, error) {
 	}
 	if o.Version == "" || o.Commit == "" || o.ReleaseURL == "" || o.Homepage == "" {
 		return nil, errors.New("--version, --commit, --release-url and --homepage are all needed")
+	}
+	if !tapName.MatchString(o.Tap) {
+		return nil, fmt.Errorf("--tap %q: want OWNER/NAME (brew tap OWNER/NAME)", o.Tap)
 	}
 	data := struct {
 		Options
@@ -82,10 +95,10 @@ func Write(o Options) ([]byte, error) {
 		data.License = ""
 	}
 	for _, p := range platforms {
-		name := "mcp-reconnect-" + p.goos + "-" + p.goarch
+		name := "mcp-reconnect-" + p.goos + "-" + p.goarch + ".tar.gz"
 		sum, ok := o.Sums[name]
 		if !ok {
-			return nil, fmt.Errorf("SHA256SUMS has no %s: the formula needs all four binaries (make release)", name)
+			return nil, fmt.Errorf("SHA256SUMS has no %s: the formula needs all four archives (make release)", name)
 		}
 		data.Assets[p.os+"/"+p.cpu] = Asset{URL: strings.TrimSuffix(o.ReleaseURL, "/") + "/" + o.Version + "/" + name, SHA256: sum}
 	}
@@ -124,7 +137,8 @@ func main() {
 	flag.StringVar(&out, "out", "dist/mcp-reconnect.rb", "the formula to write")
 	flag.StringVar(&o.Version, "version", "", "the release version")
 	flag.StringVar(&o.Commit, "commit", "", "the commit")
-	flag.StringVar(&o.ReleaseURL, "release-url", "", "base of the release assets' URLs (URL/VERSION/mcp-reconnect-OS-ARCH)")
+	flag.StringVar(&o.ReleaseURL, "release-url", "", "base of the release assets' URLs (URL/VERSION/mcp-reconnect-OS-ARCH.tar.gz)")
+	flag.StringVar(&o.Tap, "tap", "", "the tap the formula is published in (OWNER/NAME)")
 	flag.StringVar(&o.Homepage, "homepage", "", "the project's page")
 	flag.StringVar(&o.License, "license", "", "SPDX license (NOASSERTION: none)")
 	flag.Parse()

@@ -1,16 +1,20 @@
 # A stand-in for just enough of Homebrew's formula DSL to load the
 # release's formula and say, as JSON, what it declares for one platform:
 #
-#   ruby formula_dsl.rb FORMULA macos|linux arm|intel BIN_DIR
+#   cd UNPACKED_ARCHIVE && ruby formula_dsl.rb FORMULA macos|linux arm|intel RUN_TEST
 #
-# It runs the formula's install (recording what it installs), reads its
-# service block, and runs its test block with BIN_DIR as bin (the Go test
-# puts this machine's release binary there, for this machine's platform).
+# Run where Homebrew runs an install: in the platform's release archive,
+# unpacked, inside its one top directory. It runs the formula's install,
+# recording what it installs and failing on a file the archive does not
+# hold, reads its service block, and, when RUN_TEST is true (this
+# machine's platform), runs its test block with the archive's own
+# directory as bin: the binary as the archive holds it.
 require "json"
 require "pathname"
 
 PLATFORM_OS, PLATFORM_CPU = ARGV[1], ARGV[2]
-BIN_DIR = Pathname(ARGV[3])
+RUN_TEST = ARGV[3] == "true"
+STAGE = Pathname(Dir.pwd)
 
 module OS
   def self.mac? = PLATFORM_OS == "macos"
@@ -43,24 +47,38 @@ class Formula
     def test(&blk) = INFO[:test] = blk
   end
 
-  # What install does, recorded.
-  class Dir
+  # What install does, recorded as [install, DIR, {SOURCE => NAME}]; a
+  # source missing from the unpacked archive fails, as in Homebrew.
+  class InstallDir
     def initialize(path, log) = (@path, @log = Pathname(path), log)
-    def install(spec) = @log << ["install", @path.to_s, spec]
     def /(other) = @path / other
     def mkpath = @log << ["mkpath", @path.to_s]
     def to_s = @path.to_s
+
+    def install(*specs)
+      files = {}
+      specs.flatten.each do |spec|
+        pairs = spec.is_a?(Hash) ? spec : { spec => File.basename(spec.to_s) }
+        pairs.each do |src, dst|
+          raise "install: #{src} is not in the archive (#{STAGE})" unless File.exist?(src.to_s)
+          files[src.to_s] = dst.to_s
+        end
+      end
+      raise "install of nothing into #{@path}" if files.empty?
+      @log << ["install", @path.to_s, files]
+    end
   end
 
   def initialize = @log = []
   def log = @log
   def version = self.class.version
-  def bin = (@phase == :test ? BIN_DIR : Dir.new("/prefix/bin", @log))
-  def man1 = Dir.new("/prefix/share/man/man1", @log)
+  def bin = (@phase == :test ? STAGE : InstallDir.new("/prefix/bin", @log))
+  def man1 = InstallDir.new("/prefix/share/man/man1", @log)
+  def bash_completion = InstallDir.new("/prefix/etc/bash_completion.d", @log)
+  def zsh_completion = InstallDir.new("/prefix/share/zsh/site-functions", @log)
+  def fish_completion = InstallDir.new("/prefix/share/fish/vendor_completions.d", @log)
   def opt_bin = Pathname("/opt/homebrew/opt/mcp-reconnect/bin")
   def var = Pathname("/opt/homebrew/var")
-  def generate_completions_from_executable(*args) = @log << ["completions", *args.map(&:to_s)]
-  def system(*args) = @log << ["system", *args.map(&:to_s)]
 
   def shell_output(cmd)
     out = `#{cmd}`
@@ -92,7 +110,7 @@ class Formula
     svc.instance_eval(&INFO[:service])
     out = { "class" => INFO[:class].name, "desc" => INFO["desc"], "homepage" => INFO["homepage"], "version" => INFO["version"], "license" => INFO["license"],
             "urls" => INFO["urls"], "sha256s" => INFO["sha256s"], "install" => f.log.dup, "service" => svc.spec }
-    if BIN_DIR.join("mcp-reconnect").exist?
+    if RUN_TEST
       f.log.clear
       f.instance_variable_set(:@phase, :test)
       f.instance_eval(&INFO[:test])
