@@ -59,6 +59,14 @@ type Episode struct {
 	returned time.Time // when the last attempt's call returned
 	next     time.Time // zero: due at once (healthy) or never (stopped)
 	lastNet  time.Time
+	// hold is when the attempts refunded last (Refund) allow the next
+	// one, whatever its trigger; zero or past: no hold.
+	hold time.Time
+	// held counts the attempts refunded in a row, for a hold whose
+	// length the answer did not say; refunded is set while the last
+	// attempt is a refunded one.
+	held     int
+	refunded bool
 }
 
 // NumRequeues is the number of attempts in this episode.
@@ -68,7 +76,7 @@ func (e *Episode) NumRequeues() int { return e.n }
 func (e *Episode) Last() time.Time { return e.last }
 
 // Next is when the schedule makes the next attempt due; zero when healthy
-// (due at once) or stopped (never).
+// (due at once) or stopped (never). After a Refund it is the hold's end.
 func (e *Episode) Next() time.Time { return e.next }
 
 // Returned records that the last attempt's call returned at now: a
@@ -105,6 +113,10 @@ func (e *Episode) Phase(p Policy) Phase {
 	return Stopped
 }
 
+// Held reports whether the last attempt was refunded (Refund) and no
+// attempt was made since.
+func (e *Episode) Held() bool { return e.refunded }
+
 // Allow reports whether trigger t may cause an attempt at now.
 func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {
 	at, ok := e.NextAllowed(p, t)
@@ -118,19 +130,19 @@ func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {
 // number of connects per minute: during the fast episode an extra attempt
 // is allowed at once; in the slow tier one p.Max after the last attempt;
 // when stopped never. A network change additionally causes at most one
-// attempt per p.Max.
+// attempt per p.Max. While a Refund's hold lasts, no trigger may.
 func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
-	var at time.Time // zero: at once
+	at := e.hold // zero: at once
 	switch e.Phase(p) {
 	case Stopped:
 		return time.Time{}, false
 	case Fast, Slow:
 		if t == Scheduled {
-			return e.next, true
+			return latest(e.next, e.hold), true
 		}
 	}
 	if e.Phase(p) == Slow {
-		at = e.last.Add(p.Max)
+		at = latest(at, e.last.Add(p.Max))
 	}
 	if t == Network && !e.lastNet.IsZero() {
 		if n := e.lastNet.Add(p.Max); n.After(at) {
@@ -144,6 +156,10 @@ func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
 // next: p.After(n) later, jittered with the random number r in [0, 1). It
 // returns that next time, or zero when the episode is now stopped.
 func (e *Episode) Attempt(p Policy, now time.Time, t Trigger, r float64) time.Time {
+	if !e.refunded {
+		e.held = 0 // the attempt before this one counted: a new run of refunds
+	}
+	e.refunded = false
 	e.n++
 	e.last = now
 	if t == Network {
@@ -164,4 +180,35 @@ func (e *Episode) Postpone(t time.Time) {
 	if !e.next.IsZero() && t.After(e.next) {
 		e.next = t
 	}
+}
+
+// Refund takes back the charge of the last attempt, whose answer said
+// "not yet" rather than "failed": the server is rate limited, or OpenCode
+// is starting or stopping. That is no failure of the server, so the
+// episode stands as it did before the attempt (no step towards the slow
+// tier), but no attempt of any trigger is allowed before Policy.Hold
+// after the answer came (when the attempt's call returned): asked is the
+// wait the answer asked for, zero when it did not say (then each refund
+// in a row waits longer), and r jitters an unsaid wait. It returns when
+// the next attempt is allowed. Call it only after Attempt.
+//
+// Refund decides what to do (the attempt does not count); the policy
+// says how long to wait.
+func (e *Episode) Refund(p Policy, asked time.Duration, r float64) time.Time {
+	if e.n > 0 {
+		e.n--
+	}
+	e.held++
+	e.refunded = true
+	e.hold = latest(e.returned, e.last).Add(p.Hold(asked, e.n, e.held, r))
+	e.next = e.hold
+	return e.hold
+}
+
+// latest returns the later of two times.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

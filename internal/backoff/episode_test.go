@@ -131,3 +131,139 @@ func TestEpisodeStableCountsFromReturn(t *testing.T) {
 		t.Fatal("not stable 60 s after the return")
 	}
 }
+
+// A wait the server asked for is waited out whole, within the bounds of
+// the schedule: never shorter than Initial, never longer than the slow
+// tier's interval (Max when there is no slow tier). A wait it did not say
+// doubles with each refund in a row, from Initial, and is never shorter
+// than the schedule's own delay at the episode's count.
+func TestHoldIsTheAskedWaitWithinBounds(t *testing.T) {
+	p := Default // 1 s, 30 s, jitter 0.2, 5 fast, 5 min
+	for _, r := range []float64{0, 0.5, 0.99} {
+		if got := p.Hold(7*time.Second, 4, 1, r); got != 7*time.Second {
+			t.Errorf("Hold(7s, r=%v) = %v, want 7s: a wait the server asked for is not jittered, nor lengthened", r, got)
+		}
+	}
+	for asked, want := range map[time.Duration]time.Duration{
+		time.Millisecond: time.Second,      // never shorter than --initial-delay
+		time.Hour:        5 * time.Minute,  // never longer than --slow-interval
+		90 * time.Second: 90 * time.Second, // beyond max-delay: the server's word
+	} {
+		if got := p.Hold(asked, 0, 1, 0.5); got != want {
+			t.Errorf("Hold(%v) = %v, want %v", asked, got, want)
+		}
+	}
+	for inARow, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 9: 256 * time.Second, 10: 5 * time.Minute, 50: 5 * time.Minute} {
+		if got := p.Hold(0, 0, inARow, 0.5); got != want {
+			t.Errorf("Hold(unsaid, %d in a row) = %v, want %v", inARow, got, want)
+		}
+	}
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 5: 5 * time.Minute, 7: 5 * time.Minute} {
+		if got := p.Hold(0, n, 1, 0.5); got != want {
+			t.Errorf("Hold(unsaid, after %d attempts) = %v, want the schedule's %v", n, got, want)
+		}
+	}
+	if got := p.Hold(0, 0, 3, 0); got != 3200*time.Millisecond {
+		t.Errorf("Hold(unsaid, 3 in a row, r=0) = %v, want 4 s jittered down to 3.2 s", got)
+	}
+	p.SlowInterval = 0
+	if got := p.Hold(time.Hour, 0, 1, 0.5); got != p.Max {
+		t.Errorf("Hold(1h) without a slow tier = %v, want max-delay %v", got, p.Max)
+	}
+	if got := p.Hold(0, 5, 1, 0.5); got != time.Second {
+		t.Errorf("Hold(unsaid) of a stopped count without a slow tier = %v, want initial-delay", got)
+	}
+}
+
+// A refunded attempt does not count: the episode stands as before it
+// (same number of attempts, same phase), and no trigger may cause an
+// attempt before the hold, counted from when the attempt's call returned.
+// The attempt after the hold is charged as the one refunded would have
+// been.
+func TestRefundKeepsTheEpisodeAndHolds(t *testing.T) {
+	p := Default
+	p.Jitter = 0
+	t0 := time.Unix(1000, 0)
+	var e Episode
+	e.Attempt(p, t0, Scheduled, 0)
+	e.Attempt(p, t0.Add(time.Second), Scheduled, 0)
+	at := t0.Add(3 * time.Second)
+	e.Attempt(p, at, Scheduled, 0) // the third: answered 429 at 3.5 s
+	e.Returned(at.Add(500 * time.Millisecond))
+	until := e.Refund(p, 7*time.Second, 0.5)
+	if want := at.Add(7500 * time.Millisecond); !until.Equal(want) || !e.Next().Equal(want) {
+		t.Fatalf("refund holds until %v (next %v), want %v: 7 s after the answer", until, e.Next(), want)
+	}
+	if e.NumRequeues() != 2 || e.Phase(p) != Fast || !e.Held() {
+		t.Fatalf("after the refund: %d attempts, %v, held %v; want the two before it, fast, held", e.NumRequeues(), e.Phase(p), e.Held())
+	}
+	for _, tr := range []Trigger{Scheduled, Extra, Network} {
+		if e.Allow(p, until.Add(-time.Millisecond), tr) {
+			t.Errorf("trigger %d allowed during the hold", tr)
+		}
+		if !e.Allow(p, until, tr) {
+			t.Errorf("trigger %d not allowed once the hold is over", tr)
+		}
+	}
+	if next := e.Attempt(p, until, Scheduled, 0); e.NumRequeues() != 3 || !next.Equal(until.Add(4*time.Second)) {
+		t.Fatalf("the attempt after the hold: %d attempts, next %v; want the third, 4 s later", e.NumRequeues(), next.Sub(until))
+	}
+}
+
+// A first attempt refunded leaves a healthy episode that still waits for
+// its hold; the fifth refunded does not drop the server to the slow tier.
+func TestRefundOfFirstAndLastFastAttempt(t *testing.T) {
+	p := Default
+	p.Jitter = 0
+	now := time.Unix(0, 0)
+	var e Episode
+	e.Attempt(p, now, Scheduled, 0)
+	e.Returned(now)
+	e.Refund(p, 0, 0.5)
+	if e.Phase(p) != Healthy || e.Allow(p, now.Add(999*time.Millisecond), Scheduled) || !e.Allow(p, now.Add(time.Second), Scheduled) {
+		t.Fatalf("a refunded first attempt: %v, or its hold of initial-delay not kept", e.Phase(p))
+	}
+	for range p.FastAttempts {
+		now = now.Add(time.Minute)
+		e.Attempt(p, now, Scheduled, 0)
+	}
+	if e.Phase(p) != Slow {
+		t.Fatalf("setup: %v after %d attempts", e.Phase(p), e.NumRequeues())
+	}
+	e.Returned(now)
+	e.Refund(p, 0, 0.5)
+	if e.Phase(p) != Fast || e.NumRequeues() != p.FastAttempts-1 {
+		t.Fatalf("the fifth attempt refunded: %v with %d attempts, want fast with 4", e.Phase(p), e.NumRequeues())
+	}
+}
+
+// Refunds in a row wait longer each time when the answer does not say how
+// long; an attempt that counted starts the run again (at the schedule's
+// delay for the episode's count).
+func TestRefundsInARowWaitLonger(t *testing.T) {
+	p := Default
+	p.Jitter = 0
+	now := time.Unix(0, 0)
+	var e Episode
+	var waits []time.Duration
+	for range 4 {
+		e.Attempt(p, now, Scheduled, 0)
+		e.Returned(now)
+		until := e.Refund(p, 0, 0)
+		waits = append(waits, until.Sub(now))
+		now = until
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+	for i := range want {
+		if waits[i] != want[i] {
+			t.Fatalf("holds of refunds in a row = %v, want %v", waits, want)
+		}
+	}
+	e.Attempt(p, now, Scheduled, 0) // answered: failed, counted
+	now = now.Add(time.Second)
+	e.Attempt(p, now, Scheduled, 0)
+	e.Returned(now)
+	if until := e.Refund(p, 0, 0); until.Sub(now) != time.Second {
+		t.Fatalf("a refund after a counted attempt holds %v, want the schedule's delay after one attempt again", until.Sub(now))
+	}
+}

@@ -102,7 +102,7 @@ const readyPoll = 10 * time.Millisecond
 
 func (s supervisor) run(ctx context.Context) {
 	poll := time.NewTicker(readyPoll)
-	for errors.Is(s.alive(time.Second), reconnect.ErrNotRunning) {
+	for errors.Is(s.alive(time.Second), reconnect.ErrNotStarted) {
 		select {
 		case <-ctx.Done():
 			poll.Stop()
@@ -130,6 +130,9 @@ func (s supervisor) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		err := s.alive(s.watchdog / 4)
+		if !reconnect.Stuck(err) {
+			err = nil // as GET /healthz decides
+		}
 		switch {
 		case err != nil && stuck == nil:
 			s.log.Error("an engine is stuck; no longer pinging the systemd watchdog, which restarts the daemon", "err", err, "watchdog", s.watchdog)

@@ -60,7 +60,7 @@ func (f *fakeEngines) alive(timeout time.Duration) error {
 	f.mu.Lock()
 	err := f.err
 	f.mu.Unlock()
-	if err != nil && !errors.Is(err, reconnect.ErrNotRunning) {
+	if err != nil && !errors.Is(err, reconnect.ErrNotStarted) && !errors.Is(err, reconnect.ErrStopped) {
 		time.Sleep(timeout) // a stuck engine's lock is tried until the timeout
 	}
 	return err
@@ -72,7 +72,7 @@ func (f *fakeEngines) alive(timeout time.Duration) error {
 func TestSupervisorReadyAndWatchdog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mgr := &fakeManager{start: time.Now()}
-		eng := &fakeEngines{err: reconnect.ErrNotRunning}
+		eng := &fakeEngines{err: reconnect.ErrNotStarted}
 		s := supervisor{notify: mgr.notify, watchdog: 4 * time.Second, alive: eng.alive, servers: 1, log: slog.New(slog.DiscardHandler)}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -115,6 +115,33 @@ func TestSupervisorReadyAndWatchdog(t *testing.T) {
 		<-done
 		if all := mgr.all(); all[len(all)-1] != "20s STOPPING=1" {
 			t.Fatalf("last sent %q, want STOPPING=1", all[len(all)-1])
+		}
+	})
+}
+
+// An engine whose Run returned while the daemon goes on never checks
+// again: the watchdog stops pinging, as GET /healthz answers 503 (the
+// one rule, reconnect.Stuck).
+func TestSupervisorStoppedEngineIsStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mgr := &fakeManager{start: time.Now()}
+		eng := &fakeEngines{}
+		s := supervisor{notify: mgr.notify, watchdog: 4 * time.Second, alive: eng.alive, servers: 1, log: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.run(ctx)
+		}()
+		time.Sleep(3 * time.Second)
+		eng.set(reconnect.ErrStopped)
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		want := []string{"0s READY=1", "0s STATUS=watching 1 OpenCode server(s)", "2s WATCHDOG=1", "4s STATUS=stuck: reconnect: engine stopped", "9s STOPPING=1"}
+		if got := mgr.all(); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("sent %q, want %q", got, want)
 		}
 	})
 }

@@ -261,6 +261,15 @@ func TestParseEvent(t *testing.T) {
 	}
 }
 
+// OpenCode 1.x keeps no cooldown after a 429 (it has no such thing): a
+// failure naming one is a failure like any other.
+func TestParseStatusKnowsNoRateLimit(t *testing.T) {
+	st, err := opencode.ParseStatus([]byte(`{"r":{"status":"failed","error":"Error POSTing to endpoint (HTTP 429): Too Many Requests"}}`))
+	if err != nil || st["r"].Status != opencode.StatusFailed || st["r"].RateLimited {
+		t.Fatalf("1.x status = %+v, %v; want failed, not rate limited", st, err)
+	}
+}
+
 func FuzzParseStatus(f *testing.F) {
 	f.Add([]byte(`{"a":{"status":"connected"},"b c":{"status":"failed","error":"Connection closed"}}`))
 	f.Add([]byte(`{"a":{"status":"failed","error":{"x":1}}}`))

@@ -28,6 +28,10 @@ type ServerStatus struct {
 	// IntegrationID (2.x) is set on remote servers only: OpenCode ties
 	// each remote server to an integration.
 	IntegrationID string `json:"integrationID,omitempty"`
+	// RateLimited (2.x) is set on a failed server whose last attempt the
+	// server answered 429 Too Many Requests (see ClientV2.MCPStatus): no
+	// failure of the server. How long to wait is not said.
+	RateLimited bool `json:"-"`
 }
 
 // Health is the answer of GET /global/health.

@@ -501,7 +501,8 @@ const maxRemembered = 4096
 // MCPStatus reads GET /api/mcp for dir's location. Reading it boots the
 // location and starts its MCP servers if it is not running: call it only
 // for directories in use. A server still starting reads StatusPending; a
-// status string this package does not know is kept as it is.
+// status string this package does not know is kept as it is. A failed
+// server whose endpoint answered 429 is RateLimited (see rateLimited).
 //
 // An answer that lists no server is read once more, EmptyRereadDelay
 // later, unless the directory's previous answer was empty too: right after
@@ -628,10 +629,25 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 			}
 		}
 		_ = json.Unmarshal(item.IntegrationID, &st.IntegrationID)
+		st.RateLimited = st.Status == StatusFailed && rateLimited(st.Error)
 		out[*item.Name] = st
 	}
 	return location, out, nil
 }
+
+// rateLimited reports whether a failed server's error says its endpoint
+// answered 429. OpenCode 2 (packages/core/src/mcp/cooldown.ts and
+// client.ts, read at 12d1b536) shares a cooldown per endpoint across all its
+// connections once a remote MCP server answers 429, for the Retry-After
+// the server sent (1 s without one), and answers every request within it
+// with a 429 of its own, "MCP endpoint cooldown after HTTP 429", without
+// asking the server. A client sees only the status entry: connect still
+// answers 204, the entry is failed with the error "Error POSTing to
+// endpoint: <the server's body> (HTTP 429)" or "Error POSTing to
+// endpoint: MCP endpoint cooldown after HTTP 429", and no field, header
+// or event carries the Retry-After. Builds before it (2.0.21, on the 1.x
+// MCP SDK) name no status in that error.
+func rateLimited(errText string) bool { return strings.Contains(errText, "HTTP 429") }
 
 // Connect asks OpenCode to (re)connect one MCP server in dir: 2.x stops and
 // starts it whatever its status, and answers 204 when the attempt is over,

@@ -50,6 +50,18 @@ func TestParseStatusV2(t *testing.T) {
 	if err != nil || st["a"].Status != opencode.StatusPending || st["b"].Status != "disconnected" || st["c"].Error != `{"x":1}` {
 		t.Fatalf("odd statuses = %+v, %v", st, err)
 	}
+	// A server whose endpoint answered 429, and one still inside the
+	// cooldown OpenCode 2 keeps after it (core/src/mcp/client.ts and
+	// cooldown.ts): rate limited. Another failure, or a 429 named by a
+	// status that is not failed, is not.
+	_, st, err = opencode.ParseStatusV2([]byte(`{"data":[
+		{"name":"first","status":{"status":"failed","error":"Error POSTing to endpoint: Too Many Requests (HTTP 429)"}},
+		{"name":"cool","status":{"status":"failed","error":"Error POSTing to endpoint: MCP endpoint cooldown after HTTP 429"}},
+		{"name":"down","status":{"status":"failed","error":"Error POSTing to endpoint: Bad Gateway (HTTP 502)"}},
+		{"name":"reg","status":{"status":"needs_client_registration","error":"HTTP 429"}}]}`))
+	if err != nil || !st["first"].RateLimited || !st["cool"].RateLimited || st["down"].RateLimited || st["reg"].RateLimited {
+		t.Fatalf("rate limited = %+v, %v; want first and cool only", st, err)
+	}
 	if _, st, err := opencode.ParseStatusV2([]byte(`{"location":{"directory":"/p"},"data":[]}`)); err != nil || st == nil || len(st) != 0 {
 		t.Fatalf("empty list = %v, %v; want an empty, non-nil map", st, err)
 	}

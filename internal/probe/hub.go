@@ -20,6 +20,7 @@ type Hub struct {
 type shared struct {
 	subs   map[chan struct{}]struct{}
 	cancel context.CancelFunc
+	run    int // the watch goroutine that serves it now (Renew starts another)
 }
 
 // NewHub returns a hub watching with p. Close stops it.
@@ -40,8 +41,7 @@ func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		sh = &shared{subs: map[chan struct{}]struct{}{}, cancel: cancel}
 		h.watches[rawURL] = sh
-		h.live++
-		h.wg.Go(func() { h.run(ctx, rawURL, sh) })
+		h.start(ctx, rawURL, sh)
 	}
 	ch := make(chan struct{})
 	sh.subs[ch] = struct{}{}
@@ -61,11 +61,42 @@ func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
 	}
 }
 
-func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
+// start runs a watch goroutine for sh. Caller holds h.mu.
+func (h *Hub) start(ctx context.Context, rawURL string, sh *shared) {
+	sh.run++
+	run := sh.run
+	h.live++
+	h.wg.Go(func() { h.run(ctx, rawURL, sh, run) })
+}
+
+// Renew dials every watch anew, keeping its subscribers: after the
+// machine slept, a held connection may be dead without a word (the
+// server restarted meanwhile, and its reset never arrived), and a watch
+// over it would miss the server's next restart. A restart that happened
+// during the sleep is not seen by the new dial (the server answers):
+// that is for the caller to repair (a fresh session).
+func (h *Hub) Renew() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	for rawURL, sh := range h.watches {
+		sh.cancel()
+		ctx, cancel := context.WithCancel(context.Background())
+		sh.cancel = cancel
+		h.start(ctx, rawURL, sh)
+	}
+}
+
+func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, run int) {
 	restarted := h.p.Watch(ctx, rawURL, nil)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.live--
+	if sh.run != run {
+		return // renewed: another goroutine serves its subscribers
+	}
 	if h.watches[rawURL] == sh {
 		delete(h.watches, rawURL)
 	}

@@ -145,3 +145,59 @@ func TestHubRestartLeavesNothingRunning(t *testing.T) {
 		}
 	})
 }
+
+// Renew dials every watch anew and keeps its subscribers: one watch
+// goroutine, one dial more, the connection from before closed (not
+// reported as a restart), and the next restart told to every subscriber;
+// the last one leaving still ends it. After Close it starts nothing.
+func TestHubRenewRedialsAndKeepsSubscribers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		defer ep.stop()
+		p := New(20)
+		p.Dial = ep.Dial
+		h := NewHub(p)
+		defer h.Close()
+		r1, stop1 := h.Watch(hubURL)
+		r2, stop2 := h.Watch(hubURL)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h.Renew()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n, open, dials := h.running(), ep.open(), ep.count(); n != 1 || open != 1 || dials != 2 {
+			t.Fatalf("after Renew: %d watches, %d connections open, %d dials; want 1, 1, 2", n, open, dials)
+		}
+		select {
+		case <-r1:
+			t.Fatal("Renew was reported as a restart")
+		default:
+		}
+		ep.crash()
+		time.Sleep(2 * time.Second)
+		ep.set(func(e *endpoint) { e.refuse = false })
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for i, r := range []<-chan struct{}{r1, r2} {
+			select {
+			case <-r:
+			default:
+				t.Fatalf("subscriber %d was not told of the restart after Renew", i+1)
+			}
+		}
+		stop1()
+		stop2()
+		synctest.Wait()
+		if n := h.running(); n != 0 {
+			t.Fatalf("%d watches running after the restart and both left", n)
+		}
+		_, stop3 := h.Watch(hubURL)
+		defer stop3()
+		h.Close()
+		h.Renew()
+		synctest.Wait()
+		if n := h.running(); n != 0 {
+			t.Fatalf("Renew after Close started %d watches", n)
+		}
+	})
+}

@@ -142,23 +142,31 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		e.OpenCodeGone(r.err)
 		return
 	}
+	p := e.cfg.Backoff
+	if wait, ok := opencode.RetryAfter(r.err); ok {
+		// OpenCode said "not yet" (starting or stopping: 503 with a
+		// Retry-After): the attempt reached no MCP server, so it does
+		// not count, there is no outcome to confirm, and the directory
+		// waits the Retry-After before it is checked again.
+		s.confirm = false
+		s.ep.Refund(p, wait, rand.Float64())
+		e.holdLocked(d, r.err, now, wait)
+		e.mu.Unlock()
+		return
+	}
 	if r.err != nil {
 		// A 404 too is an attempt like any other: only a status read that
 		// no longer lists the server forgets it.
 		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", r.name, "err", r.err)
 	}
-	p := e.cfg.Backoff
 	ph := s.ep.Phase(p)
-	if (ph == backoff.Slow || ph == backoff.Stopped) && !s.slowTold {
-		s.slowTold = true
-		e.metrics.GiveUps.Inc()
-		attrs := []any{"url", e.url, "directory", d.path, "server", r.name, "attempts", s.ep.NumRequeues(), "error", s.err}
-		if ph == backoff.Slow {
-			e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
-		} else {
-			e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
-		}
-		evs = append(evs, Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Error: s.err})
+	if s.rateLimited {
+		// The last attempt was answered 429, and this one most likely
+		// too: its outcome (the read) decides whether it counted, so the
+		// read comes soon, and a give-up waits for it (reconcile).
+		d.wakeBy(now.Add(e.wakeDelay()))
+	} else if ev, ok := e.gaveUp(d, s, r.name, now); ok {
+		evs = append(evs, ev)
 	}
 	if next := s.ep.Next(); !next.IsZero() {
 		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
@@ -174,4 +182,24 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		pv.Look() // a connect of a local server starts a new process
 	}
 	e.publish(evs...)
+}
+
+// gaveUp announces, once per episode, that a server reached the slow tier
+// (or stopped); ok is false when it did not, or was announced already.
+// Caller holds Engine.mu.
+func (e *Engine) gaveUp(d *dir, s *server, name string, now time.Time) (Event, bool) {
+	p := e.cfg.Backoff
+	ph := s.ep.Phase(p)
+	if ph != backoff.Slow && ph != backoff.Stopped || s.slowTold {
+		return Event{}, false
+	}
+	s.slowTold = true
+	e.metrics.GiveUps.Inc()
+	attrs := []any{"url", e.url, "directory", d.path, "server", name, "attempts", s.ep.NumRequeues(), "error", s.err}
+	if ph == backoff.Slow {
+		e.log.Info("MCP server still failing; retrying slowly", append(attrs, "every", p.SlowInterval)...)
+	} else {
+		e.log.Info("MCP server still failing; giving up until it is seen healthy or reconnect is asked", attrs...)
+	}
+	return Event{Time: now, Type: EventGaveUp, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(), Error: s.err}, true
 }

@@ -3,6 +3,7 @@ package reconnect
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -56,9 +57,16 @@ type dir struct {
 
 	// next is the latest time the next check may run; zero while a check
 	// runs and nothing asked for another. checking is when the check
-	// running now began (zero between checks), so a hung one shows.
-	next         time.Time
-	checking     time.Time
+	// running now began or last had an answer from OpenCode (zero between
+	// checks), and awaiting when the call to OpenCode it waits for began
+	// (zero when none): Alive tells a hung check from one waiting for a
+	// slow OpenCode.
+	next     time.Time
+	checking time.Time
+	awaiting time.Time
+	// hold is set while OpenCode said "not yet" (ErrNotYet: starting or
+	// stopping): no check runs before it, whatever asks (notYet).
+	hold         time.Time
 	lastActivity time.Time
 	lastAtOnce   time.Time // last check made at once for a first crash
 	// localsChanged: a local server's status changed or the config was
@@ -82,6 +90,9 @@ type dir struct {
 	// kindsKnown is set once GET /config answered; a failed read, or a
 	// server it did not list, clears it so the next check asks again.
 	kindsKnown bool
+	// listFails counts the checks in a row that could not learn whether
+	// the location is booted (bootedUnknown), for their backoff.
+	listFails int
 
 	// Budget slots handed to this directory while it waited in line
 	// (index 1: remote), used by its next check or released after it.
@@ -99,6 +110,10 @@ type server struct {
 	confirm     bool // an attempt was made whose outcome no read has shown yet
 	slowTold    bool // gave_up was announced for this episode
 	slotWait    bool // a due attempt waits for a budget slot
+	// rateLimited: the last attempt's outcome was the server's 429 (or
+	// OpenCode 2's cooldown after one), so it was refunded; cleared by a
+	// read that shows anything else.
+	rateLimited bool
 	// pendingReads counts consecutive reads that showed it pending (2.x),
 	// spacing the re-checks of a start that takes long; pendingSince is
 	// when the first of them was read, stuckTold whether the start was
@@ -190,6 +205,15 @@ func (d *dir) wakeBy(t time.Time) {
 	}
 }
 
+// dueAt is when the next check runs: next, but not before a hold;
+// zero when none is asked for. Caller holds Engine.mu.
+func (d *dir) dueAt() time.Time {
+	if d.next.IsZero() {
+		return time.Time{}
+	}
+	return later(d.next, d.hold)
+}
+
 // trigger sets trig on every server whose last read showed status and
 // whose episode ever allows the attempt trig would cause, and returns when
 // the earliest of them is allowed (zero when none). Caller holds Engine.mu.
@@ -248,7 +272,7 @@ func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
 		s := d.servers[name]
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,
 			WaitingForSlot: s.slotWait, NextAttempt: s.ep.Next(), LastAttempt: s.ep.Last(), LastReconnect: s.lastReconnect,
-			Hint: hint(s.status, name)}
+			Hint: hint(s.status, name), RateLimited: s.rateLimited && s.status == opencode.StatusFailed}
 		if s.status == opencode.StatusPending && s.stuckTold {
 			ss.Hint = stuckHint(time.Since(s.pendingSince))
 		}
@@ -281,7 +305,7 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
-		at := d.next
+		at := d.dueAt()
 		for _, s := range d.servers {
 			if !s.probing {
 				at = earlier(at, s.nextProbe)
@@ -305,7 +329,7 @@ func (e *Engine) loop(ctx context.Context, d *dir) {
 		case <-timer.C:
 			e.startProbes(ctx, d, &work)
 			e.mu.Lock()
-			due := !d.next.IsZero() && !time.Now().Before(d.next)
+			due := !d.next.IsZero() && !time.Now().Before(d.dueAt())
 			e.mu.Unlock()
 			if due {
 				e.check(ctx, d, &work)
@@ -356,11 +380,19 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):
 		// reading would boot it again.
-		booted, known, notYet := e.booted(ctx, d.path, lastEvent)
-		if notYet != nil {
-			e.notYet(d, notYet, time.Now())
+		answered := e.waitOpenCode(d)
+		booted, known, err := e.booted(ctx, d.path, lastEvent)
+		answered()
+		if ctx.Err() != nil {
 			return
 		}
+		if err != nil {
+			e.bootedUnknown(d, err)
+			return
+		}
+		e.mu.Lock()
+		d.listFails = 0
+		e.mu.Unlock()
 		if known && !booted {
 			e.locationGone(d)
 			return
@@ -375,7 +407,9 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 
 	e.metrics.StatusReads.Inc()
 	sent := time.Now()
+	answered := e.waitOpenCode(d)
 	st, err := e.oc.MCPStatus(ctx, d.path)
+	answered()
 	if ctx.Err() != nil {
 		return
 	}
@@ -407,6 +441,23 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	e.connect(ctx, d, connects, work)
 }
 
+// waitOpenCode marks d's check as waiting for an answer of OpenCode until
+// the returned func is called, which counts the answer as the check's
+// progress (Alive).
+func (e *Engine) waitOpenCode(d *dir) (answered func()) {
+	e.mu.Lock()
+	d.awaiting = time.Now()
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		d.awaiting = time.Time{}
+		if !d.checking.IsZero() {
+			d.checking = time.Now()
+		}
+	}
+}
+
 // unreadable handles a status read that failed (rule 9: no news; keep
 // every counter and look again after the idle interval), unless OpenCode
 // refused the connection: then it is restarting, and every directory is
@@ -417,8 +468,8 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 		e.OpenCodeGone(err) // this directory too (named ones start afresh)
 		return
 	}
-	if errors.Is(err, opencode.ErrNotYet) {
-		e.notYet(d, err, now)
+	if wait, ok := opencode.RetryAfter(err); ok {
+		e.notYet(d, err, now, wait)
 		return
 	}
 	e.mu.Lock()
@@ -440,13 +491,22 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 // is kept, as for an unreadable read, and the next check comes when the
 // answer's wait is over, no sooner. The check returns at once: it holds
 // no budget slot meanwhile, and its next time is never past due.
-func (e *Engine) notYet(d *dir, err error, now time.Time) {
-	wait, _ := opencode.RetryAfter(err)
+func (e *Engine) notYet(d *dir, err error, now time.Time, wait time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	d.lastCheck, d.lastErr = now, err.Error()
+	d.lastCheck = now
+	e.holdLocked(d, err, now, wait)
+}
+
+// holdLocked makes d wait for OpenCode's "not yet" (err, asking for
+// wait): no check of d runs before it is over, whatever wakes d
+// meanwhile (an event, a free slot): OpenCode would only say it again.
+// Caller holds Engine.mu.
+func (e *Engine) holdLocked(d *dir, err error, now time.Time, wait time.Duration) {
+	d.lastErr = err.Error()
+	d.hold = now.Add(max(wait, time.Second))
 	e.log.Debug("opencode not ready yet", "url", e.url, "directory", d.path, "err", err, "retry_in", wait)
-	d.wakeBy(now.Add(max(wait, time.Second)))
+	d.wakeBy(d.hold)
 }
 
 // attempt is one connect a reconcile decided on, and what caused it: the
@@ -506,6 +566,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 
 		switch cur.Status {
 		case opencode.StatusConnected:
+			s.rateLimited = false
 			if confirmed {
 				s.lastReconnect = now
 				e.metrics.Reconnects.Inc()
@@ -546,6 +607,32 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			if s.connecting {
 				break
 			}
+			switch {
+			case confirmed && cur.RateLimited:
+				// Our attempt was answered 429 (OpenCode 2 says so only
+				// in the error, and keeps a cooldown for the endpoint):
+				// the server asks for time and did not fail. The attempt
+				// does not count, and the next waits (how long, nothing
+				// says: see backoff.Policy.Hold).
+				s.rateLimited = true
+				held := s.ep.Refund(p, 0, rand.Float64())
+				if ph := s.ep.Phase(p); ph != backoff.Slow && ph != backoff.Stopped {
+					s.slowTold = false // a give-up told for this attempt was wrong
+				}
+				e.log.Debug("MCP server rate limited; the attempt does not count", "url", e.url, "directory", d.path, "server", name, "next", held)
+				evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(),
+					Tier: tierOf(s.ep.Phase(p)), Next: &held, Reason: ReasonRateLimited, Error: cur.Error})
+			case !cur.RateLimited:
+				if confirmed && s.rateLimited {
+					// The attempt's return left its give-up to this read
+					// (the one before was rate limited): it failed, and
+					// counts.
+					if ev, ok := e.gaveUp(d, s, name, now); ok {
+						evs = append(evs, ev)
+					}
+				}
+				s.rateLimited = false
+			}
 			if s.ep.Allow(p, now, backoff.Scheduled) {
 				connects = append(connects, attempt{name, backoff.Scheduled, 0})
 				break
@@ -581,6 +668,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			}
 
 		default:
+			s.rateLimited = false
 			// Rule 1: only failed is retried. disabled is the user's
 			// choice; needs_auth and needs_client_registration need the
 			// user; unknown states are left alone, and said once. The
@@ -607,7 +695,9 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 // be asked again at the next check; until then an unknown server is
 // budgeted as local and not probed.
 func (e *Engine) learnKinds(ctx context.Context, d *dir) {
+	answered := e.waitOpenCode(d)
 	cfg, err := e.oc.MCPConfig(ctx, d.path)
+	answered()
 	if err != nil {
 		e.log.Debug("config unavailable", "url", e.url, "directory", d.path, "err", err)
 		return

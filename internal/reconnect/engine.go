@@ -412,11 +412,18 @@ func (e *Engine) NetworkChanged() {
 // Woke tells the engine the machine woke from sleep, a network change that
 // matters more than any other: every failed server is checked as for a
 // network change, and every connected remote server is connected again
-// for a fresh session (its endpoint watch re-dialled), since after a sleep
-// a remote session is often dead while OpenCode still says connected and
-// no interface looks different. Charged like any network-triggered
-// attempt: at most one per server per max-delay, none once stopped.
+// for a fresh session, since after a sleep a remote session is often dead
+// while OpenCode still says connected and no interface looks different.
+// Charged like any network-triggered attempt: at most one per server per
+// max-delay, none once stopped. Every endpoint watch is dialled anew,
+// those of servers the wake does not connect too (connecting, stopped, or
+// within max-delay of their last network attempt): a watch shared with
+// one of them would otherwise go on over a connection the sleep killed,
+// and miss the server's next restart.
 func (e *Engine) Woke() {
+	if e.hub != nil {
+		e.hub.Renew()
+	}
 	e.NetworkChanged()
 	e.mu.Lock()
 	now := time.Now()

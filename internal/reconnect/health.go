@@ -8,38 +8,71 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// StuckAfter is how long past due a directory's check may be before the
-// engine counts that directory's loop as stuck. A check is a config read
-// and a status read, each bounded by opencode.DefaultTimeout (15 s), and
-// a loop is late only by the check it is running, so a healthy loop is
-// never anywhere near this late.
+// StuckAfter is how long a directory's loop may go without turning
+// before the engine counts it as stuck: a check that has waited this long
+// for one answer of OpenCode (every call has a timeout, 15 s for a read:
+// a wait this long is a call that ignores it), a check whose own work
+// since OpenCode's last answer took this long, or, between checks, a
+// check this far past due.
 const StuckAfter = 2 * time.Minute
 
-// ErrNotRunning is Alive's answer before Run started and after it ended.
-var ErrNotRunning = errors.New("reconnect: engine not running")
+// Alive's answers while the engine does not run. Both /healthz and the
+// systemd watchdog decide by Stuck, so they never disagree.
+var (
+	// ErrNotStarted is the answer before Run: the daemon is starting (it
+	// serves its status API before it has found OpenCode, which may take
+	// as long as OpenCode does to come up). Not stuck: a restart would
+	// only start again.
+	ErrNotStarted = errors.New("reconnect: engine not started yet")
+	// ErrStopped is the answer once Run has returned: the engine will
+	// never check a directory again, and only a restart brings it back,
+	// so it is stuck. (Run returns when the daemon shuts down; by then
+	// nobody should be asking: the watchdog loop has said STOPPING=1 and
+	// the status API is closing. An engine that stopped while the daemon
+	// went on would be a daemon that no longer does its job.)
+	ErrStopped = errors.New("reconnect: engine stopped")
+)
+
+// Stuck reports whether an answer of Alive means the daemon no longer
+// does its job and a restart would help: any error but ErrNotStarted.
+func Stuck(err error) bool { return err != nil && !errors.Is(err, ErrNotStarted) }
 
 // Alive reports whether the engine still does its job, for a supervisor
 // (the systemd watchdog, GET /healthz): its lock can be taken within
 // timeout (no loop holds it for ever), Run is running, and no armed
-// directory's check is more than StuckAfter past due (its loop stopped
-// turning) or has run for longer than that (it hangs). It never waits longer than timeout, however stuck the
-// engine, so a caller can keep asking.
+// directory's loop stopped turning (StuckAfter). Waiting for OpenCode is
+// not stuck, however slowly it answers and however many checks wait for
+// one answer (a shared list of booted locations), as long as each answer
+// comes within its call's timeout; nor is a check past due while the
+// check before it waits so. It never waits longer than timeout, however
+// stuck the engine, so a caller can keep asking.
 func (e *Engine) Alive(timeout time.Duration) error {
 	if !e.tryLock(timeout) {
 		return fmt.Errorf("reconnect: the engine of %s is stuck: its lock has been held for over %s", e.url, timeout)
 	}
 	defer e.mu.Unlock()
-	if e.ctx == nil || e.ctx.Err() != nil {
-		return ErrNotRunning
+	switch {
+	case e.ctx == nil:
+		return ErrNotStarted
+	case e.ctx.Err() != nil:
+		return ErrStopped
 	}
 	now := time.Now()
 	for _, p := range opencode.Names(e.dirs) {
 		d := e.dirs[p]
-		if late := now.Sub(d.next); !d.next.IsZero() && late > StuckAfter {
-			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, late.Round(time.Second))
-		}
-		if took := now.Sub(d.checking); !d.checking.IsZero() && took > StuckAfter {
-			return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s", e.url, p, took.Round(time.Second))
+		switch {
+		case !d.awaiting.IsZero():
+			if took := now.Sub(d.awaiting); took > StuckAfter {
+				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has waited %s for one answer of OpenCode, past every timeout", e.url, p, took.Round(time.Second))
+			}
+		case !d.checking.IsZero():
+			if took := now.Sub(d.checking); took > StuckAfter {
+				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s since OpenCode last answered it", e.url, p, took.Round(time.Second))
+			}
+		default:
+			if due := d.dueAt(); !due.IsZero() && now.Sub(due) > StuckAfter {
+				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, now.Sub(due).Round(time.Second))
+			}
 		}
 	}
 	return nil

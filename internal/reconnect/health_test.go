@@ -29,14 +29,19 @@ func TestAliveWhileRunning(t *testing.T) {
 	})
 }
 
+// Before Run the engine is starting: not stuck (the daemon serves its
+// status API before it has found OpenCode, which may take long, and a
+// restart would only start again). After Run it is stopped: it never
+// checks again, and only a restart brings it back, so it is stuck.
+// /healthz and the watchdog both decide by Stuck.
 func TestAliveNeedsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e, err := New(noJitter(), &stuckOC{}, Options{URL: "http://127.0.0.1:4096"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Alive(time.Second); !errors.Is(err, ErrNotRunning) {
-			t.Fatalf("before Run: %v, want ErrNotRunning", err)
+		if err := e.Alive(time.Second); !errors.Is(err, ErrNotStarted) || Stuck(err) {
+			t.Fatalf("before Run: %v (stuck %v), want ErrNotStarted, not stuck", err, Stuck(err))
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -50,8 +55,11 @@ func TestAliveNeedsRun(t *testing.T) {
 		}
 		cancel()
 		<-done
-		if err := e.Alive(time.Second); !errors.Is(err, ErrNotRunning) {
-			t.Fatalf("after Run: %v, want ErrNotRunning", err)
+		if err := e.Alive(time.Second); !errors.Is(err, ErrStopped) || !Stuck(err) {
+			t.Fatalf("after Run: %v (stuck %v), want ErrStopped, stuck", err, Stuck(err))
+		}
+		if Stuck(nil) {
+			t.Fatal("an engine alive is stuck")
 		}
 	})
 }
@@ -78,9 +86,10 @@ func TestAliveLockHeldForEver(t *testing.T) {
 	})
 }
 
-// A directory whose loop stopped turning (a check that never returns)
-// makes the engine stuck once a check it was asked for is StuckAfter past
-// due; before that it is alive.
+// A directory whose loop stopped turning (a check in a call that never
+// returns, whatever its context says) makes the engine stuck once that
+// call is StuckAfter old, past every client timeout (when a check it was
+// asked for is as far past due); before that it is alive.
 func TestAliveStuckCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := &stuckOC{release: make(chan struct{})}
@@ -116,7 +125,7 @@ func TestAliveStuckCheck(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		err = e.Alive(time.Second)
-		if err == nil || !strings.Contains(err.Error(), "/p/stuck") || !strings.Contains(err.Error(), "past due") {
+		if err == nil || !strings.Contains(err.Error(), "/p/stuck") || !strings.Contains(err.Error(), "stuck") {
 			t.Fatalf("a check over %v past due: %v, want stuck naming the directory", StuckAfter, err)
 		}
 	})

@@ -41,51 +41,113 @@ type bootedCache struct {
 	at    time.Time
 	dirs  []string
 	known bool
-	// ask serialises the requests: a check that finds the list stale waits
-	// for the one request under way instead of sending its own.
-	ask sync.Mutex
+	err   error // the request failed: shared like an answer
+	// flight is the request under way, nil when none: a check that finds
+	// the list stale waits for it instead of sending its own, when it was
+	// sent late enough for that check.
+	flight *bootedFlight
+}
+
+// bootedFlight is one request for the booted locations, and its answer
+// once done is closed.
+type bootedFlight struct {
+	sent  time.Time
+	done  chan struct{}
+	dirs  []string
+	known bool
+	err   error
+	cut   bool // its check went away mid-request: the answer is no one's
 }
 
 // booted reports whether dir's location is booted; known is false when
-// the server cannot tell or the list could not be read (then the check
-// reads as before: an unreadable list is no news). A shared list older
-// than since (the last event about dir) is asked again: the event may be
-// dir's boot or its disposal. notYet is the lister's ErrNotYet: the
-// check must neither read nor decide anything until it has passed.
-func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool, notYet error) {
+// the server cannot tell (1.x, or no such route: then the check reads as
+// before). A shared list older than since (the last event about dir) is
+// asked again: the event may be dir's boot or its disposal. err is set
+// when the list could not be had (the lister's ErrNotYet, a 5xx, a
+// timeout): the check must neither read nor decide anything now, since
+// reading a location that was disposed boots it again.
+//
+// A check that finds a request under way, sent no earlier than since,
+// takes its answer however long it takes: the answer is as new as the
+// check needs. (Waiting in line to send a request of its own, each
+// waiter found the one before stale, older than bootedTTL once a slow
+// server answered: sixty directories waited ten minutes for a list a
+// server answered in ten seconds.)
+func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (booted, known bool, err error) {
 	l, ok := e.oc.(LocationLister)
 	if !ok {
 		return false, false, nil
 	}
 	c := &e.bootedList
-	c.ask.Lock()
-	defer c.ask.Unlock()
-	c.mu.Lock()
-	// A list older than the directory's last event says nothing about
-	// it: the event may be its boot, or its disposal.
-	fresh := !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since)
-	dirs, known := c.dirs, c.known
-	c.mu.Unlock()
-	if !fresh {
+	var dirs []string
+	for {
+		c.mu.Lock()
+		// A list older than the directory's last event says nothing about
+		// it: the event may be its boot, or its disposal.
+		if !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since) {
+			dirs, known, err = c.dirs, c.known, c.err
+			c.mu.Unlock()
+			break
+		}
+		if f := c.flight; f != nil {
+			c.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return false, false, ctx.Err()
+			}
+			if !f.cut && !f.sent.Before(since) {
+				dirs, known, err = f.dirs, f.known, f.err
+				break
+			}
+			continue // sent before this directory's event, or cut short
+		}
 		// Stamped when asked, not when answered: a directory booted while
 		// the request was under way may be missing from the answer.
-		sent := time.Now()
-		var err error
-		dirs, known, err = l.BootedLocations(ctx)
-		if errors.Is(err, opencode.ErrNotYet) {
-			return false, false, err
-		}
-		if err != nil {
-			return false, false, nil
-		}
-		c.mu.Lock()
-		c.at, c.dirs, c.known = sent, dirs, known
+		f := &bootedFlight{sent: time.Now(), done: make(chan struct{})}
+		c.flight = f
 		c.mu.Unlock()
+		f.dirs, f.known, f.err = l.BootedLocations(ctx)
+		c.mu.Lock()
+		c.flight = nil
+		if f.cut = ctx.Err() != nil; !f.cut {
+			c.at, c.dirs, c.known, c.err = f.sent, f.dirs, f.known, f.err
+		}
+		c.mu.Unlock()
+		close(f.done)
+		if f.cut {
+			return false, false, ctx.Err() // this check ends: its answer is no one's
+		}
+		dirs, known, err = f.dirs, f.known, f.err
+		break
+	}
+	if err != nil {
+		return false, false, err
 	}
 	if !known {
 		return false, false, nil
 	}
 	return opencode.LocationListed(dirs, dir), true, nil
+}
+
+// bootedUnknown ends a check that could not learn whether its location
+// is booted (booted's err): as for "not yet", every counter is kept, no
+// slot is held, and the check comes again no sooner than the answer's
+// Retry-After, else initial-delay doubling with each such failure in a
+// row. A refused connection is OpenCode gone (rule 8).
+func (e *Engine) bootedUnknown(d *dir, err error) {
+	if errors.Is(err, opencode.ErrRefused) {
+		e.OpenCodeGone(err)
+		return
+	}
+	e.mu.Lock()
+	wait, ok := opencode.RetryAfter(err)
+	if !ok {
+		d.listFails++
+		wait = e.cfg.Backoff.Jittered(e.cfg.Backoff.Base(d.listFails))
+	}
+	e.mu.Unlock()
+	e.notYet(d, err, time.Now(), wait)
 }
 
 // locationGone forgets a directory whose location is no longer booted.

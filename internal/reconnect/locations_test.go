@@ -124,8 +124,10 @@ func TestNamedDirectoryIsReadWhenNotBooted(t *testing.T) {
 }
 
 // The checks of a thousand directories due in the same second share one
-// request for the booted locations; a list that cannot be read is no news
-// (the checks read as before).
+// request for the booted locations; a list that cannot be read is no
+// permission: the checks wait (no read that could boot a disposed
+// location), sharing each failure for its second and asking again with
+// backoff, and read again once the list answers.
 func TestBootedLocationsAreAskedOncePerSecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := &listingStub{ocStub: newStub()}
@@ -152,11 +154,24 @@ func TestBootedLocationsAreAskedOncePerSecond(t *testing.T) {
 		}
 		oc.mu.Lock()
 		oc.listErr = errors.New("opencode unavailable")
+		lists := oc.lists
 		oc.mu.Unlock()
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		if n := oc.count("status", ""); n < 3000 {
-			t.Fatalf("status reads with an unreadable list = %d, want the idle checks to go on", n)
+		if n := oc.count("status", ""); n != 1000 {
+			t.Fatalf("status reads with an unreadable list = %d, want none after the first 1000", n-1000)
+		}
+		oc.mu.Lock()
+		lists = oc.lists - lists
+		oc.listErr = nil
+		oc.mu.Unlock()
+		if lists > 2*120 {
+			t.Fatalf("the booted locations asked %d times in 2 minutes of failures, want a shared failure per second at most", lists)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := oc.count("status", ""); n < 2000 {
+			t.Fatalf("status reads once the list answers again = %d, want the checks to go on", n-1000)
 		}
 	})
 }

@@ -79,3 +79,42 @@ func TestCheckWaitsForTheDescriptionBeforeReading(t *testing.T) {
 		}
 	})
 }
+
+// A connect OpenCode 2 answers "not yet" (it began to stop between the
+// read and the connect: 503 with Retry-After: 7) reached no MCP server:
+// the attempt is refunded (the episode does not advance) and the
+// directory is not checked again before the Retry-After is over, even
+// when an event asks sooner; then the episode goes on where it stood.
+func TestNotYetAtConnectIsRefunded(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
+		fake := newFake2(map[string]Spec{"f": {Status: "failed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		r.stream()
+		_ = r.eng.Arm(dirA, "test")
+		r.at(1500 * time.Millisecond) // the first attempt, at 1 s, counted
+		fake.NotYetConnects(1, 7*time.Second)
+		r.at(2500 * time.Millisecond) // the second, at 2 s: not yet
+		if s := r.server(dirA, "f"); s.Attempts != 1 || s.Tier != TierFast {
+			t.Fatalf("after a connect answered not yet: f = %+v; want its one counted attempt", s)
+		}
+		reads := fake.Count(routeStatus, dirA, "")
+		r.at(4 * time.Second)
+		fake.ReportCrash(dirA, "f") // a wake for 5 s: not before the Retry-After
+		r.at(8900 * time.Millisecond)
+		if n := fake.Count(routeStatus, dirA, "") - reads; n != 0 {
+			t.Fatalf("%d status reads within the Retry-After of a connect answered not yet", n)
+		}
+		if err := r.eng.Alive(time.Second); err != nil {
+			t.Fatalf("waiting out OpenCode's Retry-After looks stuck: %v", err)
+		}
+		r.at(12 * time.Second)
+		// 9 s: the second attempt again (the schedule's next after one
+		// attempt is 2 s after it: 11 s).
+		if got, want := r.connectTimes(dirA, "f"), secs(1, 9, 11); !equalDurations(got, want) {
+			t.Fatalf("connects = %v, want %v", got, want)
+		}
+		if s := r.server(dirA, "f"); s.Attempts != 3 {
+			t.Fatalf("f = %+v, want three counted attempts by 12 s", s)
+		}
+	})
+}

@@ -175,7 +175,15 @@ type ServerSnapshot struct {
 	LastReconnect  time.Time `json:"last_reconnect,omitzero"`
 	// Hint tells the user what to do when the daemon cannot help.
 	Hint string `json:"hint,omitempty"`
+	// RateLimited is set while the failed server's last attempt was
+	// answered 429 by the server (OpenCode 2): that attempt did not
+	// count, and the next waits until NextAttempt.
+	RateLimited bool `json:"rate_limited,omitempty"`
 }
+
+// ReasonRateLimited is the reason of a backing_off event for an attempt
+// the server answered 429.
+const ReasonRateLimited = "rate limited by the server"
 
 // PendingStuckAfter is how long a server may stay pending (2.x) before its
 // start is reported stuck: OpenCode 2's default startup and catalog

@@ -27,8 +27,8 @@ const healthTimeout = 500 * time.Millisecond
 // Liveness is a Source that can tell, without blocking on it, whether its
 // loops still turn, and name its server meanwhile (*reconnect.Engine).
 type Liveness interface {
-	// Alive answers within timeout; reconnect.ErrNotRunning before the
-	// engine runs.
+	// Alive answers within timeout; reconnect.ErrNotStarted before the
+	// engine runs, reconnect.ErrStopped after (reconnect.Stuck decides).
 	Alive(timeout time.Duration) error
 	// CurrentURL names the server without the engine's lock.
 	CurrentURL() string
@@ -60,9 +60,10 @@ type ServerHealth struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-// healthz is 200 unless an engine is stuck: its lock held or a loop that
-// stopped turning. OpenCode being down is no reason to restart the
-// daemon, so it is not asked about here.
+// healthz is 200 unless an engine is stuck (reconnect.Stuck, as for the
+// systemd watchdog): its lock held, a loop that stopped turning, or an
+// engine that stopped; one not started yet is not. OpenCode being down is
+// no reason to restart the daemon, so it is not asked about here.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	h := Health{OK: true, Servers: []ServerHealth{}}
 	for _, src := range s.Sources {
@@ -71,7 +72,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 			continue
 		}
 		sh := ServerHealth{URL: l.CurrentURL(), OK: true}
-		if err := l.Alive(healthTimeout); err != nil && !errors.Is(err, reconnect.ErrNotRunning) {
+		if err := l.Alive(healthTimeout); reconnect.Stuck(err) {
 			sh.OK, sh.Problem, h.OK = false, err.Error(), false
 		}
 		h.Servers = append(h.Servers, sh)
@@ -110,7 +111,7 @@ func readiness(src Source) (ServerHealth, string) {
 		sh.URL = l.CurrentURL()
 		// Before Snapshot, which waits for the engine's lock.
 		switch err := l.Alive(healthTimeout); {
-		case errors.Is(err, reconnect.ErrNotRunning):
+		case errors.Is(err, reconnect.ErrNotStarted):
 			sh.Problem = "starting: the engine does not run yet"
 			return sh, metrics.ReasonStarting
 		case err != nil:

@@ -111,7 +111,7 @@ func TestHealthOfStuckAndStartingEngines(t *testing.T) {
 		t.Errorf("a stuck engine's Snapshot was called %d times", n)
 	}
 	starting := newHealthSource("http://127.0.0.1:4096", "", false, "")
-	starting.alive = reconnect.ErrNotRunning
+	starting.alive = reconnect.ErrNotStarted
 	if code, h := getHealth(t, []Source{starting}, "/healthz"); code != http.StatusOK {
 		t.Errorf("healthz while starting = %d %+v, want 200", code, h)
 	}
@@ -148,6 +148,20 @@ func TestReadyzOfAPlainSource(t *testing.T) {
 // The engine has the health interfaces the routes look for.
 var _ Liveness = (*reconnect.Engine)(nil)
 
+// An engine whose Run has returned never checks again: /healthz says so
+// (503), as the systemd watchdog does by the same rule (reconnect.Stuck).
+// Before, it was 200 here while the watchdog stopped pinging.
+func TestHealthzOfAStoppedEngine(t *testing.T) {
+	stopped := newHealthSource("http://127.0.0.1:4096", "2.x", true, "")
+	stopped.alive = reconnect.ErrStopped
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, h := getHealth(t, []Source{stopped}, path)
+		if code != http.StatusServiceUnavailable || h.Servers[0].OK || !strings.Contains(h.Servers[0].Problem, "stopped") {
+			t.Errorf("%s with a stopped engine = %d %+v, want 503 saying stopped", path, code, h)
+		}
+	}
+}
+
 // scrape is the /metrics body the API serves for srcs.
 func scrape(t *testing.T, srcs []Source) string {
 	t.Helper()
@@ -180,7 +194,7 @@ func TestMetricsShowReadiness(t *testing.T) {
 	stuck := newHealthSource("http://127.0.0.1:4396", "1.x", true, "")
 	stuck.alive = errStuck
 	starting := newHealthSource("http://127.0.0.1:4496", "", false, "")
-	starting.alive = reconnect.ErrNotRunning
+	starting.alive = reconnect.ErrNotStarted
 	body := scrape(t, []Source{ready, down, unknown, stuck, starting})
 	for _, want := range []string{
 		"# TYPE mcp_reconnect_ready gauge\n",

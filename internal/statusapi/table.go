@@ -76,6 +76,17 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 				if note == "" {
 					note = sv.Error
 				}
+				if sv.RateLimited {
+					// The server asked for time; the attempt did not count.
+					note = reconnect.ReasonRateLimited
+					switch {
+					case sv.Connecting:
+					case sv.NextAttempt.After(now):
+						note += "; next try in " + sv.NextAttempt.Sub(now).Round(time.Second).String()
+					default:
+						note += "; next try due"
+					}
+				}
 				if note == "" && !sv.LastReconnect.IsZero() {
 					note = "reconnected " + ago(now, sv.LastReconnect)
 				}

@@ -2,6 +2,7 @@ package statusapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,27 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 	_ = WriteTable(&b, st, time.Now())
 	if strings.Contains(b.String(), "processes:") {
 		t.Errorf("a processes line without a process view:\n%s", b.String())
+	}
+}
+
+// A server the server rate limited says so, with when the next try comes
+// (the attempt did not count); in JSON it is rate_limited beside
+// next_attempt.
+func TestStatusTableShowsARateLimit(t *testing.T) {
+	now := time.Now()
+	sv := reconnect.ServerSnapshot{Name: "r", Status: "failed", Error: "Error POSTing to endpoint: MCP endpoint cooldown after HTTP 429",
+		Attempts: 2, Tier: reconnect.TierFast, RateLimited: true, NextAttempt: now.Add(7 * time.Second)}
+	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
+		Directories: []reconnect.DirSnapshot{{Directory: "/p", ArmedBy: "flag", Servers: []reconnect.ServerSnapshot{sv}}}}}}}
+	var b bytes.Buffer
+	if err := WriteTable(&b, st, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "rate limited by the server; next try in 7s") {
+		t.Fatalf("the table does not say the server is rate limited:\n%s", b.String())
+	}
+	j, err := json.Marshal(sv)
+	if err != nil || !strings.Contains(string(j), `"rate_limited":true`) {
+		t.Fatalf("JSON = %s, %v; want rate_limited", j, err)
 	}
 }

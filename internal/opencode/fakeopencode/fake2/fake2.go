@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,10 +205,23 @@ type Server struct {
 
 	doc []byte
 
+	// limited and cooldown are rate limits by remote endpoint URL
+	// (RateLimit): until when the endpoint answers 429 and with what
+	// Retry-After, and until when OpenCode's own cooldown answers for it.
+	limited  map[string]rateLimit
+	cooldown map[string]time.Time
+
 	connecting, maxConnecting int
 	configFailures            int
+	notYetConnects            int           // connects still to answer "not yet" (NotYetConnects)
+	notYetAfter               time.Duration // their Retry-After
 	docFailures               int
 	starts                    map[string]int // dir + "\x00" + name → connects that left it connected
+}
+
+type rateLimit struct {
+	until      time.Time
+	retryAfter time.Duration
 }
 
 type state struct {
@@ -258,6 +272,8 @@ func NewProfile(p Profile, servers map[string]Spec) *Server {
 		subs:      map[*sub]struct{}{},
 		heartbeat: DefaultHeartbeat,
 		starts:    map[string]int{},
+		limited:   map[string]rateLimit{},
+		cooldown:  map[string]time.Time{},
 	}
 	s.mux = s.routes()
 	s.setDocLocked([]byte(p.Doc))
@@ -546,6 +562,17 @@ func (s *Server) SetService(state string) {
 	s.service = state
 }
 
+// NotYetConnects makes the next n connects answer what the service
+// answers every route while it stops (SetService): 503
+// {"code":"service_stopping"} with a Retry-After of retryAfter (whole
+// seconds), as when it begins to stop between a status read and the
+// connect it decided. They are recorded as RouteNotReady.
+func (s *Server) NotYetConnects(n int, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notYetConnects, s.notYetAfter = n, retryAfter
+}
+
 // SetMissingDirectory makes dir a directory that does not exist on the
 // server's machine: the preview build answers 500 with an empty body to a
 // location-scoped request for it, and boots the location anyway.
@@ -629,6 +656,43 @@ func (s *Server) AddServer(dir, name string, sp Spec) {
 		return
 	}
 	s.startLocked(dir, name, st, outcome(sp), sp.Error, s.pending, false)
+}
+
+// The errors OpenCode 2 reports for a remote server whose endpoint
+// answered 429, and for one it did not ask because the endpoint's
+// cooldown runs (core/src/mcp/client.ts and cooldown.ts).
+const (
+	ErrTooManyRequests = "Error POSTing to endpoint: Too Many Requests (HTTP 429)"
+	ErrCooldown        = "Error POSTing to endpoint: MCP endpoint cooldown after HTTP 429"
+)
+
+// RateLimit makes the remote endpoint url answer 429 with a Retry-After
+// of retryAfter to every request for the next d. A connect of a remote
+// server at url does what OpenCode 2 does then: it answers 204, and the
+// server is failed with ErrTooManyRequests; OpenCode keeps a cooldown of
+// retryAfter for the endpoint, shared by every location, within which a
+// connect fails with ErrCooldown without asking the endpoint. Nothing a
+// client sees tells the Retry-After. (Connects only: a location's boot
+// starts its servers as before.)
+func (s *Server) RateLimit(url string, d, retryAfter time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limited[url] = rateLimit{until: time.Now().Add(d), retryAfter: retryAfter}
+}
+
+// rateLimitedLocked is the failure of a connect of a remote server at url
+// that its endpoint's rate limit (or OpenCode's cooldown after one)
+// refuses, and whether it does.
+func (s *Server) rateLimitedLocked(url string) (errText string, limited bool) {
+	now := time.Now()
+	if now.Before(s.cooldown[url]) {
+		return ErrCooldown, true
+	}
+	if l, ok := s.limited[url]; ok && now.Before(l.until) {
+		s.cooldown[url] = now.Add(max(l.retryAfter, time.Second)) // 1 s without a Retry-After
+		return ErrTooManyRequests, true
+	}
+	return "", false
 }
 
 // Shutdown evicts a location, as 2.x does after an hour without session
@@ -996,6 +1060,19 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
+	s.mu.Lock()
+	notYet := s.notYetConnects > 0
+	if notYet {
+		s.notYetConnects--
+	}
+	after := s.notYetAfter
+	s.mu.Unlock()
+	if notYet {
+		s.record(r, RouteNotReady, "", "")
+		w.Header().Set("Retry-After", strconv.Itoa(int(after/time.Second)))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"code": ServiceStopping})
+		return
+	}
 	route := RouteConnect
 	if dev {
 		route = RouteConnectDev
@@ -1025,6 +1102,11 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	}
 	if st.spec.AfterConnect != "" {
 		to, errText = st.spec.AfterConnect, st.spec.Error
+	}
+	if st.spec.Type == "remote" {
+		if e, limited := s.rateLimitedLocked(st.spec.URL); limited {
+			to, errText = "failed", e
+		}
 	}
 	delay := st.spec.ConnectDelay
 	if delay <= 0 {
