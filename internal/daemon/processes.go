@@ -271,7 +271,7 @@ func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
 	}
 	gen, _ := p.client.Generation()
 	if found != nil {
-		p.client.SetConfigEnv(opencode.ConfigEnv{Generation: gen})
+		p.client.SetConfigEnv(p.listenerConfigEnv(tab, gen))
 		return
 	}
 	env := opencode.OwnConfigEnv(gen)
@@ -284,6 +284,39 @@ func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
 		p.log.Debug("opencode does not see this machine's files; its config files are not read", "url", p.where(), "pid", pid, "err", err)
 	}
 	p.client.SetConfigEnv(env)
+}
+
+// forwarders are programs that listen for a server elsewhere: a tunnel, a
+// proxy, a container runtime's port publisher. The config files of the
+// OpenCode behind them are not this machine's.
+var forwarders = map[string]bool{"ssh": true, "sshd": true, "socat": true, "kubectl": true, "docker-proxy": true,
+	"rootlesskit": true, "slirp4netns": true, "pasta": true, "gvproxy": true, "vpnkit": true, "com.docker.backend": true, "com.docker.back": true,
+	"conmon": true, "podman": true, "nc": true, "ncat": true}
+
+// listenerConfigEnv is how the config files of an OpenCode that is no
+// local process of this user are resolved: with this daemon's own
+// environment when what listens on its loopback port is a process of
+// this user in this mount namespace that forwards nothing (a wrapper of
+// OpenCode's that the view does not know), else not at all.
+func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation) opencode.ConfigEnv {
+	u, err := url.Parse(p.client.URL())
+	if err != nil {
+		return opencode.ConfigEnv{Generation: gen}
+	}
+	port, err := strconv.Atoi(u.Port())
+	if ip := net.ParseIP(u.Hostname()); err != nil || (u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return opencode.ConfigEnv{Generation: gen}
+	}
+	pid, err := procview.ListenerPID(port, os.Getuid())
+	if err != nil {
+		return opencode.ConfigEnv{Generation: gen}
+	}
+	proc, err := tab.Read(pid)
+	same, nsErr := procview.SameMountNamespace(pid)
+	if err != nil || nsErr != nil || !same || proc.UID != os.Getuid() || forwarders[proc.Comm] {
+		return opencode.ConfigEnv{Generation: gen}
+	}
+	return opencode.OwnConfigEnv(gen)
 }
 
 // syncServers gives v the engine's local servers when they changed.
