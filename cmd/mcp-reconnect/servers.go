@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
@@ -179,11 +179,7 @@ func checkPlainHTTP(rawURL string) error {
 	if err != nil || !strings.EqualFold(u.Scheme, "http") {
 		return nil // https, or a URL opencode.New refuses on its own
 	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return nil
-	}
-	if a, err := netip.ParseAddr(host); err == nil && a.Unmap().IsLoopback() {
+	if loopback.Host(u.Host) {
 		return nil
 	}
 	return fmt.Errorf("OpenCode at %s is plain http to another host: the password would cross the network readable by anyone on the way (basic auth is not encrypted); use https, or an SSH tunnel to 127.0.0.1, or pass --allow-http-password to send it anyway", opencode.Redact(rawURL))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -228,7 +228,7 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 		return 0, err
 	}
 	host, portStr := u.Hostname(), u.Port()
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !loopback.Host(host) {
 		return 0, fmt.Errorf("%s is not a loopback address", host)
 	}
 	port, err := strconv.Atoi(portStr)
@@ -304,7 +304,7 @@ func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generatio
 		return opencode.ConfigEnv{Generation: gen}
 	}
 	port, err := strconv.Atoi(u.Port())
-	if ip := net.ParseIP(u.Hostname()); err != nil || (u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback())) {
+	if err != nil || !loopback.Host(u.Host) {
 		return opencode.ConfigEnv{Generation: gen}
 	}
 	pid, err := procview.ListenerPID(port, os.Getuid())

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
@@ -120,7 +120,7 @@ func newV2(rawURL string, o Options, mem *processMemory) (*ClientV2, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ClientV2{c: c, local: loopbackHost(c.base.Host), log: slog.New(slog.DiscardHandler), mem: mem,
+	return &ClientV2{c: c, local: loopback.Host(c.base.Host), log: slog.New(slog.DiscardHandler), mem: mem,
 		missing: map[string]*retry{}, integration: map[string]map[string]bool{}, empty: map[string]bool{}}, nil
 }
 
@@ -141,20 +141,6 @@ func (v *ClientV2) logger() *slog.Logger {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.log
-}
-
-// loopbackHost reports whether host (host[:port]) is a loopback name.
-func loopbackHost(host string) bool {
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	h = strings.Trim(h, "[]")
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // URL is the server's base URL, safe to log.

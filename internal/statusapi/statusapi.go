@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
@@ -149,18 +150,12 @@ func (s *Server) loopbackHost(hostport string) bool {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
+	if loopback.Host(host) {
 		return true
 	}
 	ip := net.ParseIP(host)
 	if ip == nil {
 		return false
-	}
-	if ip.IsLoopback() {
-		return true
 	}
 	if b := net.ParseIP(s.BoundHost); b != nil && !b.IsUnspecified() && b.Equal(ip) {
 		return true
@@ -363,11 +358,7 @@ func CheckAddr(addr string, allowRemote bool) error {
 	if allowRemote {
 		return nil
 	}
-	if host == "localhost" {
-		return nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsLoopback() {
+	if !loopback.Host(host) {
 		return fmt.Errorf("status-addr %q is not a loopback address; pass --status-public to serve it beyond this machine", addr)
 	}
 	return nil
