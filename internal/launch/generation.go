@@ -11,10 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+(?:-v(\d+)[0-9A-Za-z.-]*)?`)
@@ -34,18 +35,15 @@ func AskVersion(ctx context.Context, command string, env []string) (string, erro
 	return string(out), nil
 }
 
-// ParseMajor finds the first x.y.z version in out and returns x.
+// ParseMajor finds the first x.y.z version in out and returns the
+// OpenCode line it names (opencode.Major: a build from source of the v2
+// line, 0.0.0-v2src-…, is 2).
 func ParseMajor(out string) (int, error) {
-	m := versionRE.FindStringSubmatch(out)
-	if m == nil {
+	v := versionRE.FindString(out)
+	if v == "" {
 		return 0, fmt.Errorf("no version in %q", truncate(out, 80))
 	}
-	if m[1] == "0" && m[2] != "" {
-		// A build from source of a release line: the v2 preview reports
-		// 0.0.0-v2src-44b6938b (the v2 facts, section 6).
-		return strconv.Atoi(m[2])
-	}
-	return strconv.Atoi(m[1])
+	return opencode.Major(v), nil
 }
 
 func truncate(s string, n int) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -206,8 +207,23 @@ func emptyBasicRefusal(status int, hdr http.Header, body []byte) bool {
 
 // major is the major number of a version such as "2.0.21" or "v1.18.34",
 // or -1.
-func major(v string) int {
+func major(v string) int { return Major(v) }
+
+// sourceBuild is the version a build from source of a release line
+// reports: 0.0.0-v<line>src-<commit> (the v2 preview: 0.0.0-v2src-44b6938b).
+var sourceBuild = regexp.MustCompile(`^0\.\d+\.\d+-v(\d+)`)
+
+// Major is the OpenCode line a version string names: 1 for "1.18.34", 2
+// for "2.0.21" or "v2.0.21", 2 for a build from source of the v2 line
+// (sourceBuild); -1 when v is no version. It is the one reading of a
+// version's line: detection and run (launch.ParseMajor) ask it.
+func Major(v string) int {
 	v = strings.TrimPrefix(v, "v")
+	if m := sourceBuild.FindStringSubmatch(v); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			return n
+		}
+	}
 	head, _, _ := strings.Cut(v, ".")
 	n, err := strconv.Atoi(head)
 	if err != nil || n < 0 || head == "" || head[0] == '+' || head[0] == '-' {

@@ -221,3 +221,14 @@ func TestDetectRefusalShapes(t *testing.T) {
 		}
 	}
 }
+
+// The one reading of a version's line; detection once read the v2
+// preview's 0.0.0-v2src-… as line 0 while run read it as 2.
+func TestMajorOfAVersion(t *testing.T) {
+	for v, want := range map[string]int{"1.18.34": 1, "2.0.21": 2, "v2.0.21": 2, "0.0.0-v2src-44b6938b": 2, "0.0.0-v12src-x": 12,
+		"0.3.1": 0, "1": 1, "": -1, "x.1": -1, "-1.0.0": -1, "+1.0": -1} {
+		if got := opencode.Major(v); got != want {
+			t.Errorf("Major(%q) = %d, want %d", v, got, want)
+		}
+	}
+}
