@@ -59,7 +59,7 @@ var Used = Needs{
 		{"GET", "/global/health"}, {"GET", "/global/event"}, {"GET", "/mcp"},
 		{"POST", "/mcp/{name}/connect"}, {"GET", "/config"},
 	},
-	Statuses: []string{opencode.StatusConnected, opencode.StatusDisabled, opencode.StatusFailed, opencode.StatusNeedsAuth, opencode.StatusNeedsClientRegistration},
+	Statuses: opencode.StatusesV1,
 	// server.heartbeat is sent but not described in /doc; without it the
 	// stream is merely re-subscribed after each silent 30 s.
 	Events: []string{opencode.EventToolsChanged, opencode.EventInstanceDisposed, opencode.EventGlobalDisposed, opencode.EventServerConnected},
@@ -332,10 +332,8 @@ func serverCheck(dir, name, status, errText string, attempts int) []Check {
 			detail += fmt.Sprintf(" (mcp-reconnect has tried %d times)", attempts)
 		}
 		return []Check{{Fail, label, detail}}
-	case opencode.StatusNeedsAuth:
-		return []Check{{Fail, label, "needs_auth: run opencode mcp auth " + name}}
-	case opencode.StatusNeedsClientRegistration:
-		return []Check{{Fail, label, "needs_client_registration: add a clientId for it in opencode.json"}}
+	case opencode.StatusNeedsAuth, opencode.StatusNeedsClientRegistration:
+		return []Check{{Fail, label, status + ": " + opencode.UserHint(status, name)}}
 	case opencode.StatusConnected, opencode.StatusDisabled, opencode.StatusPending, "":
 		return nil
 	}

@@ -116,7 +116,7 @@ func TestRunAgainstFake(t *testing.T) {
 		d := describe(checks)
 		for _, want := range []string{
 			"ok generation: OpenCode 1.x, version 1.18.34", "ok version: 1.18.34", "ok api routes:",
-			"ok password: from env OPENCODE_SERVER_PASSWORD", "FAIL /p: gh: needs_auth: run opencode mcp auth gh",
+			"ok password: from env OPENCODE_SERVER_PASSWORD", "FAIL /p: gh: needs_auth: run: opencode mcp auth gh",
 		} {
 			if !strings.Contains(d, want) {
 				t.Errorf("no %q in:\n%s", want, d)

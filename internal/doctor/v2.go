@@ -56,9 +56,6 @@ var (
 	connectDevV2 = routeV2{method: "POST", path: "/api/mcp/{name}/connect", located: true, use: "reconnecting a server"}
 )
 
-// StatusesV2 are the MCP statuses the 2.x client understands.
-var StatusesV2 = []string{opencode.StatusConnected, opencode.StatusPending, opencode.StatusDisabled, opencode.StatusFailed, opencode.StatusNeedsAuth, opencode.StatusNeedsClientRegistration}
-
 // eventV2 is an event type the daemon relies on, and what it is for;
 // without, when set, says how the daemon runs without it (a warning, not
 // a failure).
@@ -221,18 +218,18 @@ func statusChecks(d *apidesc.Doc) []Check {
 		where = "in the component schemas " + strings.Join(names, ", ") + ", since GET /api/mcp describes no answer"
 	}
 	var checks []Check
-	for _, s := range StatusesV2 {
+	for _, s := range opencode.StatusesV2 {
 		if !slices.Contains(values, s) {
 			checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `%s` is not in the schema (found %s %s)", s, quoteList(values), where)})
 		}
 	}
 	for _, s := range values {
-		if !slices.Contains(StatusesV2, s) {
+		if !slices.Contains(opencode.StatusesV2, s) {
 			checks = append(checks, Check{Warn, name, fmt.Sprintf("a new MCP status `%s` is in the schema: mcp-reconnect leaves servers in it alone", s)})
 		}
 	}
 	if len(checks) == 0 {
-		detail := strings.Join(StatusesV2, ", ")
+		detail := strings.Join(opencode.StatusesV2, ", ")
 		if where != answerMCP {
 			detail += " (found " + where + ")"
 		}

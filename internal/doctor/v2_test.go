@@ -123,7 +123,7 @@ func TestFakeDefaultDocFits(t *testing.T) {
 func TestDocV2Changes(t *testing.T) {
 	statusesWithout := func(gone string) string {
 		var l []string
-		for _, s := range StatusesV2 {
+		for _, s := range opencode.StatusesV2 {
 			if s != gone {
 				l = append(l, "`"+s+"`")
 			}
@@ -186,7 +186,7 @@ func TestDocV2Changes(t *testing.T) {
 		}},
 	}
 	statusRef := map[string]string{"connected": "Connected", "pending": "Pending", "disabled": "Disabled", "failed": "Failed", "needs_auth": "NeedsAuth", "needs_client_registration": "NeedsClientRegistration"}
-	for _, s := range StatusesV2 {
+	for _, s := range opencode.StatusesV2 {
 		cases = append(cases, tc{"status " + s + " gone", func(d map[string]any) {
 			// Integration.AttemptStatus still lists "pending" and
 			// "failed": that must not hide their absence here.
@@ -362,7 +362,7 @@ func TestRunAgainstFake2(t *testing.T) {
 			Check{OK, "uses connect", "POST /api/experimental/mcp/{name}/connect"}, Check{OK, "uses config", "GET /api/config"},
 			Check{OK, "uses events", "GET /api/event"},
 			Check{Info, "uses locations", "none, runs without it: not in the server's API description (GET /api/debug/location); a disposed location cannot be told from a booted one without booting it"})
-		want = append(want, Check{Fail, "/p: gh", "needs_auth: run opencode mcp auth gh"})
+		want = append(want, Check{Fail, "/p: gh", "needs_auth: run: opencode mcp auth gh"})
 		if !slices.Equal(checks, want) {
 			t.Fatalf("checks:\n%swant:\n%s", d, describe(want))
 		}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // The MCP statuses OpenCode 1.18.34 reports, and 2.x's StatusPending.
@@ -20,6 +22,30 @@ const (
 	// wait for its outcome.
 	StatusPending = "pending"
 )
+
+// The statuses each generation reports: the one list the engine, doctor's
+// checks of a server's API description and the fakes go by.
+var (
+	StatusesV1 = []string{StatusConnected, StatusDisabled, StatusFailed, StatusNeedsAuth, StatusNeedsClientRegistration}
+	StatusesV2 = []string{StatusConnected, StatusPending, StatusDisabled, StatusFailed, StatusNeedsAuth, StatusNeedsClientRegistration}
+)
+
+// KnownStatus reports whether status is one the daemon knows what to do
+// with (either generation's).
+func KnownStatus(status string) bool { return slices.Contains(StatusesV2, status) }
+
+// UserHint is what the user must do about a server in a status only they
+// can fix (needs_auth, needs_client_registration), "" for the others.
+// Shown by status, doctor and the daemon's events; name is shell-quoted.
+func UserHint(status, name string) string {
+	switch status {
+	case StatusNeedsAuth:
+		return "run: opencode mcp auth " + shellquote.Quote(name)
+	case StatusNeedsClientRegistration:
+		return "the server needs a registered OAuth client: add clientId to its config in opencode.json"
+	}
+	return ""
+}
 
 // ServerStatus is one MCP server's state as GET /mcp reports it.
 type ServerStatus struct {

@@ -272,7 +272,7 @@ func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
 		s := d.servers[name]
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,
 			WaitingForSlot: s.slotWait, NextAttempt: s.ep.Next(), LastAttempt: s.ep.Last(), LastReconnect: s.lastReconnect,
-			Hint: hint(s.status, name), RateLimited: s.rateLimited && s.status == opencode.StatusFailed}
+			Hint: opencode.UserHint(s.status, name), RateLimited: s.rateLimited && s.status == opencode.StatusFailed}
 		if s.status == opencode.StatusPending && s.stuckTold {
 			ss.Hint = stuckHint(time.Since(s.pendingSince))
 		}
@@ -673,11 +673,11 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			// choice; needs_auth and needs_client_registration need the
 			// user; unknown states are left alone, and said once. The
 			// episode ends.
-			if h := hint(cur.Status, name); h != "" && prev != cur.Status {
+			if h := opencode.UserHint(cur.Status, name); h != "" && prev != cur.Status {
 				e.log.Warn("MCP server needs the user", "url", e.url, "directory", d.path, "server", name, "status", cur.Status, "hint", h)
 				evs = append(evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
 			}
-			if !knownStatus(cur.Status) && s.unknownTold != cur.Status {
+			if !opencode.KnownStatus(cur.Status) && s.unknownTold != cur.Status {
 				s.unknownTold = cur.Status
 				e.log.Warn("MCP server in a status this daemon does not know; leaving it alone", "url", e.url, "directory", d.path, "server", name, "status", cur.Status)
 			}

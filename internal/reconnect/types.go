@@ -2,8 +2,6 @@ package reconnect
 
 import (
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // Event types the engine publishes (the daemon's own /events).
@@ -193,24 +191,4 @@ const PendingStuckAfter = 70 * time.Second
 // stuckHint is the note for a start that looks stuck.
 func stuckHint(d time.Duration) string {
 	return "pending for " + d.Round(time.Second).String() + ", past OpenCode's startup and catalog timeouts: its start looks stuck (see OpenCode's log; restarting OpenCode or `opencode mcp` may tell why)"
-}
-
-// knownStatus reports whether the engine knows what status means.
-func knownStatus(status string) bool {
-	switch status {
-	case "connected", "failed", "disabled", "needs_auth", "needs_client_registration", "pending":
-		return true
-	}
-	return false
-}
-
-// hint is the advice for statuses only the user can fix.
-func hint(status, name string) string {
-	switch status {
-	case "needs_auth":
-		return "run: opencode mcp auth " + shellquote.Quote(name)
-	case "needs_client_registration":
-		return "the server needs a registered OAuth client: add clientId to its config in opencode.json"
-	}
-	return ""
 }
