@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 
 	"github.com/BurntSushi/toml"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/spf13/pflag"
 )
 
@@ -114,47 +114,13 @@ func checkConfigPerms(path string, data map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	if err := checkOwner("config file", path, fi); err != nil {
-		return err
-	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("config file %s: other users can change it (mode %04o); run: chmod 600 %s", path, perm, path)
-	}
+	// A password drives the OpenCode server, which runs commands as this
+	// user: a file holding one (or naming password files) is refused
+	// when others can read it, as ssh refuses a private key others can
+	// read. Root may own it (a file in /etc).
 	_, password := data["password"]
 	_, servers := data[serversKey]
-	if password || servers {
-		return checkPrivate(path)
-	}
-	return nil
-}
-
-// checkPrivate refuses a config file holding a password that other users
-// can read or change, as ssh refuses a private key others can read: the
-// password drives the OpenCode server, which runs commands as this user.
-func checkPrivate(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("config file %s holds a password but other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
-	}
-	return nil
-}
-
-// checkOwner refuses a file that belongs to another user, as ssh refuses
-// a config file or key that is not the user's (or root's): its owner can
-// change it whatever its mode says. Root may own it (root can do anything
-// to this user anyway; a file in /etc is root's).
-func checkOwner(what, path string, fi fs.FileInfo) error {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	if uid := int(st.Uid); uid != os.Getuid() && uid != 0 {
-		return fmt.Errorf("%s %s belongs to another user (uid %d), who can change it at any time; use a file of your own (copy it, then chmod 600)", what, path, uid)
-	}
-	return nil
+	return private.Trust{UID: -1, RootMayOwn: true, Readable: !password && !servers}.Check("config file", path, fi)
 }
 
 // sharedKeys are the keys of watch and run; commands with fewer flags

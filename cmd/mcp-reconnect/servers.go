@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
@@ -132,11 +133,8 @@ func readPasswordFile(path string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("password file %s is not a regular file", path)
 	}
-	if err := checkOwner("password file", path, fi); err != nil {
+	if err := (private.Trust{UID: -1, RootMayOwn: true}).Check("password file", path, fi); err != nil {
 		return "", err
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("password file %s: other users can access it (mode %04o); run: chmod 600 %s", path, perm, path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/tailscale/hujson"
 )
 
@@ -429,8 +430,8 @@ func OwnedMCPConfig(dir string, uid int) map[string]MCPEntry {
 // ownedBy trusts files of user uid or root that others cannot write.
 func ownedBy(uid int) func(os.FileInfo) bool {
 	return func(fi os.FileInfo) bool {
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		return ok && (int(st.Uid) == uid || st.Uid == 0) && fi.Mode().Perm()&0o022 == 0
+		_, ok := fi.Sys().(*syscall.Stat_t)
+		return ok && (private.Trust{UID: uid, RootMayOwn: true, Readable: true}).Check("config file", fi.Name(), fi) == nil
 	}
 }
 

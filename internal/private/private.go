@@ -105,8 +105,11 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() || !Mine(fi) || fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s: %w", path, ErrNotPrivate)
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrNotPrivate)
+	}
+	if err := Own.Check("file", path, fi); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrNotPrivate)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -117,3 +120,56 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Trust says which files a reader trusts: whose, and whether others may
+// read them. Every check of "a file of this user's that nobody else
+// could have written" (the config file, a password file, the service's
+// environment file, the config files a decision to end processes rests
+// on, this package's own) is one Trust.
+type Trust struct {
+	// UID is the owner that counts; -1 (or Trust's zero value through
+	// Mine) means this process's user.
+	UID int
+	// RootMayOwn: a file root owns is trusted too (a file in /etc; root
+	// can do anything to this user anyway).
+	RootMayOwn bool
+	// Readable: others may read it (it holds no secret). Without it a
+	// file the group or others can read is refused too.
+	Readable bool
+}
+
+// Errors of Trust.Check, which its messages wrap.
+var (
+	// ErrForeign: another user owns the file.
+	ErrForeign = errors.New("belongs to another user")
+	// ErrWritable: the group or others can change it.
+	ErrWritable = errors.New("other users can change it")
+	// ErrReadable: the group or others can read it, and it may hold a
+	// secret.
+	ErrReadable = errors.New("other users can read it")
+)
+
+// Check says why what (a name for people: "config file") at path, as fi
+// describes it, is not to be trusted, with the fix; nil when it is.
+func (t Trust) Check(what, path string, fi fs.FileInfo) error {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid := t.UID
+		if uid < 0 {
+			uid = os.Getuid()
+		}
+		if owner := int(st.Uid); owner != uid && (owner != 0 || !t.RootMayOwn) {
+			return fmt.Errorf("%s %s %w (uid %d), who can change it at any time; use a file of your own (copy it, then chmod 600)", what, path, ErrForeign, owner)
+		}
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o022 != 0 {
+		return fmt.Errorf("%s %s: %w (mode %04o); run: chmod 600 %s", what, path, ErrWritable, perm, path)
+	}
+	if !t.Readable && perm&0o044 != 0 {
+		return fmt.Errorf("%s %s: %w (mode %04o), and it may hold a secret; run: chmod 600 %s", what, path, ErrReadable, perm, path)
+	}
+	return nil
+}
+
+// Own is the trust of this package's own files: this user's, private.
+var Own = Trust{UID: -1}
