@@ -37,24 +37,41 @@ func defaultLogPath() string {
 	return filepath.Join(dir, "mcp-reconnect", "mcp-reconnect.log")
 }
 
-// applyConfigFile sets every flag not set yet (by the command line or the
-// environment) from the TOML file at path. A missing file is fine unless
-// it was asked for by name. Errors name the file and the key.
-func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
+// configFile is the TOML config file, read once: its keys set flags
+// (apply), its [[opencode]] tables name servers (servers).
+type configFile struct {
+	path string
+	data map[string]any
+}
+
+// loadConfigFile reads the TOML file at path, refusing one other users
+// can change (or read, when it holds a password). A missing file is nil
+// unless it was asked for by name. Errors name the file.
+func loadConfigFile(path string, explicit bool) (*configFile, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
 	var data map[string]any
 	_, err := toml.DecodeFile(path, &data)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	if err := checkConfigPerms(path, data); err != nil {
-		return err
+		return nil, err
 	}
+	return &configFile{path: path, data: data}, nil
+}
+
+// apply sets every flag not set yet (by the command line or the
+// environment) from the file; errors name the file and the key.
+func (c *configFile) apply(fset *pflag.FlagSet) error {
+	if c == nil {
+		return nil
+	}
+	path, data := c.path, c.data
 	keys := make([]string, 0, len(data))
 	for k := range data {
 		keys = append(keys, k)
@@ -65,7 +82,7 @@ func applyConfigFile(fset *pflag.FlagSet, path string, explicit bool) error {
 			return fmt.Errorf("config file %s: key %q: a config file cannot name another", path, key)
 		}
 		if key == serversKey {
-			continue // [[opencode]] tables: read by readServerEntries
+			continue // [[opencode]] tables: read by servers
 		}
 		f := fset.Lookup(key)
 		if f == nil {

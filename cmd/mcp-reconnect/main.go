@@ -74,6 +74,8 @@ never re-enables a server you disabled.`,
 
 // watchFlags are the flags shared by watch (and, later, run).
 type watchFlags struct {
+	// file is the config file load read (nil: none).
+	file                   *configFile
 	urls                   []string
 	username, password     string
 	directories            []string
@@ -154,9 +156,14 @@ func (f *watchFlags) load(fs *pflag.FlagSet) error {
 	if f.passwordSource == "" && fs.Changed("password") {
 		f.passwordSource = "env " + envName("password")
 	}
-	if err := applyConfigFile(fs, f.config, fs.Changed("config")); err != nil {
+	file, err := loadConfigFile(f.config, fs.Changed("config"))
+	if err != nil {
 		return err
 	}
+	if err := file.apply(fs); err != nil {
+		return err
+	}
+	f.file = file
 	if f.passwordSource == "" && fs.Changed("password") {
 		f.passwordSource = "config file " + f.config
 	}

@@ -37,9 +37,9 @@ func TestConfigFileOfAnotherUserIsRefused(t *testing.T) {
 	var f watchFlags
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
 	f.register(fs)
-	err := applyConfigFile(fs, p, true)
+	_, err := loadConfigFile(p, true)
 	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "another user") {
-		t.Fatalf("applyConfigFile(%s owned by uid %d, mode 0644) = %v: another user's config file is used (directories %v)", p, other, err, f.directories)
+		t.Fatalf("loadConfigFile(%s owned by uid %d, mode 0644) = %v: another user's config file is used (directories %v)", p, other, err, f.directories)
 	}
 }
 

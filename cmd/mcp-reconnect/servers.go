@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/BurntSushi/toml"
 	"github.com/spf13/pflag"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
@@ -41,23 +38,19 @@ type serverEntry struct {
 	Directory    []string `toml:"directory"`
 }
 
-// readServerEntries reads the [[opencode]] tables of the config file at
-// path (none when it does not exist and was not asked for by name).
+// servers reads the [[opencode]] tables of the file (none for no file).
 // Unknown keys are errors that name the file, the table and the key; a
 // password itself is refused: it goes in a password file.
-func readServerEntries(path string, explicit bool) ([]serverEntry, error) {
-	if path == "" {
+func (c *configFile) servers() ([]serverEntry, error) {
+	if c == nil || c.data[serversKey] == nil {
 		return nil, nil
 	}
-	var file struct {
-		Servers []map[string]any `toml:"opencode"`
+	path := c.path
+	tables, ok := c.data[serversKey].([]map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("config file %s: %s must be [[%s]] tables", path, serversKey, serversKey)
 	}
-	if _, err := toml.DecodeFile(path, &file); err != nil {
-		if errors.Is(err, fs.ErrNotExist) && !explicit {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
+	file := struct{ Servers []map[string]any }{tables}
 	var out []serverEntry
 	for i, raw := range file.Servers {
 		where := fmt.Sprintf("config file %s: [[opencode]] #%d", path, i+1)
@@ -190,7 +183,7 @@ func checkPlainHTTP(rawURL string) error {
 // default URL is watched only when nothing else is (by the service's
 // server, while no service runs).
 func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Server, error) {
-	entries, err := readServerEntries(f.config, fset.Changed("config"))
+	entries, err := f.file.servers()
 	if err != nil {
 		return nil, err
 	}

@@ -220,7 +220,11 @@ func checkServiceConfig(path string) error {
 	if !explicit {
 		path = defaultConfigPath()
 	}
-	if err := applyConfigFile(fs, path, explicit); err != nil {
+	file, err := loadConfigFile(path, explicit)
+	if err != nil {
+		return err
+	}
+	if err := file.apply(fs); err != nil {
 		return err
 	}
 	f.config = path
@@ -232,7 +236,7 @@ func checkServiceConfig(path string) error {
 	}
 	// The [[opencode]] tables and their password files, as watch will read
 	// them at every start.
-	entries, err := readServerEntries(path, explicit)
+	entries, err := file.servers()
 	if err != nil {
 		return err
 	}
