@@ -104,14 +104,32 @@ func (e *Engine) serverFailed(path, name, reason string) {
 // servers announce every transition) and gets the ordinary wake, at most
 // initial-delay later, instead of a read of its own.
 func (e *Engine) firstCrash(d *dir, s *server, now time.Time, ambiguous bool) bool {
-	if s.status != opencode.StatusConnected || s.connecting || !s.ep.Stable(now, e.cfg.StableAfter) ||
-		now.Sub(d.lastAtOnce) < e.cfg.Backoff.Initial ||
-		ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial {
+	if !e.stableConnected(s, now) || s.connecting || ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial ||
+		!d.atOnce(now, e.cfg.Backoff.Initial) {
 		return false
 	}
 	s.forget()
-	d.lastAtOnce = now
 	d.wakeBy(now)
+	return true
+}
+
+// stableConnected is the first-crash rule (SPEC rule 4): a server last
+// seen connected that stayed so for stable-after since its last attempt
+// returned starts a new episode when it is reported down, and is checked
+// at once; one that is not (a crash loop) waits for its episode.
+func (e *Engine) stableConnected(s *server, now time.Time) bool {
+	return s.status == opencode.StatusConnected && s.ep.Stable(now, e.cfg.StableAfter)
+}
+
+// atOnce reports whether the directory may be checked at once now, and
+// if so counts it: at most once per every (initial-delay), so that many
+// reports at once (a server spamming its event, OpenCode killing all its
+// children) cost one read, not one each.
+func (d *dir) atOnce(now time.Time, every time.Duration) bool {
+	if now.Sub(d.lastAtOnce) < every {
+		return false
+	}
+	d.lastAtOnce = now
 	return true
 }
 

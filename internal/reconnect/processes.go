@@ -84,18 +84,14 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	// dies, and the check must see that, not read (and so re-create) a
 	// disposed instance, or connect a server being disabled.
 	soon := now.Add(deadChildGrace)
-	when := soon
-	if s.status == opencode.StatusConnected && !s.ep.Stable(now, e.cfg.StableAfter) {
-		when = later(s.ep.Next(), soon)
+	switch {
+	case s.status == opencode.StatusConnected && !e.stableConnected(s, now):
+		d.wakeBy(later(s.ep.Next(), soon)) // a crash loop waits for its episode
+	case d.atOnce(now, e.cfg.Backoff.Initial):
+		d.wakeBy(soon)
+	default:
+		d.wakeBy(now.Add(e.wakeDelay()))
 	}
-	if when.Equal(soon) && now.Sub(d.lastAtOnce) < e.cfg.Backoff.Initial {
-		// Many exits at once (OpenCode killing its children) cost one
-		// read per initial-delay, not one each.
-		when = now.Add(e.wakeDelay())
-	} else if when.Equal(soon) {
-		d.lastAtOnce = now
-	}
-	d.wakeBy(when)
 }
 
 // deadChildGrace is how long a child's exit waits for OpenCode's own word
