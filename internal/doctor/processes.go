@@ -141,7 +141,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			continue // pid 1 counts only as an OpenCode (a container's)
 		}
 		parent, known := byPID[p.PPID]
-		adopted := p.PPID == 1 || (known && parent.Comm == "systemd")
+		adopted := p.PPID == 1 || procview.Adopter(parent, known)
 		if !adopted && !mayBeOpenCode {
 			continue
 		}

@@ -156,20 +156,22 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 	switch {
 	case slices.Contains(s.Watched, p.PPID):
 		return 0 // pid 1 too: OpenCode as a container's first process
-	case p.PPID == 1 && parentKnown && isOpenCode(parent):
+	case parentKnown && isOpenCode(parent):
 		return ChildOfOtherOpenCode
 	case p.PPID == 1:
 		return ReparentedToInit
-	case slices.Contains(s.Subreapers, p.PPID):
+	case slices.Contains(s.Subreapers, p.PPID) || Adopter(parent, parentKnown):
 		return ReparentedToSubreaper
-	case !parentKnown:
-		return 0
-	case parent.Comm == "systemd":
-		return ReparentedToSubreaper
-	case isOpenCode(parent):
-		return ChildOfOtherOpenCode
 	}
 	return 0
+}
+
+// Adopter reports whether parent (when known) is a process that adopts
+// orphans: init (pid 1) or the user's service manager (systemd, a child
+// subreaper). Being adopted proves nothing (every service is); it says
+// where a left-over process may be found.
+func Adopter(parent Process, known bool) bool {
+	return parent.PID == 1 || known && parent.Comm == "systemd"
 }
 
 // sighting finds p in the record: the sighting of this very process, and
