@@ -1,7 +1,6 @@
 package procview
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -327,16 +326,6 @@ func (v *View) SetServers(servers []Server) {
 	v.changed = true
 }
 
-// Last returns the latest snapshot (zero before the first Scan).
-func (v *View) Last() Snapshot {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.last == nil {
-		return Snapshot{}
-	}
-	return *v.last
-}
-
 // Scan reads OpenCode's children and returns what serves what.
 func (v *View) Scan() (Snapshot, error) {
 	v.mu.Lock()
@@ -544,39 +533,4 @@ func (v *View) Successor(k Key, after time.Time) bool {
 // so a view never costs more than about 0.1 % of a core.
 func ScanPeriod(every, took time.Duration) time.Duration {
 	return max(every, min(1000*took, time.Minute))
-}
-
-// Watch scans every period (default 2s) until ctx ends or OpenCode
-// exits, and calls fn with the snapshot and the events of each scan that
-// saw any (the first scan reports every child it found as Started). The
-// period stretches to 1,000 times what the last scan took (at most a
-// minute), so the view never costs more than about 0.1 % of a core: an
-// idle scan of 10,000 real children takes about 4 ms (BENCHMARKS.md). A
-// scan that fails is skipped: the next one reads afresh.
-func (v *View) Watch(ctx context.Context, every time.Duration, fn func(Snapshot, []Event)) {
-	if every <= 0 {
-		every = 2 * time.Second
-	}
-	var prev Snapshot
-	for {
-		start := time.Now()
-		s, err := v.Scan()
-		took := time.Since(start)
-		if err == nil {
-			if ev := Diff(prev, s); len(ev) > 0 {
-				fn(s, ev)
-			}
-			prev = s
-			if s.Gone {
-				return
-			}
-		}
-		t := time.NewTimer(ScanPeriod(every, took))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
 }

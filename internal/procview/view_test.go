@@ -1,7 +1,6 @@
 package procview
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -275,55 +273,6 @@ func simpleServers() []Server {
 	}
 }
 
-// Watch scans on its period and reports an exit at the first scan after
-// it; it ends with OpenCode.
-func TestWatch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tab, oc := simpleTable()
-		v := newView(t, tab, oc, simpleServers())
-		start := time.Now()
-		type seen struct {
-			at time.Duration
-			ev []string
-		}
-		var got []seen
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			v.Watch(context.Background(), 2*time.Second, func(_ Snapshot, ev []Event) {
-				got = append(got, seen{time.Since(start), describe(ev)})
-			})
-		}()
-		time.Sleep(5 * time.Second)
-		tab.remove(101)
-		time.Sleep(4 * time.Second)
-		tab.remove(oc)
-		<-done
-		want := []seen{
-			{0, []string{"started a 101", "started b 102"}},
-			{6 * time.Second, []string{"exited a 101"}},
-			{10 * time.Second, []string{"opencode-exited  100"}},
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("Watch reported\n%v\nwant\n%v", got, want)
-		}
-	})
-}
-
-// Watch ends with its context.
-func TestWatchStops(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tab, oc := simpleTable()
-		v := newView(t, tab, oc, simpleServers())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); v.Watch(ctx, 0, func(Snapshot, []Event) {}) }()
-		time.Sleep(time.Minute)
-		cancel()
-		<-done
-	})
-}
-
 // syntheticMany writes an OpenCode with dirs×perDir children, one server
 // each, for the benchmarks.
 func syntheticMany(t testing.TB, root string, dirs, perDir int) []Server {
@@ -344,39 +293,18 @@ func syntheticMany(t testing.TB, root string, dirs, perDir int) []Server {
 	return servers
 }
 
-// slowTable takes its time to list children, as a table of many
-// processes does.
-type slowTable struct {
-	*memTable
-	took time.Duration
-}
-
-func (s slowTable) Children(pid int) ([]int, error) {
-	time.Sleep(s.took)
-	return s.memTable.Children(pid)
-}
-
 // A scan that takes long stretches the period to 1,000 times its
-// duration: the view stays under 0.1 % of a core.
-func TestWatchStretchesForSlowScans(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tab, oc := simpleTable()
-		v := newView(t, slowTable{tab, 10 * time.Millisecond}, oc, simpleServers())
-		var at []time.Duration
-		start := time.Now()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			v.Watch(ctx, 2*time.Second, func(s Snapshot, _ []Event) { at = append(at, time.Since(start)) })
-		}()
-		time.Sleep(time.Second)
-		tab.remove(101) // seen by the second scan, 10 ms + 10 s later
-		time.Sleep(15 * time.Second)
-		cancel()
-		<-done
-		if len(at) != 2 || at[1] != 10020*time.Millisecond {
-			t.Fatalf("scans reported at %v, want 10ms and 10.02s (a 10 s period after a 10 ms scan)", at)
+// duration (at most a minute): the view stays under 0.1 % of a core.
+func TestScanPeriodStretchesForSlowScans(t *testing.T) {
+	for _, c := range []struct{ every, took, want time.Duration }{
+		{2 * time.Second, 0, 2 * time.Second},
+		{2 * time.Second, time.Millisecond, 2 * time.Second},
+		{2 * time.Second, 10 * time.Millisecond, 10 * time.Second},
+		{2 * time.Second, time.Second, time.Minute},
+		{30 * time.Second, 10 * time.Millisecond, 30 * time.Second},
+	} {
+		if got := ScanPeriod(c.every, c.took); got != c.want {
+			t.Errorf("ScanPeriod(%v, %v) = %v, want %v", c.every, c.took, got, c.want)
 		}
-	})
+	}
 }
