@@ -93,20 +93,28 @@
 //
 // NewView follows one OpenCode process; SetServers gives it the local
 // servers of every armed directory; Scan lists what serves what; Diff of
-// two scans gives Exited, Started and OpenCodeExited events; Watch scans
-// on a period and calls back with the events. A scan reads OpenCode's
-// stat and its threads' children lists, and only the processes it has not
-// seen before; an absence from the list is confirmed by one stat. An idle
-// scan reads 10 files whatever the number of children; the kernel's list
-// itself costs 0.3 ms at 1,000 children and 12 ms at 10,000 (it is
-// quadratic), so Watch stretches its 2 s period to 1,000 times the last
-// scan and stays under 0.1 % of a core (BENCHMARKS.md). Two assumptions
-// follow: a pid that stays in the list between two scans is the same
-// process (a reuse would need the pid space to wrap within one period),
-// and a child that exits is seen as exited once OpenCode reaps it
-// (milliseconds, as measured).
+// two scans gives Exited, Started and OpenCodeExited events. A scan reads
+// OpenCode's stat and its threads' children lists, and only the
+// processes it has not seen before; an absence from the list is
+// confirmed by one stat. An idle scan reads 10 files whatever the number
+// of children; the kernel's list itself costs 0.3 ms at 1,000 children
+// and 12 ms at 10,000 (it is quadratic), so a caller that scans on a
+// period stretches it to 1,000 times the last scan (ScanPeriod) and stays
+// under 0.1 % of a core (BENCHMARKS.md).
 //
-// Orphans reads the whole table (for status and doctor, not every scan);
-// Reaper.Reap ends one orphan after checking it again right before each
-// signal.
+// Exits are not found by scans where they can be told: Exits watches
+// each child through a pidfd (Linux, in one epoll set) or kqueue
+// NOTE_EXIT (macOS) and reports its exit within milliseconds; View.Exited
+// takes that word before OpenCode has reaped the child, and
+// View.Successor answers from a fresh scan whether OpenCode started the
+// server again itself. Scans then only find new children. A pid that
+// stays in the list between two scans is taken for the same process (a
+// reuse would need the pid space to wrap within one period).
+//
+// Orphans reads the whole table (for status and doctor, not every scan)
+// and says of each process that looks left over what proves that an
+// OpenCode now gone started it (the Record of sightings, a recorded
+// process group, its OPENCODE_PID), or what is missing; Reaper.Reap ends
+// only a proven orphan, and what runs below it, checking each process
+// again right before each signal.
 package procview
