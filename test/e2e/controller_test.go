@@ -250,8 +250,11 @@ func TestWatchOpenCodeRestartBeforeAnIdleCheckCreatesNoInstance(t *testing.T) {
 	oc := startOpenCode(t, 0, home)
 	p := newProject(t, nil)
 	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
-	w := startWatch(t, oc, oc.Password, "--idle-interval", "40s", "--jitter", "0")
+	// A long idle interval: the new OpenCode must be up before the due
+	// check, and it takes up to about 15 s to answer on a loaded machine.
+	w := startWatch(t, oc, oc.Password, "--idle-interval", "60s", "--jitter", "0")
 	w.WaitLog(t, "watching opencode", 15*time.Second)
+	w.WaitStreamUp(t, 20*time.Second) // the session event must reach it
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if code, body, err := oc.Do(ctx, "POST", "/session", p.Dir); err != nil || code != 200 {
@@ -261,14 +264,14 @@ func TestWatchOpenCodeRestartBeforeAnIdleCheckCreatesNoInstance(t *testing.T) {
 	var next time.Time
 	waitFor(t, 20*time.Second, "p checked once", func() bool {
 		next = nextCheck(t, w, p.Dir)
-		return !next.IsZero() && time.Until(next) > 20*time.Second
+		return !next.IsZero() && time.Until(next) > 45*time.Second
 	})
 
 	killed := time.Now()
 	oc.Kill()
 	w.WaitLog(t, "forgetting every directory", 5*time.Second)
 	t.Logf("the engine forgot the directories %v after the kill", time.Since(killed).Round(100*time.Millisecond))
-	time.Sleep(time.Until(next.Add(-5 * time.Second)))
+	time.Sleep(time.Until(next.Add(-25 * time.Second)))
 	oc2, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
 	if err != nil {
 		t.Fatal(err)

@@ -268,6 +268,24 @@ func (w *Watcher) WaitLog(t testing.TB, s string, timeout time.Duration) {
 	t.Fatalf("watch did not log %q within %v; output:\n%s", s, timeout, w.Log)
 }
 
+// WaitStreamUp waits until the watcher's event stream is subscribed (a
+// first subscribe can end at once: a fresh OpenCode drops or hangs
+// requests in its first half second, and the daemon subscribes again).
+func (w *Watcher) WaitStreamUp(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "the event stream subscribed", func() bool {
+		var st struct {
+			Servers []struct {
+				Stream struct {
+					Connected bool `json:"connected"`
+				} `json:"stream"`
+			} `json:"servers"`
+		}
+		b, _ := json.Marshal(w.StatusJSON(t))
+		return json.Unmarshal(b, &st) == nil && len(st.Servers) > 0 && st.Servers[0].Stream.Connected
+	})
+}
+
 // StatusJSON runs `mcp-reconnect status --json` against the watcher.
 func (w *Watcher) StatusJSON(t testing.TB) map[string]any {
 	t.Helper()

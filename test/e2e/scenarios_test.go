@@ -171,6 +171,7 @@ func TestWatchSurvivesOpenCodeRestart(t *testing.T) {
 	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
 	w := startWatch(t, oc, oc.Password)
 	w.WaitLog(t, "watching opencode", 15*time.Second)
+	w.WaitStreamUp(t, 20*time.Second) // "reconnected" is said of a second subscription
 
 	oc2 := restartOpenCode(t, oc, home)
 	w.WaitLog(t, "event stream reconnected", 40*time.Second)
