@@ -32,7 +32,9 @@ func BenchmarkOldReleaseCrash(b *testing.B) {
 				}
 				o := &OpenCode{OpenCode: oc}
 				var toConnect, toServer []time.Duration
-				for i := range runs {
+				projects := make([]*Project, runs)
+				args := []string{"--log-format", "json"}
+				for i := range projects {
 					p := newProject(b, nil)
 					name := fmt.Sprintf("s%d", i)
 					srv := p.StdioServer(name)
@@ -40,12 +42,20 @@ func BenchmarkOldReleaseCrash(b *testing.B) {
 						srv = p.NpxServer(b, name)
 					}
 					rewriteProject(b, p, map[string]any{name: srv})
-					w := startWatch(b, o, oc.Password, "--directory", p.Dir, "--log-format", "json")
-					p.WaitStarts(b, name, 1, 60*time.Second)
-					waitFor(b, 20*time.Second, "the daemon watching OpenCode's MCP processes", func() bool {
-						return strings.Contains(w.Log.String(), "watching opencode's MCP processes")
-					})
+					projects[i] = p
+					args = append(args, "--directory", p.Dir)
+				}
+				w := startWatch(b, o, oc.Password, args...)
+				for i, p := range projects {
+					p.WaitStarts(b, fmt.Sprintf("s%d", i), 1, 60*time.Second)
+				}
+				waitFor(b, 20*time.Second, "the daemon watching OpenCode's MCP processes", func() bool {
+					return strings.Contains(w.Log.String(), "watching opencode's MCP processes")
+				})
+				for i, p := range projects {
+					name := fmt.Sprintf("s%d", i)
 					time.Sleep(3 * time.Second) // settled: a scan-based view has seen the child
+					log := len(w.Log.String())
 					killed := time.Now()
 					killPID(b, p.Starts(b, name)[0])
 					p.WaitStarts(b, name, 2, 30*time.Second)
@@ -59,7 +69,7 @@ func BenchmarkOldReleaseCrash(b *testing.B) {
 						return n >= 2
 					})
 					toServer = append(toServer, time.Since(killed))
-					if at, ok := logTime(w.Log.String(), "process exited but OpenCode still says connected"); ok {
+					if at, ok := logTime(w.Log.String()[log:], "process exited but OpenCode still says connected"); ok {
 						toConnect = append(toConnect, at.Sub(killed))
 					}
 				}
