@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// (Found by the review of issue 20.) The record is rewritten only when a
+// scan reports a server child Started or Exited (dirty), and Diff
+// reports neither for a child that was known before: a child first seen
+// as one of OpenCode's Others (the scan ran before the engine had read
+// that directory's config, which is the very call that makes OpenCode
+// spawn it; or its directory is not armed yet) and then assigned to its
+// server once the config is known is never written down, nor is any
+// Other child started after the first save. The record ("every MCP
+// process seen under a live OpenCode goes into the record") then lacks
+// exactly the servers OpenCode started after the daemon began watching,
+// and doctor --reap cannot prove them once OpenCode is gone.
+func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		uid := os.Getuid()
+		srv := []string{"node", "srv.js"}
+		root := t.TempDir()
+		base := []review20Proc{
+			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
+			{PID: 1000, PPID: 1, PGID: 1000, UID: uid, Start: 10, Argv: []string{"/bin/sh", "/home/ana/bin/serve"}, Cwd: "/p"},
+			{PID: 2000, PPID: 1000, PGID: 1000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
+		}
+		review20Tree(t, root, base)
+		tab, err := procview.ProcFS(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := reconnect.DefaultConfig
+		cfg.Backoff.Jitter = 0
+		eng, err := reconnect.New(cfg, &review5OC{cmd: srv}, reconnect.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
+		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p.table, p.record = tab, &rec
+		go func() { defer wg.Done(); _ = p.watch(ctx, tab, 2000) }()
+		defer func() { cancel(); wg.Wait() }()
+		time.Sleep(5 * time.Second) // watching; the first record written
+		synctest.Wait()
+
+		// A client opens /p: OpenCode spawns its server while the
+		// config is being read; a scan sees the child first.
+		review20Tree(t, root, append(base, review20Proc{PID: 2100, PPID: 2000, PGID: 1000, UID: uid, Start: 600, Argv: srv, Cwd: "/p"}))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		_ = eng.Arm("/p", reconnect.ArmedByFlag)
+		time.Sleep(30 * time.Second) // config read, the child assigned to its server
+		synctest.Wait()
+		if info := p.info(); info == nil || info.Children != 1 {
+			t.Fatalf("setup: the view does not see pid 2100 serve /p's server: %+v", info)
+		}
+		all, err := rec.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []int
+		for _, s := range all {
+			for _, x := range s.Seen {
+				seen = append(seen, x.PID)
+			}
+		}
+		if len(seen) != 1 || seen[0] != 2100 {
+			t.Errorf("the record holds %v while OpenCode runs pid 2100 for /p's server, want [2100]: the child was never written down", seen)
+		}
+	})
+}
