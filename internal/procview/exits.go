@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,7 +65,8 @@ type Exits struct {
 	// already taken from the kernel when Remove or Add replaced it.
 	watched map[int]watch
 	seq     uint32
-	// max is how many may be watched at once (watchLimit).
+	// max is how many this process may watch at once, with every Exits
+	// together (watchLimit).
 	max int
 	// pending are exits Add found (gone before it was watched), for
 	// Run to report.
@@ -97,6 +99,10 @@ type Exit struct {
 // for the rest of the daemon (watchLimit): the caller keeps scanning for
 // that process.
 var ErrNoWatch = errors.New("no room to watch one more process")
+
+// watchedHere counts the processes every Exits of this process watches:
+// the descriptor limit is the process's, so the cap (watchLimit) is too.
+var watchedHere atomic.Int64
 
 // errWatchGone is what a poller returns from watch for a pid that does
 // not exist.
@@ -168,14 +174,15 @@ func (e *Exits) Add(t Table, p Process) error {
 		}
 		e.p.unwatch(p.PID, w.fd)
 		delete(e.watched, p.PID)
+		watchedHere.Add(-1)
 	}
 	for _, x := range e.pending {
 		if x.PID == p.PID && x.Birth == p.Birth {
 			return nil // reported soon
 		}
 	}
-	if len(e.watched) >= e.max {
-		return fmt.Errorf("procview: watch pid %d: %d watched, the most that leaves descriptors for the rest of the daemon: %w", p.PID, len(e.watched), ErrNoWatch)
+	if n := watchedHere.Load(); n >= int64(e.max) {
+		return fmt.Errorf("procview: watch pid %d: %d watched by this daemon, the most that leaves descriptors for the rest of it: %w", p.PID, n, ErrNoWatch)
 	}
 	e.seq++
 	fd, err := e.p.watch(p.PID, e.seq)
@@ -201,6 +208,7 @@ func (e *Exits) Add(t Table, p Process) error {
 		return nil
 	}
 	e.watched[p.PID] = watch{birth: p.Birth, fd: fd, seq: e.seq}
+	watchedHere.Add(1)
 	return nil
 }
 
@@ -220,6 +228,7 @@ func (e *Exits) Remove(pid int) {
 	if w, ok := e.watched[pid]; ok {
 		e.p.unwatch(pid, w.fd)
 		delete(e.watched, pid)
+		watchedHere.Add(-1)
 	}
 	kept := e.pending[:0]
 	for _, x := range e.pending {
@@ -251,6 +260,7 @@ func (e *Exits) Close() error {
 	for pid, w := range e.watched {
 		e.p.unwatch(pid, w.fd)
 	}
+	watchedHere.Add(-int64(len(e.watched)))
 	clear(e.watched)
 	e.pending = nil
 	if e.running {
@@ -330,6 +340,7 @@ func (e *Exits) Run(ctx context.Context, fn func(Exit)) {
 				continue // removed, or replaced, after the kernel spoke
 			}
 			delete(e.watched, ev.pid)
+			watchedHere.Add(-1)
 			e.p.unwatch(ev.pid, w.fd)
 			out = append(out, Exit{PID: ev.pid, Birth: w.birth, At: now})
 		}

@@ -202,7 +202,7 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		if oc.PGID == oc.PID {
 			leader = oc
 		}
-		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && !p.Start.Before(oc.Start) && !oc.alive(t) && !leader.alive(t) {
+		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && r.groupMember(t, p) {
 			return GroupOfGoneOpenCode, fmt.Sprintf("in the process group of OpenCode pid %d (started %s), which is gone", oc.PID, oc.Start.Format(time.DateTime))
 		}
 	}
@@ -229,6 +229,25 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		missing = append(missing, fmt.Sprintf("its process group %d is no recorded OpenCode's", p.PGID))
 	}
 	return Unproven, "nothing shows that an OpenCode started it: no daemon saw it under one, " + strings.Join(missing, ", ")
+}
+
+// groupMember reports whether p, in the process group r's OpenCode (or
+// its run wrapper) led, can only be one of that OpenCode's: the group's id
+// is a pid, free again once the group is empty, and whatever gets it next
+// and leads a group (a service, a setsid or nohup job) makes a new group
+// with the same id. So p must not lead the group, no process at all may
+// hold the group's id (a live leader is a new group's, since the recorded
+// one is gone), and p must have started after that OpenCode did and,
+// when its end is on record, before it ended.
+func (r Sightings) groupMember(t Table, p Process) bool {
+	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.alive(t) {
+		return false
+	}
+	if !r.Ended.IsZero() && p.Start.After(r.Ended) {
+		return false
+	}
+	_, err := t.Stat(p.PGID)
+	return errors.Is(err, ErrGone)
 }
 
 // Orphans lists the processes of s.UID that look left over by an

@@ -86,6 +86,9 @@ type Sightings struct {
 	Seen []Sighting `json:"seen"`
 	// At is when they were last seen.
 	At time.Time `json:"at"`
+	// Ended is when the daemon saw OpenCode end (zero while it runs, or
+	// when no daemon saw it end): nothing that started later is its.
+	Ended time.Time `json:"ended,omitzero"`
 }
 
 // Record is the directory of sightings: one file per watched OpenCode,

@@ -299,6 +299,18 @@ func (v *View) reread(k *known) bool {
 	return true
 }
 
+// argvOf is the argv of pid as the view read it: the root's, or a known
+// process's.
+func (v *View) argvOf(pid int) []string {
+	if pid == v.root.PID {
+		return v.root.Argv
+	}
+	if k, ok := v.known[pid]; ok {
+		return k.p.Argv
+	}
+	return nil
+}
+
 // NewView starts a view of the OpenCode process pid. ErrGone when it does
 // not exist.
 func NewView(t Table, pid int) (*View, error) {
@@ -370,6 +382,12 @@ func (v *View) Scan() (Snapshot, error) {
 				}
 				if k.unsettled > 0 && v.reread(k) {
 					added = true
+					if !k.parent && parents[pp] && IsOpenCode(k.p) {
+						k.parent = true
+						v.wrapped[c] = true
+						parents[c] = true
+						queue = append(queue, c)
+					}
 				}
 				continue
 			}
@@ -384,14 +402,18 @@ func (v *View) Scan() (Snapshot, error) {
 				continue
 			}
 			k := &known{p: p, child: childOf(p), seen: v.scans}
-			if !settled(p) {
+			// A child read between its fork and its exec is a copy of
+			// its parent, argv and all: read it again, and take it for
+			// nothing (an OpenCode least of all) until it has exec'd.
+			copyOfParent := slices.Equal(p.Argv, v.argvOf(pp))
+			if !settled(p) || copyOfParent {
 				k.unsettled = maxRereads
 			}
 			// The npm package's node wrapper runs the native binary as
 			// its child; that one starts the MCP servers. Wrappers may
 			// nest (a script of the user's around npm's, npx): every
 			// OpenCode below the root or below a wrapper is one more.
-			k.parent = parents[pp] && IsOpenCode(p)
+			k.parent = parents[pp] && !copyOfParent && IsOpenCode(p)
 			v.known[c] = k
 			hits++
 			added = true

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// (Found by the review of issue 20.) OpenCode starts a server with
+// OpenCode starts a server with
 // fork (or vfork/posix_spawn) and exec: between the two the child is a
 // copy of OpenCode, and /proc/PID/cmdline shows OpenCode's own argv
 // ("opencode serve"), its comm "opencode", its cwd OpenCode's. A scan

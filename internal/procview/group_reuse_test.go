@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// (Found by the review of issue 20.) "A kill needs proof, not a parent
+// "A kill needs proof, not a parent
 // pid", and a reused pid is never to be hit. The group evidence
 // (GroupOfGoneOpenCode) asks only that the process's group id equal the
 // recorded OpenCode's, that the OpenCode and the group's leader are not

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// (Found by the review of issue 20.) Exits "stops at three quarters of
+// Exits "stops at three quarters of
 // the soft RLIMIT_NOFILE ..., so that its pidfds never take the
 // descriptors the daemon's connections and /proc reads need". The cap is
 // per Exits, but the limit is per process: the daemon watches several
