@@ -97,12 +97,8 @@ type procWatch struct {
 	// configured command, as servers changes).
 	launchers map[procview.Key]procview.Launcher
 	// below caches, per child, the process below it that runs its
-	// server (procview.ServerProcess), once found.
+	// server (procview.ServerProcess), while that process runs.
 	below map[ident]serverBelow
-	// serving maps a watched server process (one below a launcher that
-	// outlives its server: a shell running `node x; sleep 600`) to the
-	// server it runs, for the exit watcher.
-	serving map[int]servedBy
 }
 
 // ident is a process's identity in the watch's maps.
@@ -119,17 +115,10 @@ type serverBelow struct {
 	tries       int
 }
 
-// servedBy is the server a watched server process runs.
-type servedBy struct {
-	key   procview.Key
-	birth uint64
-	start time.Time
-}
-
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
 		gen: ^uint64(0), exitAt: map[int]time.Time{}, launchers: map[procview.Key]procview.Launcher{},
-		below: map[ident]serverBelow{}, serving: map[int]servedBy{}}
+		below: map[ident]serverBelow{}}
 	if eng != nil {
 		eng.SetProcessView(p)
 	}
@@ -365,24 +354,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				defer wg.Done()
 				exits.Run(ctx, func(x procview.Exit) {
 					p.mu.Lock()
-					srv, isServer := p.serving[x.PID]
-					if isServer && srv.birth == x.Birth {
-						delete(p.serving, x.PID)
-					} else {
-						isServer = false
-						p.exitAt[x.PID] = x.At
-					}
+					p.exitAt[x.PID] = x.At
 					p.mu.Unlock()
-					if isServer {
-						// The server below a launcher that lives on (a
-						// shell with more to run) exited: OpenCode's pipe
-						// now leads nowhere.
-						p.log.Debug("MCP server process exited below its launcher", "url", p.where(), "directory", srv.key.Directory, "server", srv.key.Name, "pid", x.PID)
-						if p.eng != nil {
-							p.eng.ChildExited(srv.key.Directory, srv.key.Name, srv.start, x.At)
-						}
-						return
-					}
 					v.Exited(x.PID, x.Birth)
 					p.Look()
 				})
@@ -431,10 +404,12 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 						at = ev.At
 					}
 					p.log.Debug("MCP server process exited", "url", p.where(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
-					if _, serving := s.Child(ev.Key); serving {
-						// Another child still serves it (OpenCode already
-						// started a new one, or a duplicate was ended):
-						// nothing to repair.
+					if newerChild(s, ev.Key, ev.Child) {
+						// A child started since serves it (OpenCode
+						// already started a new one, or an older
+						// duplicate was ended): nothing to repair. An
+						// older one left running is no successor: OpenCode
+						// talks to its newest.
 						continue
 					}
 					if p.eng != nil {
@@ -448,21 +423,32 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				}
 			}
 			if len(evs) > 0 || s.Gen() != prev.Gen() {
+				// Something new: a child OpenCode started for no armed
+				// server yet (its config not read) is recorded too.
+				dirty = true
 				p.forgetBelow(s)
 			}
+			p.forgetExits(s)
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
 				partial = p.watchExits(exits, tab, s, watched) || partial
+			}
+			if s.Gone {
+				// What proves its orphans: the last children seen under
+				// it, and when it ended.
+				if !prev.At.IsZero() && !prev.Gone {
+					p.save(prev, v, s.At)
+				}
+				p.mu.Lock()
+				p.last = s
+				p.mu.Unlock()
+				return nil // OpenCode exited: find the next one
 			}
 			prev = s
 			p.mu.Lock()
 			p.last = s
 			p.mu.Unlock()
-			if s.Gone {
-				p.save(s, v) // what proves its orphans
-				return nil   // OpenCode exited: find the next one
-			}
 			if dirty && time.Since(saved) >= recordEvery {
-				p.save(s, v)
+				p.save(s, v, time.Time{})
 				saved, dirty = time.Now(), false
 			}
 		}
@@ -497,9 +483,12 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 }
 
 // watchExits hands the exit watcher every live child of s it does not
-// watch yet (and, below a launcher that outlives its server, the server
-// process), and forgets those gone; it reports whether one could not be
-// watched (then scans must find its exit).
+// watch yet, and forgets those gone; it reports whether one could not be
+// watched (then scans must find its exit). Only OpenCode's children: the
+// end of a process below a launcher that runs on (a shell with a next
+// command, a build step before the server) closes no pipe of OpenCode's,
+// and nothing tells a build step from a server there; a crash is the
+// child's subtree ending, which its own exit shows.
 func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s procview.Snapshot, watched map[int]uint64) (partial bool) {
 	live := map[int]bool{}
 	add := func(pid int, birth uint64) bool {
@@ -517,20 +506,9 @@ func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s proc
 		watched[pid] = birth
 		return true
 	}
-	p.mu.Lock()
-	launchers := p.launchers
-	p.mu.Unlock()
-	for k, cs := range s.Servers {
+	for _, cs := range s.Servers {
 		for _, c := range cs {
 			add(c.PID, c.Birth)
-			if l, ok := launchers[k]; !ok || l.ExitsWithServer || l.InContainer {
-				continue
-			}
-			if b := p.serverBelow(tab, c); b.known && b.proc.PID != c.PID && add(b.proc.PID, b.proc.Birth) {
-				p.mu.Lock()
-				p.serving[b.proc.PID] = servedBy{key: k, birth: b.proc.Birth, start: b.proc.Start}
-				p.mu.Unlock()
-			}
 		}
 	}
 	for _, c := range s.Others {
@@ -541,14 +519,31 @@ func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s proc
 			delete(watched, pid)
 		}
 	}
-	p.mu.Lock()
-	for pid := range p.serving {
-		if !live[pid] {
-			delete(p.serving, pid)
+	return partial
+}
+
+// newerChild reports whether a child of s serving k started after gone
+// did: a successor, not an older duplicate left running.
+func newerChild(s procview.Snapshot, k procview.Key, gone procview.Child) bool {
+	for _, c := range s.Servers[k] {
+		if c.PID != gone.PID && c.Birth >= gone.Birth {
+			return true
 		}
 	}
-	p.mu.Unlock()
-	return partial
+	return false
+}
+
+// forgetExits drops the exit times of processes s no longer lists and
+// that no Diff will take (OpenCode's other children, which serve no
+// armed server).
+func (p *procWatch) forgetExits(s procview.Snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pid := range p.exitAt {
+		if !s.Lists(pid) {
+			delete(p.exitAt, pid)
+		}
+	}
 }
 
 // maxBelowTries bounds how often a child's server process is looked for
@@ -562,6 +557,11 @@ func (p *procWatch) serverBelow(tab procview.Table, c procview.Child) serverBelo
 	p.mu.Lock()
 	b, ok := p.below[id]
 	p.mu.Unlock()
+	if ok && b.known && !stillRuns(tab, b.proc) {
+		// A step that ended (a build before the server, a shell's
+		// first command): what runs below the launcher now is another.
+		b, ok = serverBelow{}, false
+	}
 	if ok && (b.known || b.tries >= maxBelowTries) {
 		return b
 	}
@@ -574,6 +574,12 @@ func (p *procWatch) serverBelow(tab procview.Table, c procview.Child) serverBelo
 	p.below[id] = b
 	p.mu.Unlock()
 	return b
+}
+
+// stillRuns reports whether proc is alive as the process it was.
+func stillRuns(tab procview.Table, proc procview.Process) bool {
+	st, err := tab.Stat(proc.PID)
+	return err == nil && st.Same(proc) && !st.Zombie
 }
 
 // forgetBelow drops the cache entries of children no longer in s.
@@ -597,13 +603,15 @@ func (p *procWatch) forgetBelow(s procview.Snapshot) {
 }
 
 // save writes what s shows into the record: OpenCode's identity and each
-// child serving a server, with the OpenCode process it is a child of.
-func (p *procWatch) save(s procview.Snapshot, v *procview.View) {
+// child serving a server, with the OpenCode process it is a child of;
+// ended, when set, is when OpenCode was seen gone (s is then the last
+// snapshot of it alive).
+func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time) {
 	if p.record == nil {
 		return
 	}
 	root := v.OpenCode()
-	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At}
+	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At, Ended: ended}
 	if root.PGID == os.Getpid() {
 		// run: the wrapper leads OpenCode's group (the terminal's job),
 		// and this process is the wrapper.
@@ -682,8 +690,8 @@ func (p *procWatch) info() *reconnect.Processes {
 		servers = p.serverProcesses(tab, last, launchers)
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.root == 0 || p.last.At.IsZero() || p.last.Gone {
+		p.mu.Unlock()
 		return nil
 	}
 	out := &reconnect.Processes{OpenCodePID: p.root, Servers: servers}
@@ -700,11 +708,21 @@ func (p *procWatch) info() *reconnect.Processes {
 			out.Duplicates = append(out.Duplicates, g)
 		}
 	}
-	if time.Since(p.orphansAt) >= orphansEvery && p.table != nil {
+	look := time.Since(p.orphansAt) >= orphansEvery && p.table != nil
+	if look {
 		p.orphansAt = time.Now()
-		p.orphans = p.findOrphans()
 	}
-	out.Orphans = p.orphans
+	orphans, scope, table, configured := p.orphans, procview.Scope{UID: os.Getuid(), Watched: []int{p.root}}, p.table, p.servers
+	p.mu.Unlock()
+	if look {
+		// It reads the whole process table: never with the lock the
+		// exit path takes.
+		orphans = p.findOrphans(table, configured, scope)
+		p.mu.Lock()
+		p.orphans = orphans
+		p.mu.Unlock()
+	}
+	out.Orphans = orphans
 	for _, o := range out.Orphans {
 		if o.Proven {
 			out.Fix = "mcp-reconnect doctor --reap"
@@ -744,13 +762,12 @@ func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot, lau
 
 // findOrphans lists this user's MCP processes that run the command of an
 // armed directory's local server (or that the record saw) and look left
-// over by an OpenCode, with their evidence. Caller holds p.mu.
-func (p *procWatch) findOrphans() []reconnect.OrphanProcess {
-	scope := procview.Scope{UID: os.Getuid(), Watched: []int{p.root}}
+// over by an OpenCode, with their evidence.
+func (p *procWatch) findOrphans(table procview.Table, servers []procview.Server, scope procview.Scope) []reconnect.OrphanProcess {
 	if p.record != nil {
 		scope.Record, _ = p.record.Load()
 	}
-	found, err := procview.Orphans(p.table, p.servers, scope)
+	found, err := procview.Orphans(table, servers, scope)
 	if err != nil && !errors.Is(err, procview.ErrGone) {
 		p.log.Debug("could not look for orphaned MCP processes", "err", err)
 	}

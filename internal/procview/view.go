@@ -97,6 +97,18 @@ type Snapshot struct {
 // the last snapshot again, with the same Gen.
 func (s Snapshot) Gen() uint64 { return s.gen }
 
+// Lists reports whether pid is one of the live children s lists.
+func (s Snapshot) Lists(pid int) bool {
+	for _, cs := range s.Servers {
+		for _, c := range cs {
+			if c.PID == pid {
+				return true
+			}
+		}
+	}
+	return slices.ContainsFunc(s.Others, func(c Child) bool { return c.PID == pid })
+}
+
 // Child returns the live child serving k, the newest if several do.
 func (s Snapshot) Child(k Key) (Child, bool) {
 	cs := s.Servers[k]

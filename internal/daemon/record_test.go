@@ -18,18 +18,18 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// review20Proc is one process of a /proc tree, with its own process group.
-type review20Proc struct {
+// groupedProc is one process of a /proc tree, with its own process group.
+type groupedProc struct {
 	PID, PPID, PGID, UID int
 	Start                uint64
 	Argv                 []string
 	Cwd                  string
 }
 
-// review20Tree writes procs under root as review5Tree does, but with each
+// writeGroupedTree writes procs under root as review5Tree does, but with each
 // process's own group (review5Tree puts every process in its parent's
 // pid's group).
-func review20Tree(t *testing.T, root string, procs []review20Proc) {
+func writeGroupedTree(t *testing.T, root string, procs []groupedProc) {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()
@@ -62,7 +62,7 @@ func review20Tree(t *testing.T, root string, procs []review20Proc) {
 	}
 }
 
-// (Found by the review of issue 20.) The record is "what proves, after
+// The record is "what proves, after
 // OpenCode is gone, that a process was its MCP server", and the daemon
 // writes it once more when it sees its OpenCode exit ("what proves its
 // orphans"). But the scan that sees OpenCode gone knows nothing else
@@ -79,14 +79,14 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		procs := []review20Proc{
+		procs := []groupedProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			// a script that started OpenCode: it leads the group.
 			{PID: 1000, PPID: 1, PGID: 1000, UID: uid, Start: 10, Argv: []string{"/bin/sh", "/home/ana/bin/serve"}, Cwd: "/p"},
 			{PID: 2000, PPID: 1000, PGID: 1000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 2000, PGID: 1000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
 		}
-		review20Tree(t, root, procs)
+		writeGroupedTree(t, root, procs)
 		tab, err := procview.ProcFS(root)
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +141,7 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 			}
 		}
 		must(os.RemoveAll(filepath.Join(root, "2000")))
-		review20Tree(t, root, []review20Proc{
+		writeGroupedTree(t, root, []groupedProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 1000, PPID: 1, PGID: 1000, UID: uid, Start: 10, Argv: []string{"/bin/sh", "/home/ana/bin/serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 1, PGID: 1000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},

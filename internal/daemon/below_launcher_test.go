@@ -15,18 +15,16 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// (Found by the review of issue 20.) "Where no exit watcher works, scans
-// find exits too, every scanEvery" (processes.go) — but only the exits
-// of OpenCode's direct children: the server below a launcher that
-// outlives it (`sh -c 'node srv.js; sleep 600'`: node crashes, the shell
-// runs on, OpenCode 1.14 keeps saying connected) is watched by the exit
-// watcher alone (procWatch.serving, filled by watchExits). Without a
-// pidfd (a kernel before 5.3, the seccomp profiles of older container
-// runtimes that answer EPERM: NewExits says ErrUnsupported) that crash
-// is never seen, and the server is never brought back: the claim
-// "a crash is the server's subtree ending or its launcher exiting,
-// whichever OpenCode's pipe sees" holds only where pidfds exist.
-func TestServerBelowALauncherIsWatchedWithoutAnExitWatcher(t *testing.T) {
+// A crash is the end of the child OpenCode started (its launcher) and of
+// what runs below it, which OpenCode's pipe sees. Below a launcher that
+// runs on (`sh -c 'node srv.js; sleep 600'`, or a build step before the
+// server: `sh -c 'npm run build; node dist/index.js'`) the end of one
+// process is not: the next one holds OpenCode's pipe, and nothing in the
+// process table tells a build step that ended from a server that
+// crashed. So it is shown (status names what runs below the launcher
+// now) and nothing is done; the launcher's own end is a crash. Here
+// without an exit watcher: scans alone.
+func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		uid := os.Getuid()
 		cmd := []string{"sh", "-c", "node srv.js; sleep 600"}
@@ -85,8 +83,29 @@ func TestServerBelowALauncherIsWatchedWithoutAnExitWatcher(t *testing.T) {
 		oc.mu.Lock()
 		n := oc.connects
 		oc.mu.Unlock()
+		if n != 0 {
+			t.Errorf("%d connects after node (pid 2101) ended below `sh -c 'node srv.js; sleep 600'`: the shell runs on and holds OpenCode's pipe, as it would after a build step", n)
+		}
+		if info := p.info(); info == nil || len(info.Servers) != 1 || info.Servers[0].ServerPID != 2102 {
+			t.Errorf("status does not show what runs below the shell now (sleep, pid 2102): %+v", info)
+		}
+
+		// The launcher ends: that is a crash.
+		for _, pid := range []string{"2100", "2102"} {
+			if err := os.RemoveAll(filepath.Join(root, pid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(root, "2000", "task", "2000", "children"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(60 * time.Second)
+		synctest.Wait()
+		oc.mu.Lock()
+		n = oc.connects
+		oc.mu.Unlock()
 		if n == 0 {
-			t.Errorf("node (pid 2101), the server below `sh -c 'node srv.js; sleep 600'`, exited a minute ago while OpenCode says connected: no connect (without an exit watcher its exit is never looked for)")
+			t.Errorf("the launcher (pid 2100) ended a minute ago while OpenCode says connected: no connect")
 		}
 	})
 }

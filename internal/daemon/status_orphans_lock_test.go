@@ -31,7 +31,7 @@ func (s *stallTable) Read(pid int) (procview.Process, error) {
 	return s.Table.Read(pid)
 }
 
-// (Found by the review of issue 20.) status looks for orphans (every
+// status looks for orphans (every
 // 10 s) inside procWatch.info with p.mu held: findOrphans ("Caller holds
 // p.mu") reads the whole process table, the argv and cwd of every
 // adopted process of the machine, and loads and parses the record from

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// (Found by the review of issue 20.) The exit watcher watches every
+// The exit watcher watches every
 // child the scans find, OpenCode's other children too (s.Others: the
 // commands its bash tool runs, language servers), and notes each exit
 // in procWatch.exitAt "until the scan that reports it". But a scan

@@ -17,7 +17,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// (Found by the review of issue 20.) For a launcher that does not exit
+// For a launcher that does not exit
 // with its server (a shell running two programs, `npm start`, `bash
 // run.sh`), the daemon watches "the server below" it: ServerProcess
 // takes the launcher's oldest child, whatever it is, and the answer is

@@ -15,7 +15,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// (Found by the review of issue 20.) When a child serving a server
+// When a child serving a server
 // exits and another child of the same server still runs, the watch
 // reports nothing ("Another child still serves it (OpenCode already
 // started a new one, or a duplicate was ended)"). But the child left

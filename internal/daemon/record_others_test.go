@@ -15,7 +15,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// (Found by the review of issue 20.) The record is rewritten only when a
+// The record is rewritten only when a
 // scan reports a server child Started or Exited (dirty), and Diff
 // reports neither for a child that was known before: a child first seen
 // as one of OpenCode's Others (the scan ran before the engine had read
@@ -31,12 +31,12 @@ func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		base := []review20Proc{
+		base := []groupedProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 1000, PPID: 1, PGID: 1000, UID: uid, Start: 10, Argv: []string{"/bin/sh", "/home/ana/bin/serve"}, Cwd: "/p"},
 			{PID: 2000, PPID: 1000, PGID: 1000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 		}
-		review20Tree(t, root, base)
+		writeGroupedTree(t, root, base)
 		tab, err := procview.ProcFS(root)
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
 
 		// A client opens /p: OpenCode spawns its server while the
 		// config is being read; a scan sees the child first.
-		review20Tree(t, root, append(base, review20Proc{PID: 2100, PPID: 2000, PGID: 1000, UID: uid, Start: 600, Argv: srv, Cwd: "/p"}))
+		writeGroupedTree(t, root, append(base, groupedProc{PID: 2100, PPID: 2000, PGID: 1000, UID: uid, Start: 600, Argv: srv, Cwd: "/p"}))
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		_ = eng.Arm("/p", reconnect.ArmedByFlag)
