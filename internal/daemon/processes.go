@@ -749,7 +749,7 @@ func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot, lau
 	for _, k := range keys {
 		c, _ := s.Child(k)
 		l := launchers[k]
-		sp := reconnect.ServerProcess{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer}
+		sp := reconnect.ServerProcess{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer, LauncherRunsOn: l.Name != "" && !l.ExitsWithServer}
 		if l.Name != "" && !l.InContainer {
 			if b := p.serverBelow(tab, c); b.known && b.proc.PID != c.PID {
 				sp.ServerPID, sp.ServerCommand = b.proc.PID, procview.Display(b.proc.Argv)

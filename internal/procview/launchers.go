@@ -236,8 +236,9 @@ type Launcher struct {
 	// ExitsWithServer: the launcher (OpenCode's child) exits when the
 	// server does, so watching it is watching the server. False for a
 	// shell running more than one command (`node x; sleep 600`) or a
-	// script procview cannot read: then the server process itself
-	// (ServerProcess) has to be watched.
+	// script procview cannot read: then a crash of the server below it
+	// closes no pipe of OpenCode's until the launcher ends, and status
+	// says so.
 	ExitsWithServer bool
 	// InContainer: the server runs in a container (docker, podman), not
 	// in this process table.

@@ -99,6 +99,11 @@ type ServerProcess struct {
 	// InContainer: the server runs in a container (docker run, podman
 	// run), which this machine's process table does not show.
 	InContainer bool `json:"in_container,omitempty"`
+	// LauncherRunsOn: the launcher can outlive its server (a shell with
+	// more than one command, a script): a crash of the server below it
+	// closes no pipe of OpenCode's, and is not seen until the launcher
+	// ends.
+	LauncherRunsOn bool `json:"launcher_runs_on,omitempty"`
 }
 
 // ProcessGroup is one server of one directory with its live children.

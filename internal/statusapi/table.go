@@ -125,6 +125,9 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 		case s.Launcher != "":
 			fmt.Fprintf(w, "  (%s)", esc(s.Launcher))
 		}
+		if s.LauncherRunsOn {
+			fmt.Fprint(w, "  [its launcher can outlive the server: a crash below it is seen when the launcher ends]")
+		}
 		fmt.Fprintln(w)
 	}
 	for _, d := range p.Duplicates {
