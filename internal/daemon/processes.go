@@ -404,14 +404,11 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 						at = ev.At
 					}
 					p.log.Debug("MCP server process exited", "url", p.where(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
-					if newerChild(s, ev.Key, ev.Child) {
-						// A child started since serves it (OpenCode
-						// already started a new one, or an older
-						// duplicate was ended): nothing to repair. An
-						// older one left running is no successor: OpenCode
-						// talks to its newest.
-						continue
-					}
+					// Whether a child started since serves it (OpenCode
+					// started a new one, an older duplicate was ended) is
+					// the engine's question, asked of the process table
+					// when it decides (Successor); an older one left
+					// running is none: OpenCode talks to its newest.
 					if p.eng != nil {
 						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
 					}
@@ -520,17 +517,6 @@ func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s proc
 		}
 	}
 	return partial
-}
-
-// newerChild reports whether a child of s serving k started after gone
-// did: a successor, not an older duplicate left running.
-func newerChild(s procview.Snapshot, k procview.Key, gone procview.Child) bool {
-	for _, c := range s.Servers[k] {
-		if c.PID != gone.PID && c.Birth >= gone.Birth {
-			return true
-		}
-	}
-	return false
 }
 
 // forgetExits drops the exit times of processes s no longer lists and
