@@ -116,7 +116,7 @@ var (
 const maxPortRetries = 2
 
 // healthTimeout bounds each health probe: a request in the first half
-// second after the port opens can hang (see the facts).
+// second after the port opens can hang (docs/opencode.md#the-first-half-second-after-the-port-opens).
 const healthTimeout = 700 * time.Millisecond
 
 // waitHealthy asks the server which OpenCode it is (opencode.Detect, either

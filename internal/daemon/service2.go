@@ -18,7 +18,7 @@ import (
 )
 
 // OpenCode 2 runs one background service per user, shared by every TUI
-// and CLI (see the v2 facts): a 2.x TUI attaches to it instead of serving
+// and CLI (docs/opencode.md#the-background-service-and-its-servicejson): a 2.x TUI attaches to it instead of serving
 // itself. `run` then makes sure one daemon watches that service, started
 // once and outliving the TUI, and gets out of the way.
 //
@@ -50,7 +50,7 @@ var followRetry = backoff.Policy{Initial: 500 * time.Millisecond, Max: 5 * time.
 // without events, to save 5 s on a service that itself takes seconds to
 // start (the v2 preview: 9 s from `serve --service` to its file, on this
 // machine), and whose first request within half a second of its port
-// opening may hang anyway (see the v2 facts).
+// opening may hang anyway (docs/opencode.md#the-first-half-second-after-the-port-opens).
 var servicePoll = 5 * time.Second
 
 // serviceYoung is how long after a service file was written a service

@@ -80,7 +80,7 @@ import (
 // is unset, $OPENCODE_DISABLE_PROJECT_CONFIG) and for the global directory
 // itself; a file or directory that resolves to the global ones is read
 // only as those. A server named again replaces the earlier one whole
-// (packages/core/src/mcp/index.ts at 44b6938b; v2-facts §2.5), and one
+// (packages/core/src/mcp/index.ts at 44b6938b; docs/opencode.md#config-layers-2x), and one
 // without a type is dropped (the 1.x-shaped file's migration skips it, a
 // 2.x-shaped file fails its schema).
 //

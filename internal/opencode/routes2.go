@@ -11,7 +11,7 @@ import (
 // build at /api/health; connect moved under /api/experimental; the preview
 // has no /api/config). So a ClientV2 reads the server's own description,
 // GET /openapi.json (package apidesc), and takes each route from what that
-// server offers. The facts' routes are the defaults while there is no
+// server offers. The routes docs/opencode.md#routes-move-between-2x-releases lists are the defaults while there is no
 // description: for good when the server has none (404, or an answer that
 // is not one), for now when the read failed (a 5xx, a timeout: a busy or
 // starting server), and then it is read again with backoff until it
@@ -51,7 +51,7 @@ type Capability struct {
 	// /api/health"; "" when the server lacks the capability.
 	Route string `json:"route,omitempty"`
 	// FromDescription is true when Route (or its absence) comes from the
-	// server's GET /openapi.json, false for the facts' default.
+	// server's GET /openapi.json, false for the documented defaults.
 	FromDescription bool `json:"from_description"`
 	// Missing says why Route is "".
 	Missing string `json:"missing,omitempty"`
@@ -114,7 +114,7 @@ var withoutCap = map[string]string{
 	CapLocations: "a disposed location cannot be told from a booted one without booting it",
 }
 
-// chooseRoutes picks every route from doc, or the facts' defaults when doc
+// chooseRoutes picks every route from doc, or the documented defaults (docs/opencode.md#routes-move-between-2x-releases) when doc
 // is nil (note says why; provisional when it is to be read again).
 func chooseRoutes(doc *apidesc.Doc, note string, provisional bool) *routeSet {
 	rs := &routeSet{doc: doc, docNote: note, provisional: provisional}

@@ -23,7 +23,7 @@ type StreamOptions struct {
 	Silence time.Duration
 	// Handshake bounds the wait for the first event of a subscription
 	// (default 5s): a request that reaches OpenCode within about half a
-	// second of its port opening can hang for good (see the facts), and a
+	// second of its port opening can hang for good (docs/opencode.md#the-first-half-second-after-the-port-opens), and a
 	// healthy server sends server.connected at once.
 	Handshake time.Duration
 	// Backoff spaces reconnects (default 500ms doubling to 30s, jitter 0.2).

@@ -20,7 +20,7 @@ import (
 )
 
 // ClientV2 talks to one OpenCode 2.x server (see
-// ../shared/docs/opencode-v2-facts.md). It offers the request/response
+// docs/opencode.md#the-2x-surface-and-its-authentication). It offers the request/response
 // routes the engine uses with the same methods and types as the 1.x Client,
 // so the engine cannot tell which generation it talks to. It shares the 1.x
 // client's error type, timeouts, body limit, redirect policy and basic auth.
@@ -477,7 +477,7 @@ func (v *ClientV2) unexpected(op string, err error) error {
 
 // EmptyRereadDelay is how long MCPStatus waits before it reads again an
 // answer that lists no server: right after a boot an empty list may not be
-// final (facts §4).
+// final (docs/opencode.md#what-is-unknown-for-2021-and-how-the-daemon-degrades).
 const EmptyRereadDelay = 500 * time.Millisecond
 
 // maxRemembered bounds the per-directory memories of a client (the

@@ -16,8 +16,8 @@ import (
 // secrets of whoever started the process (OpenCode hands its own
 // environment, its server password included, to every MCP child). One
 // variable matters, OPENCODE_PID, which OpenCode 1.14 and later put in
-// every child's environment (../shared/docs/opencode-facts.md, "What
-// OpenCode leaves on its MCP children"): the only trace of who started a
+// every child's environment (docs/opencode.md#processes-the-mcp-children):
+// the only trace of who started a
 // process that outlives its parent.
 type EnvReader interface {
 	// Env returns the value of the variable name in pid's environment,

@@ -14,8 +14,7 @@ import (
 // parent exits is adopted by init (or the nearest subreaper), like every
 // daemon, user service, nohup or setsid job on the machine. What proves
 // it is evidence that an OpenCode started it, and that this OpenCode is
-// gone (../shared/docs/opencode-facts.md, "What OpenCode leaves on its MCP
-// children"):
+// gone (docs/opencode.md#processes-the-mcp-children):
 //
 //   - the record: a daemon saw this very process (pid and start time)
 //     serve a server under an OpenCode process, and that process is gone

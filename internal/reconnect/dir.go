@@ -595,7 +595,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			if fire, at := s.fire(trig&trigRestart, p, now); fire {
 				// Its endpoint restarted: OpenCode holds a dead session.
 				// A connect gives it a fresh one without passing through
-				// disabled (see the facts).
+				// disabled (docs/opencode.md#connect-re-enables-and-reconnects).
 				e.log.Info("remote MCP server restarted behind OpenCode's back; reconnecting for a fresh session", "url", e.url, "directory", d.path, "server", name)
 				connects = append(connects, attempt{name, backoff.Extra, trigRestart})
 			} else {

@@ -11,7 +11,7 @@ import (
 
 // OpenCode 2 boots a directory's location (and every MCP server it
 // configures) for any request that names it, and some builds announce no
-// disposal (no location.shutdown: the v2 facts, section 6): a location
+// disposal (no location.shutdown: docs/opencode.md#the-v2-preview-build-measured): a location
 // disposed or evicted behind the daemon's back would be booted again by its
 // next check, often woken by the very status changes the disposal caused.
 // Where the server can list its booted locations without booting one, a

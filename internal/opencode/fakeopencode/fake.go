@@ -1,6 +1,6 @@
 // Package fakeopencode is an in-process stand-in for an OpenCode server, for
 // unit tests and benchmarks of the daemon. It models the behaviour the
-// daemon depends on (see ../shared/docs/opencode-facts.md): per-directory
+// daemon depends on (see docs/opencode.md#the-routes-the-daemon-calls-1x): per-directory
 // instances created by any per-directory request, MCP status per server,
 // connect that answers true whatever happens, 404 for an unknown name,
 // basic auth, and the /global/event stream. Every request is recorded so

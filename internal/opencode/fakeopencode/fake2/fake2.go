@@ -1,5 +1,5 @@
 // Package fake2 is an in-process stand-in for an OpenCode 2.x server, the
-// 2.x sibling of fakeopencode, built from ../shared/docs/opencode-v2-facts.md:
+// 2.x sibling of fakeopencode, built from docs/opencode.md#the-2x-surface-and-its-authentication:
 // JSON routes under /api with basic auth always on, the location chosen by
 // location[directory] or the x-opencode-directory header (?directory= is
 // ignored, as 2.x does), MCP status as an array with "pending", connect
@@ -9,8 +9,8 @@
 // goes "pending", then to its configured status, each step announced by
 // mcp.status.changed. Every request is recorded.
 //
-// It has two profiles. Release2021 (New) is 2.0.21 as its facts describe
-// it. Preview (NewPreview) is the v2 preview build measured in the facts'
+// It has two profiles. Release2021 (New) is 2.0.21 as docs/opencode.md describes
+// it. Preview (NewPreview) is the v2 preview build measured in docs/opencode.md#the-v2-preview-build-measured
 // section 6: it serves the /api routes its own API description lists
 // (testdata/opencode-v2-preview-openapi.json, the real server's, served at
 // /openapi.json) and answers others 404 with an empty body, so /api/health
@@ -112,10 +112,10 @@ var PreviewDoc = previewDoc
 
 // The profiles.
 var (
-	// Release2021 is OpenCode 2.0.21 as opencode-v2-facts.md sections 1–5
+	// Release2021 is OpenCode 2.0.21 as docs/opencode.md (its OpenCode 2.x part)
 	// describe it (the default).
 	Release2021 = Profile{Name: "2.0.21", Version: DefaultVersion, PID: DefaultPID, Doc: DefaultDoc}
-	// Preview is the v2 preview build of opencode-v2-facts.md section 6.
+	// Preview is the v2 preview build of docs/opencode.md#the-v2-preview-build-measured.
 	Preview = Profile{Name: "preview", Version: PreviewVersion, PID: PreviewPID, Doc: previewDoc,
 		RoutesFromDoc: true, NoWebUI: true, EmptyUnauthorized: true, NoShutdownEvent: true,
 		ExecutionWithoutLocation: true, HeartbeatAtConnect: true}
@@ -544,7 +544,7 @@ func (s *Server) setDocLocked(doc []byte) {
 	}
 }
 
-// The service states of SetService (facts §6: the code of the 503).
+// The service states of SetService (docs/opencode.md#not-yet-503-while-the-service-starts-or-stops).
 const (
 	ServiceStarting = "service_starting"
 	ServiceStopping = "service_stopping"
