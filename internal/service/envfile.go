@@ -89,3 +89,31 @@ func holdsPassword(r io.Reader) (string, error) {
 	}
 	return "", sc.Err()
 }
+
+func (m *Manager) CheckEnvFile() (warning string, err error) {
+	ef := m.EnvFile()
+	if ef == "" {
+		return "", nil
+	}
+	warning, err = CheckEnvFileAt(ef)
+	if err != nil {
+		return "", fmt.Errorf("service: %w", err)
+	}
+	return warning, nil
+}
+
+// envFileState is the environment file as status shows it: "absent",
+// "private", or what is wrong with it.
+func envFileState(p string) string {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return "absent"
+	}
+	warning, err := CheckEnvFileAt(p)
+	switch {
+	case err != nil:
+		return "refused by the service: " + err.Error()
+	case warning != "":
+		return warning
+	}
+	return "private"
+}

@@ -1,0 +1,121 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
+)
+
+func (m *Manager) Install(ctx context.Context, pl *Plan, w io.Writer) error {
+	for _, d := range pl.MkDirs {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			m.rollback(pl)
+			return fmt.Errorf("service: %w", err)
+		}
+	}
+	for _, f := range pl.Files {
+		if err := writeAtomic(f); err != nil {
+			m.rollback(pl)
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s\n", f.Path)
+	}
+	for _, c := range pl.Commands {
+		out, err := m.env.Runner.Run(ctx, c)
+		if err != nil {
+			msg := fmt.Sprintf("service: %s failed: %v%s", shellquote.Join(c), err, indentOutput(out))
+			if !pl.again {
+				m.rollback(pl)
+				return fmt.Errorf("%s\nnothing is installed (what was written is removed again)%s", msg, m.hint())
+			}
+			return fmt.Errorf("%s\nthe files are written; fix the problem and run `mcp-reconnect service install` again, or `mcp-reconnect service uninstall`%s", msg, m.hint())
+		}
+		fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
+	}
+	return nil
+}
+
+func (m *Manager) hint() string {
+	if m.p.kind() == "systemd" {
+		return "\n(systemctl --user needs the user's systemd: a login session, or `loginctl enable-linger` for a user without one)"
+	}
+	return ""
+}
+
+func indentOutput(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	if s == "" {
+		return ""
+	}
+	return "\n    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// rollback removes what a failed first install wrote.
+func (m *Manager) rollback(pl *Plan) {
+	for i := len(pl.Files) - 1; i >= 0; i-- {
+		_ = os.Remove(pl.Files[i].Path)
+	}
+	for i := len(pl.MkDirs) - 1; i >= 0; i-- {
+		_ = os.Remove(pl.MkDirs[i]) // only when empty
+	}
+}
+
+// writeAtomic writes f through a temporary file in its directory, so the
+// service manager never reads half a file.
+func writeAtomic(f File) error {
+	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".tmp-"+filepath.Base(f.Path)+"-*")
+	if err != nil {
+		return fmt.Errorf("service: writing %s: %w", f.Path, err)
+	}
+	_, werr := tmp.Write(f.Content)
+	if werr == nil {
+		werr = tmp.Chmod(f.Mode.Perm())
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), f.Path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("service: writing %s: %w", f.Path, werr)
+	}
+	return nil
+}
+
+// readManifest returns the manifest, nil when there is none.
+func (m *Manager) readManifest() (*Manifest, error) {
+	b, err := os.ReadFile(m.ManifestPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
+	var mf Manifest
+	if err := json.Unmarshal(b, &mf); err != nil {
+		return nil, fmt.Errorf("service: manifest %s: %w (remove it and the service file %s by hand)", m.ManifestPath(), err, m.p.path())
+	}
+	if mf.Platform != m.p.kind() {
+		return nil, fmt.Errorf("service: manifest %s is for %s, not %s", m.ManifestPath(), mf.Platform, m.p.kind())
+	}
+	return &mf, nil
+}
+
+// Uninstall stops the service and keeps it from starting at login, then
+// removes the files install wrote and the directories it created (when
+// empty), and nothing else. Without a manifest it removes the service file
+// only when install wrote it (it carries the Marker). It reports what it
+// did on w; installed is false when there was nothing to remove.
