@@ -633,7 +633,24 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 // endpoint: MCP endpoint cooldown after HTTP 429", and no field, header
 // or event carries the Retry-After. Builds before it (2.0.21, on the 1.x
 // MCP SDK) name no status in that error.
-func rateLimited(errText string) bool { return strings.Contains(errText, "HTTP 429") }
+//
+// The body is the MCP server's own text, so only those exact forms count:
+// the prefix, and the status OpenCode writes at the very end (or its
+// cooldown's whole message). "HTTP 429" anywhere else, in a body that
+// ends in another status or in a JSON-RPC error of the server, is the
+// server's word, not a rate limit. (Only remote servers speak HTTP: the
+// engine asks it of those alone.)
+func rateLimited(errText string) bool {
+	rest, ok := strings.CutPrefix(errText, rateLimitPrefix)
+	return ok && (strings.HasSuffix(rest, rateLimitSuffix) || rest == rateLimitCooldown)
+}
+
+// The parts of OpenCode 2's errors for a remote endpoint's 429.
+const (
+	rateLimitPrefix   = "Error POSTing to endpoint: "
+	rateLimitSuffix   = " (HTTP 429)"
+	rateLimitCooldown = "MCP endpoint cooldown after HTTP 429"
+)
 
 // Connect asks OpenCode to (re)connect one MCP server in dir: 2.x stops and
 // starts it whatever its status, and answers 204 when the attempt is over,
