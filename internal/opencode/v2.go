@@ -244,6 +244,16 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 	switch {
 	case errors.As(err, &e) && e.Status == 0:
 		transient, note = true, "GET /openapi.json failed: "+e.Detail // a timeout, a reset
+	case errors.As(err, &e) && e.Status >= 200 && e.Status <= 299:
+		// The answer began but its body could not be had (the
+		// connection dropped mid-body): not the server's final word.
+		transient, note = true, "GET /openapi.json was cut short: "+e.Detail
+	case errors.Is(err, apidesc.ErrCutShort):
+		// A body that ends inside its JSON was cut short where nothing
+		// told its length (a close-delimited answer): read it again,
+		// as after a 503. (One that is no JSON at all, a web UI's
+		// page, is an answer: no description.)
+		transient, note = true, "GET /openapi.json was cut short: "+err.Error()
 	case errors.As(err, &e):
 		// A busy or starting server (5xx, 429, 408) has a description
 		// still to come; a 404 or 405 says it has none, and a refused
