@@ -407,7 +407,7 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 
 // Capabilities reports, for an OpenCode 2 server, which route it offers
 // for each thing the daemon uses, or why it has none (from its API
-// description, read at each detection and again while it cannot be
+// description, read once per OpenCode process and again while it cannot be
 // read). A 1.x server has fixed routes: nil.
 func (s *Server) Capabilities(ctx context.Context) []Capability {
 	if _, err := s.current(ctx); err != nil {

@@ -25,13 +25,15 @@ import (
 // so the engine cannot tell which generation it talks to. It shares the 1.x
 // client's error type, timeouts, body limit, redirect policy and basic auth.
 //
-// One ClientV2 is one detection: it reads the server's GET /openapi.json
-// at its first call, and again with backoff while that read fails, and
-// takes every route from it (see routes2.go); a route that answers 404
-// without an OpenCode error tag is asked again only after a backoff step.
-// What outlives a detection (the sessions' directories, the routes that
-// answered) is the process's memory, which a Server keeps for as long as
-// the same OpenCode process answers.
+// One ClientV2 is one detection: it takes every route from the server's
+// GET /openapi.json (see routes2.go); a route that answers 404 without an
+// OpenCode error tag is asked again only after a backoff step. What
+// outlives a detection (the API description, the sessions' directories,
+// the routes that answered) is the process's memory, which a Server keeps
+// for as long as the same OpenCode process answers: the description is
+// read at the first call for a process, again with backoff while that
+// read fails, and not again while the process answers (every re-subscribe
+// of the event stream detects again).
 type ClientV2 struct {
 	c *Client
 	// local: the server listens on a loopback address, so its config
@@ -39,18 +41,8 @@ type ClientV2 struct {
 	local bool
 	mem   *processMemory
 
-	// read serialises the reads of the description.
-	read sync.Mutex
-
 	mu  sync.Mutex
 	log *slog.Logger
-	rs  *routeSet // nil before the first read of the description
-	// desc and descErr are that read's outcome; docRetry the backoff of
-	// the reads that failed, told whether the failure was logged.
-	desc     *apidesc.Doc
-	descErr  error
-	docRetry retry
-	told     bool
 	// missing holds the "METHOD path" routes that answered 404 (without
 	// an OpenCode error tag) or 405, each asked again after its backoff.
 	missing map[string]*retry
@@ -87,6 +79,7 @@ func (r *retry) fail(now time.Time, after time.Duration) time.Duration {
 // sends session.execution.* without a location), and the routes that
 // answered. A Server forgets it when another process answers.
 type processMemory struct {
+	desc     description
 	sessions *sessionDirs
 	answered sync.Map // "METHOD path" → true
 	// config is how the process resolves its config files (its own
@@ -95,11 +88,35 @@ type processMemory struct {
 	config atomic.Pointer[ConfigEnv]
 }
 
+// description is what the reads of one process's API description gave,
+// shared by the clients of its detections.
+type description struct {
+	// read serialises the reads.
+	read sync.Mutex
+
+	mu sync.Mutex
+	// gen counts the forgets: a read begun before one is another
+	// process's, and is not kept.
+	gen int
+	rs  *routeSet // nil before the first read
+	// doc and err are that read's outcome; retry the backoff of the
+	// reads that failed, told whether the failure was logged.
+	doc   *apidesc.Doc
+	err   error
+	retry retry
+	told  bool
+}
+
 func newProcessMemory() *processMemory { return &processMemory{sessions: newSessionDirs(maxSessions)} }
 
-// forget empties the memory: OpenCode was replaced, and the sessions and
-// routes of another process mean nothing.
+// forget empties the memory: OpenCode was replaced, and the description,
+// sessions and routes of another process mean nothing.
 func (m *processMemory) forget() {
+	d := &m.desc
+	d.mu.Lock()
+	d.gen++
+	d.rs, d.doc, d.err, d.retry, d.told = nil, nil, nil, retry{}, false
+	d.mu.Unlock()
 	m.sessions.forget()
 	m.answered.Clear()
 	m.config.Store(nil)
@@ -209,27 +226,29 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 const descriptionTimeout = 5 * time.Second
 
 // routes returns the route choices, reading the server's description at
-// the first call, and again once its backoff allows while the reads fail.
-// Concurrent first calls wait for the one read; later ones use the
-// defaults meanwhile. A read does not end with the caller's context (every
-// later call depends on it), only with its own timeout.
+// the first call for its process, and again once its backoff allows while
+// the reads fail. Concurrent first calls wait for the one read; later ones
+// use the defaults meanwhile. A read does not end with the caller's
+// context (every later call depends on it), only with its own timeout.
 func (v *ClientV2) routes(ctx context.Context) *routeSet {
-	current := func() (*routeSet, bool) {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		return v.rs, v.rs == nil || v.rs.provisional && !time.Now().Before(v.docRetry.again)
+	d := &v.mem.desc
+	current := func() (*routeSet, bool, int) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.rs, d.rs == nil || d.rs.provisional && !time.Now().Before(d.retry.again), d.gen
 	}
-	rs, due := current()
+	rs, due, _ := current()
 	switch {
 	case !due:
 		return rs
 	case rs == nil:
-		v.read.Lock()
-	case !v.read.TryLock():
+		d.read.Lock()
+	case !d.read.TryLock():
 		return rs // being read again
 	}
-	defer v.read.Unlock()
-	if rs, due = current(); !due {
+	defer d.read.Unlock()
+	rs, due, gen := current()
+	if !due {
 		return rs
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(descriptionTimeout, v.c.timeout))
@@ -266,16 +285,21 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 		use, note = nil, "GET /openapi.json is unreadable: lists no /api/ route: not an OpenCode 2 description"
 	}
 	rs = chooseRoutes(use, note, transient)
-	v.mu.Lock()
-	v.rs, v.desc, v.descErr = rs, desc, err
+	d.mu.Lock()
+	if d.gen != gen {
+		// Another process answers now: this read was the old one's.
+		d.mu.Unlock()
+		return rs
+	}
+	d.rs, d.doc, d.err = rs, desc, err
 	warn := false
 	if transient {
 		after, _ := RetryAfter(err)
-		in := v.docRetry.fail(time.Now(), after)
-		warn, v.told = !v.told, true
+		in := d.retry.fail(time.Now(), after)
+		warn, d.told = !d.told, true
 		note += fmt.Sprintf("; asked again in %s", in.Round(time.Millisecond))
 	}
-	v.mu.Unlock()
+	d.mu.Unlock()
 	if warn {
 		v.logger().Warn("OpenCode 2 API description unreadable; using the default routes, and checks that need the booted locations wait, until it answers",
 			"url", v.URL(), "why", note)
@@ -301,9 +325,10 @@ func offersAPI(d *apidesc.Doc) bool {
 // (reading it first if no call did yet), or why there is none.
 func (v *ClientV2) Description(ctx context.Context) (*apidesc.Doc, error) {
 	v.routes(ctx)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.desc, v.descErr
+	d := &v.mem.desc
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.doc, d.err
 }
 
 // logCapabilities says, once per answer of the description, which route
@@ -335,9 +360,9 @@ func (v *ClientV2) logCapabilities(rs *routeSet) {
 // description first if no call did yet). It never reads it again: status
 // asks it, and must not wait for a description being retried.
 func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
-	v.mu.Lock()
-	rs := v.rs
-	v.mu.Unlock()
+	v.mem.desc.mu.Lock()
+	rs := v.mem.desc.rs
+	v.mem.desc.mu.Unlock()
 	if rs == nil {
 		rs = v.routes(ctx)
 	}
@@ -976,9 +1001,9 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 	} else if v.mem.has(op) {
 		body, err = v.get(ctx, op, routeLocations, nil)
 	} else {
-		v.mu.Lock()
-		in := max(time.Until(v.docRetry.again), time.Second)
-		v.mu.Unlock()
+		v.mem.desc.mu.Lock()
+		in := max(time.Until(v.mem.desc.retry.again), time.Second)
+		v.mem.desc.mu.Unlock()
 		return nil, true, &Error{Op: op, URL: v.URL(), Detail: "whether this OpenCode 2 lists its booted locations is not known until its API description is read (" + rs.docNote + ")",
 			kind: ErrNotYet, RetryAfter: in}
 	}
