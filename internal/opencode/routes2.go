@@ -142,7 +142,7 @@ func chooseRoutes(doc *apidesc.Doc, note string, provisional bool) *routeSet {
 		if len(c.paths) == 0 {
 			c.without = withoutCap[name]
 			if provisional && name == CapLocations {
-				c.without = "checks of directories OpenCode armed wait for it (or use the route if it answered before)"
+				c.without = "checks of directories OpenCode armed wait for it, for a few failed reads (or use the route if it answered before)"
 			}
 		}
 		rs.choices = append(rs.choices, c)

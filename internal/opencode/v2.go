@@ -105,7 +105,19 @@ type description struct {
 	err   error
 	retry retry
 	told  bool
+	// patienceTold: the checks that wait for it were told to wait no
+	// longer (descriptionPatience), and the log said so.
+	patienceTold bool
 }
+
+// descriptionPatience is how many failed reads of the description (about
+// 30 s of them: 1 s doubling) the checks that need the booted locations
+// wait for. After them the checks go on as without a description (as on
+// 2.0.21, which lists no booted location): a description that never
+// answers must not hold every repair of the directories OpenCode armed for
+// as long as the process runs. The reads go on with backoff, and the list
+// is used again once it answers.
+const descriptionPatience = 5
 
 func newProcessMemory() *processMemory { return &processMemory{sessions: newSessionDirs(maxSessions)} }
 
@@ -115,7 +127,7 @@ func (m *processMemory) forget() {
 	d := &m.desc
 	d.mu.Lock()
 	d.gen++
-	d.rs, d.doc, d.err, d.retry, d.told = nil, nil, nil, retry{}, false
+	d.rs, d.doc, d.err, d.retry, d.told, d.patienceTold = nil, nil, nil, retry{}, false, false
 	d.mu.Unlock()
 	m.sessions.forget()
 	m.answered.Clear()
@@ -370,6 +382,9 @@ func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
 }
 
 func (v *ClientV2) capabilities(rs *routeSet) []Capability {
+	v.mem.desc.mu.Lock()
+	impatient := v.mem.desc.retry.n >= descriptionPatience
+	v.mem.desc.mu.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := time.Now()
@@ -378,6 +393,8 @@ func (v *ClientV2) capabilities(rs *routeSet) []Capability {
 		cp := Capability{Name: c.name, FromDescription: c.fromDoc, Missing: c.missing, Without: c.without}
 		if c.name == CapLocations && rs.provisional && v.mem.has("GET "+routeLocations) {
 			cp.Route, cp.Missing, cp.Without = "GET "+routeLocations, "", "" // it answered before
+		} else if c.name == CapLocations && rs.provisional && impatient {
+			cp.Without = fmt.Sprintf("checks of directories OpenCode armed waited for it %d reads and now go on without it: a disposed location cannot be told from a booted one without booting it", descriptionPatience)
 		}
 		var gone []string
 		for _, p := range c.paths {
@@ -991,7 +1008,9 @@ func LocationListed(locs []string, dir string) bool {
 // offers one is not known yet: then the route is asked only if it answered
 // this process before, and otherwise the error matches ErrNotYet, with
 // the time until the description is read again (a check must not act as
-// if the server had no list: it would boot disposed locations again).
+// if the server had no list: it would boot disposed locations again) --
+// for descriptionPatience failed reads; after them known is false, said
+// once in the log and in Capabilities.
 func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
 	const op = "GET " + routeLocations
 	var body []byte
@@ -1000,6 +1019,8 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 		body, gone, err = v.getCap(ctx, CapLocations, op, nil)
 	} else if v.mem.has(op) {
 		body, err = v.get(ctx, op, routeLocations, nil)
+	} else if v.patienceOver() {
+		return nil, false, nil
 	} else {
 		v.mem.desc.mu.Lock()
 		in := max(time.Until(v.mem.desc.retry.again), time.Second)
@@ -1018,6 +1039,28 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 		return nil, true, v.unexpected(op, err)
 	}
 	return dirs, true, nil
+}
+
+// patienceOver reports whether the description failed
+// descriptionPatience reads in a row, and warns the first time.
+func (v *ClientV2) patienceOver() bool {
+	d := &v.mem.desc
+	d.mu.Lock()
+	n, note := d.retry.n, ""
+	over := n >= descriptionPatience
+	first := over && !d.patienceTold
+	if first {
+		d.patienceTold = true
+		if d.rs != nil {
+			note = d.rs.docNote
+		}
+	}
+	d.mu.Unlock()
+	if first {
+		v.logger().Warn("OpenCode 2 API description still unreadable; checks of directories OpenCode armed no longer wait for it and read them as without one: a location disposed meanwhile boots again",
+			"url", v.URL(), "failed_reads", n, "why", note)
+	}
+	return over
 }
 
 // ParseLocationsV2 decodes GET /api/debug/location: an array of
