@@ -132,11 +132,14 @@ func (s *Server) observe(err error) error {
 	return err
 }
 
-// gone makes the server Gone, once until it answers again.
+// gone makes the server Gone, once until it answers again. The pacing of
+// "not yet" ends with it: whatever answers next is another process, whose
+// first "not yet" waits one step, not the step the old one had reached.
 func (s *Server) gone(err error) {
 	s.changeMu.Lock()
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
+	s.notYet, s.notYetErr = retry{}, nil
 	var ch Change
 	if !s.down {
 		s.down, ch = true, Gone
