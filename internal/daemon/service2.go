@@ -182,7 +182,8 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 }
 
 // find is opencode.FindService over the state directory's service
-// files (one ReadDir), preferring file, then the newest, asking only
+// files (one ReadDir), preferring the one followed now, then file, then
+// the newest, asking only
 // the files worth asking (see failed). Once one answers, the rest are
 // asked too when that is news (another service than the one followed),
 // so that the log and status can name every service that answers. A
@@ -195,6 +196,19 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 	}
 	if len(regs) == 0 {
 		return opencode.Service{}, nil, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", f.where(), fs.ErrNotExist)
+	}
+	// The service followed is asked first: while it answers, it stays
+	// the one followed, whatever else started meanwhile (every
+	// re-subscribe of its stream looks again; a hiccup must not move the
+	// daemon to another channel's service).
+	f.mu.Lock()
+	cur := f.cur.svc.Path
+	f.mu.Unlock()
+	for i, r := range regs {
+		if i > 0 && cur != "" && r.Path == cur {
+			regs = append([]opencode.Registration{r}, append(regs[:i:i], regs[i+1:]...)...)
+			break
+		}
 	}
 	var first error
 	var found opencode.Service
