@@ -187,8 +187,9 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 // the files worth asking (see failed). Once one answers, the rest are
 // asked too when that is news (another service than the one followed),
 // so that the log and status can name every service that answers. A
-// refused password ends the search, as in FindService; with no file at
-// all the error matches fs.ErrNotExist.
+// refused password is the error only when no file's service answers
+// (a stale file's port may be another OpenCode's); with no file at all
+// the error matches fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
 	if err != nil {
@@ -210,8 +211,8 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 			break
 		}
 	}
-	var first error
-	var found opencode.Service
+	var first, refused error
+	var found, refusedSvc opencode.Service
 	var others []string
 	for _, r := range regs {
 		if found.Path != "" {
@@ -230,13 +231,21 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 			others = append(others, r.Path)
 		case found.Path != "":
 		case errors.Is(err, opencode.ErrUnauthorized):
-			return svc, nil, err
+			// That service runs and wants another password -- or its
+			// file is stale and another OpenCode holds the port: the
+			// next file may register the one that answers.
+			if refused == nil {
+				refused, refusedSvc = err, svc
+			}
 		case first == nil:
 			first = err
 		}
 	}
-	if found.Path != "" {
+	switch {
+	case found.Path != "":
 		return found, others, nil
+	case refused != nil:
+		return refusedSvc, nil, refused
 	}
 	return opencode.Service{}, nil, first
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
@@ -321,6 +323,37 @@ func TestTheFollowedServiceIsKeptWhileItAnswers(t *testing.T) {
 		hosts.Stop("127.0.0.1:1002") // the followed service is gone
 		if url, _, err := sc.Discover(ctx); err != nil || url != "http://127.0.0.1:1001" {
 			t.Fatalf("once it is gone: %q, %v; want service.json's", url, err)
+		}
+	})
+}
+
+// A stale service.json whose port another OpenCode now holds (it refuses
+// the file's password) does not end the search: the next file whose
+// service answers is followed. A refused password is the answer only
+// when no file's service answers.
+func TestAServiceFileWhosePasswordIsRefusedDoesNotEndTheSearch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "opencode")
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		other := fake2.New(nil)
+		other.SetPassword("not-the-files")
+		hosts.Serve("127.0.0.1:1001", other)
+		live := fake2.New(nil)
+		live.SetPID(1002)
+		hosts.Serve("127.0.0.1:1002", live)
+		now := time.Now()
+		latest := filepath.Join(dir, "service.json")
+		registerService(t, latest, "http://127.0.0.1:1001", fake2.DefaultVersion, 1001, fake2.DefaultPassword, now.Add(-time.Hour))
+		registerService(t, filepath.Join(dir, "service-beta.json"), "http://127.0.0.1:1002", fake2.DefaultVersion, 1002, fake2.DefaultPassword, now)
+		sc := followService(latest, true, nil, hosts.Transport())
+		if url, _, err := sc.Discover(context.Background()); err != nil || url != "http://127.0.0.1:1002" {
+			t.Fatalf("%q, %v; want the next file's service, which answers", url, err)
+		}
+		hosts.Stop("127.0.0.1:1002")
+		sc = followService(latest, true, nil, hosts.Transport())
+		if _, _, err := sc.Discover(context.Background()); !errors.Is(err, opencode.ErrUnauthorized) {
+			t.Fatalf("with only the refusing one answering: %v, want unauthorized", err)
 		}
 	})
 }
