@@ -193,7 +193,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 // machine's (another mount namespace, another machine, a listener that is
 // not OpenCode). An OpenCode 2 without GET /api/config is configured from
 // them; it is forgotten when OpenCode is replaced.
-func (s *Server) SetConfigEnv(env ConfigEnv) { s.mem.config.Store(&env) }
+func (s *Server) SetConfigEnv(env ConfigEnv) {
+	s.mem.config.Store(&env)
+	s.mem.foreign.Store(false) // decided for this process
+}
 
 // URL is the server's current base URL, safe to log.
 func (s *Server) URL() string {

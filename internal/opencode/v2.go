@@ -86,6 +86,12 @@ type processMemory struct {
 	// environment and home; Local false when they are not this
 	// machine's), as the daemon's process view found it; nil until then.
 	config atomic.Pointer[ConfigEnv]
+	// foreign is set when the process replaced last was found not to
+	// see this machine's files: until the view decides about the one
+	// that answers now, it is taken for the same (a container that
+	// restarted keeps its port and its namespace), and this machine's
+	// files are not applied to it.
+	foreign atomic.Bool
 }
 
 // description is what the reads of one process's API description gave,
@@ -131,7 +137,9 @@ func (m *processMemory) forget() {
 	d.mu.Unlock()
 	m.sessions.forget()
 	m.answered.Clear()
-	m.config.Store(nil)
+	if prev := m.config.Swap(nil); prev != nil {
+		m.foreign.Store(!prev.Local)
+	}
 }
 
 // has reports whether route answered this process.
@@ -777,14 +785,16 @@ func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEnt
 // the config files as this OpenCode process resolves them (its own
 // environment and home, told by the daemon's process view: SetConfigEnv);
 // until the view has found the process, those of this machine when the
-// server listens on loopback. A process in another mount namespace (a
-// container published on loopback) or on another machine has none
+// server listens on loopback, unless the process it replaced was found in
+// another mount namespace (a container that restarted): then none until
+// the view decides about this one. A process in another mount namespace
+// (a container published on loopback) or on another machine has none
 // readable here: only what its status reads said is known.
 func (v *ClientV2) configWithoutRoute(dir string) map[string]MCPEntry {
 	env := OwnConfigEnv(V2)
 	if e := v.mem.config.Load(); e != nil {
 		env = *e
-	} else if !v.local {
+	} else if !v.local || v.mem.foreign.Load() {
 		env = ConfigEnv{}
 	}
 	cfg, err := ReadMCPConfig(dir, env)
