@@ -26,12 +26,16 @@ func TestWatchChecksTheServiceEnvironmentFile(t *testing.T) {
 	}
 	write("OPENCODE_SERVER_PASSWORD=hunter2-secret\n", 0o644)
 	code, out, errOut := runCLI(t, args...)
-	if code != 1 || !strings.Contains(errOut, "holds a password") || !strings.Contains(errOut, "chmod 600 "+ef) || strings.Contains(out+errOut, "hunter2") {
-		t.Fatalf("a readable env file with a password: exit %d\n%s%s", code, out, errOut)
+	// Refused: exit 78 (EX_CONFIG), which the unit does not restart after
+	// (a restart would be refused again every few seconds), and a line
+	// saying why.
+	if code != service.ExitConfig || !strings.Contains(errOut, "holds a password") || !strings.Contains(errOut, "chmod 600 "+ef) ||
+		!strings.Contains(errOut, "not watching") || strings.Contains(out+errOut, "hunter2") {
+		t.Fatalf("a readable env file with a password: exit %d, want %d\n%s%s", code, service.ExitConfig, out, errOut)
 	}
 	write("MCP_RECONNECT_LOG_LEVEL=info\n", 0o666)
-	if code, _, errOut := runCLI(t, args...); code != 1 || !strings.Contains(errOut, "other users can change it") {
-		t.Fatalf("a writable env file: exit %d\n%s", code, errOut)
+	if code, _, errOut := runCLI(t, args...); code != service.ExitConfig || !strings.Contains(errOut, "other users can change it") {
+		t.Fatalf("a writable env file: exit %d, want %d\n%s", code, service.ExitConfig, errOut)
 	}
 	// A readable one without a password: a warning, and watch goes on
 	// (to the duplicate check, which ends it here).

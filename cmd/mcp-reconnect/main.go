@@ -289,7 +289,9 @@ and exits 78, unless --allow-duplicate is given. The installed service
 is not restarted after that status (systemd: RestartPreventExitStatus=;
 launchd, which restarts after any non-zero status, has the agent exit 0
 instead, through $MCP_RECONNECT_DUPLICATE_EXIT): a restart would be
-refused again.
+refused again. The same goes for an unsafe environment file of the
+systemd unit (another user's, writable by others, or holding a password
+others can read): watch says why and exits 78.
 
 A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
 file's password) goes to one --url only: with several, watch refuses and
@@ -318,7 +320,7 @@ a flag given on the command line wins.`,
 				// as a config file would be when others could change it.
 				warning, err := service.CheckEnvFileAt(envFile)
 				if err != nil {
-					return err
+					return refusedEnvFile(cmd.ErrOrStderr(), log, f.logFile, envFile, err)
 				}
 				if warning != "" {
 					log.Warn("the service's environment file is readable by other users", "file", envFile, "detail", warning)
@@ -366,6 +368,20 @@ func (f *watchFlags) refusedDuplicate(stderr io.Writer, log *slog.Logger, dup *d
 		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(dup.Error()))
 	}
 	return exitError{code}
+}
+
+// refusedEnvFile ends a watch refused because the service's environment
+// file is unsafe: one log line saying why and how to fix it (the
+// journal's, under systemd), and service.ExitConfig, which the unit does
+// not restart after: a restart would read the same file and be refused
+// again, every few seconds, for ever.
+func refusedEnvFile(stderr io.Writer, log *slog.Logger, logFile, file string, err error) error {
+	log.Error("not watching: the service's environment file is unsafe; exiting so that the service manager does not restart this one until it is fixed",
+		"file", file, "exit_status", service.ExitConfig, "err", err)
+	if logFile != "" && logFile != "-" {
+		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(err.Error()))
+	}
+	return exitError{service.ExitConfig}
 }
 
 // duplicateExit is the exit status of a refused duplicate: v when it is

@@ -89,34 +89,34 @@ func (p Policy) After(n int) (time.Duration, bool) {
 
 // Hold is how long to wait after an attempt whose answer said "not yet"
 // (a rate limit, OpenCode starting), the inARow-th such answer in a row,
-// in an episode that has counted n attempts: asked, the wait the answer
-// asked for (its Retry-After), when it said one. Otherwise the longer of
-// the schedule's own delay after n attempts (a server that asks for time
-// is never tried sooner than a failing one would be) and Initial·2^(inARow-1)
-// (each answer in a row waits longer), jittered with the random number r
-// in [0, 1). Either way it is never shorter than Initial and never longer
-// than the slow tier's interval (Max when SlowInterval is zero: a server
-// that asks for time is not a failing one to give up on, and once per Max
-// is the slowest schedule left). A wait the server asked for is waited
-// out whole, not jittered: asking sooner would only be refused again.
+// in an episode that has counted n attempts: the longer of the wait the
+// answer asked for (asked, its Retry-After; zero when it said none),
+// Initial·2^(inARow-1) (each answer in a row waits longer: OpenCode 2
+// asks for one second while its service starts or stops, and a service
+// stuck so must not be asked every second for ever) and, when the answer
+// said no wait, the schedule's own delay after n attempts (a server that
+// asks for time is never tried sooner than a failing one would be). The
+// grown wait is jittered with the random number r in [0, 1); the wait
+// the server asked for is waited out whole (asking sooner would only be
+// refused again). It is never shorter than Initial and never longer than
+// the slow tier's interval (Max when SlowInterval is zero: a server that
+// asks for time is not a failing one to give up on, and once per Max is
+// the slowest schedule left).
 func (p Policy) Hold(asked time.Duration, n, inARow int, r float64) time.Duration {
 	most := p.SlowInterval
 	if most <= 0 {
 		most = p.Max
 	}
 	most = max(most, p.Initial)
-	d := asked
-	if d <= 0 {
-		d = p.Initial
-		for i := 1; i < inARow && d < most; i++ {
-			d *= 2
-		}
-		if after, again := p.After(n); n > 0 && again {
-			d = max(d, after)
-		}
-		d = p.Apply(min(d, most), r)
+	d := p.Initial
+	for i := 1; i < inARow && d < most; i++ {
+		d *= 2
 	}
-	return min(max(d, p.Initial), most)
+	if after, again := p.After(n); asked <= 0 && n > 0 && again {
+		d = max(d, after)
+	}
+	d = p.Apply(min(d, most), r)
+	return min(max(d, p.Initial, asked), most)
 }
 
 // Apply jitters d with the random number r in [0, 1): the result lies in

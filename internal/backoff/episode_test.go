@@ -136,7 +136,8 @@ func TestEpisodeStableCountsFromReturn(t *testing.T) {
 // the schedule: never shorter than Initial, never longer than the slow
 // tier's interval (Max when there is no slow tier). A wait it did not say
 // doubles with each refund in a row, from Initial, and is never shorter
-// than the schedule's own delay at the episode's count.
+// than the schedule's own delay at the episode's count; a wait asked for
+// in a row grows the same way, and is never shorter than what was asked.
 func TestHoldIsTheAskedWaitWithinBounds(t *testing.T) {
 	p := Default // 1 s, 30 s, jitter 0.2, 5 fast, 5 min
 	for _, r := range []float64{0, 0.5, 0.99} {
@@ -161,6 +162,11 @@ func TestHoldIsTheAskedWaitWithinBounds(t *testing.T) {
 	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 5: 5 * time.Minute, 7: 5 * time.Minute} {
 		if got := p.Hold(0, n, 1, 0.5); got != want {
 			t.Errorf("Hold(unsaid, after %d attempts) = %v, want the schedule's %v", n, got, want)
+		}
+	}
+	for inARow, want := range map[int]time.Duration{1: 7 * time.Second, 3: 7 * time.Second, 4: 8 * time.Second, 6: 32 * time.Second, 20: 5 * time.Minute} {
+		if got := p.Hold(7*time.Second, 0, inARow, 0.5); got != want {
+			t.Errorf("Hold(7s, %d in a row) = %v, want %v: answers in a row wait longer, at least what was asked", inARow, got, want)
 		}
 	}
 	if got := p.Hold(0, 0, 3, 0); got != 3200*time.Millisecond {

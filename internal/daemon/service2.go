@@ -182,12 +182,14 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 }
 
 // find is opencode.FindService over the state directory's service
-// files (one ReadDir), preferring file, then the newest, asking only
+// files (one ReadDir), preferring the one followed now, then file, then
+// the newest, asking only
 // the files worth asking (see failed). Once one answers, the rest are
 // asked too when that is news (another service than the one followed),
 // so that the log and status can name every service that answers. A
-// refused password ends the search, as in FindService; with no file at
-// all the error matches fs.ErrNotExist.
+// refused password is the error only when no file's service answers
+// (a stale file's port may be another OpenCode's); with no file at all
+// the error matches fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
 	if err != nil {
@@ -196,8 +198,21 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 	if len(regs) == 0 {
 		return opencode.Service{}, nil, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", f.where(), fs.ErrNotExist)
 	}
-	var first error
-	var found opencode.Service
+	// The service followed is asked first: while it answers, it stays
+	// the one followed, whatever else started meanwhile (every
+	// re-subscribe of its stream looks again; a hiccup must not move the
+	// daemon to another channel's service).
+	f.mu.Lock()
+	cur := f.cur.svc.Path
+	f.mu.Unlock()
+	for i, r := range regs {
+		if i > 0 && cur != "" && r.Path == cur {
+			regs = append([]opencode.Registration{r}, append(regs[:i:i], regs[i+1:]...)...)
+			break
+		}
+	}
+	var first, refused error
+	var found, refusedSvc opencode.Service
 	var others []string
 	for _, r := range regs {
 		if found.Path != "" {
@@ -216,13 +231,21 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 			others = append(others, r.Path)
 		case found.Path != "":
 		case errors.Is(err, opencode.ErrUnauthorized):
-			return svc, nil, err
+			// That service runs and wants another password -- or its
+			// file is stale and another OpenCode holds the port: the
+			// next file may register the one that answers.
+			if refused == nil {
+				refused, refusedSvc = err, svc
+			}
 		case first == nil:
 			first = err
 		}
 	}
-	if found.Path != "" {
+	switch {
+	case found.Path != "":
 		return found, others, nil
+	case refused != nil:
+		return refusedSvc, nil, refused
 	}
 	return opencode.Service{}, nil, first
 }

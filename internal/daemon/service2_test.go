@@ -143,6 +143,9 @@ func TestServiceServerDiscovery(t *testing.T) {
 		t.Errorf("stale service.json only: %v", err)
 	}
 	writeServiceJSON(t, file, s2.URL, fake2.DefaultPID, "wrong-pw")
+	if err := os.Remove(filepath.Join(dir, "service-beta.json")); err != nil { // else its service answers
+		t.Fatal(err)
+	}
 	if _, _, err := discover(true, &Server{URL: s1.URL}); !errors.Is(err, opencode.ErrUnauthorized) {
 		t.Errorf("the service refusing its file's password: %v, want unauthorized", err)
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
@@ -177,8 +179,8 @@ func TestServiceThatStartsWhileTheFallbackIsWatchedIsFollowed(t *testing.T) {
 	})
 }
 
-// Of several service files, the daemon follows service.json when its
-// service answers, else the newest file whose service answers (the
+// Of several service files, a daemon choosing follows service.json when
+// its service answers, else the newest file whose service answers (the
 // service started last), and names the others that answer in its log
 // and in status; one that does not answer is passed over.
 func TestOfSeveralServicesTheOneFollowedIsNamed(t *testing.T) {
@@ -219,6 +221,7 @@ func TestOfSeveralServicesTheOneFollowedIsNamed(t *testing.T) {
 		}
 
 		registerService(t, latest, "http://127.0.0.1:1001", fake2.DefaultVersion, 1001, fake2.DefaultPassword, now.Add(-24*time.Hour))
+		sc = followService(latest, true, nil, hosts.Transport()) // a daemon that chooses afresh
 		if url, _, err := sc.Discover(ctx); err != nil || url != "http://127.0.0.1:1001" {
 			t.Fatalf("with service.json: %q, %v; want service.json's, however old", url, err)
 		}
@@ -278,6 +281,79 @@ func TestAStaleServiceFileIsNotAskedAgain(t *testing.T) {
 		registerService(t, file, "http://127.0.0.1:1005", fake2.DefaultVersion, 1006, fake2.DefaultPassword, time.Now())
 		if look() == 0 || look() == 0 {
 			t.Error("a young file (its service may still be starting) was not asked at every look")
+		}
+	})
+}
+
+// A daemon keeps following the service it follows while that one still
+// answers: a hiccup of its event stream (every re-subscribe looks at the
+// service files again) must not move it to another channel's service
+// that answers too, even service.json's; it moves only when the one it
+// follows is gone.
+func TestTheFollowedServiceIsKeptWhileItAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "opencode")
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		for _, pid := range []int{1001, 1002, 1003} {
+			svc := fake2.New(nil)
+			svc.SetPID(pid)
+			hosts.Serve(fmt.Sprintf("127.0.0.1:%d", pid), svc)
+		}
+		now := time.Now()
+		latest := filepath.Join(dir, "service.json")
+		followed := filepath.Join(dir, "service-beta.json")
+		registerService(t, followed, "http://127.0.0.1:1002", fake2.DefaultVersion, 1002, fake2.DefaultPassword, now.Add(-time.Hour))
+		sc := followService(latest, true, nil, hosts.Transport())
+		ctx := context.Background()
+		if url, _, err := sc.Discover(ctx); err != nil || url != "http://127.0.0.1:1002" {
+			t.Fatalf("setup: %q, %v; want %s's service", url, err, followed)
+		}
+		// Later, service.json's service and a newer channel's start too.
+		registerService(t, latest, "http://127.0.0.1:1001", fake2.DefaultVersion, 1001, fake2.DefaultPassword, now)
+		registerService(t, filepath.Join(dir, previewFile), "http://127.0.0.1:1003", fake2.DefaultVersion, 1003, fake2.DefaultPassword, now)
+		for range 3 { // re-subscribes after hiccups
+			if url, _, err := sc.Discover(ctx); err != nil || url != "http://127.0.0.1:1002" {
+				t.Fatalf("after a hiccup: %q, %v; want the service it follows, which still answers", url, err)
+			}
+		}
+		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != followed {
+			t.Errorf("status %+v, want %s", got, followed)
+		}
+		hosts.Stop("127.0.0.1:1002") // the followed service is gone
+		if url, _, err := sc.Discover(ctx); err != nil || url != "http://127.0.0.1:1001" {
+			t.Fatalf("once it is gone: %q, %v; want service.json's", url, err)
+		}
+	})
+}
+
+// A stale service.json whose port another OpenCode now holds (it refuses
+// the file's password) does not end the search: the next file whose
+// service answers is followed. A refused password is the answer only
+// when no file's service answers.
+func TestAServiceFileWhosePasswordIsRefusedDoesNotEndTheSearch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "opencode")
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		other := fake2.New(nil)
+		other.SetPassword("not-the-files")
+		hosts.Serve("127.0.0.1:1001", other)
+		live := fake2.New(nil)
+		live.SetPID(1002)
+		hosts.Serve("127.0.0.1:1002", live)
+		now := time.Now()
+		latest := filepath.Join(dir, "service.json")
+		registerService(t, latest, "http://127.0.0.1:1001", fake2.DefaultVersion, 1001, fake2.DefaultPassword, now.Add(-time.Hour))
+		registerService(t, filepath.Join(dir, "service-beta.json"), "http://127.0.0.1:1002", fake2.DefaultVersion, 1002, fake2.DefaultPassword, now)
+		sc := followService(latest, true, nil, hosts.Transport())
+		if url, _, err := sc.Discover(context.Background()); err != nil || url != "http://127.0.0.1:1002" {
+			t.Fatalf("%q, %v; want the next file's service, which answers", url, err)
+		}
+		hosts.Stop("127.0.0.1:1002")
+		sc = followService(latest, true, nil, hosts.Transport())
+		if _, _, err := sc.Discover(context.Background()); !errors.Is(err, opencode.ErrUnauthorized) {
+			t.Fatalf("with only the refusing one answering: %v, want unauthorized", err)
 		}
 	})
 }

@@ -209,9 +209,9 @@ func TestStatusRouteThatAnswered404ComesBack(t *testing.T) {
 	})
 }
 
-// Where the description cannot be read at a later detection, a
-// booted-locations route that answered this same process before is used
-// rather than waiting.
+// Where the description cannot be read at a later detection, the
+// booted-locations route of this same process is used rather than
+// waiting: its description, read before, is not read again.
 func TestBootedLocationsRouteThatAnsweredBeforeServes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var docDown atomic.Bool
@@ -241,7 +241,7 @@ func TestBootedLocationsRouteThatAnsweredBeforeServes(t *testing.T) {
 		if !known || err != nil || len(dirs) != 1 {
 			t.Fatalf("%v, %v, %v; want the list from the route that answered before", dirs, known, err)
 		}
-		if c := capability(s.Capabilities(ctx), CapLocations); c.Route != "GET /api/debug/location" || c.FromDescription {
+		if c := capability(s.Capabilities(ctx), CapLocations); c.Route != "GET /api/debug/location" || !c.FromDescription {
 			t.Errorf("capability: %+v", c)
 		}
 	})

@@ -54,9 +54,11 @@ type ServerStatus struct {
 	// IntegrationID (2.x) is set on remote servers only: OpenCode ties
 	// each remote server to an integration.
 	IntegrationID string `json:"integrationID,omitempty"`
-	// RateLimited (2.x) is set on a failed server whose last attempt the
-	// server answered 429 Too Many Requests (see ClientV2.MCPStatus): no
-	// failure of the server. How long to wait is not said.
+	// RateLimited (2.x) is set on a failed server whose error says, in
+	// OpenCode's own words, that its endpoint answered 429 Too Many
+	// Requests (see ClientV2.MCPStatus): no failure of the server. How
+	// long to wait is not said. Only a remote server's can be true: the
+	// caller asks it of those alone.
 	RateLimited bool `json:"-"`
 }
 

@@ -13,13 +13,13 @@ import (
 // GET /openapi.json (package apidesc), and takes each route from what that
 // server offers. The routes docs/opencode.md#routes-move-between-2x-releases lists are the defaults while there is no
 // description: for good when the server has none (404, or an answer that
-// is not one), for now when the read failed (a 5xx, a timeout: a busy or
-// starting server), and then it is read again with backoff until it
-// answers. A route the server lacks is a capability the daemon runs
-// without, and a route that answers 404 without an OpenCode error tag is
-// left alone for a backoff step and then asked again: one wrong answer
-// neither turns a capability off for a whole detection nor costs a
-// request per call.
+// is not one), for now when the read failed (a 5xx, a timeout, a body
+// cut short: a busy or starting server, a dropped connection), and then
+// it is read again with backoff until it answers. A route the server
+// lacks is a capability the daemon runs without, and a route that
+// answers 404 without an OpenCode error tag is left alone for a backoff
+// step and then asked again: one wrong answer neither turns a capability
+// off for a whole detection nor costs a request per call.
 
 // The capabilities a ClientV2 reports (Capability.Name).
 const (
@@ -142,7 +142,7 @@ func chooseRoutes(doc *apidesc.Doc, note string, provisional bool) *routeSet {
 		if len(c.paths) == 0 {
 			c.without = withoutCap[name]
 			if provisional && name == CapLocations {
-				c.without = "checks of directories OpenCode armed wait for it (or use the route if it answered before)"
+				c.without = "checks of directories OpenCode armed wait for it, for a few failed reads (or use the route if it answered before)"
 			}
 		}
 		rs.choices = append(rs.choices, c)

@@ -132,11 +132,14 @@ func (s *Server) observe(err error) error {
 	return err
 }
 
-// gone makes the server Gone, once until it answers again.
+// gone makes the server Gone, once until it answers again. The pacing of
+// "not yet" ends with it: whatever answers next is another process, whose
+// first "not yet" waits one step, not the step the old one had reached.
 func (s *Server) gone(err error) {
 	s.changeMu.Lock()
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
+	s.notYet, s.notYetErr = retry{}, nil
 	var ch Change
 	if !s.down {
 		s.down, ch = true, Gone
@@ -190,7 +193,10 @@ func NewServer(o ServerOptions) (*Server, error) {
 // machine's (another mount namespace, another machine, a listener that is
 // not OpenCode). An OpenCode 2 without GET /api/config is configured from
 // them; it is forgotten when OpenCode is replaced.
-func (s *Server) SetConfigEnv(env ConfigEnv) { s.mem.config.Store(&env) }
+func (s *Server) SetConfigEnv(env ConfigEnv) {
+	s.mem.config.Store(&env)
+	s.mem.foreign.Store(false) // decided for this process
+}
 
 // URL is the server's current base URL, safe to log.
 func (s *Server) URL() string {
@@ -407,7 +413,7 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 
 // Capabilities reports, for an OpenCode 2 server, which route it offers
 // for each thing the daemon uses, or why it has none (from its API
-// description, read at each detection and again while it cannot be
+// description, read once per OpenCode process and again while it cannot be
 // read). A 1.x server has fixed routes: nil.
 func (s *Server) Capabilities(ctx context.Context) []Capability {
 	if _, err := s.current(ctx); err != nil {

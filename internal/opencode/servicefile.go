@@ -330,20 +330,29 @@ func ServiceFiles(file string) []string {
 }
 
 // FindService is DiscoverService for the first of files whose service
-// answers. A refused password ends the search (that service runs, and
-// its file's password is not the one it wants); when none of the files
+// answers. A refused password (that service runs and wants another
+// password, or the file is stale and another OpenCode holds its port) is
+// the error only when no file's service answers; when none of the files
 // exists the error matches fs.ErrNotExist; otherwise it is the first
 // file's error.
 func FindService(ctx context.Context, files []string, o Options) (Service, error) {
-	var first error
+	var first, refused error
+	var refusedSvc Service
 	for _, f := range files {
 		s, err := DiscoverService(ctx, f, o)
-		if err == nil || errors.Is(err, ErrUnauthorized) {
-			return s, err
-		}
-		if first == nil && !errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case err == nil:
+			return s, nil
+		case errors.Is(err, ErrUnauthorized):
+			if refused == nil {
+				refused, refusedSvc = err, s
+			}
+		case first == nil && !errors.Is(err, fs.ErrNotExist):
 			first = err
 		}
+	}
+	if refused != nil {
+		return refusedSvc, refused
 	}
 	if first == nil {
 		return Service{}, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", strings.Join(files, ", "), fs.ErrNotExist)

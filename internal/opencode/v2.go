@@ -25,13 +25,15 @@ import (
 // so the engine cannot tell which generation it talks to. It shares the 1.x
 // client's error type, timeouts, body limit, redirect policy and basic auth.
 //
-// One ClientV2 is one detection: it reads the server's GET /openapi.json
-// at its first call, and again with backoff while that read fails, and
-// takes every route from it (see routes2.go); a route that answers 404
-// without an OpenCode error tag is asked again only after a backoff step.
-// What outlives a detection (the sessions' directories, the routes that
-// answered) is the process's memory, which a Server keeps for as long as
-// the same OpenCode process answers.
+// One ClientV2 is one detection: it takes every route from the server's
+// GET /openapi.json (see routes2.go); a route that answers 404 without an
+// OpenCode error tag is asked again only after a backoff step. What
+// outlives a detection (the API description, the sessions' directories,
+// the routes that answered) is the process's memory, which a Server keeps
+// for as long as the same OpenCode process answers: the description is
+// read at the first call for a process, again with backoff while that
+// read fails, and not again while the process answers (every re-subscribe
+// of the event stream detects again).
 type ClientV2 struct {
 	c *Client
 	// local: the server listens on a loopback address, so its config
@@ -39,18 +41,8 @@ type ClientV2 struct {
 	local bool
 	mem   *processMemory
 
-	// read serialises the reads of the description.
-	read sync.Mutex
-
 	mu  sync.Mutex
 	log *slog.Logger
-	rs  *routeSet // nil before the first read of the description
-	// desc and descErr are that read's outcome; docRetry the backoff of
-	// the reads that failed, told whether the failure was logged.
-	desc     *apidesc.Doc
-	descErr  error
-	docRetry retry
-	told     bool
 	// missing holds the "METHOD path" routes that answered 404 (without
 	// an OpenCode error tag) or 405, each asked again after its backoff.
 	missing map[string]*retry
@@ -87,22 +79,67 @@ func (r *retry) fail(now time.Time, after time.Duration) time.Duration {
 // sends session.execution.* without a location), and the routes that
 // answered. A Server forgets it when another process answers.
 type processMemory struct {
+	desc     description
 	sessions *sessionDirs
 	answered sync.Map // "METHOD path" → true
 	// config is how the process resolves its config files (its own
 	// environment and home; Local false when they are not this
 	// machine's), as the daemon's process view found it; nil until then.
 	config atomic.Pointer[ConfigEnv]
+	// foreign is set when the process replaced last was found not to
+	// see this machine's files: until the view decides about the one
+	// that answers now, it is taken for the same (a container that
+	// restarted keeps its port and its namespace), and this machine's
+	// files are not applied to it.
+	foreign atomic.Bool
 }
+
+// description is what the reads of one process's API description gave,
+// shared by the clients of its detections.
+type description struct {
+	// read serialises the reads.
+	read sync.Mutex
+
+	mu sync.Mutex
+	// gen counts the forgets: a read begun before one is another
+	// process's, and is not kept.
+	gen int
+	rs  *routeSet // nil before the first read
+	// doc and err are that read's outcome; retry the backoff of the
+	// reads that failed, told whether the failure was logged.
+	doc   *apidesc.Doc
+	err   error
+	retry retry
+	told  bool
+	// patienceTold: the checks that wait for it were told to wait no
+	// longer (descriptionPatience), and the log said so.
+	patienceTold bool
+}
+
+// descriptionPatience is how many failed reads of the description (about
+// 30 s of them: 1 s doubling) the checks that need the booted locations
+// wait for. After them the checks go on as without a description (as on
+// 2.0.21, which lists no booted location): a description that never
+// answers must not hold every repair of the directories OpenCode armed for
+// as long as the process runs. The reads go on with backoff, and the list
+// is used again once it answers.
+const descriptionPatience = 5
 
 func newProcessMemory() *processMemory { return &processMemory{sessions: newSessionDirs(maxSessions)} }
 
-// forget empties the memory: OpenCode was replaced, and the sessions and
-// routes of another process mean nothing.
+// forget empties the memory: OpenCode was replaced, and the description,
+// sessions and routes of another process mean nothing.
 func (m *processMemory) forget() {
+	d := &m.desc
+	d.mu.Lock()
+	d.gen++
+	d.rs, d.doc, d.err, d.retry, d.told, d.patienceTold = nil, nil, nil, retry{}, false, false
+	d.mu.Unlock()
 	m.sessions.forget()
 	m.answered.Clear()
-	m.config.Store(nil)
+	if prev := m.config.Swap(nil); prev != nil {
+		m.foreign.Store(!prev.Local)
+	}
 }
 
 // has reports whether route answered this process.
@@ -209,27 +246,29 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 const descriptionTimeout = 5 * time.Second
 
 // routes returns the route choices, reading the server's description at
-// the first call, and again once its backoff allows while the reads fail.
-// Concurrent first calls wait for the one read; later ones use the
-// defaults meanwhile. A read does not end with the caller's context (every
-// later call depends on it), only with its own timeout.
+// the first call for its process, and again once its backoff allows while
+// the reads fail. Concurrent first calls wait for the one read; later ones
+// use the defaults meanwhile. A read does not end with the caller's
+// context (every later call depends on it), only with its own timeout.
 func (v *ClientV2) routes(ctx context.Context) *routeSet {
-	current := func() (*routeSet, bool) {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		return v.rs, v.rs == nil || v.rs.provisional && !time.Now().Before(v.docRetry.again)
+	d := &v.mem.desc
+	current := func() (*routeSet, bool, int) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.rs, d.rs == nil || d.rs.provisional && !time.Now().Before(d.retry.again), d.gen
 	}
-	rs, due := current()
+	rs, due, _ := current()
 	switch {
 	case !due:
 		return rs
 	case rs == nil:
-		v.read.Lock()
-	case !v.read.TryLock():
+		d.read.Lock()
+	case !d.read.TryLock():
 		return rs // being read again
 	}
-	defer v.read.Unlock()
-	if rs, due = current(); !due {
+	defer d.read.Unlock()
+	rs, due, gen := current()
+	if !due {
 		return rs
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(descriptionTimeout, v.c.timeout))
@@ -244,6 +283,16 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 	switch {
 	case errors.As(err, &e) && e.Status == 0:
 		transient, note = true, "GET /openapi.json failed: "+e.Detail // a timeout, a reset
+	case errors.As(err, &e) && e.Status >= 200 && e.Status <= 299:
+		// The answer began but its body could not be had (the
+		// connection dropped mid-body): not the server's final word.
+		transient, note = true, "GET /openapi.json was cut short: "+e.Detail
+	case errors.Is(err, apidesc.ErrCutShort):
+		// A body that ends inside its JSON was cut short where nothing
+		// told its length (a close-delimited answer): read it again,
+		// as after a 503. (One that is no JSON at all, a web UI's
+		// page, is an answer: no description.)
+		transient, note = true, "GET /openapi.json was cut short: "+err.Error()
 	case errors.As(err, &e):
 		// A busy or starting server (5xx, 429, 408) has a description
 		// still to come; a 404 or 405 says it has none, and a refused
@@ -256,16 +305,21 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 		use, note = nil, "GET /openapi.json is unreadable: lists no /api/ route: not an OpenCode 2 description"
 	}
 	rs = chooseRoutes(use, note, transient)
-	v.mu.Lock()
-	v.rs, v.desc, v.descErr = rs, desc, err
+	d.mu.Lock()
+	if d.gen != gen {
+		// Another process answers now: this read was the old one's.
+		d.mu.Unlock()
+		return rs
+	}
+	d.rs, d.doc, d.err = rs, desc, err
 	warn := false
 	if transient {
 		after, _ := RetryAfter(err)
-		in := v.docRetry.fail(time.Now(), after)
-		warn, v.told = !v.told, true
+		in := d.retry.fail(time.Now(), after)
+		warn, d.told = !d.told, true
 		note += fmt.Sprintf("; asked again in %s", in.Round(time.Millisecond))
 	}
-	v.mu.Unlock()
+	d.mu.Unlock()
 	if warn {
 		v.logger().Warn("OpenCode 2 API description unreadable; using the default routes, and checks that need the booted locations wait, until it answers",
 			"url", v.URL(), "why", note)
@@ -291,9 +345,10 @@ func offersAPI(d *apidesc.Doc) bool {
 // (reading it first if no call did yet), or why there is none.
 func (v *ClientV2) Description(ctx context.Context) (*apidesc.Doc, error) {
 	v.routes(ctx)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.desc, v.descErr
+	d := &v.mem.desc
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.doc, d.err
 }
 
 // logCapabilities says, once per answer of the description, which route
@@ -325,9 +380,9 @@ func (v *ClientV2) logCapabilities(rs *routeSet) {
 // description first if no call did yet). It never reads it again: status
 // asks it, and must not wait for a description being retried.
 func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
-	v.mu.Lock()
-	rs := v.rs
-	v.mu.Unlock()
+	v.mem.desc.mu.Lock()
+	rs := v.mem.desc.rs
+	v.mem.desc.mu.Unlock()
 	if rs == nil {
 		rs = v.routes(ctx)
 	}
@@ -335,6 +390,9 @@ func (v *ClientV2) Capabilities(ctx context.Context) []Capability {
 }
 
 func (v *ClientV2) capabilities(rs *routeSet) []Capability {
+	v.mem.desc.mu.Lock()
+	impatient := v.mem.desc.retry.n >= descriptionPatience
+	v.mem.desc.mu.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := time.Now()
@@ -343,6 +401,8 @@ func (v *ClientV2) capabilities(rs *routeSet) []Capability {
 		cp := Capability{Name: c.name, FromDescription: c.fromDoc, Missing: c.missing, Without: c.without}
 		if c.name == CapLocations && rs.provisional && v.mem.has("GET "+routeLocations) {
 			cp.Route, cp.Missing, cp.Without = "GET "+routeLocations, "", "" // it answered before
+		} else if c.name == CapLocations && rs.provisional && impatient {
+			cp.Without = fmt.Sprintf("checks of directories OpenCode armed waited for it %d reads and now go on without it: a disposed location cannot be told from a booted one without booting it", descriptionPatience)
 		}
 		var gone []string
 		for _, p := range c.paths {
@@ -633,7 +693,24 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 // endpoint: MCP endpoint cooldown after HTTP 429", and no field, header
 // or event carries the Retry-After. Builds before it (2.0.21, on the 1.x
 // MCP SDK) name no status in that error.
-func rateLimited(errText string) bool { return strings.Contains(errText, "HTTP 429") }
+//
+// The body is the MCP server's own text, so only those exact forms count:
+// the prefix, and the status OpenCode writes at the very end (or its
+// cooldown's whole message). "HTTP 429" anywhere else, in a body that
+// ends in another status or in a JSON-RPC error of the server, is the
+// server's word, not a rate limit. (Only remote servers speak HTTP: the
+// engine asks it of those alone.)
+func rateLimited(errText string) bool {
+	rest, ok := strings.CutPrefix(errText, rateLimitPrefix)
+	return ok && (strings.HasSuffix(rest, rateLimitSuffix) || rest == rateLimitCooldown)
+}
+
+// The parts of OpenCode 2's errors for a remote endpoint's 429.
+const (
+	rateLimitPrefix   = "Error POSTing to endpoint: "
+	rateLimitSuffix   = " (HTTP 429)"
+	rateLimitCooldown = "MCP endpoint cooldown after HTTP 429"
+)
 
 // Connect asks OpenCode to (re)connect one MCP server in dir: 2.x stops and
 // starts it whatever its status, and answers 204 when the attempt is over,
@@ -708,14 +785,16 @@ func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEnt
 // the config files as this OpenCode process resolves them (its own
 // environment and home, told by the daemon's process view: SetConfigEnv);
 // until the view has found the process, those of this machine when the
-// server listens on loopback. A process in another mount namespace (a
-// container published on loopback) or on another machine has none
+// server listens on loopback, unless the process it replaced was found in
+// another mount namespace (a container that restarted): then none until
+// the view decides about this one. A process in another mount namespace
+// (a container published on loopback) or on another machine has none
 // readable here: only what its status reads said is known.
 func (v *ClientV2) configWithoutRoute(dir string) map[string]MCPEntry {
 	env := OwnConfigEnv(V2)
 	if e := v.mem.config.Load(); e != nil {
 		env = *e
-	} else if !v.local {
+	} else if !v.local || v.mem.foreign.Load() {
 		env = ConfigEnv{}
 	}
 	cfg, err := ReadMCPConfig(dir, env)
@@ -939,7 +1018,9 @@ func LocationListed(locs []string, dir string) bool {
 // offers one is not known yet: then the route is asked only if it answered
 // this process before, and otherwise the error matches ErrNotYet, with
 // the time until the description is read again (a check must not act as
-// if the server had no list: it would boot disposed locations again).
+// if the server had no list: it would boot disposed locations again) --
+// for descriptionPatience failed reads; after them known is false, said
+// once in the log and in Capabilities.
 func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
 	const op = "GET " + routeLocations
 	var body []byte
@@ -948,10 +1029,12 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 		body, gone, err = v.getCap(ctx, CapLocations, op, nil)
 	} else if v.mem.has(op) {
 		body, err = v.get(ctx, op, routeLocations, nil)
+	} else if v.patienceOver() {
+		return nil, false, nil
 	} else {
-		v.mu.Lock()
-		in := max(time.Until(v.docRetry.again), time.Second)
-		v.mu.Unlock()
+		v.mem.desc.mu.Lock()
+		in := max(time.Until(v.mem.desc.retry.again), time.Second)
+		v.mem.desc.mu.Unlock()
 		return nil, true, &Error{Op: op, URL: v.URL(), Detail: "whether this OpenCode 2 lists its booted locations is not known until its API description is read (" + rs.docNote + ")",
 			kind: ErrNotYet, RetryAfter: in}
 	}
@@ -966,6 +1049,28 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 		return nil, true, v.unexpected(op, err)
 	}
 	return dirs, true, nil
+}
+
+// patienceOver reports whether the description failed
+// descriptionPatience reads in a row, and warns the first time.
+func (v *ClientV2) patienceOver() bool {
+	d := &v.mem.desc
+	d.mu.Lock()
+	n, note := d.retry.n, ""
+	over := n >= descriptionPatience
+	first := over && !d.patienceTold
+	if first {
+		d.patienceTold = true
+		if d.rs != nil {
+			note = d.rs.docNote
+		}
+	}
+	d.mu.Unlock()
+	if first {
+		v.logger().Warn("OpenCode 2 API description still unreadable; checks of directories OpenCode armed no longer wait for it and read them as without one: a location disposed meanwhile boots again",
+			"url", v.URL(), "failed_reads", n, "why", note)
+	}
+	return over
 }
 
 // ParseLocationsV2 decodes GET /api/debug/location: an array of

@@ -607,8 +607,11 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 			if s.connecting {
 				break
 			}
+			// Only a remote server's endpoint answers HTTP: a local
+			// server's error naming a 429 is its own text, a failure.
+			limited := cur.RateLimited && d.kinds[name] == "remote"
 			switch {
-			case confirmed && cur.RateLimited:
+			case confirmed && limited:
 				// Our attempt was answered 429 (OpenCode 2 says so only
 				// in the error, and keeps a cooldown for the endpoint):
 				// the server asks for time and did not fail. The attempt
@@ -622,7 +625,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 				e.log.Debug("MCP server rate limited; the attempt does not count", "url", e.url, "directory", d.path, "server", name, "next", held)
 				evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(),
 					Tier: tierOf(s.ep.Phase(p)), Next: &held, Reason: ReasonRateLimited, Error: cur.Error})
-			case !cur.RateLimited:
+			case !limited:
 				if confirmed && s.rateLimited {
 					// The attempt's return left its give-up to this read
 					// (the one before was rate limited): it failed, and

@@ -91,3 +91,22 @@ func TestRateLimitTextOn1xIsAFailure(t *testing.T) {
 		}
 	})
 }
+
+// A local server speaks no HTTP to OpenCode: an error of one that reads
+// like OpenCode 2's rate limit (its message is the server's own text) is
+// a failure like any other, and its episode goes on to the slow tier.
+func TestRateLimitTextOfALocalServerIsAFailure(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
+		fake := newFake2(map[string]Spec{"l": {Status: "failed", Error: fake2.ErrTooManyRequests}})
+		fake.SetAfterConnect(dirA, "l", "failed")
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(time.Minute)
+		if got, want := r.connectTimes(dirA, "l"), secs(1, 2, 4, 8, 16); !equalDurations(got, want) {
+			t.Fatalf("connects = %v, want the fast episode %v", got, want)
+		}
+		if s := r.server(dirA, "l"); s.Attempts != 5 || s.Tier != TierSlow || s.RateLimited {
+			t.Fatalf("l = %+v; want five attempts, slow, not rate limited", s)
+		}
+	})
+}

@@ -20,16 +20,21 @@ const UnitName = "mcp-reconnect.service"
 // are watched again before anyone notices.
 const RestartSec = 5
 
+// ExitConfig is the exit status of `watch` refused for its setup (78,
+// EX_CONFIG in sysexits(3): the setup, not this process, must change):
+// its service environment file is unsafe (CheckEnvFileAt), or it is a
+// duplicate (ExitDuplicate). Restarting it cannot help: the file or the
+// other daemon is still there 5 s later, and systemd would start, refuse
+// and restart the daemon every RestartSec for ever. The unit lists it in
+// RestartPreventExitStatus=, so a refused daemon stays stopped (failed,
+// with its reason in the journal).
+const ExitConfig = 78
+
 // ExitDuplicate is the exit status of `watch` refused because a running
-// daemon of this user already watches the same OpenCode server (78,
-// EX_CONFIG in sysexits(3): the setup, not this process, must change).
-// Restarting it cannot help: the other daemon is still there 5 s later,
-// and systemd would start, refuse and restart the daemon every RestartSec
-// for ever. The unit lists it in RestartPreventExitStatus=, so a
-// refused daemon stays stopped (failed, with its reason in the journal);
-// the launchd agent, which has no such list, asks for exit 0 instead
-// (DuplicateExitEnv).
-const ExitDuplicate = 78
+// daemon of this user already watches the same OpenCode server
+// (ExitConfig); the launchd agent, which has no RestartPreventExitStatus=,
+// asks for exit 0 instead (DuplicateExitEnv).
+const ExitDuplicate = ExitConfig
 
 // DuplicateExitEnv names the variable that sets the exit status of a
 // `watch` refused as a duplicate (default ExitDuplicate). The launchd
@@ -174,7 +179,7 @@ func unitText(spec Spec, header, envFileShown, envFile, envFileArg string, env [
 	fmt.Fprintf(&b, "RestartSec=%d\n", RestartSec)
 	// Except a daemon refused because another one watches the same
 	// OpenCode server: it would be refused again at every restart.
-	fmt.Fprintf(&b, "RestartPreventExitStatus=%d\n", ExitDuplicate)
+	fmt.Fprintf(&b, "RestartPreventExitStatus=%d\n", ExitConfig)
 	// Logs go to stderr, which systemd sends to the journal.
 	b.WriteString("\n[Install]\n")
 	b.WriteString("WantedBy=default.target\n")

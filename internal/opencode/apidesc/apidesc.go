@@ -40,13 +40,23 @@ type Doc struct {
 	byTemplate map[string][]string
 }
 
+// ErrCutShort is the error of Parse for a body that ends inside its JSON,
+// after its first byte (a connection dropped mid-body, where nothing told
+// the body's length): not the server's answer, only the start of one. It
+// matches errors.Is.
+var ErrCutShort = errors.New("not JSON: the body ends inside it (cut short)")
+
 // Parse decodes an OpenAPI document: a JSON object with a "paths" object.
-// Nothing else is required; the errors say which of those it is not.
+// Nothing else is required; the errors say which of those it is not (a
+// body that ends before its JSON does matches ErrCutShort).
 func Parse(b []byte) (*Doc, error) {
 	var root any
 	if err := json.Unmarshal(b, &root); err != nil {
 		var se *json.SyntaxError
-		if errors.As(err, &se) {
+		switch {
+		case errors.As(err, &se) && len(b) > 0 && se.Offset >= int64(len(b)):
+			return nil, ErrCutShort
+		case errors.As(err, &se):
 			return nil, fmt.Errorf("not JSON (at byte %d)", se.Offset)
 		}
 		return nil, errors.New("not JSON")
