@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+)
+
+// The record now keeps when OpenCode ended (Sightings.Ended: "nothing
+// that started later is its"), and the group evidence relies on it to
+// refuse a later group that got the dead OpenCode's id. But Ended is
+// written only by the scan that sees OpenCode gone. Under `run` the
+// daemon is stopped the moment its child ends (RunManaged: <-child.Done(),
+// then stop()), and nothing makes a scan happen first: the exit watcher
+// watches OpenCode's children, not OpenCode, and a server OpenCode left
+// behind (the orphan the record is for) does not exit. The watch returns
+// on ctx.Done without a word, so in the daemon's main mode the record of
+// a dead OpenCode never says when it ended, and its group proves every
+// later member of a group with that id (a setsid job whose leader got
+// the pid).
+func TestRecordOfRunsOpenCodeSaysWhenItEnded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		uid := os.Getuid()
+		srv := []string{"node", "srv.js"}
+		root := t.TempDir()
+		writeGroupedTree(t, root, []groupedProc{
+			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
+			{PID: 2000, PPID: 1, PGID: 2000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
+			{PID: 2100, PPID: 2000, PGID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
+		})
+		tab, err := procview.ProcFS(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := reconnect.DefaultConfig
+		cfg.Backoff.Jitter = 0
+		eng, err := reconnect.New(cfg, &review5OC{cmd: srv}, reconnect.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = eng.Arm("/p", reconnect.ArmedByFlag)
+		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
+		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p.table, p.record = tab, &rec
+		done := make(chan struct{})
+		go func() { defer wg.Done(); defer close(done); _ = p.watch(ctx, tab, 2000) }()
+		defer func() { cancel(); wg.Wait() }()
+
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+
+		// run's child, OpenCode, is SIGKILLed; its server stays. The
+		// wrapper sees its child end at once and stops the daemon.
+		if err := os.RemoveAll(filepath.Join(root, "2000")); err != nil {
+			t.Fatal(err)
+		}
+		writeGroupedTree(t, root, []groupedProc{
+			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
+			{PID: 2100, PPID: 1, PGID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
+		})
+		time.Sleep(100 * time.Millisecond) // the wrapper's wait returns
+		cancel()
+		<-done
+		all, err := rec.Load()
+		if err != nil || len(all) != 1 {
+			t.Fatalf("record: %+v, %v", all, err)
+		}
+		if all[0].Ended.IsZero() {
+			t.Errorf("the record of run's OpenCode, which ended before the daemon stopped, has no Ended: its group proves any later member of a group %d", all[0].OpenCode.PGID)
+		}
+	})
+}
