@@ -99,6 +99,10 @@ type procWatch struct {
 	// below caches, per child, the process below it that runs its
 	// server (procview.ServerProcess), while that process runs.
 	below map[ident]serverBelow
+	// seen are the sightings of the OpenCode watched now that the record
+	// holds: each process seen under it, kept while it runs, so that no
+	// save (the last one least of all) drops one an earlier save made.
+	seen map[ident]procview.Sighting
 }
 
 // ident is a process's identity in the watch's maps.
@@ -118,7 +122,7 @@ type serverBelow struct {
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
 		gen: ^uint64(0), exitAt: map[int]time.Time{}, launchers: map[procview.Key]procview.Launcher{},
-		below: map[ident]serverBelow{}}
+		below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
 	if eng != nil {
 		eng.SetProcessView(p)
 	}
@@ -364,9 +368,16 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}()
 		}
 	}
+	if exits != nil {
+		// OpenCode's own end, the moment it comes: the record says when.
+		if err := exits.Add(tab, v.OpenCode()); err != nil {
+			p.log.Debug("cannot watch opencode for its exit; scanning for it", "pid", pid, "err", err)
+		}
+	}
 	p.log.Debug("watching opencode's MCP processes", "url", p.where(), "pid", pid, "exit_watcher", exits != nil)
 	p.mu.Lock()
 	p.root, p.view, p.last, p.gen = pid, v, procview.Snapshot{}, ^uint64(0)
+	clear(p.seen)
 	p.mu.Unlock()
 	defer func() {
 		cancel()
@@ -423,7 +434,9 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				// Something new: a child OpenCode started for no armed
 				// server yet (its config not read) is recorded too.
 				dirty = true
-				p.forgetBelow(s)
+				if !s.Gone {
+					p.forgetBelow(s) // the last save needs what ran below
+				}
 			}
 			p.forgetExits(s)
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
@@ -445,8 +458,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			p.last = s
 			p.mu.Unlock()
 			if dirty && time.Since(saved) >= recordEvery {
-				p.save(s, v, time.Time{})
-				saved, dirty = time.Now(), false
+				complete := p.save(s, v, time.Time{})
+				saved, dirty = time.Now(), !complete
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, took)
@@ -460,6 +473,11 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			// run ends the daemon as soon as OpenCode exits: the record
+			// must say so all the same.
+			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() && !prev.Gone {
+				p.save(prev, v, s.At)
+			}
 			return nil
 		case <-p.again:
 			t.Stop()
@@ -588,14 +606,19 @@ func (p *procWatch) forgetBelow(s procview.Snapshot) {
 	}
 }
 
-// save writes what s shows into the record: OpenCode's identity and each
-// child serving a server, with the OpenCode process it is a child of;
-// ended, when set, is when OpenCode was seen gone (s is then the last
-// snapshot of it alive).
-func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time) {
+// save writes the record of the OpenCode watched: its identity, and each
+// process seen under it that still runs (each child serving a server, the
+// process below a launcher that runs the server, OpenCode's other
+// children), with the OpenCode process it is a child of. ended, when
+// set, is when OpenCode was seen gone (s is then the last snapshot of it
+// alive, and what ran below each launcher is taken as last seen: a
+// launcher ended by a signal can leave its server). complete is false
+// while a launcher's server has not been found yet (save again later).
+func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time) (complete bool) {
 	if p.record == nil {
-		return
+		return true
 	}
+	complete = true
 	root := v.OpenCode()
 	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At, Ended: ended}
 	if root.PGID == os.Getpid() {
@@ -606,23 +629,41 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 		}
 	}
 	parents := map[int]procview.Ident{root.PID: procview.IdentOf(root)}
-	for k, cs := range s.Servers {
-		for _, c := range cs {
-			parent, ok := parents[c.Parent]
-			if !ok {
-				if pp, err := p.table.Stat(c.Parent); err == nil {
-					parent = procview.IdentOf(pp)
-					parents[c.Parent] = parent
-				}
+	parentOf := func(pid int) procview.Ident {
+		parent, ok := parents[pid]
+		if !ok {
+			if pp, err := p.table.Stat(pid); err == nil {
+				parent = procview.IdentOf(pp)
+				parents[pid] = parent
 			}
-			rec.Seen = append(rec.Seen, procview.Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
+		}
+		return parent
+	}
+	p.mu.Lock()
+	launchers := p.launchers
+	p.mu.Unlock()
+	var found []procview.Sighting
+	for k, cs := range s.Servers {
+		l := launchers[k]
+		for _, c := range cs {
+			parent := parentOf(c.Parent)
+			found = append(found, procview.Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
+			if l.Name == "" || l.InContainer {
+				continue
+			}
 			// The server below a launcher too: a launcher ended by a
 			// signal can leave it (npm's node survives npm's SIGKILL).
-			p.mu.Lock()
-			b := p.below[ident{c.PID, c.Birth}]
-			p.mu.Unlock()
+			var b serverBelow
+			if ended.IsZero() {
+				b = p.serverBelow(p.table, c)
+				complete = complete && (b.known || b.tries >= maxBelowTries)
+			} else {
+				p.mu.Lock()
+				b = p.below[ident{c.PID, c.Birth}]
+				p.mu.Unlock()
+			}
 			if b.known && b.proc.PID != c.PID && !b.inContainer {
-				rec.Seen = append(rec.Seen, procview.Sighting{Ident: procview.IdentOf(b.proc), Parent: parent, Directory: k.Directory, Server: k.Name})
+				found = append(found, procview.Sighting{Ident: procview.IdentOf(b.proc), Parent: parent, Directory: k.Directory, Server: k.Name})
 			}
 		}
 	}
@@ -630,20 +671,31 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 	// armed, a language server, a command): seen under it, though which
 	// server they run is not known here; Orphans matches their command.
 	for _, c := range s.Others {
-		parent, ok := parents[c.Parent]
-		if !ok {
-			if pp, err := p.table.Stat(c.Parent); err == nil {
-				parent = procview.IdentOf(pp)
-				parents[c.Parent] = parent
-			}
-		}
-		rec.Seen = append(rec.Seen, procview.Sighting{Ident: c.Ident(), Parent: parent})
+		found = append(found, procview.Sighting{Ident: c.Ident(), Parent: parentOf(c.Parent)})
 	}
+	p.mu.Lock()
+	for _, x := range found {
+		id := ident{x.PID, x.Birth}
+		if old, ok := p.seen[id]; !ok || old.Server == "" {
+			p.seen[id] = x
+		}
+	}
+	for id := range p.seen {
+		if !stillRuns(p.table, procview.Process{PID: id.pid, Birth: id.birth}) {
+			delete(p.seen, id) // it proves nothing any more
+		}
+	}
+	for _, x := range p.seen {
+		rec.Seen = append(rec.Seen, x)
+	}
+	p.mu.Unlock()
+	slices.SortFunc(rec.Seen, func(a, b procview.Sighting) int { return a.PID - b.PID })
 	if err := p.record.Save(rec); err != nil {
 		p.log.Debug("could not record the MCP processes", "err", err)
-		return
+		return complete
 	}
 	p.log.Debug("recorded opencode's MCP processes", "url", p.where(), "pid", root.PID, "processes", len(rec.Seen), "record", p.record.Dir)
+	return complete
 }
 
 // info is what status shows of the processes; nil while no local

@@ -31,6 +31,7 @@ func TestGroupOfAnOpenCodeFromAPreviousBootProvesNothing(t *testing.T) {
 		// pid) led group 2000 and exited; srv stays in that group.
 		Process{PID: 3000, PPID: 1, PGID: 2000, UID: ana, Birth: 300, Start: later.Add(5 * time.Second), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 	)
+	tab.boot = later
 	// goneOpenCode: pid 2000 leading group 2000, started a boot ago; no
 	// daemon saw it end (the machine went down under it).
 	r := Record{Dir: t.TempDir()}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeProc is one process of a /proc tree written by writeTree.
@@ -163,6 +164,8 @@ type memTable struct {
 	reads  int
 	// env holds what Env reads: a process's OPENCODE_PID, say.
 	env map[int]map[string]string
+	// boot is when the machine booted (zero: bootTime).
+	boot time.Time
 }
 
 func newMemTable(ps ...Process) *memTable {
@@ -171,6 +174,14 @@ func newMemTable(ps ...Process) *memTable {
 		m.put(p)
 	}
 	return m
+}
+
+// Boot implements Booted.
+func (m *memTable) Boot() (time.Time, bool) {
+	if m.boot.IsZero() {
+		return time.Unix(bootTime, 0), true
+	}
+	return m.boot, true
 }
 
 func (m *memTable) put(p Process) {

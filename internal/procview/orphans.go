@@ -237,9 +237,14 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 // with the same id. So p must not lead the group, no process at all may
 // hold the group's id (a live leader is a new group's, since the recorded
 // one is gone), and p must have started after that OpenCode did and,
-// when its end is on record, before it ended.
+// when its end is on record, before it ended. An OpenCode of another boot
+// (the record outlives a reboot, and pids start over) proves nothing, nor
+// one whose boot the table cannot tell.
 func (r Sightings) groupMember(t Table, p Process) bool {
 	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.alive(t) {
+		return false
+	}
+	if boot, ok := bootOf(t); !ok || r.OpenCode.Start.Before(boot.Add(-bootSlack)) {
 		return false
 	}
 	if !r.Ended.IsZero() && p.Start.After(r.Ended) {
@@ -248,6 +253,10 @@ func (r Sightings) groupMember(t Table, p Process) bool {
 	_, err := t.Stat(p.PGID)
 	return errors.Is(err, ErrGone)
 }
+
+// bootSlack allows for the boot time's drift: btime is now minus the
+// uptime, read in whole seconds.
+const bootSlack = 2 * time.Second
 
 // Orphans lists the processes of s.UID that look left over by an
 // OpenCode: they run the command of one of servers (or the record holds

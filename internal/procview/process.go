@@ -61,6 +61,20 @@ type Table interface {
 	Children(pid int) ([]int, error)
 }
 
+// Booted is a Table that knows when the machine booted: a process that
+// started before then ran on another boot, and nothing of it is left.
+type Booted interface {
+	Boot() (time.Time, bool)
+}
+
+// bootOf is when t's machine booted, when t can tell.
+func bootOf(t Table) (time.Time, bool) {
+	if b, ok := t.(Booted); ok {
+		return b.Boot()
+	}
+	return time.Time{}, false
+}
+
 // IsOpenCode reports whether p runs OpenCode: the native binary (argv[0]
 // or the kernel's name "opencode", or "opencode2", the name OpenCode 2's
 // install script and its build give it), or the npm package's node or bun

@@ -36,6 +36,9 @@ type procTable struct {
 	reads atomic.Int64
 }
 
+// Boot implements Booted: /proc/stat's btime.
+func (t *procTable) Boot() (time.Time, bool) { return t.boot, !t.boot.IsZero() }
+
 // ProcFS reads the /proc tree mounted or recorded at root.
 func ProcFS(root string) (Table, error) {
 	return newProcTable(root)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,15 @@ import (
 func System() (Table, error) { return sysctlTable{}, nil }
 
 type sysctlTable struct{}
+
+// Boot implements Booted: kern.boottime.
+func (sysctlTable) Boot() (time.Time, bool) {
+	tv, err := unix.SysctlTimeval("kern.boottime")
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(tv.Unix()), true
+}
 
 // List implements Table.
 func (sysctlTable) List() ([]Process, error) {

@@ -75,9 +75,17 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	if !s.lastConnect.IsZero() && !started.After(s.lastConnect) {
 		return
 	}
+	if s.trig&trigDead == 0 {
+		s.deadStart = started
+	} else {
+		// Several exits before the check: the newest child's is the one
+		// OpenCode talked to, and a successor must be newer than it (an
+		// older duplicate's exit after it must not pass the one between
+		// for its successor).
+		s.deadStart = later(s.deadStart, started)
+	}
 	s.trig |= trigDead
 	s.deadAt = later(s.deadAt, at)
-	s.deadStart = started
 	now := time.Now()
 	// A short grace first: an exit OpenCode caused itself (a disposal, a
 	// disconnect) is announced on the event stream about when the child
