@@ -138,8 +138,9 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 	s.connecting = false
 	s.ep.Returned(now) // stable-after counts from here, not from the attempt's start
 	if errors.Is(r.err, opencode.ErrRefused) {
+		// OpenCode is gone: the server told the engine before the
+		// connect returned (OpenCodeGone), and the directory is forgotten.
 		e.mu.Unlock()
-		e.OpenCodeGone(r.err)
 		return
 	}
 	p := e.cfg.Backoff

@@ -141,15 +141,25 @@ func TestStreamHiccupRechecksOnce(t *testing.T) {
 
 // refusingOC answers every call with a refused connection while refuse is
 // set, as a restarting OpenCode does.
+// refusingOC refuses status reads while refuse is set, and tells gone
+// once per absence before the read returns, as opencode.Server does
+// (its OnChange, which the daemon hands to Engine.OpenCodeGone).
 type refusingOC struct {
 	OpenCode
 	refuse atomic.Bool
+	gone   func(error)
+	told   atomic.Bool
 }
 
 func (o *refusingOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
 	if o.refuse.Load() {
-		return nil, fmt.Errorf("dial tcp 127.0.0.1:4096: connect: connection refused: %w", opencode.ErrRefused)
+		err := fmt.Errorf("dial tcp 127.0.0.1:4096: connect: connection refused: %w", opencode.ErrRefused)
+		if o.gone != nil && !o.told.Swap(true) {
+			o.gone(err)
+		}
+		return nil, err
 	}
+	o.told.Store(false)
 	return o.OpenCode.MCPStatus(ctx, dir)
 }
 
@@ -171,6 +181,7 @@ func TestRefusedConnectionForgetsDirectories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		oc.gone = eng.OpenCodeGone
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = eng.Run(ctx) }()

@@ -421,7 +421,6 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	succeeded := e.successors(d, st)
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
-	e.down = false // it answers
 	for _, name := range succeeded {
 		e.succeeded(d, name)
 	}
@@ -460,12 +459,12 @@ func (e *Engine) waitOpenCode(d *dir) (answered func()) {
 
 // unreadable handles a status read that failed (rule 9: no news; keep
 // every counter and look again after the idle interval), unless OpenCode
-// refused the connection: then it is restarting, and every directory is
-// forgotten (rule 8).
+// refused the connection: then the server told the engine before the read
+// returned (OpenCodeGone, rule 8), and this directory was forgotten with
+// the rest.
 func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	e.metrics.StatusReadFailures.Inc()
 	if errors.Is(err, opencode.ErrRefused) {
-		e.OpenCodeGone(err) // this directory too (named ones start afresh)
 		return
 	}
 	if wait, ok := opencode.RetryAfter(err); ok {

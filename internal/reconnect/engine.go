@@ -99,11 +99,7 @@ type Engine struct {
 	dirs    map[string]*dir
 	pending map[string]string    // armed before Run: dir → reason
 	gone    map[string]time.Time // instances that went away lately (pruned)
-	// down is set while OpenCode is known to refuse connections (from the
-	// first refusal to the next answer): the directories were forgotten
-	// once, and further refusals are no news.
-	down   bool
-	stream StreamState
+	stream  StreamState
 	// bootedList is the server's list of booted locations, shared by the
 	// checks of one second (locations.go).
 	bootedList bootedCache
@@ -359,9 +355,6 @@ func (e *Engine) StreamConnected() {
 // on the next activity. Named ones start afresh, checked initial-delay
 // later.
 func (e *Engine) OpenCodeReplaced() {
-	e.mu.Lock()
-	e.down = false
-	e.mu.Unlock()
 	e.log.Info("opencode restarted; forgetting every directory until it is used again", "url", e.url)
 	e.restarted("opencode restarted", e.wakeDelay())
 }
@@ -371,16 +364,10 @@ func (e *Engine) OpenCodeReplaced() {
 // it is not running or is restarting (rule 8), so every directory is
 // forgotten from this moment (but those named with --directory, which
 // look again after an idle interval: OpenCode may stay down a while, and
-// a refused read is no news, rule 9). Further refusals before OpenCode
-// answers again change nothing.
+// a refused read is no news, rule 9). The server (opencode.Server, the
+// one owner of this fact) tells it once per absence, whichever request
+// saw it: further refusals before OpenCode answers again are not told.
 func (e *Engine) OpenCodeGone(err error) {
-	e.mu.Lock()
-	if e.down {
-		e.mu.Unlock()
-		return
-	}
-	e.down = true
-	e.mu.Unlock()
 	if n := e.restarted("opencode refused connections", e.cfg.Backoff.Jittered(e.cfg.IdleInterval)); n > 0 {
 		e.log.Info("opencode refused the connection; forgetting every directory until it is used again", "url", e.url, "directories", n, "err", err)
 	}

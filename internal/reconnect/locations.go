@@ -134,10 +134,10 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 // is booted (booted's err): as for "not yet", every counter is kept, no
 // slot is held, and the check comes again no sooner than the answer's
 // Retry-After, else initial-delay doubling with each such failure in a
-// row. A refused connection is OpenCode gone (rule 8).
+// row. A refused connection is OpenCode gone, which the server told the
+// engine before the request returned (rule 8).
 func (e *Engine) bootedUnknown(d *dir, err error) {
 	if errors.Is(err, opencode.ErrRefused) {
-		e.OpenCodeGone(err)
 		return
 	}
 	e.mu.Lock()

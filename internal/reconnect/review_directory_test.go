@@ -32,6 +32,7 @@ func TestReviewDirectoryFlagSurvivesOpenCodeNotYetUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		oc.gone = eng.OpenCodeGone
 		if err := eng.Arm(dirA, "--directory"); err != nil {
 			t.Fatal(err)
 		}
