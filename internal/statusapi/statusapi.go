@@ -21,6 +21,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -126,6 +127,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	// The Go runtime's profiles (heap, allocs, goroutine, CPU), for
+	// finding where the daemon's memory and time go: they show every
+	// string it holds, so they need the token, as a mutation does.
+	mux.HandleFunc("GET /debug/pprof/", s.authorized(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/profile", s.authorized(pprof.Profile))
 	return s.hostCheck(sameOrigin(mux))
 }
 
@@ -163,14 +169,14 @@ func (s *Server) loopbackHost(hostport string) bool {
 	return false
 }
 
-// authorized lets a mutation through only with the daemon's token, compared
+// authorized lets a mutation (or a profile) through only with the daemon's token, compared
 // in constant time. The token is never echoed.
 func (s *Server) authorized(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || s.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-reconnect"`)
-			http.Error(w, r.Method+" "+r.URL.Path+" needs this daemon's token: use `mcp-reconnect reconnect`, which reads it from the registry of running daemons", http.StatusUnauthorized)
+			http.Error(w, r.Method+" "+r.URL.Path+" needs this daemon's token, which only its user can read, in the registry of running daemons ($XDG_STATE_HOME/mcp-reconnect/daemons; `mcp-reconnect reconnect` reads it from there)", http.StatusUnauthorized)
 			return
 		}
 		next(w, r)

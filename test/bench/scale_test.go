@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
 func envDuration(name string, def time.Duration) time.Duration {
@@ -103,6 +105,9 @@ func BenchmarkScale(b *testing.B) {
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		rss := peakRSS(b, pid)
+		if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
+			profiles(b, dir, statusAddr)
+		}
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 		hs.Close()
@@ -163,6 +168,40 @@ func peakRSS(b *testing.B, pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// profiles saves the daemon's heap, allocation and goroutine profiles
+// into dir (BENCH_PROFILE=dir), read with the token from the registry of
+// running daemons; `go tool pprof -top -sample_index=inuse_space
+// dir/heap.pb.gz` breaks them down.
+func profiles(b *testing.B, dir, addr string) {
+	reg, err := registry.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, ok, err := reg.ByStatusAddr(addr)
+	if err != nil || !ok {
+		b.Fatalf("no registry entry for the daemon at %s: %v", addr, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"heap", "allocs", "goroutine"} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/debug/pprof/"+name, nil)
+		req.Header.Set("Authorization", "Bearer "+e.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("profile %s: %d %v", name, resp.StatusCode, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), body, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func scrape(b *testing.B, addr, metric string) float64 {
