@@ -180,8 +180,7 @@ func cleanEnv() []string {
 
 // run --directory D on an OpenCode 2 TUI: the service's daemon, shared
 // by every TUI and started with no directory, is asked to arm D (with its
-// token, at the address the registry gives). (A suspicion of the fourth
-// review: D was never armed.)
+// token, at the address the registry gives).
 func TestRunV2ArmsItsDirectoriesInTheServiceWatch(t *testing.T) {
 	var mu sync.Mutex
 	var got []string

@@ -29,18 +29,18 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 		uid := os.Getuid()
 		cmd := []string{"sh", "-c", "node srv.js; sleep 600"}
 		root := t.TempDir()
-		procs := []review5Proc{
+		procs := []fakeProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: cmd, Cwd: "/p"},
 			{PID: 2101, PPID: 2100, UID: uid, Start: 201, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
 		}
-		review5Tree(t, root, procs)
+		writeProcTree(t, root, procs)
 		tab, err := procview.ProcFS(root)
 		if err != nil {
 			t.Fatal(err)
 		}
-		oc := &review5OC{cmd: cmd}
+		oc := &connectedOC{cmd: cmd}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
 		eng, err := reconnect.New(cfg, oc, reconnect.Options{})
@@ -74,7 +74,7 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 		if err := os.RemoveAll(filepath.Join(root, "2101")); err != nil {
 			t.Fatal(err)
 		}
-		review5Tree(t, root, []review5Proc{{PID: 2102, PPID: 2100, UID: uid, Start: 900, Argv: []string{"sleep", "600"}, Cwd: "/p"}})
+		writeProcTree(t, root, []fakeProc{{PID: 2102, PPID: 2100, UID: uid, Start: 900, Argv: []string{"sleep", "600"}, Cwd: "/p"}})
 		if err := os.WriteFile(filepath.Join(root, "2100", "task", "2100", "children"), []byte("2102 "), 0o644); err != nil {
 			t.Fatal(err)
 		}

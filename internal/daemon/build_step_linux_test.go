@@ -41,7 +41,7 @@ func TestAPreparationStepBelowALauncherIsNotTakenForItsServer(t *testing.T) {
 	dir := t.TempDir()
 	script := "sleep 2; sleep 600"
 	cmd := []string{"dash", "-c", script}
-	oc := &review5OC{cmd: cmd}
+	oc := &connectedOC{cmd: cmd}
 	cfg := reconnect.DefaultConfig
 	cfg.Backoff.Jitter = 0
 	eng, err := reconnect.New(cfg, oc, reconnect.Options{})

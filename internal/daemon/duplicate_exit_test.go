@@ -15,30 +15,30 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// review5OC is an OpenCode whose one local server stays connected; it
+// connectedOC is an OpenCode whose one local server stays connected; it
 // counts connects.
-type review5OC struct {
+type connectedOC struct {
 	mu       sync.Mutex
 	connects int
 	cmd      []string
 }
 
-func (o *review5OC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+func (o *connectedOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
 	return map[string]opencode.ServerStatus{"s": {Status: opencode.StatusConnected}}, nil
 }
 
-func (o *review5OC) Connect(context.Context, string, string) error {
+func (o *connectedOC) Connect(context.Context, string, string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.connects++
 	return nil
 }
 
-func (o *review5OC) MCPConfig(context.Context, string) (map[string]opencode.MCPEntry, error) {
+func (o *connectedOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEntry, error) {
 	return map[string]opencode.MCPEntry{"s": {Type: "local", Command: o.cmd}}, nil
 }
 
-// (Found by the fifth review.) (issue 16 "a dead child is a crash"; rule 7). Status and
+// (A dead child is a crash; rule 7.) Status and
 // doctor show a duplicate with its fix: "end the older with kill PID".
 // The user does so. The view reports that older child Exited, the daemon
 // tells the engine ChildExited, and the engine reconnects the server
@@ -50,7 +50,7 @@ func TestKillingTheOlderDuplicateReconnectsNothing(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		review5Tree(t, root, []review5Proc{
+		writeProcTree(t, root, []fakeProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"}, // leaked duplicate
@@ -60,7 +60,7 @@ func TestKillingTheOlderDuplicateReconnectsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oc := &review5OC{cmd: srv}
+		oc := &connectedOC{cmd: srv}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
 		eng, err := reconnect.New(cfg, oc, reconnect.Options{})

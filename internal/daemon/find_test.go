@@ -11,7 +11,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// (Found by the fifth review.) (issue 16: watch finds OpenCode "when its listening socket …
+// (Watch finds OpenCode "when its listening socket …
 // leads to a local process"; the brief: not a process that is not
 // OpenCode). The 2.x pid is taken only when IsOpenCode says so, but the
 // process listening on the loopback port is taken whatever it is: an

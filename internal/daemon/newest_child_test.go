@@ -30,7 +30,7 @@ func TestCrashOfTheNewestChildIsNotHiddenByAnOlderDuplicate(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		review5Tree(t, root, []review5Proc{
+		writeProcTree(t, root, []fakeProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"}, // leaked duplicate
@@ -40,7 +40,7 @@ func TestCrashOfTheNewestChildIsNotHiddenByAnOlderDuplicate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oc := &review5OC{cmd: srv}
+		oc := &connectedOC{cmd: srv}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
 		eng, err := reconnect.New(cfg, oc, reconnect.Options{})

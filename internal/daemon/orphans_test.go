@@ -13,17 +13,17 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// review5Proc is one process of a /proc tree written by review5Tree.
-type review5Proc struct {
+// fakeProc is one process of a /proc tree written by writeProcTree.
+type fakeProc struct {
 	PID, PPID, UID int
 	Start          uint64
 	Argv           []string
 	Cwd            string
 }
 
-// review5Tree writes procs as a /proc tree under root (stat, status,
+// writeProcTree writes procs as a /proc tree under root (stat, status,
 // cmdline, cwd, each process's children list), as procview's tests do.
-func review5Tree(t *testing.T, root string, procs []review5Proc) {
+func writeProcTree(t *testing.T, root string, procs []fakeProc) {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()
@@ -55,7 +55,7 @@ func review5Tree(t *testing.T, root string, procs []review5Proc) {
 	}
 }
 
-// (Found by the fifth review.) (issue 16 "orphans ... their OpenCode is gone or is another
+// (Orphans are processes whose "OpenCode is gone or is another
 // process than the one that started them"). Two TUIs of one user, each
 // through `run` (the alias), share the global config's MCP server. Each
 // daemon watches its own OpenCode, and its status lists the other TUI's
@@ -67,7 +67,7 @@ func TestStatusDoesNotListAnotherTUIsLiveServer(t *testing.T) {
 	uid := os.Getuid()
 	root := t.TempDir()
 	srv := []string{"npx", "-y", "@modelcontextprotocol/server-memory"}
-	review5Tree(t, root, []review5Proc{
+	writeProcTree(t, root, []fakeProc{
 		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 		{PID: 1000, PPID: 1, UID: uid, Start: 10, Argv: []string{"-bash"}, Cwd: "/home/ana"},
 		// TUI one, watched by this daemon, in /home/ana/a.

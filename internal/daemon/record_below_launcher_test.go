@@ -33,7 +33,7 @@ func belowLauncherWatch(t *testing.T, root string) (p *procWatch, rec *procview.
 	}
 	cfg := reconnect.DefaultConfig
 	cfg.Backoff.Jitter = 0
-	eng, err := reconnect.New(cfg, &review5OC{cmd: cmd}, reconnect.Options{})
+	eng, err := reconnect.New(cfg, &connectedOC{cmd: cmd}, reconnect.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

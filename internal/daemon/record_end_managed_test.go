@@ -43,7 +43,7 @@ func TestRecordOfRunsOpenCodeSaysWhenItEnded(t *testing.T) {
 		}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &review5OC{cmd: srv}, reconnect.Options{})
+		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,8 +26,8 @@ type groupedProc struct {
 	Cwd                  string
 }
 
-// writeGroupedTree writes procs under root as review5Tree does, but with each
-// process's own group (review5Tree puts every process in its parent's
+// writeGroupedTree writes procs under root as writeProcTree does, but with each
+// process's own group (writeProcTree puts every process in its parent's
 // pid's group).
 func writeGroupedTree(t *testing.T, root string, procs []groupedProc) {
 	t.Helper()
@@ -93,7 +93,7 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 		}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &review5OC{cmd: srv}, reconnect.Options{})
+		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 // later): a directory whose check falls after OpenCode is back, but before
 // the stream tries again, would read the new process and re-create its
 // instance and every MCP server it configures, for a directory nobody
-// uses. (Found by the third review.)
+// uses.
 func TestRestartSeenByTheStreamForgetsDirectoriesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		specs := map[string]fakeopencode.Spec{"s": {}}

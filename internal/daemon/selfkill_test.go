@@ -16,11 +16,11 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// review5Spawner is OpenCode 1.18.34 with one stdio server, over a /proc
+// respawningOC is OpenCode 1.18.34 with one stdio server, over a /proc
 // tree: a connect takes 0.4 s and replaces the server's child with a new
 // one (the old one exits, as the facts say for a connect on a connected
 // server); a crash ends the child and makes the server failed.
-type review5Spawner struct {
+type respawningOC struct {
 	t    *testing.T
 	root string
 	uid  int
@@ -33,14 +33,14 @@ type review5Spawner struct {
 	connects []time.Time
 }
 
-func (o *review5Spawner) setChild(pid int) {
+func (o *respawningOC) setChild(pid int) {
 	if o.child != 0 {
 		_ = os.RemoveAll(filepath.Join(o.root, strconv.Itoa(o.child)))
 	}
 	o.child = pid
 	list := ""
 	if pid != 0 {
-		review5Tree(o.t, o.root+".new", []review5Proc{{PID: pid, PPID: 2000, UID: o.uid, Start: uint64(pid), Argv: o.cmd, Cwd: "/p"}})
+		writeProcTree(o.t, o.root+".new", []fakeProc{{PID: pid, PPID: 2000, UID: o.uid, Start: uint64(pid), Argv: o.cmd, Cwd: "/p"}})
 		if err := os.Rename(filepath.Join(o.root+".new", strconv.Itoa(pid)), filepath.Join(o.root, strconv.Itoa(pid))); err != nil {
 			o.t.Error(err)
 		}
@@ -51,13 +51,13 @@ func (o *review5Spawner) setChild(pid int) {
 	}
 }
 
-func (o *review5Spawner) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+func (o *respawningOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return map[string]opencode.ServerStatus{"s": {Status: o.status}}, nil
 }
 
-func (o *review5Spawner) Connect(ctx context.Context, _, _ string) error {
+func (o *respawningOC) Connect(ctx context.Context, _, _ string) error {
 	o.mu.Lock()
 	o.connects = append(o.connects, time.Now())
 	o.mu.Unlock()
@@ -70,11 +70,11 @@ func (o *review5Spawner) Connect(ctx context.Context, _, _ string) error {
 	return nil
 }
 
-func (o *review5Spawner) MCPConfig(context.Context, string) (map[string]opencode.MCPEntry, error) {
+func (o *respawningOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEntry, error) {
 	return map[string]opencode.MCPEntry{"s": {Type: "local", Command: o.cmd}}, nil
 }
 
-// (Found by the fifth review.) (issue 16 "a dead child is a crash"; rule 4: crash loops back
+// (A dead child is a crash; rule 4: crash loops back
 // off, a healthy server is left alone). One crash of a stdio server on
 // 1.18.34, daemon and process view wired as in production: OpenCode says
 // failed and publishes mcp.tools.changed, the engine reconnects at once.
@@ -86,8 +86,8 @@ func (o *review5Spawner) MCPConfig(context.Context, string) (map[string]opencode
 func TestOneCrashIsRepairedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		root := t.TempDir() + "/proc"
-		oc := &review5Spawner{t: t, root: root, uid: os.Getuid(), cmd: []string{"node", "srv.js"}, status: opencode.StatusConnected}
-		review5Tree(t, root, []review5Proc{
+		oc := &respawningOC{t: t, root: root, uid: os.Getuid(), cmd: []string{"node", "srv.js"}, status: opencode.StatusConnected}
+		writeProcTree(t, root, []fakeProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 2000, PPID: 1, UID: oc.uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 		})

@@ -16,7 +16,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// (Found by the fourth review.) rule 8 / issue 14 item 1 ("whatever sees a refusal or a new
+// Rule 8 ("whatever sees a refusal or a new
 // process ... forgets the armed directories at once"), for the OpenCode 2
 // background service, the way most 2.x users run it. A service that exits
 // cleanly removes its service.json; from then on the event stream's every

@@ -26,8 +26,8 @@ func (h *countHandler) Handle(context.Context, slog.Record) error {
 func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
-// (Found by the fifth review.) (issue 16 process view; the brief: "a busy loop when OpenCode
-// exits"). Under run the view follows a fixed pid (run's child). Once that
+// (The process view; the brief: "a busy loop when OpenCode exits".)
+// Under run the view follows a fixed pid (run's child). Once that
 // process has exited (or is a zombie the wrapper has not reaped yet),
 // find returns the same pid at once, NewView fails at once, and run loops
 // back with no wait at all: a core spun at 100 % (and a debug line per

@@ -45,7 +45,7 @@ func (s *stallTable) Read(pid int) (procview.Process, error) {
 func TestStatusLookingForOrphansDoesNotStallTheExitPath(t *testing.T) {
 	uid := os.Getuid()
 	root := t.TempDir()
-	review5Tree(t, root, []review5Proc{
+	writeProcTree(t, root, []fakeProc{
 		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 		{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 		{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: []string{"node", "srv.js"}, Cwd: "/p"},

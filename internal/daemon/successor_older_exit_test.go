@@ -29,8 +29,8 @@ func TestAnOlderDuplicatesExitAfterTheNewestCrashedHidesNoCrash(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		oc0 := review5Proc{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"}
-		review5Tree(t, root, []review5Proc{
+		oc0 := fakeProc{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"}
+		writeProcTree(t, root, []fakeProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			oc0,
 			{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"}, // leaked duplicates
@@ -41,7 +41,7 @@ func TestAnOlderDuplicatesExitAfterTheNewestCrashedHidesNoCrash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oc := &review5OC{cmd: srv}
+		oc := &connectedOC{cmd: srv}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
 		eng, err := reconnect.New(cfg, oc, reconnect.Options{})

@@ -19,7 +19,7 @@ import (
 // its physical path (getcwd): OpenCode keys an instance (2.x: a location)
 // by the exact string it is sent, so the link's path would boot a second
 // instance, and a second MCP fleet, beside the TUI's. On either
-// generation. (Found by the third review.)
+// generation.
 func TestDirectoryFlagThroughSymlinkIsThePhysicalDirectory(t *testing.T) {
 	physical, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// (Found by the fifth review.) (issue 16 "the MCP process view ... always under run"). The
+// ("The MCP process view ... always under run".) The
 // view follows OpenCode one wrapper deep (the npm package's node script
 // around the native binary). `run -- opencode` where that opencode is the
 // user's wrapper script in ~/bin (set a variable, then call the npm
@@ -28,7 +28,7 @@ func TestRunThroughAScriptSeesOpenCodesChildren(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		review5Tree(t, root, []review5Proc{
+		writeProcTree(t, root, []fakeProc{
 			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
 			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/bin/sh", "/home/ana/bin/opencode"}, Cwd: "/p"}, // run's child
 			{PID: 2001, PPID: 2000, UID: uid, Start: 101, Argv: []string{"node", "/usr/lib/node_modules/opencode-ai/bin/opencode"}, Cwd: "/p"},
@@ -41,7 +41,7 @@ func TestRunThroughAScriptSeesOpenCodesChildren(t *testing.T) {
 		}
 		cfg := reconnect.DefaultConfig
 		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &review5OC{cmd: srv}, reconnect.Options{})
+		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

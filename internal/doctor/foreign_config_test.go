@@ -10,9 +10,9 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// (Found by the fifth review.) (issue 16 "--reap … only processes of this user whose
-// parentage proves they are orphans"; issue 14 item 8: a config file
-// owned by another user is refused, as ssh does). Doctor reads the MCP
+// ("--reap … only processes of this user whose parentage proves they
+// are orphans"; a config file owned by another user is refused, as ssh
+// does.) Doctor reads the MCP
 // config of the working directory of every adopted process of the user,
 // so one such process whose cwd is /tmp makes it read /tmp/opencode.json,
 // which any local user may write, and take its "local servers" as the

@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// (Found by the fifth review.) (issue 16 "orphans and duplicates": reap "only processes of
+// (Orphans and duplicates: reap "only processes of
 // this user whose parentage proves they are orphans"). In a container
 // (docker run … opencode serve, a devcontainer whose entrypoint is the
 // TUI) OpenCode is pid 1, so every live MCP server it runs has parent 1.

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// (Found by the fourth review.) issue 14 item 4 ("keep the generation switch correct when the
-// binary is upgraded"; the cache must not give stale answers). Version
+// The generation switch stays correct when the binary is upgraded (the
+// cache must not give stale answers). Version
 // managers (asdf, mise, volta) put one shim on PATH for every version and
 // pick the version per project (.tool-versions, mise.toml, package.json),
 // so the same file answers `--version` differently in two directories.

@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// (Found by the fourth review.) issue 15 ("server kinds without /api/config": the config files
+// Server kinds without /api/config (the config files
 // OpenCode reads) and BRIEF ("every HTTP call has a timeout"; a parser of
 // outside input must not hang the daemon). LocalMCPConfig os.Open()s each
 // config file of a project directory whatever it is: a project whose

@@ -17,8 +17,7 @@ import (
 
 // Rule 10: a stream silent past three heartbeats is dropped. 1.x sends
 // server.heartbeat about every 10 s, so a 1.x stream silent for 30 s is
-// dead. (The third review found one 45 s default for both generations: a
-// hung 1.x stream was noticed 15 s late.)
+// dead, not after a 45 s default shared with 2.x (15 s late).
 func TestV1StreamDroppedAfterThreeMissedHeartbeats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex

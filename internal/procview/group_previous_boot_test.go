@@ -14,7 +14,7 @@ import (
 // while OpenCode ran (the daemon died with it and never saw the end), the
 // very record that outlives a boot in ~/.local/state -- proves every
 // member of any later group with the recorded id whose leader has
-// exited. That is the most common shape of a job the issue says must be
+// exited. That is the most common shape of a job that must be
 // left alone: `setsid sh -c 'srv a &'`, `nohup srv a &` from a script, a
 // shell job whose first process ended: the leader (sh) is gone, the
 // server stays in its group, adopted by init. On a later boot pids start

@@ -25,7 +25,7 @@ import (
 // Here a user service (parent: the user's systemd, a subreaper) that runs
 // a configured server's command got pid 2000 on a later boot: the pid a
 // recorded OpenCode had. It is "proven" an orphan of that OpenCode and
-// doctor --reap ends it: exactly the user service the issue says must be
+// doctor --reap ends it: exactly the user service that must be
 // left alone. A member of a new group 2000 whose leader is alive (another
 // process than the recorded OpenCode) is "proven" too.
 func TestGroupOfAGoneOpenCodeNeverProvesANewGroupWithItsID(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// (Found by the fourth review.) issue 17 ("a fake NOTIFY_SOCKET sees ... none once the
-// engine's loop is stuck") and the watchdog's purpose (restart a hung
-// daemon). Alive counts a directory as stuck only when its d.next is
+// A fake NOTIFY_SOCKET sees no ping once the engine's loop is stuck:
+// the watchdog exists to restart a hung daemon. Alive counts a
+// directory as stuck only when its d.next is
 // StuckAfter past due, but a check clears d.next when it starts and only a
 // wake sets it again: a check that never returns (a config file that is a
 // FIFO, a call that ignores its context) in a directory nobody wakes

@@ -29,8 +29,8 @@ func (l *slowLister) BootedLocations(ctx context.Context) ([]string, bool, error
 	return snap, true, nil
 }
 
-// (Found by the fifth review.) (issue 15 "disposal without location.shutdown"; the fix of the
-// booted-locations cache): the shared list is stamped with the time its
+// (Disposal without location.shutdown; the booted-locations cache.)
+// The shared list is stamped with the time its
 // answer came back, not the time its request was sent. A list whose
 // request predates a directory's boot (and the event that armed it), but
 // whose answer came after that event, counts as fresh for it: the

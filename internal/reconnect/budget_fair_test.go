@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// (Found by the fourth review.) issue 14 item 2 ("no server starves another") and the Budget's
+// No server starves another: the Budget's
 // own promise ("while n servers share the budget, one may hold at most all
 // slots but n-1 ... so connects that hang on one server never starve
 // another"). With the default --max-concurrent 2 and two OpenCode servers

@@ -11,9 +11,8 @@ import (
 
 // With several OpenCode servers in one daemon, connects that hang on one
 // server (a silent remote URL holds its slot for a minute) never starve
-// another: the remote sub-limit is each server's share, not the daemon's.
-// (Found by the third review: with the default --max-concurrent 2 the
-// global remote limit was 1.)
+// another: the remote sub-limit is each server's share, not the daemon's
+// (with the default --max-concurrent 2, a global remote limit would be 1).
 func TestRemoteLimitIsPerServer(t *testing.T) {
 	b := NewBudget(DefaultConfig.MaxConcurrent) // 2, the default
 	serverA, serverB := b.Share(), b.Share()

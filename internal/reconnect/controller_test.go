@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
 
-// Tests of issue 8: every connect is decided from a fresh read, and every
+// Every connect is decided from a fresh read, and every
 // trigger is charged to the server's episode.
 
 // A server waiting for a connect slot is not connected from the status

@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// (Found by the fifth review.) (issue 16, "a dead child is a crash"; rule 4/5: one crash, one
+// (A dead child is a crash; rule 4/5: one crash, one
 // attempt). On 1.18.34 a crashed stdio server shows failed and OpenCode
 // publishes mcp.tools.changed: the engine connects it at once and OpenCode
 // spawns a new, working child. The process view scans every 2 s, so it

@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// (Found by the fourth review.) issue 15 ("disposal without location.shutdown": a check woken
+// Disposal without location.shutdown (a check woken
 // by an event first confirms its location is still booted) and rule 8
 // (no call for a disposed directory until it is armed again). The list of
 // booted locations is shared for a second (bootedCache), and a list older

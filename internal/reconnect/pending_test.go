@@ -9,9 +9,8 @@ import (
 
 // A reconnect that arrives before the engine runs (the status API serves
 // while the daemon detects OpenCode) keeps a --directory directory's
-// standing: it stays armed through OpenCode restarts. (Found by the third
-// review: it was demoted to an ordinary armed directory, forgotten at the
-// next restart.)
+// standing: it stays armed through OpenCode restarts, not demoted to an
+// ordinary armed directory forgotten at the next restart.
 func TestReconnectBeforeRunKeepsDirectoryFlag(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := newStub()
@@ -42,7 +41,7 @@ func TestReconnectBeforeRunKeepsDirectoryFlag(t *testing.T) {
 
 // A --directory directory disposed by OpenCode and armed again by a
 // client's activity is still the user's: the next OpenCode restart keeps
-// it. (A suspicion of the fourth review.)
+// it.
 func TestDirectoryFlagKeepsStandingAfterADisposal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := newStub()

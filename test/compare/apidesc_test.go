@@ -2,7 +2,7 @@ package compare
 
 // The API description reader (internal/opencode/apidesc) against two
 // maintained OpenAPI 3.1 libraries, on the three descriptions the daemon
-// is built against (issue 21; results in BENCHMARKS.md).
+// is built against (results in BENCHMARKS.md).
 
 import (
 	"os"

@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
 
-// Issue 8 on the real binary: every connect is decided from a fresh read.
+// On the real binary: every connect is decided from a fresh read.
 
 // disconnect makes OpenCode mark a server disabled, as a user would.
 func disconnect(t *testing.T, oc *OpenCode, dir, name string) {

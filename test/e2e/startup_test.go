@@ -18,7 +18,7 @@ import (
 
 // startupBudget is how much later than OpenCode alone `run -- opencode
 // serve` may answer HTTP in this test (the median of 5, interleaved). The
-// issue's target is 0.15 s, measured and recorded in BENCHMARKS.md; a
+// target is 0.15 s, measured and recorded in BENCHMARKS.md; a
 // start of OpenCode itself varies by a second on these machines, so the
 // test holds a bound that no noise reaches and the cost it guards against
 // (asking `opencode --version` before every start: 0.8-1.1 s) always

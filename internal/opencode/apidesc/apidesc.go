@@ -6,7 +6,7 @@
 // routes from it, and doctor's checks are questions to it.
 //
 // It reads the document as a plain JSON tree, not into an OpenAPI object
-// model (BENCHMARKS.md, issue 21, says why not a library): a question
+// model (BENCHMARKS.md says why not a library): a question
 // follows $ref, anyOf, oneOf, allOf and contentSchema wherever they lead,
 // however nested; a cyclic, dangling or external $ref ends that branch of
 // the walk; and a part shaped otherwise than OpenAPI says is an empty

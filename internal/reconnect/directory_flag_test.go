@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
 
-// Review: --directory arms directories "from the start" (SPEC, flags), but
+// --directory arms directories "from the start" (SPEC, flags), but
 // a `watch --directory D` started before OpenCode (a service manager
 // starting both, a login script) loses D for good: its first check, one
 // initial-delay after start, is refused, opencodeGone forgets every
@@ -19,7 +19,7 @@ import (
 // (The same happens to every --directory at each OpenCode restart.) The
 // refused-means-forget rule exists so the daemon does not re-create
 // instances nobody uses; a directory the user named is one they use.
-func TestReviewDirectoryFlagSurvivesOpenCodeNotYetUp(t *testing.T) {
+func TestDirectoryFlagSurvivesOpenCodeNotYetUp(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"broken": {Status: "failed", Error: "Connection closed"}})
 		rr := &rig{t: t, fake: fake}

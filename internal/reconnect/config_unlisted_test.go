@@ -54,14 +54,13 @@ func (u *unlistedConfig) ServeHTTP(w http.ResponseWriter, q *http.Request) {
 	_, _ = w.Write(rec.Body.Bytes())
 }
 
-// review3: since GET /config moved before the status read, a server that
-// status lists and GET /config does not (added at run time) clears
-// kindsKnown at every check, so every idle check reads the config again,
-// forever: 21 config reads in ten idle minutes of one directory, where
-// the engine used to read it once (TestRequestsAreExactlyTheSchedule
+// A server that status lists and GET /config does not (added at run
+// time) must not clear kindsKnown at every check, or every idle check
+// reads the config again, forever: 21 config reads in ten idle minutes
+// of one directory, where the engine should read it once (TestRequestsAreExactlyTheSchedule
 // allows one per directory). With many directories that is a config
 // resolution per directory per idle interval for nothing.
-func TestReview3ServerMissingFromConfigDoesNotReadConfigAtEveryCheck(t *testing.T) {
+func TestServerMissingFromConfigDoesNotReadConfigAtEveryCheck(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		inner := g.new(map[string]Spec{"ok": {}, "added": {}})
 		fake := &unlistedConfig{fakeOC: inner, hide: "added"}

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// review2: install "checks the config file as watch would read it" so it
+// install "checks the config file as watch would read it" so it
 // does not start a service that can only fail, but checkServiceConfig
 // skips the [[opencode]] tables: a password-file others can read (which
 // watch refuses at every start, so systemd restarts it every 5 s forever)
 // passes install, and so does an [[opencode]] table with an unknown key.
-func TestReview2ServiceInstallChecksPasswordFiles(t *testing.T) {
+func TestServiceInstallChecksPasswordFiles(t *testing.T) {
 	home := serviceHome(t)
 	pw := filepath.Join(home, "work.pw")
 	if err := os.WriteFile(pw, []byte("hunter2\n"), 0o644); err != nil {
@@ -28,7 +28,7 @@ func TestReview2ServiceInstallChecksPasswordFiles(t *testing.T) {
 	}
 }
 
-func TestReview2ServiceInstallChecksServerTables(t *testing.T) {
+func TestServiceInstallChecksServerTables(t *testing.T) {
 	home := serviceHome(t)
 	cfg := filepath.Join(home, "c.toml")
 	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npasword-file = \"/x\"\n"), 0o600); err != nil {

@@ -10,14 +10,14 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
-// Review: rule 8 says that from the moment OpenCode refuses connections
+// Rule 8 says that from the moment OpenCode refuses connections
 // every directory is forgotten; the engine learns it from ErrRefused on a
 // status read or connect (engine.unreadable, finishConnect). The 2.x
 // client's send never marks a refused dial, so on OpenCode 2.x a service
 // that went away is only "unavailable": the engine keeps every directory
 // and its next idle read re-boots each location in the restarted service,
 // spawning MCP fleets nobody uses.
-func TestReviewV2CallsReportRefused(t *testing.T) {
+func TestV2CallsReportRefused(t *testing.T) {
 	closed := closedAddr(t)
 	ctx := context.Background()
 	c, err := opencode.NewV2("http://"+closed, opencode.Options{Password: "pw"})
@@ -42,7 +42,7 @@ func TestReviewV2CallsReportRefused(t *testing.T) {
 
 // The same through opencode.Server, which is what the daemon's engine
 // calls: a 2.x server detected, then gone (its port closed).
-func TestReviewServerV2StatusAfterServiceGoneIsRefused(t *testing.T) {
+func TestServerV2StatusAfterServiceGoneIsRefused(t *testing.T) {
 	fake := fake2.New(map[string]fake2.Spec{"a": {}})
 	srv := httptest.NewServer(fake)
 	s, err := opencode.NewServer(opencode.ServerOptions{URL: srv.URL, Client: opencode.Options{Password: fake2.DefaultPassword}})

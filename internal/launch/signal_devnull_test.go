@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// Review: Forward relays SIGINT and SIGQUIT only when stdin is not a
+// Forward relays SIGINT and SIGQUIT only when stdin is not a
 // terminal, and decides that with isTerminal, which tests for a character
 // device. /dev/null is a character device: a wrapper started by a service
 // manager, cron, nohup or `docker run` (stdin /dev/null) thinks it is at a
 // terminal, catches SIGINT and relays nothing. `kill -INT <wrapper>` (or a
 // supervisor that stops with SIGINT and signals only its main pid) is
 // swallowed: OpenCode keeps running and the wrapper never exits.
-func TestReviewDevNullIsNotATerminal(t *testing.T) {
+func TestDevNullIsNotATerminal(t *testing.T) {
 	f, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func TestReviewDevNullIsNotATerminal(t *testing.T) {
 	}
 }
 
-func TestReviewSIGINTRelayedWhenStdinIsDevNull(t *testing.T) {
+func TestSIGINTRelayedWhenStdinIsDevNull(t *testing.T) {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// review2: after install, the user replaces the unit with one of their own
+// After install, the user replaces the unit with one of their own
 // (no marker: not what install wrote). The manifest still names the path,
 // so a second install overwrites the user's file and uninstall deletes it,
 // although the manifest's SHA-256 says the file is not what install wrote.
-func TestReview2ReinstallKeepsAUnitTheUserReplaced(t *testing.T) {
+func TestReinstallKeepsAUnitTheUserReplaced(t *testing.T) {
 	env, _ := testEnv(t, "linux", nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
@@ -26,7 +26,7 @@ func TestReview2ReinstallKeepsAUnitTheUserReplaced(t *testing.T) {
 	}
 }
 
-func TestReview2UninstallKeepsAUnitTheUserReplaced(t *testing.T) {
+func TestUninstallKeepsAUnitTheUserReplaced(t *testing.T) {
 	env, _ := testEnv(t, "linux", nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})

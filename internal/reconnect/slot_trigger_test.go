@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// Review: rule 7 says a check connects only what its fresh read shows
+// Rule 7 says a check connects only what its fresh read shows
 // failed (the restart repair aside, which needs a restart seen by the
 // watch). When a probe-triggered attempt of a failed remote server finds
 // no budget slot, connect keeps the trigger as trigOf(Extra) =
@@ -18,7 +18,7 @@ import (
 // grant causes shows the server connected (the user connected it, another
 // client did), the invented restart fires and the healthy server is
 // connected again (a new session; for OpenCode a stop and start).
-func TestReviewSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
+func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 	e, err := New(noJitter(), nil, Options{Budget: NewBudget(1)})
 	if err != nil {
 		t.Fatal(err)

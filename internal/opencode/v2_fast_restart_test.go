@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
-// Review: rule 8 / issue 8 ("OpenCode restarts are not stream hiccups").
+// Rule 8: OpenCode restarts are not stream hiccups.
 // The stream re-detects the server (and so sees a new pid) only after an
 // attempt that reached nobody. A 2.x service that restarts on the same port
 // faster than the stream's first re-subscribe (about 0.5 s; a service
@@ -20,7 +20,7 @@ import (
 // re-reads every armed directory, and each read boots a location in the
 // new process (its whole MCP fleet) that nobody may use any more. 2.x
 // reports its pid in /api/info, so this restart can be told.
-func TestReviewFastRestartOfV2ServiceIsARestart(t *testing.T) {
+func TestFastRestartOfV2ServiceIsARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHosts(t)
 		first := fake2.New(map[string]fakeopencode.Spec{"f": {}})

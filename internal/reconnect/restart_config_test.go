@@ -5,12 +5,11 @@ import (
 	"time"
 )
 
-// review3: since f21fc6d an OpenCode restart keeps a --directory
-// directory's config knowledge: a
-// remote server whose URL changed in the config OpenCode restarted with
-// is still probed and watched at its old URL, because GET /config is read
-// only while kinds are unknown.
-func TestReview3DirectoryFlagReadsConfigAgainAfterOpenCodeRestart(t *testing.T) {
+// An OpenCode restart drops a --directory directory's config knowledge:
+// a remote server whose URL changed in the config OpenCode restarted
+// with is probed and watched at its new URL, not its old one (GET /config
+// is read only while kinds are unknown).
+func TestDirectoryFlagReadsConfigAgainAfterOpenCodeRestart(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"svc": {Type: "remote", URL: "http://old.example/mcp"}})
 		r := newRig(t, fake, noJitter(), nil)

@@ -15,12 +15,12 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
-// review2: the OpenCode 2 service restarts on another port; the daemon
+// The OpenCode 2 service restarts on another port; the daemon
 // follows it (Discover), but the engine's URL (status, events, the url
 // label) and the registry keep the first port for the daemon's lifetime.
 // `status` then names a server nothing listens on, and `reconnect --url`
 // with the service's real URL is answered "this daemon does not watch".
-func TestReview2ServiceMovedPortIsReportedAndReachable(t *testing.T) {
+func TestServiceMovedPortIsReportedAndReachable(t *testing.T) {
 	fake := fake2.New(map[string]fakeopencode.Spec{"b": {Status: "failed", AfterConnect: "connected"}})
 	fake.SetHeartbeat(time.Second)
 	a := httptest.NewServer(fake)

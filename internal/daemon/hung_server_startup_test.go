@@ -13,13 +13,13 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// review2: Run detects every server one after the other, each for up to
+// Run detects every server one after the other, each for up to
 // 5 s, before any engine, stream or the status API starts. A server that
 // accepts connections and never answers (a hung OpenCode) listed first
 // delays every other server by 5 s each (N hung servers: N×5 s), and the
 // status API with them. Server two's failed MCP server should get its
 // first connect at initial-delay (1 s), as it would alone.
-func TestReview2HungServerDoesNotDelayTheOthersStart(t *testing.T) {
+func TestHungServerDoesNotDelayTheOthersStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hung := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 		v2 := fake2.New(map[string]fakeopencode.Spec{"b": {Status: "failed", AfterConnect: "connected"}})

@@ -11,14 +11,14 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
-// review2: EnsureServiceWatch's lock is taken only by callers of
+// EnsureServiceWatch's lock is taken only by callers of
 // EnsureServiceWatch; a daemon for the same service file that is starting
 // (the one `service install` runs at login, or a `watch` typed by hand)
 // registers only after it has detected every server (up to 5 s each) and
 // bound its status API, and never takes the lock. A `run` in that window
 // starts a second daemon for the same service: two engines check the same
 // directories (rule 7) and double every connect.
-func TestReview2EnsureServiceWatchSeesAStartingDaemon(t *testing.T) {
+func TestEnsureServiceWatchSeesAStartingDaemon(t *testing.T) {
 	reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
 	const file = "/home/me/.local/state/opencode/service.json"
 	slow := func(ctx context.Context) (string, string, error) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// (Found by the fifth review.) (issue 16: orphans and duplicates are shown "with pids and the
+// (Orphans and duplicates are shown "with pids and the
 // command line minus secrets"; rule 12). Smithery's install line, the way
 // many users add stdio MCP servers to OpenCode, passes its API key as
 // --key and the server's settings (tokens included) as --config JSON.

@@ -5,16 +5,16 @@ import (
 	"time"
 )
 
-// review3: since f21fc6d a --directory directory survives an OpenCode
-// restart with everything it knew about the old process: its servers'
-// episodes (attempt counters, slow tier) and its config (kinds and
-// endpoint URLs). The new OpenCode is a new process with fresh MCP
+// A --directory directory survives an OpenCode restart, but not with
+// everything it knew about the old process: its servers' episodes
+// (attempt counters, slow tier) and its config (kinds and endpoint URLs)
+// start afresh. The new OpenCode is a new process with fresh MCP
 // connections, often restarted because the config changed. A server that
 // was in the slow tier before the restart and is failed in the new
 // process (the very case the tool exists for: a server not up when
-// OpenCode started) waits for the old slow-tier slot (minutes) instead of
-// the fast episode (1, 2, 4, 8, 16 s) a directory armed afresh gets.
-func TestReview3DirectoryFlagStartsAfreshAfterOpenCodeRestart(t *testing.T) {
+// OpenCode started) must not wait for the old slow-tier slot (minutes)
+// instead of the fast episode (1, 2, 4, 8, 16 s) a directory armed afresh gets.
+func TestDirectoryFlagStartsAfreshAfterOpenCodeRestart(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"late": {Status: "failed", Error: "Connection closed"}})
 		r := newRig(t, fake, noJitter(), nil)

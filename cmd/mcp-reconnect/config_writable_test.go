@@ -9,14 +9,14 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// review2: a config file others can write is refused only when it holds a
+// A config file others can write is refused not only when it holds a
 // top-level password. An [[opencode]] table pairs a url with a
 // password-file, so whoever can write the config can send the content of
 // any private file of the user's (password-file = "~/.ssh/id_ed25519")
 // as the basic-auth password to a server of their choosing, or arm a
 // directory of theirs in the user's OpenCode (rule 13: only the user may
 // cause that). As ssh refuses a config others can write, watch should.
-func TestReview2ConfigOthersCanWriteIsRefusedWithPasswordFiles(t *testing.T) {
+func TestConfigOthersCanWriteIsRefusedWithPasswordFiles(t *testing.T) {
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "work.pw")
 	if err := os.WriteFile(pw, []byte("work-secret\n"), 0o600); err != nil {

@@ -7,13 +7,13 @@ import (
 	"testing"
 )
 
-// review2: `url = …` in the config file is a URL "given" (the flag help,
+// `url = …` in the config file is a URL "given" (the flag help,
 // serviceFile's doc and `service install --help` all say a configured URL
 // means the 1.x server it names is watched). But applyConfigFile sets the
 // flag's Value without marking it Changed, so when the OpenCode 2 service
 // file exists, watch follows the service and silently drops the
 // configured URL — and the installed service watches the wrong server.
-func TestReview2ConfigURLWinsOverTheDefaultServiceFile(t *testing.T) {
+func TestConfigURLWinsOverTheDefaultServiceFile(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", state)
 	if err := os.MkdirAll(filepath.Join(state, "opencode"), 0o700); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Review: takeSlot runs with Engine.mu held. When TryAcquire finds no free
+// takeSlot runs with Engine.mu held. When TryAcquire finds no free
 // slot but a connect releases one before takeSlot calls Budget.Wait, Wait
 // finds the slot free and runs the grant synchronously, on the caller's
 // goroutine: grant is Engine.granted, which locks Engine.mu again. The
@@ -16,7 +16,7 @@ import (
 // and so GET /status). The window is a few instructions wide, so this test
 // hammers it; each round is one check that found the budget full while
 // another directory's connect returned.
-func TestReviewTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
+func TestTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
 	e, err := New(DefaultConfig, nil, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func (o *slowConfigOC) MCPConfig(ctx context.Context, dir string) (map[string]op
 	return o.OpenCode.MCPConfig(ctx, dir)
 }
 
-// Review: rule 7 / rule 1. check decides its connects from the status read,
+// Rule 7 / rule 1. check decides its connects from the status read,
 // then reads GET /config (learnKinds: whenever a failed or connected
 // server's kind is unknown, i.e. at the first check of every directory and
 // at every check after a config read failed) and only then connects. The
@@ -38,7 +38,7 @@ func (o *slowConfigOC) MCPConfig(ctx context.Context, dir string) (map[string]op
 // location's plugins first), so the connect goes out on a status read that
 // old: a server the user disabled meanwhile is re-enabled by it (both
 // generations' connect overrides disabled).
-func TestReviewConnectNotSentOnStatusOlderThanConfigRead(t *testing.T) {
+func TestConnectNotSentOnStatusOlderThanConfigRead(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"s": {Status: "failed", Error: "Connection closed"}})
 		rr := &rig{t: t, fake: fake}
