@@ -75,6 +75,7 @@ type ServerStatus struct {
 type Status struct {
 	Version string         `json:"version"`
 	Time    time.Time      `json:"time"`
+	Daemon  *Daemon        `json:"daemon,omitempty"`
 	Servers []ServerStatus `json:"servers"`
 }
 
@@ -208,7 +209,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	st := Status{Version: s.Version, Time: time.Now(), Servers: []ServerStatus{}}
+	st := Status{Version: s.Version, Time: time.Now(), Daemon: self(), Servers: []ServerStatus{}}
 	for _, src := range s.Sources {
 		ss := ServerStatus{Snapshot: src.Snapshot()}
 		if svc, ok := src.(ServiceSource); ok {

@@ -98,7 +98,22 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 			}
 		}
 	}
+	if d := st.Daemon; d != nil {
+		if len(st.Servers) > 0 {
+			fmt.Fprintln(tw)
+		}
+		cost := fmt.Sprintf("%d goroutines", d.Goroutines)
+		if d.RSS > 0 {
+			cost = fmt.Sprintf("%s resident (peak %s), %s", mib(d.RSS), mib(d.PeakRSS), cost)
+		}
+		fmt.Fprintf(tw, "daemon pid %d: %s\n", d.PID, cost)
+	}
 	return tw.Flush()
+}
+
+// mib renders a byte count in MiB.
+func mib(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // reapFix is the command that ends orphans, shown when the daemon named

@@ -3,6 +3,8 @@ package statusapi
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +132,26 @@ func TestStatusTableShowsARateLimit(t *testing.T) {
 	j, err := json.Marshal(sv)
 	if err != nil || !strings.Contains(string(j), `"rate_limited":true`) {
 		t.Fatalf("JSON = %s, %v; want rate_limited", j, err)
+	}
+}
+
+// status shows what the daemon costs: its resident memory (now and at
+// its peak) and its goroutines, read from the system for the daemon's
+// own process.
+func TestStatusShowsTheDaemonsOwnCost(t *testing.T) {
+	var b bytes.Buffer
+	st := Status{Daemon: &Daemon{PID: 4242, RSS: 24 << 20, PeakRSS: 31 << 20, Goroutines: 37}}
+	if err := WriteTable(&b, st, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if want := "daemon pid 4242: 24.0 MiB resident (peak 31.0 MiB), 37 goroutines\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("the table has no %q:\n%s", want, b.String())
+	}
+	d := self()
+	if d.PID != os.Getpid() || d.Goroutines < 1 {
+		t.Errorf("self = %+v", d)
+	}
+	if runtime.GOOS == "linux" && (d.RSS <= 0 || d.PeakRSS < d.RSS) {
+		t.Errorf("on Linux the daemon reads its own RSS: %+v", d)
 	}
 }

@@ -72,6 +72,14 @@ func BenchmarkScale(b *testing.B) {
 		time.Sleep(envDuration("BENCH_WARMUP", 40*time.Second))
 		fake.ResetRequests()
 		cpu0, t0 := cpuTicks(b, pid), time.Now()
+		if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
+			// A CPU profile of the idle window's second half (its cost,
+			// a few percent of the figure, is in the idle CPU then).
+			go func() {
+				time.Sleep(idle / 2)
+				profile(b, dir, statusAddr, fmt.Sprintf("profile?seconds=%d", int(idle.Seconds()/2)-1), "cpu")
+			}()
+		}
 		time.Sleep(idle)
 		cpu1, t1 := cpuTicks(b, pid), time.Now()
 		window := t1.Sub(t0)
@@ -175,32 +183,42 @@ func peakRSS(b *testing.B, pid int) float64 {
 // running daemons; `go tool pprof -top -sample_index=inuse_space
 // dir/heap.pb.gz` breaks them down.
 func profiles(b *testing.B, dir, addr string) {
+	for _, name := range []string{"heap", "allocs", "goroutine"} {
+		profile(b, dir, addr, name, name)
+	}
+}
+
+// profile saves one profile of the daemon at addr as dir/name.pb.gz.
+func profile(b *testing.B, dir, addr, path, name string) {
 	reg, err := registry.Default()
 	if err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return
 	}
 	e, ok, err := reg.ByStatusAddr(addr)
 	if err != nil || !ok {
-		b.Fatalf("no registry entry for the daemon at %s: %v", addr, err)
+		b.Errorf("no registry entry for the daemon at %s: %v", addr, err)
+		return
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return
 	}
-	for _, name := range []string{"heap", "allocs", "goroutine"} {
-		req, _ := http.NewRequest("GET", "http://"+addr+"/debug/pprof/"+name, nil)
-		req.Header.Set("Authorization", "Bearer "+e.Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			b.Fatalf("profile %s: %d %v", name, resp.StatusCode, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), body, 0o600); err != nil {
-			b.Fatal(err)
-		}
+	req, _ := http.NewRequest("GET", "http://"+addr+"/debug/pprof/"+path, nil)
+	req.Header.Set("Authorization", "Bearer "+e.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Errorf("profile %s: %d %v", name, resp.StatusCode, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), body, 0o600); err != nil {
+		b.Error(err)
 	}
 }
 
