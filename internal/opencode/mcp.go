@@ -1,12 +1,16 @@
 package opencode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
@@ -95,31 +99,169 @@ func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerSt
 // ParseStatus decodes the body of GET /mcp. Anything but a JSON object of
 // objects with a string "status" is an error: an answer that cannot be
 // understood must never read as "no servers".
+//
+// It is read at every check of every armed directory (a thousand
+// directories: 35 reads a second at idle), so it builds nothing but the
+// result: the text is checked whole (json.Valid), then walked (jscan);
+// server names, statuses and error texts, which repeat from read to read,
+// are shared (intern) rather than copied each time. Keys match as
+// encoding/json matches a struct's fields (case folded); of a repeated
+// key the last counts.
 func ParseStatus(body []byte) (map[string]ServerStatus, error) {
-	var m map[string]*struct {
-		Status *string         `json:"status"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(body, &m); err != nil {
+	if !json.Valid(body) {
+		var v any
+		err := json.Unmarshal(body, &v) // for its words: where the text breaks
 		return nil, fmt.Errorf("status is not a JSON object of server states: %w", err)
 	}
-	if m == nil {
+	s := jscan{b: body}
+	switch s.peek() {
+	case '{':
+	case 'n':
 		return nil, fmt.Errorf("status is null, not a JSON object")
+	default:
+		return nil, fmt.Errorf("status is not a JSON object of server states: %s", snippet(body))
 	}
-	out := make(map[string]ServerStatus, len(m))
-	for name, v := range m {
-		if v == nil || v.Status == nil {
-			return nil, fmt.Errorf("status of server %q has no string \"status\"", name)
+	s.open()
+	out := make(map[string]ServerStatus, 16)
+	// missing are the servers whose last entry has no string status (a
+	// repeated key counts by its last entry, as encoding/json counts it).
+	var missing []string
+	lacks := func(name string) {
+		delete(out, name)
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
 		}
-		st := ServerStatus{Status: *v.Status}
-		if len(v.Error) > 0 && string(v.Error) != "null" {
-			if json.Unmarshal(v.Error, &st.Error) != nil {
-				st.Error = string(v.Error) // not a string: keep it readable
+	}
+	for first := true; ; {
+		key, ok := s.member(&first)
+		if !ok {
+			break
+		}
+		name := internKey(key)
+		if s.peek() != '{' {
+			if s.peek() == 'n' {
+				s.skip()
+				lacks(name)
+				continue
+			}
+			return nil, fmt.Errorf("status is not a JSON object of server states: server %q is %s", name, snippet(s.skip()))
+		}
+		s.open()
+		var st ServerStatus
+		hasStatus := false
+		for inner := true; ; {
+			k, ok := s.member(&inner)
+			if !ok {
+				break
+			}
+			v := s.skip()
+			switch {
+			case bytes.EqualFold(k, []byte("status")):
+				str, ok := internJSONString(v)
+				if !ok {
+					return nil, fmt.Errorf("status of server %q has no string \"status\"", name)
+				}
+				st.Status, hasStatus = str, true
+			case bytes.EqualFold(k, []byte("error")):
+				switch {
+				case string(v) == "null":
+					st.Error = ""
+				case len(v) > 0 && v[0] == '"':
+					st.Error, _ = internJSONString(v)
+				default:
+					st.Error = intern(v) // not a string: keep it readable
+				}
 			}
 		}
+		if s.bad {
+			break
+		}
+		if !hasStatus {
+			lacks(name)
+			continue
+		}
 		out[name] = st
+		if i := slices.Index(missing, name); i >= 0 {
+			missing = slices.Delete(missing, i, i+1)
+		}
+	}
+	if s.bad {
+		return nil, fmt.Errorf("status is not a JSON object of server states: %s", snippet(body))
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("status of server %q has no string \"status\"", missing[0])
 	}
 	return out, nil
+}
+
+// interned holds the strings status reads repeat: server names, statuses,
+// error texts. Bounded: past maxInterned a string is copied as before.
+var interned = struct {
+	sync.Mutex
+	m map[string]string
+}{m: map[string]string{}}
+
+const maxInterned = 1 << 14
+
+// intern returns b as a string, shared with every earlier read of it.
+func intern(b []byte) string {
+	interned.Lock()
+	defer interned.Unlock()
+	if s, ok := interned.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(interned.m) < maxInterned {
+		interned.m[s] = s
+	}
+	return s
+}
+
+// internJSONString decodes the JSON string v, shared as intern shares: a
+// plain one (no escapes, ASCII) without a copy when it was seen before.
+func internJSONString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+			str, ok := jsonString(v)
+			if !ok {
+				return "", false
+			}
+			return internString(str), true
+		}
+	}
+	return intern(v[1 : len(v)-1]), true
+}
+
+// internKey is intern for a key as jscan gives it (unquoted, escapes
+// decoded): a byte that is not UTF-8 becomes U+FFFD, as encoding/json
+// makes it.
+func internKey(key []byte) string {
+	if utf8.Valid(key) {
+		return intern(key)
+	}
+	var b strings.Builder
+	for len(key) > 0 {
+		r, n := utf8.DecodeRune(key)
+		b.WriteRune(r) // RuneError for a bad byte
+		key = key[n:]
+	}
+	return internString(b.String())
+}
+
+// internString is intern for a string already made (a decoded one).
+func internString(str string) string {
+	interned.Lock()
+	defer interned.Unlock()
+	if s, ok := interned.m[str]; ok {
+		return s
+	}
+	if len(interned.m) < maxInterned {
+		interned.m[str] = str
+	}
+	return str
 }
 
 // Connect asks OpenCode to connect one MCP server in dir. OpenCode answers
