@@ -320,10 +320,13 @@ func serverChecks(ctx context.Context, c statusReader, o Options) []Check {
 	return checks
 }
 
+// serverCheck is the check of one server in its status, nil when it needs
+// no attention. Which statuses need the user, and what they must do, is
+// opencode's to say (UserHint), and which it knows (KnownStatus): the
+// engine asks the same.
 func serverCheck(dir, name, status, errText string, attempts int) []Check {
 	label := fmt.Sprintf("%s: %s", dir, name)
-	switch status {
-	case opencode.StatusFailed:
+	if status == opencode.StatusFailed {
 		detail := "failed"
 		if errText != "" {
 			detail += ": " + errText
@@ -332,9 +335,11 @@ func serverCheck(dir, name, status, errText string, attempts int) []Check {
 			detail += fmt.Sprintf(" (mcp-reconnect has tried %d times)", attempts)
 		}
 		return []Check{{Fail, label, detail}}
-	case opencode.StatusNeedsAuth, opencode.StatusNeedsClientRegistration:
-		return []Check{{Fail, label, status + ": " + opencode.UserHint(status, name)}}
-	case opencode.StatusConnected, opencode.StatusDisabled, opencode.StatusPending, "":
+	}
+	if h := opencode.UserHint(status, name); h != "" {
+		return []Check{{Fail, label, status + ": " + h}}
+	}
+	if status == "" || opencode.KnownStatus(status) {
 		return nil
 	}
 	return []Check{{Warn, label, fmt.Sprintf("status %q is unknown to mcp-reconnect: it leaves the server alone", status)}}

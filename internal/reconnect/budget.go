@@ -48,8 +48,8 @@ type waiter struct {
 	grant  func()
 }
 
-// Share is one engine's (one OpenCode server's) part of a Budget, with the
-// same calls.
+// Share is one engine's (one OpenCode server's) part of a Budget: its
+// connects take and return their slots through it.
 type Share struct{ b *Budget }
 
 // Share adds a sharer: each engine of the daemon takes one.
@@ -64,17 +64,6 @@ func (b *Budget) Share() *Share {
 	return s
 }
 
-// TryAcquire is Budget.TryAcquire for this share.
-func (s *Share) TryAcquire(remote bool) bool { return s.b.tryAcquire(s, remote) }
-
-// Wait is Budget.Wait for this share.
-func (s *Share) Wait(remote bool, grant func()) (bool, func() bool) {
-	return s.b.wait(s, remote, grant)
-}
-
-// Release is Budget.Release for this share.
-func (s *Share) Release(remote bool) { s.b.release(s, remote) }
-
 // NewBudget returns a budget of n slots (at least 1).
 func NewBudget(n int) *Budget {
 	return &Budget{max: max(n, 1)}
@@ -82,7 +71,22 @@ func NewBudget(n int) *Budget {
 
 // TryAcquire takes a slot if one is free for a connect of this kind.
 // (Nobody in line could take it: a released slot goes to the line first.)
-func (b *Budget) TryAcquire(remote bool) bool { return b.tryAcquire(nil, remote) }
+func (s *Share) TryAcquire(remote bool) bool { return s.b.tryAcquire(s, remote) }
+
+// Wait takes a slot of this kind if one is free (granted), or else puts a
+// waiter in line: when a slot is handed to it, grant runs (from Release,
+// never from Wait, so a caller may hold its own lock) and the waiter owns
+// that slot: it must Release it. cancel takes the waiter out of line; it
+// reports false when the slot was granted already (grant has run or is
+// running).
+func (s *Share) Wait(remote bool, grant func()) (granted bool, cancel func() bool) {
+	return s.b.wait(s, remote, grant)
+}
+
+// Release returns a slot of this kind. If someone waits for a slot that is
+// now free, the slot passes to the first such waiter, whose grant runs
+// (outside the budget's lock).
+func (s *Share) Release(remote bool) { s.b.release(s, remote) }
 
 func (b *Budget) tryAcquire(s *Share, remote bool) bool {
 	b.mu.Lock()
@@ -110,9 +114,9 @@ func (p pool) fits(n int, remote, pair bool) bool {
 	return p.local+p.remote < n
 }
 
-// free reports whether a connect of this kind may start for share s (nil:
-// the budget's own, unshared). The daemon's pool counts every connect
-// against max; the remote limit is the share's.
+// free reports whether a connect of this kind may start for share s. The
+// daemon's pool counts every connect against max; the remote limit is the
+// share's.
 //
 // Only --max-concurrent 1 itself runs a local and a remote connect side by
 // side: a server's share of one slot, because other servers share the
@@ -120,9 +124,6 @@ func (p pool) fits(n int, remote, pair bool) bool {
 // of the daemon.
 func (b *Budget) free(s *Share, remote bool) bool {
 	pair := b.max == 1
-	if s == nil {
-		return b.all.fits(b.max, remote, pair) // unshared: the budget is its own share
-	}
 	// The daemon's bound: max in all (with 1: one connect of each kind);
 	// the remote limit is each share's.
 	if pair && !b.all.fits(1, remote, true) || !pair && b.all.local+b.all.remote >= b.max {
@@ -141,22 +142,13 @@ func (p *pool) add(remote bool, n int) {
 
 func (b *Budget) take(s *Share, remote bool) {
 	b.all.add(remote, 1)
-	if s != nil {
-		b.shares[s].add(remote, 1)
-	}
+	b.shares[s].add(remote, 1)
 }
-
-// Release returns a slot of this kind. If someone waits for a slot that is
-// now free, the slot passes to the first such waiter, whose grant runs
-// (outside the budget's lock).
-func (b *Budget) Release(remote bool) { b.release(nil, remote) }
 
 func (b *Budget) release(s *Share, remote bool) {
 	b.mu.Lock()
 	b.all.add(remote, -1)
-	if s != nil {
-		b.shares[s].add(remote, -1)
-	}
+	b.shares[s].add(remote, -1)
 	var grants []func()
 	for i := 0; i < len(b.line); {
 		w := b.line[i]
@@ -172,16 +164,6 @@ func (b *Budget) release(s *Share, remote bool) {
 	for _, g := range grants {
 		g()
 	}
-}
-
-// Wait takes a slot of this kind if one is free (granted), or else puts a
-// waiter in line: when a slot is handed to it, grant runs (from Release,
-// never from Wait, so a caller may hold its own lock) and the waiter owns
-// that slot: it must Release it. cancel takes the waiter out of line; it
-// reports false when the slot was granted already (grant has run or is
-// running).
-func (b *Budget) Wait(remote bool, grant func()) (granted bool, cancel func() bool) {
-	return b.wait(nil, remote, grant)
 }
 
 func (b *Budget) wait(s *Share, remote bool, grant func()) (granted bool, cancel func() bool) {

@@ -23,8 +23,8 @@ func TestTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for round := 0; time.Now().Before(deadline); round++ {
-		b := NewBudget(1)
-		e.budget = b.Share()
+		b := NewBudget(1).Share()
+		e.budget = b
 		if !b.TryAcquire(false) { // a connect of another directory holds the only slot
 			t.Fatal("fresh budget full")
 		}

@@ -31,13 +31,14 @@ func TestRemoteLimitIsPerServer(t *testing.T) {
 // remote connect still waits).
 func TestMaxConcurrentOneKeepsTheSlotForLocal(t *testing.T) {
 	b := NewBudget(1)
-	if !b.TryAcquire(true) {
+	s := b.Share() // the daemon's one server
+	if !s.TryAcquire(true) {
 		t.Fatal("remote connect refused on an empty budget")
 	}
-	if !b.TryAcquire(false) {
+	if !s.TryAcquire(false) {
 		t.Fatalf("a local connect waits behind a remote one with --max-concurrent 1 (in use %+v)", b.all)
 	}
-	if b.TryAcquire(true) || b.TryAcquire(false) {
+	if s.TryAcquire(true) || s.TryAcquire(false) {
 		t.Fatalf("with --max-concurrent 1 a second remote or local connect started (in use %+v)", b.all)
 	}
 }

@@ -1,13 +1,13 @@
 // Package reconnect is the engine that keeps one OpenCode server's MCP
 // servers connected. It is a small level-triggered controller in the manner
 // of controller-runtime: for each armed project directory one loop reads
-// GET /mcp and reconciles (dir.go), deciding from that fresh read alone
-// which failed servers to connect and when to look again. Everything else
-// (OpenCode's events, probes of remote endpoints, endpoint restarts,
-// network changes, free connect slots, the user's reconnect) only marks a
-// directory due, now or at a time, with a reason; it never connects by
-// itself. Each server's retry schedule is a backoff.Episode, so every cause
-// of a connect is charged to one limiter.
+// GET /mcp and reconciles (check.go, reconcile.go), deciding from that
+// fresh read alone which failed servers to connect and when to look
+// again. Everything else (OpenCode's events, probes of remote endpoints,
+// endpoint restarts, network changes, free connect slots, the user's
+// reconnect) only marks a directory due, now or at a time, with a reason;
+// it never connects by itself. Each server's retry schedule is a
+// backoff.Episode, so every cause of a connect is charged to one limiter.
 package reconnect
 
 import (

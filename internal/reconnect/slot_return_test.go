@@ -12,9 +12,10 @@ import (
 // this way is lost for the daemon's lifetime, and with --max-concurrent 1
 // every connect of every directory stops.
 
-// holdAll takes every slot of b for the test (as a connect of another
-// engine would hold them), so directories wait in line.
-func holdAll(t *testing.T, b *Budget, n int) {
+// holdAll takes every slot of the budget for the test through b (a share
+// of another engine, whose connects hold them), so directories wait in
+// line.
+func holdAll(t *testing.T, b *Share, n int) {
 	t.Helper()
 	for range n {
 		if !b.TryAcquire(false) {
@@ -23,8 +24,9 @@ func holdAll(t *testing.T, b *Budget, n int) {
 	}
 }
 
-// allFree reports whether all n slots of b are free, leaving them free.
-func allFree(b *Budget, n int) bool {
+// allFree reports whether all n slots of the budget are free to b (a
+// share of it), leaving them free.
+func allFree(b *Share, n int) bool {
 	got := 0
 	for range n {
 		if b.TryAcquire(false) {
@@ -55,7 +57,8 @@ func inLine(b *Budget) int {
 func TestDisposedDirectoryLeavesTheLine(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		b := NewBudget(1)
-		holdAll(t, b, 1)
+		other := b.Share() // another engine's
+		holdAll(t, other, 1)
 		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), b)
 		r.stream()
@@ -78,7 +81,7 @@ func TestDisposedDirectoryLeavesTheLine(t *testing.T) {
 			t.Fatalf("%d waiting in line after the dispose, want only /b", n)
 		}
 		reads := fake.Count(routeStatus, dirA, "")
-		b.Release(false)
+		other.Release(false)
 		r.at(2*time.Second + 20*time.Millisecond)
 		if got := r.connectTimes("/b", "f"); len(got) != 1 {
 			t.Fatalf("/b connects = %v, want one as soon as the slot was freed", got)
@@ -86,7 +89,7 @@ func TestDisposedDirectoryLeavesTheLine(t *testing.T) {
 		if n := fake.Count(routeStatus, dirA, "") - reads; n != 0 || len(r.connectTimes(dirA, "f")) != 0 {
 			t.Fatalf("the disposed directory was read %d times or connected after the dispose", n)
 		}
-		if !allFree(b, 1) {
+		if !allFree(other, 1) {
 			t.Fatal("a slot stayed taken after the connect returned")
 		}
 	})
@@ -98,7 +101,8 @@ func TestDisposedDirectoryLeavesTheLine(t *testing.T) {
 func TestGrantAfterTheDirectoryEndedIsReturned(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		b := NewBudget(1)
-		holdAll(t, b, 1)
+		other := b.Share() // another engine's
+		holdAll(t, other, 1)
 		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), b)
 		_ = r.eng.Arm(dirA, "test")
@@ -109,7 +113,7 @@ func TestGrantAfterTheDirectoryEndedIsReturned(t *testing.T) {
 		}
 		r.eng.Disarm(dirA, "test")
 		synctest.Wait()
-		b.Release(false)
+		other.Release(false)
 		// What Release does for a waiter it took out of line before the
 		// directory ended: the slot is taken for the engine's share, then
 		// the grant runs.
@@ -120,7 +124,7 @@ func TestGrantAfterTheDirectoryEndedIsReturned(t *testing.T) {
 		r.eng.mu.Lock()
 		held := d.held
 		r.eng.mu.Unlock()
-		if held != [2]int{} || !allFree(b, 1) {
+		if held != [2]int{} || !allFree(other, 1) {
 			t.Fatalf("held %v by an ended directory; the slot is lost", held)
 		}
 	})
@@ -146,7 +150,7 @@ func TestDirectoryThatEndsHoldingASlotReturnsIt(t *testing.T) {
 		r.eng.mu.Unlock()
 		r.eng.Disarm(dirA, "test")
 		synctest.Wait()
-		if !allFree(b, 1) {
+		if !allFree(r.eng.budget, 1) {
 			t.Fatal("the slot the ended directory held is lost")
 		}
 	})
@@ -158,7 +162,8 @@ func TestDirectoryThatEndsHoldingASlotReturnsIt(t *testing.T) {
 func TestSlotNotNeededByTheCheckIsReturned(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		b := NewBudget(1)
-		holdAll(t, b, 1)
+		other := b.Share() // another engine's
+		holdAll(t, other, 1)
 		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
 		r := newRig(t, fake, noJitter(), b)
 		_ = r.eng.Arm(dirA, "test")
@@ -167,12 +172,12 @@ func TestSlotNotNeededByTheCheckIsReturned(t *testing.T) {
 			t.Fatal("the test wants the directory waiting in line")
 		}
 		fake.SetStatus(dirA, "f", "connected", "")
-		b.Release(false)
+		other.Release(false)
 		r.at(2*time.Second + 10*time.Millisecond)
 		if s := r.server(dirA, "f"); s.Status != "connected" || len(r.connectTimes(dirA, "f")) != 0 {
 			t.Fatalf("%+v: the test wants the check that used no slot", s)
 		}
-		if !allFree(b, 1) {
+		if !allFree(other, 1) {
 			t.Fatal("the directory keeps a slot its check did not use")
 		}
 	})

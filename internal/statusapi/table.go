@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -66,7 +67,7 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 			fmt.Fprintf(tw, "  %s\t\t\t\t\t%s\n", esc(d.Directory), note)
 			for _, sv := range d.Servers {
 				next := ""
-				if !sv.NextAttempt.IsZero() && sv.Status == "failed" {
+				if !sv.NextAttempt.IsZero() && sv.Status == opencode.StatusFailed {
 					next = "in " + sv.NextAttempt.Sub(now).Round(time.Second).String()
 				}
 				if sv.Connecting {

@@ -1,0 +1,285 @@
+// check.go holds a directory's loop and its check: the one goroutine per
+// armed directory, and the check it runs (is the location still booted,
+// learn the server kinds, read status, reconcile, start what the
+// reconcile decided), with what a read that brings no news leads to.
+
+package reconnect
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// A check of one directory, the engine's only way to act:
+//
+//	read GET /mcp ──► reconcile: fold the read into each server's episode
+//	                  and decide, from this read alone, which failed
+//	                  servers to connect and when to look again
+//	              ──► learn server kinds from GET /config when unknown
+//	              ──► probes and endpoint watches for remote servers
+//	              ──► connect, each within the budget (or wait in line
+//	                  for a slot, which makes the directory due again)
+//
+// Whatever else wants a connect only sets a trigger on a server and makes
+// the directory due; the next check decides from its own fresh read.
+
+// loop is the directory's one goroutine: it sleeps until the next check or
+// probe, runs it, and collects finished connects, probes and restarts.
+// Because only this goroutine checks, a wake during a check is honoured
+// after it, never as a second check in parallel.
+func (e *Engine) loop(ctx context.Context, d *dir) {
+	var work sync.WaitGroup // connects, probes and watches of this directory
+	defer e.endLoop(d, &work)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		at := d.dueAt()
+		for _, s := range d.servers {
+			if !s.probing {
+				at = earlier(at, s.nextProbe)
+			}
+		}
+		e.mu.Unlock()
+		if at.IsZero() {
+			at = time.Now().Add(e.cfg.IdleInterval)
+		}
+		timer.Reset(time.Until(at))
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case r := <-d.results:
+			e.finishConnect(d, r)
+		case r := <-d.probes:
+			e.finishProbe(d, r)
+		case name := <-d.restarts:
+			e.endpointRestarted(d, name)
+		case <-timer.C:
+			e.startProbes(ctx, d, &work)
+			e.mu.Lock()
+			due := !d.next.IsZero() && !time.Now().Before(d.dueAt())
+			e.mu.Unlock()
+			if due {
+				e.check(ctx, d, &work)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// endLoop stops everything the directory started and gives back its
+// budget slots.
+func (e *Engine) endLoop(d *dir, work *sync.WaitGroup) {
+	e.mu.Lock()
+	d.loopEnded = true
+	for _, s := range d.servers {
+		s.endWatch()
+	}
+	for i, cancel := range d.waiting {
+		if cancel != nil {
+			cancel() // a grant that raced this sees loopEnded and releases
+			d.waiting[i] = nil
+		}
+	}
+	e.mu.Unlock()
+	work.Wait()
+	e.releaseHeld(d)
+}
+
+// check is one reconcile of the directory (see the top of this file).
+func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
+	defer e.releaseHeld(d)
+	defer func() {
+		e.mu.Lock()
+		d.checking = time.Time{}
+		e.mu.Unlock()
+	}()
+	e.mu.Lock()
+	d.next, d.checking = time.Time{}, time.Now()
+	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
+	byEvent, lastEvent := d.byEvent, d.lastEvent
+	e.mu.Unlock()
+	if byEvent {
+		// A directory armed by OpenCode's events, not by the user, is
+		// read only while OpenCode still has it booted (locations.go):
+		// reading would boot it again.
+		answered := e.waitOpenCode(d)
+		booted, known, err := e.booted(ctx, d.path, lastEvent)
+		answered()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			e.bootedUnknown(d, err)
+			return
+		}
+		e.mu.Lock()
+		d.listFails = 0
+		e.mu.Unlock()
+		if known && !booted {
+			e.locationGone(d)
+			return
+		}
+	}
+	if learn {
+		// Before the status read: nothing may come between the read that
+		// decides a connect and the connect (a slow config read would
+		// leave the decision seconds old).
+		e.learnKinds(ctx, d)
+	}
+
+	e.metrics.StatusReads.Inc()
+	sent := time.Now()
+	answered := e.waitOpenCode(d)
+	st, err := e.oc.MCPStatus(ctx, d.path)
+	answered()
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	if err != nil {
+		e.unreadable(d, err, now)
+		return
+	}
+	succeeded := e.successors(d, st)
+	e.mu.Lock()
+	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
+	for _, name := range succeeded {
+		e.succeeded(d, name)
+	}
+	connects, needKinds, evs := e.reconcile(d, st, now)
+	if needKinds {
+		d.kindsKnown = false // a server the config did not list: ask again next check
+	}
+	watches := e.endpoints(d, now)
+	pv, look := e.procs, d.localsChanged
+	d.localsChanged = false
+	e.mu.Unlock()
+	if look && pv != nil {
+		pv.Look() // a local server came or went: so may its process
+	}
+	e.publish(evs...)
+	e.startWatches(ctx, d, watches, work)
+	e.connect(ctx, d, connects, work)
+}
+
+// waitOpenCode marks d's check as waiting for an answer of OpenCode until
+// the returned func is called, which counts the answer as the check's
+// progress (Alive).
+func (e *Engine) waitOpenCode(d *dir) (answered func()) {
+	e.mu.Lock()
+	d.awaiting = time.Now()
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		d.awaiting = time.Time{}
+		if !d.checking.IsZero() {
+			d.checking = time.Now()
+		}
+	}
+}
+
+// unreadable handles a status read that failed (rule 9: no news; keep
+// every counter and look again after the idle interval), unless OpenCode
+// refused the connection: then the server told the engine before the read
+// returned (OpenCodeGone, rule 8), and this directory was forgotten with
+// the rest.
+func (e *Engine) unreadable(d *dir, err error, now time.Time) {
+	e.metrics.StatusReadFailures.Inc()
+	if errors.Is(err, opencode.ErrRefused) {
+		return
+	}
+	if wait, ok := opencode.RetryAfter(err); ok {
+		e.notYet(d, err, now, wait)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d.lastCheck, d.lastErr = now, err.Error()
+	if errors.Is(err, opencode.ErrUnauthorized) {
+		if !d.unauthorized {
+			e.log.Error("opencode refused the credentials", "url", e.url, "directory", d.path, "err", err)
+		}
+		d.unauthorized = true
+	} else {
+		e.log.Debug("status unavailable", "url", e.url, "directory", d.path, "err", err)
+	}
+	d.wakeBy(e.idleAt(now))
+}
+
+// notYet ends a check that OpenCode answered "not yet" (it is starting or
+// stopping, or the booted locations cannot be known yet): every counter
+// is kept, as for an unreadable read, and the next check comes when the
+// answer's wait is over, no sooner. The check returns at once: it holds
+// no budget slot meanwhile, and its next time is never past due.
+func (e *Engine) notYet(d *dir, err error, now time.Time, wait time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d.lastCheck = now
+	e.holdLocked(d, err, now, wait)
+}
+
+// holdLocked makes d wait for OpenCode's "not yet" (err, asking for
+// wait): no check of d runs before it is over, whatever wakes d
+// meanwhile (an event, a free slot): OpenCode would only say it again.
+// Caller holds Engine.mu.
+func (e *Engine) holdLocked(d *dir, err error, now time.Time, wait time.Duration) {
+	d.lastErr = err.Error()
+	d.hold = now.Add(max(wait, time.Second))
+	e.log.Debug("opencode not ready yet", "url", e.url, "directory", d.path, "err", err, "retry_in", wait)
+	d.wakeBy(d.hold)
+}
+
+// attempt is one connect a reconcile decided on, and what caused it: the
+
+// learnKinds reads the directory's MCP config to tell remote servers (and
+// their endpoints) from local ones. A failure leaves the kinds unknown, to
+// be asked again at the next check; until then an unknown server is
+// budgeted as local and not probed.
+func (e *Engine) learnKinds(ctx context.Context, d *dir) {
+	answered := e.waitOpenCode(d)
+	cfg, err := e.oc.MCPConfig(ctx, d.path)
+	answered()
+	if err != nil {
+		e.log.Debug("config unavailable", "url", e.url, "directory", d.path, "err", err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for n, entry := range cfg {
+		d.kinds[n] = entry.Type
+		if entry.Type == "remote" && entry.URL != "" {
+			d.urls[n] = entry.URL
+		} else {
+			delete(d.urls, n)
+		}
+		if entry.Type == "local" && len(entry.Command) > 0 {
+			d.locals[n] = entry
+		} else {
+			delete(d.locals, n)
+		}
+	}
+	for n := range d.servers {
+		if _, listed := cfg[n]; !listed {
+			// Not in the config (added at run time): treated as local,
+			// known, so it does not make every check ask again.
+			d.kinds[n] = ""
+			delete(d.urls, n)
+			delete(d.locals, n)
+		}
+	}
+	d.kindsKnown = true
+	e.localsGen++
+	d.localsChanged = true // the view assigns children to these now
+}
