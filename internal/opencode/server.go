@@ -367,11 +367,15 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 	return s.observe(v1.ShowToast(ctx, t))
 }
 
-// Stream follows the server's event stream, whatever its generation, and
-// hands every event to fn (see Client.Stream). After an attempt that
-// reached nobody, the next one detects the server again first (it may have
-// moved, or been replaced by another generation); Connected.Restarted says
-// when the process behind the stream is a new one.
+// Stream follows the server's event stream, whatever its generation (1.x's
+// /global/event, 2.x's /api/event), and hands every parsed event to fn,
+// reconnecting with backoff when the stream drops, errors or stays silent
+// past opts.Silence, until ctx ends. Unparsable events, and events over
+// sse.MaxFrame, are skipped. fn is called from Stream's goroutine and must
+// not block for long. After an attempt that reached nobody, the next one
+// detects the server again first (it may have moved, or been replaced by
+// another generation); Connected.Restarted says when the process behind
+// the stream is a new one.
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
 	onDrop := opts.OnDrop
 	opts.OnDrop = func(err error) {

@@ -210,7 +210,7 @@ func TestStreamHandshakeTimeout(t *testing.T) {
 			}
 			fake.ServeHTTP(w, r)
 		}))
-		c, _ := opencode.New("http://"+hostA, opencode.Options{Transport: h.Transport()})
+		c, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Transport: h.Transport()}})
 		var drops []error
 		var connected time.Time
 		start := time.Now()

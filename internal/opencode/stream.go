@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
 
-// StreamOptions tune Stream.
+// StreamOptions tune Server.Stream.
 type StreamOptions struct {
 	// Silence is how long the stream may stay quiet before it is dropped
 	// and re-subscribed. The default is three heartbeat periods of the
@@ -110,17 +110,6 @@ type identity struct {
 // the first: the server may have moved, restarted, or been replaced by
 // another generation on the same port).
 type source func(ctx context.Context, redetect bool) (feed, identity, error)
-
-// Stream subscribes to 1.x's /global/event and hands every parsed event to
-// fn, reconnecting with backoff when the stream drops, errors or stays
-// silent past opts.Silence, until ctx ends. Unparsable events, and events
-// over sse.MaxFrame, are skipped. fn is called from Stream's goroutine and
-// must not block for long. Server.Stream follows either generation.
-func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
-	return stream(ctx, opts, nil, func(context.Context, bool) (feed, identity, error) {
-		return c.feed(), identity{gen: V1, url: c.URL()}, nil
-	}, fn)
-}
 
 // stream is the subscription loop of either generation. alive, when set,
 // is asked at once when a subscription that was up ends (before the

@@ -23,33 +23,51 @@ import (
 
 const connectedFrame = "data: {\"payload\":{\"id\":\"evt\",\"type\":\"server.connected\",\"properties\":{}}}\n\n"
 
-// pipeServer serves h over an in-memory pipe inside a synctest bubble and
-// returns a client for it and a stop function.
-func pipeServer(t *testing.T, h http.Handler) (*opencode.Client, func()) {
+// pipeServer serves h, behind the answers that make a Server detect
+// OpenCode 1.x (v1Detected), over an in-memory pipe inside a synctest
+// bubble and returns a Server for it and a stop function.
+func pipeServer(t *testing.T, h http.Handler) (*opencode.Server, func()) {
 	t.Helper()
 	l := fakeopencode.NewPipeListener()
-	hs := &http.Server{Handler: h}
+	hs := &http.Server{Handler: v1Detected(h)}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = hs.Serve(l) }()
 	tr := &http.Transport{DialContext: l.Dial}
-	c, err := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr})
+	s, err := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, func() {
+	return s, func() {
 		tr.CloseIdleConnections()
 		_ = hs.Close()
 		<-served
 	}
 }
 
-// streamRun runs c.Stream in the background; stop cancels it and waits.
-func streamRun(c *opencode.Client, opts opencode.StreamOptions, fn func(opencode.Event)) (stop func()) {
+// v1Detected answers a Server's detection as OpenCode 1.x does (GET
+// /api/info 404, GET /global/health its version) and hands every other
+// request, the event stream's, to h.
+func v1Detected(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/info":
+			http.NotFound(w, r)
+		case "/global/health":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"healthy":true,"version":"1.18.34"}`)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// streamRun runs s.Stream in the background; stop cancels it and waits.
+func streamRun(s *opencode.Server, opts opencode.StreamOptions, fn func(opencode.Event)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = c.Stream(ctx, opts, fn)
+		_ = s.Stream(ctx, opts, fn)
 	}()
 	return func() { cancel(); <-done }
 }
@@ -228,8 +246,12 @@ func TestErrRefused(t *testing.T) {
 	ctx := context.Background()
 	for name, url := range map[string]string{"refused": "http://" + closed, "500": srv.URL} {
 		c := newClient(t, url, "pw")
+		s, err := opencode.NewServer(opencode.ServerOptions{URL: url, Client: opencode.Options{Password: "pw", Timeout: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		stopped := make(chan error, 1)
-		stop := streamRun(c, opencode.StreamOptions{OnDrop: func(err error) {
+		stop := streamRun(s, opencode.StreamOptions{OnDrop: func(err error) {
 			select {
 			case stopped <- err:
 			default:
@@ -238,10 +260,9 @@ func TestErrRefused(t *testing.T) {
 		streamErr := <-stopped
 		stop()
 		_, errStatus := c.MCPStatus(ctx, "/d")
-		_, errHealth := c.Health(ctx)
 		_, errConfig := c.MCPConfig(ctx, "/d")
 		for call, err := range map[string]error{
-			"status": errStatus, "health": errHealth, "config": errConfig,
+			"status": errStatus, "config": errConfig,
 			"connect": c.Connect(ctx, "/d", "s"), "stream": streamErr,
 		} {
 			if !errors.Is(err, opencode.ErrUnavailable) {
@@ -272,7 +293,7 @@ func closedAddr(t *testing.T) string {
 func TestStreamConnectedReportsRefused(t *testing.T) {
 	var status atomic.Int32 // what the server answers; 0 is a working stream
 	drop := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(v1Detected(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if code := status.Load(); code != 0 {
 			http.Error(w, "down", int(code))
 			return
@@ -284,7 +305,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		case <-drop:
 		case <-r.Context().Done():
 		}
-	}))
+	})))
 	defer srv.Close()
 	up, closed := srv.Listener.Addr().String(), closedAddr(t)
 	var addr atomic.Value
@@ -296,7 +317,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		},
 	}
 	defer tr.CloseIdleConnections()
-	c, _ := opencode.New("http://opencode.test", opencode.Options{Transport: tr})
+	c, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://opencode.test", Client: opencode.Options{Transport: tr}})
 	connects := make(chan opencode.Connected, 100)
 	drops := make(chan error, 1000)
 	stop := streamRun(c, opencode.StreamOptions{
@@ -329,7 +350,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 			return opencode.Connected{}
 		}
 	}
-	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1}) {
+	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1, Version: "1.18.34"}) {
 		t.Errorf("first connect = %+v", c)
 	}
 
@@ -338,7 +359,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	drop <- struct{}{}
 	waitFor("ErrRefused", func(err error) bool { return errors.Is(err, opencode.ErrRefused) })
 	addr.Store(up)
-	if c := next(); c != (opencode.Connected{N: 2, Restarted: true, Generation: opencode.V1}) {
+	if c := next(); c != (opencode.Connected{N: 2, Restarted: true, Generation: opencode.V1, Version: "1.18.34"}) {
 		t.Errorf("connect after a refusal = %+v, want Restarted", c)
 	}
 
@@ -353,7 +374,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		return errors.As(err, &e) && e.Status == 500
 	})
 	status.Store(0)
-	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1}) {
+	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1, Version: "1.18.34"}) {
 		t.Errorf("connect after a 500 = %+v, want not Restarted", c)
 	}
 }

@@ -332,18 +332,6 @@ func (v *ClientV2) Doc(ctx context.Context) ([]byte, error) {
 	return v.get(ctx, opDocV2, "/openapi.json", nil)
 }
 
-// LocationBooted reports whether dir's location is booted, without booting
-// it: GET /api/debug/location where the server offers it. known is false
-// when it does not (no such route, or it answered 404): then booted says
-// nothing, and no request was sent after the first 404.
-func (v *ClientV2) LocationBooted(ctx context.Context, dir string) (booted, known bool, err error) {
-	locs, known, err := v.BootedLocations(ctx)
-	if !known || err != nil {
-		return false, known, err
-	}
-	return LocationListed(locs, dir), true, nil
-}
-
 // LocationListed reports whether dir is among the booted locations locs,
 // compared as cleaned paths (a trailing slash is the same location).
 func LocationListed(locs []string, dir string) bool {
