@@ -374,8 +374,9 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 // sse.MaxFrame, are skipped. fn is called from Stream's goroutine and must
 // not block for long. After an attempt that reached nobody, the next one
 // detects the server again first (it may have moved, or been replaced by
-// another generation); Connected.Restarted says when the process behind
-// the stream is a new one.
+// another generation). Whether the process behind the stream died or is
+// a new one is told to the watchers (OnChange: Gone, Replaced), before
+// the subscribe that follows it; the stream keeps no copy of it.
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
 	onDrop := opts.OnDrop
 	opts.OnDrop = func(err error) {
@@ -387,11 +388,10 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 	// When a stream that was up ends, OpenCode may have died with it: look
 	// at once, not a backoff step later, so that a refusal reaches the
 	// watchers before any of them reads a directory of the next process.
-	alive := func(ctx context.Context) error {
+	alive := func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
 		defer cancel()
-		_, _, err := s.Detect(ctx)
-		return err
+		_, _, _ = s.Detect(ctx)
 	}
 	return stream(ctx, opts, alive, func(ctx context.Context, redetect bool) (feed, identity, error) {
 		s.mu.Lock()

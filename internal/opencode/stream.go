@@ -61,16 +61,10 @@ func (o *StreamOptions) defaults() {
 
 // Connected describes a successful subscribe.
 type Connected struct {
-	// N counts successful subscribes: 1 for the first.
+	// N counts successful subscribes: 1 for the first. Whether OpenCode
+	// restarted in the gap before a later one is the Server's to tell
+	// (OnChange: Gone, Replaced), before the subscribe that follows it.
 	N int
-	// Restarted reports that OpenCode is not the process the previous
-	// subscription talked to: since that subscription ended at least one
-	// attempt was refused (nothing listened: OpenCode was not running), or
-	// the server now reports another generation, version or pid. Its
-	// instances are gone, and reading a directory would create one anew.
-	// Without it the gap was a hiccup of a running OpenCode (a dropped
-	// connection, a 5xx, a timeout). Always false for the first.
-	Restarted bool
 	// Generation and Version are what the server reports, when known.
 	Generation Generation
 	Version    string
@@ -113,17 +107,17 @@ type source func(ctx context.Context, redetect bool) (feed, identity, error)
 
 // stream is the subscription loop of either generation. alive, when set,
 // is asked at once when a subscription that was up ends (before the
-// backoff's wait): OpenCode may have died with it.
-func stream(ctx context.Context, opts StreamOptions, alive func(context.Context) error, src source, fn func(Event)) error {
+// backoff's wait): OpenCode may have died with it, and the Server learns
+// it from that request.
+func stream(ctx context.Context, opts StreamOptions, alive func(context.Context), src source, fn func(Event)) error {
 	opts.defaults()
 	log := opts.Log
 	failures, connects := 0, 0
-	restarted := false
-	var last identity
 	for attempt := 0; ; attempt++ {
 		// Every re-subscribe looks at the server again: a 2.x service that
 		// restarted within one backoff step answers on the same port with
-		// another pid, and only its identity tells a restart from a hiccup.
+		// another pid, and only its identity tells a restart from a hiccup
+		// (the Server's detection tells its watchers).
 		f, id, err := src(ctx, attempt > 0)
 		lasted := time.Duration(0)
 		wasUp := false
@@ -131,8 +125,7 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 			lasted, err = subscribe(ctx, f, opts, func() {
 				wasUp = true
 				connects++
-				info := Connected{N: connects, Restarted: connects > 1 && (restarted || id != last), Generation: id.gen, Version: id.version}
-				restarted, last = false, id
+				info := Connected{N: connects, Generation: id.gen, Version: id.version}
 				if opts.OnConnect != nil {
 					opts.OnConnect(info)
 				}
@@ -141,16 +134,11 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, ErrRefused) {
-			restarted = true
-		}
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
 		}
 		if wasUp && alive != nil && !errors.Is(err, ErrRefused) {
-			if aerr := alive(ctx); errors.Is(aerr, ErrRefused) {
-				restarted = true
-			}
+			alive(ctx)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,7 +157,9 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 // A proxy that drops the stream right after server.connected must not get
 // a re-subscribe twice a second forever: the backoff resets only after a
 // subscription delivered events for StreamOptions.Stable. Before the fix
-// any event reset it, and this test saw about 500 subscriptions.
+// any event reset it, and this test saw about 500 subscriptions. Every
+// drop is a hiccup: OpenCode answers throughout, and the Server tells its
+// watchers nothing.
 func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -170,6 +173,8 @@ func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 		}))
 		defer stopServer()
 		var connects []opencode.Connected
+		var changes []opencode.Change
+		c.OnChange(func(ch opencode.Change, _ error) { changes = append(changes, ch) })
 		stop := streamRun(c, opencode.StreamOptions{OnConnect: func(c opencode.Connected) { connects = append(connects, c) }}, func(opencode.Event) {})
 		time.Sleep(5 * time.Minute)
 		stop()
@@ -184,9 +189,12 @@ func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 			}
 		}
 		for i, c := range connects {
-			if c.N != i+1 || c.Restarted {
+			if c.N != i+1 {
 				t.Errorf("connect %d = %+v", i, c)
 			}
+		}
+		if len(changes) != 0 {
+			t.Errorf("a stream dropped by a proxy was told as %v, want nothing", changes)
 		}
 	})
 }
@@ -287,10 +295,12 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// Connected.Restarted tells a restart from a hiccup: after the stream ends,
-// attempts refused by a closed port (OpenCode restarting) are reported on
-// the next connect; attempts answered 500 (a running OpenCode) are not.
-func TestStreamConnectedReportsRefused(t *testing.T) {
+// The Server, not the stream, tells a restart from a hiccup: after the
+// stream ends, attempts refused by a closed port (OpenCode restarting)
+// make its OnChange say Gone, and the next answer Replaced, before the
+// stream subscribes again; attempts answered 500 (a running OpenCode) make
+// it say nothing.
+func TestStreamRestartIsToldByTheServer(t *testing.T) {
 	var status atomic.Int32 // what the server answers; 0 is a working stream
 	drop := make(chan struct{})
 	srv := httptest.NewServer(v1Detected(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -318,6 +328,10 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	}
 	defer tr.CloseIdleConnections()
 	c, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://opencode.test", Client: opencode.Options{Transport: tr}})
+	var mu sync.Mutex
+	var changes []opencode.Change
+	told := func() []opencode.Change { mu.Lock(); defer mu.Unlock(); return slices.Clone(changes) }
+	c.OnChange(func(ch opencode.Change, _ error) { mu.Lock(); changes = append(changes, ch); mu.Unlock() })
 	connects := make(chan opencode.Connected, 100)
 	drops := make(chan error, 1000)
 	stop := streamRun(c, opencode.StreamOptions{
@@ -350,8 +364,8 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 			return opencode.Connected{}
 		}
 	}
-	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1, Version: "1.18.34"}) {
-		t.Errorf("first connect = %+v", c)
+	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1, Version: "1.18.34"}) || len(told()) != 0 {
+		t.Errorf("first connect = %+v, told %v", c, told())
 	}
 
 	// OpenCode restarts: nothing listens for a while.
@@ -359,8 +373,11 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	drop <- struct{}{}
 	waitFor("ErrRefused", func(err error) bool { return errors.Is(err, opencode.ErrRefused) })
 	addr.Store(up)
-	if c := next(); c != (opencode.Connected{N: 2, Restarted: true, Generation: opencode.V1, Version: "1.18.34"}) {
-		t.Errorf("connect after a refusal = %+v, want Restarted", c)
+	if c := next(); c != (opencode.Connected{N: 2, Generation: opencode.V1, Version: "1.18.34"}) {
+		t.Errorf("connect after a refusal = %+v", c)
+	}
+	if got := told(); !slices.Equal(got, []opencode.Change{opencode.Gone, opencode.Replaced}) {
+		t.Errorf("told %v by the connect after a refusal, want [gone replaced]", got)
 	}
 
 	// A hiccup: OpenCode answers, with an error, for a while.
@@ -375,7 +392,10 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	})
 	status.Store(0)
 	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1, Version: "1.18.34"}) {
-		t.Errorf("connect after a 500 = %+v, want not Restarted", c)
+		t.Errorf("connect after a 500 = %+v", c)
+	}
+	if got := told(); !slices.Equal(got, []opencode.Change{opencode.Gone, opencode.Replaced}) {
+		t.Errorf("told %v by the connect after a 500, want nothing more than [gone replaced]", got)
 	}
 }
 
