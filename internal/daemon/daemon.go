@@ -515,7 +515,7 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 					// (An OpenCode restart reached the engine through
 					// OnChange before the stream could subscribe again.)
 					m.StreamReconnects.Inc()
-					log.Info("event stream reconnected", "url", client.URL(), "opencode_restarted", c.Restarted)
+					log.Info("event stream reconnected", "url", client.URL())
 					eng.StreamConnected()
 				}
 			},

@@ -68,7 +68,7 @@ func TestErrorsAreSorted(t *testing.T) {
 		t.Fatalf("huge body: err = %v", err)
 	}
 	srv.Close()
-	if _, err := c.Health(context.Background()); !errors.Is(err, opencode.ErrUnavailable) {
+	if _, err := c.MCPStatus(context.Background(), "/d"); !errors.Is(err, opencode.ErrUnavailable) {
 		t.Fatalf("closed server: err = %v", err)
 	}
 }
@@ -158,11 +158,11 @@ func TestStreamRecoversFromDropAndSilence(t *testing.T) {
 			}
 		})
 		l := fakeopencode.NewPipeListener()
-		hs := &http.Server{Handler: h}
+		hs := &http.Server{Handler: v1Detected(h)}
 		served := make(chan struct{})
 		go func() { defer close(served); _ = hs.Serve(l) }()
 		tr := &http.Transport{DialContext: l.Dial}
-		c, _ := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr})
+		c, _ := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr}})
 
 		var events []opencode.Event
 		ctx, cancel := context.WithCancel(context.Background())
@@ -217,20 +217,22 @@ func TestStreamUnauthorizedBacksOff(t *testing.T) {
 		fake.Password = "right"
 		tr, stop := fake.Serve()
 		defer stop()
-		c, _ := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr, Password: "wrong"})
+		c, _ := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr, Password: "wrong"}})
 		var lastErr error
+		attempts := 0
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = c.Stream(ctx, opencode.StreamOptions{OnDrop: func(err error) { lastErr = err }}, func(opencode.Event) {})
+			_ = c.Stream(ctx, opencode.StreamOptions{OnDrop: func(err error) { lastErr = err; attempts++ }}, func(opencode.Event) {})
 		}()
 		time.Sleep(10 * time.Minute)
 		cancel()
 		<-done
-		// 0.5, 1, 2, 4, 8, 16, then every 30 s: about 26 in 10 minutes.
-		if n := fake.Count("401", "", ""); n > 30 {
-			t.Fatalf("%d refused subscriptions in 10 minutes", n)
+		// 0.5, 1, 2, 4, 8, 16, then every 30 s: about 26 in 10 minutes
+		// (each attempt a detection the fake refuses).
+		if attempts > 30 || fake.Count("401", "", "") == 0 {
+			t.Fatalf("%d refused attempts in 10 minutes", attempts)
 		}
 		if !errors.Is(lastErr, opencode.ErrUnauthorized) {
 			t.Fatalf("last error = %v, want ErrUnauthorized", lastErr)

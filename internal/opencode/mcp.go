@@ -66,19 +66,6 @@ type ServerStatus struct {
 	RateLimited bool `json:"-"`
 }
 
-// Health is the answer of GET /global/health.
-type Health struct {
-	Healthy bool   `json:"healthy"`
-	Version string `json:"version"`
-}
-
-// Health reads /global/health. It does not touch any directory.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	var h Health
-	err := c.doJSON(ctx, c.http, c.timeout, "GET /global/health", "GET", "/global/health", nil, &h)
-	return h, err
-}
-
 func dirQuery(dir string) url.Values { return url.Values{"directory": {dir}} }
 
 // MCPStatus reads GET /mcp for dir. Reading it creates dir's instance and

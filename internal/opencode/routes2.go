@@ -71,6 +71,9 @@ const (
 	routeConfigV2  = "/api/config"
 	routeEventV2   = "/api/event"
 	routeLocations = "/api/debug/location"
+	// connect: 2.0.21's route, then the development and preview builds'.
+	routeConnectExp = "/api/experimental/mcp/{name}/connect"
+	routeConnectDev = "/api/mcp/{name}/connect"
 )
 
 // choice is the route or routes chosen for one capability.

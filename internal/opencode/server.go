@@ -367,11 +367,16 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 	return s.observe(v1.ShowToast(ctx, t))
 }
 
-// Stream follows the server's event stream, whatever its generation, and
-// hands every event to fn (see Client.Stream). After an attempt that
-// reached nobody, the next one detects the server again first (it may have
-// moved, or been replaced by another generation); Connected.Restarted says
-// when the process behind the stream is a new one.
+// Stream follows the server's event stream, whatever its generation (1.x's
+// /global/event, 2.x's /api/event), and hands every parsed event to fn,
+// reconnecting with backoff when the stream drops, errors or stays silent
+// past opts.Silence, until ctx ends. Unparsable events, and events over
+// sse.MaxFrame, are skipped. fn is called from Stream's goroutine and must
+// not block for long. After an attempt that reached nobody, the next one
+// detects the server again first (it may have moved, or been replaced by
+// another generation). Whether the process behind the stream died or is
+// a new one is told to the watchers (OnChange: Gone, Replaced), before
+// the subscribe that follows it; the stream keeps no copy of it.
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
 	onDrop := opts.OnDrop
 	opts.OnDrop = func(err error) {
@@ -383,11 +388,10 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 	// When a stream that was up ends, OpenCode may have died with it: look
 	// at once, not a backoff step later, so that a refusal reaches the
 	// watchers before any of them reads a directory of the next process.
-	alive := func(ctx context.Context) error {
+	alive := func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
 		defer cancel()
-		_, _, err := s.Detect(ctx)
-		return err
+		_, _, _ = s.Detect(ctx)
 	}
 	return stream(ctx, opts, alive, func(ctx context.Context, redetect bool) (feed, identity, error) {
 		s.mu.Lock()

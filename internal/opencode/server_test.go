@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -64,14 +65,25 @@ func TestServerDetectsEitherGeneration(t *testing.T) {
 	}
 }
 
-// streamRecorder collects what a Server's stream reports.
+// streamRecorder collects what a Server's stream reports, and what the
+// Server tells its watchers (the owner of "OpenCode restarted").
 type streamRecorder struct {
 	mu       sync.Mutex
 	connects []opencode.Connected
 	events   []opencode.Event
+	// told is the Server's changes and the stream's subscribes, in
+	// order: "gone", "replaced", "connect".
+	told []string
 }
 
+// run registers the recorder as a watcher of s and follows its stream
+// (call it before any request of s).
 func (r *streamRecorder) run(t *testing.T, s *opencode.Server) {
+	s.OnChange(func(ch opencode.Change, _ error) {
+		r.mu.Lock()
+		r.told = append(r.told, ch.String())
+		r.mu.Unlock()
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -79,6 +91,7 @@ func (r *streamRecorder) run(t *testing.T, s *opencode.Server) {
 		_ = s.Stream(ctx, opencode.StreamOptions{OnConnect: func(c opencode.Connected) {
 			r.mu.Lock()
 			r.connects = append(r.connects, c)
+			r.told = append(r.told, "connect")
 			r.mu.Unlock()
 		}}, func(ev opencode.Event) {
 			if ev.Kind == opencode.KindOther {
@@ -98,9 +111,17 @@ func (r *streamRecorder) snapshot() ([]opencode.Connected, []opencode.Event) {
 	return append([]opencode.Connected(nil), r.connects...), append([]opencode.Event(nil), r.events...)
 }
 
+// timeline is what the Server told and the stream did, in order.
+func (r *streamRecorder) timeline() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.told, " ")
+}
+
 // An OpenCode 1.x replaced by a 2.x on the same port under a running
-// stream is followed: the stream comes back on 2.x's event route, says
-// the process is new, and 2.x events arrive as the same kinds.
+// stream is followed: the stream comes back on 2.x's event route, the
+// Server says the process is gone and then new before it does, and 2.x
+// events arrive as the same kinds.
 func TestServerFollowsAnUpgradeToV2(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHosts(t)
@@ -127,8 +148,11 @@ func TestServerFollowsAnUpgradeToV2(t *testing.T) {
 		if len(connects) != 2 {
 			t.Fatalf("connects = %+v, want 2", connects)
 		}
-		if c := connects[1]; !c.Restarted || c.Generation != opencode.V2 {
-			t.Fatalf("second connect = %+v, want a restarted 2.x", c)
+		if c := connects[1]; c.Generation != opencode.V2 {
+			t.Fatalf("second connect = %+v, want 2.x", c)
+		}
+		if got, want := rec.timeline(), "connect gone replaced connect"; got != want {
+			t.Fatalf("told %q, want %q: the upgrade is a restart, told before the re-subscribe", got, want)
 		}
 		if g, _ := s.Generation(); g != opencode.V2 {
 			t.Fatalf("generation after the upgrade = %v", g)
@@ -144,8 +168,8 @@ func TestServerFollowsAnUpgradeToV2(t *testing.T) {
 }
 
 // A 2.x service that restarts on another port with another password is
-// followed through Discover (the service file), and its new pid marks the
-// stream restarted.
+// followed through Discover (the service file), and the Server says it
+// was replaced before the stream subscribes to it.
 func TestServerFollowsServiceToNewPortAndPassword(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHosts(t)
@@ -177,8 +201,13 @@ func TestServerFollowsServiceToNewPortAndPassword(t *testing.T) {
 		synctest.Wait()
 
 		connects, _ := rec.snapshot()
-		if len(connects) != 2 || !connects[1].Restarted {
-			t.Fatalf("connects = %+v, want a second, restarted", connects)
+		if len(connects) != 2 {
+			t.Fatalf("connects = %+v, want a second", connects)
+		}
+		// Whether the old port's refusal came before the service file
+		// named the new one decides whether "gone" was told first.
+		if got := rec.timeline(); !strings.HasPrefix(got, "connect ") || !strings.HasSuffix(got, " replaced connect") || strings.Count(got, "replaced") != 1 {
+			t.Fatalf("told %q, want one \"replaced\" right before the second connect", got)
 		}
 		st, err := s.MCPStatus(context.Background(), "/p")
 		if err != nil || st["g"].Status != "failed" {
@@ -210,7 +239,7 @@ func TestStreamHandshakeTimeout(t *testing.T) {
 			}
 			fake.ServeHTTP(w, r)
 		}))
-		c, _ := opencode.New("http://"+hostA, opencode.Options{Transport: h.Transport()})
+		c, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Transport: h.Transport()}})
 		var drops []error
 		var connected time.Time
 		start := time.Now()

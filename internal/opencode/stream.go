@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
 
-// StreamOptions tune Stream.
+// StreamOptions tune Server.Stream.
 type StreamOptions struct {
 	// Silence is how long the stream may stay quiet before it is dropped
 	// and re-subscribed. The default is three heartbeat periods of the
@@ -61,16 +61,10 @@ func (o *StreamOptions) defaults() {
 
 // Connected describes a successful subscribe.
 type Connected struct {
-	// N counts successful subscribes: 1 for the first.
+	// N counts successful subscribes: 1 for the first. Whether OpenCode
+	// restarted in the gap before a later one is the Server's to tell
+	// (OnChange: Gone, Replaced), before the subscribe that follows it.
 	N int
-	// Restarted reports that OpenCode is not the process the previous
-	// subscription talked to: since that subscription ended at least one
-	// attempt was refused (nothing listened: OpenCode was not running), or
-	// the server now reports another generation, version or pid. Its
-	// instances are gone, and reading a directory would create one anew.
-	// Without it the gap was a hiccup of a running OpenCode (a dropped
-	// connection, a 5xx, a timeout). Always false for the first.
-	Restarted bool
 	// Generation and Version are what the server reports, when known.
 	Generation Generation
 	Version    string
@@ -111,30 +105,19 @@ type identity struct {
 // another generation on the same port).
 type source func(ctx context.Context, redetect bool) (feed, identity, error)
 
-// Stream subscribes to 1.x's /global/event and hands every parsed event to
-// fn, reconnecting with backoff when the stream drops, errors or stays
-// silent past opts.Silence, until ctx ends. Unparsable events, and events
-// over sse.MaxFrame, are skipped. fn is called from Stream's goroutine and
-// must not block for long. Server.Stream follows either generation.
-func (c *Client) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
-	return stream(ctx, opts, nil, func(context.Context, bool) (feed, identity, error) {
-		return c.feed(), identity{gen: V1, url: c.URL()}, nil
-	}, fn)
-}
-
 // stream is the subscription loop of either generation. alive, when set,
 // is asked at once when a subscription that was up ends (before the
-// backoff's wait): OpenCode may have died with it.
-func stream(ctx context.Context, opts StreamOptions, alive func(context.Context) error, src source, fn func(Event)) error {
+// backoff's wait): OpenCode may have died with it, and the Server learns
+// it from that request.
+func stream(ctx context.Context, opts StreamOptions, alive func(context.Context), src source, fn func(Event)) error {
 	opts.defaults()
 	log := opts.Log
 	failures, connects := 0, 0
-	restarted := false
-	var last identity
 	for attempt := 0; ; attempt++ {
 		// Every re-subscribe looks at the server again: a 2.x service that
 		// restarted within one backoff step answers on the same port with
-		// another pid, and only its identity tells a restart from a hiccup.
+		// another pid, and only its identity tells a restart from a hiccup
+		// (the Server's detection tells its watchers).
 		f, id, err := src(ctx, attempt > 0)
 		lasted := time.Duration(0)
 		wasUp := false
@@ -142,8 +125,7 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 			lasted, err = subscribe(ctx, f, opts, func() {
 				wasUp = true
 				connects++
-				info := Connected{N: connects, Restarted: connects > 1 && (restarted || id != last), Generation: id.gen, Version: id.version}
-				restarted, last = false, id
+				info := Connected{N: connects, Generation: id.gen, Version: id.version}
 				if opts.OnConnect != nil {
 					opts.OnConnect(info)
 				}
@@ -152,16 +134,11 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, ErrRefused) {
-			restarted = true
-		}
 		if opts.OnDrop != nil {
 			opts.OnDrop(err)
 		}
 		if wasUp && alive != nil && !errors.Is(err, ErrRefused) {
-			if aerr := alive(ctx); errors.Is(aerr, ErrRefused) {
-				restarted = true
-			}
+			alive(ctx)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,33 +24,51 @@ import (
 
 const connectedFrame = "data: {\"payload\":{\"id\":\"evt\",\"type\":\"server.connected\",\"properties\":{}}}\n\n"
 
-// pipeServer serves h over an in-memory pipe inside a synctest bubble and
-// returns a client for it and a stop function.
-func pipeServer(t *testing.T, h http.Handler) (*opencode.Client, func()) {
+// pipeServer serves h, behind the answers that make a Server detect
+// OpenCode 1.x (v1Detected), over an in-memory pipe inside a synctest
+// bubble and returns a Server for it and a stop function.
+func pipeServer(t *testing.T, h http.Handler) (*opencode.Server, func()) {
 	t.Helper()
 	l := fakeopencode.NewPipeListener()
-	hs := &http.Server{Handler: h}
+	hs := &http.Server{Handler: v1Detected(h)}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = hs.Serve(l) }()
 	tr := &http.Transport{DialContext: l.Dial}
-	c, err := opencode.New(fakeopencode.URL, opencode.Options{Transport: tr})
+	s, err := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, func() {
+	return s, func() {
 		tr.CloseIdleConnections()
 		_ = hs.Close()
 		<-served
 	}
 }
 
-// streamRun runs c.Stream in the background; stop cancels it and waits.
-func streamRun(c *opencode.Client, opts opencode.StreamOptions, fn func(opencode.Event)) (stop func()) {
+// v1Detected answers a Server's detection as OpenCode 1.x does (GET
+// /api/info 404, GET /global/health its version) and hands every other
+// request, the event stream's, to h.
+func v1Detected(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/info":
+			http.NotFound(w, r)
+		case "/global/health":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"healthy":true,"version":"1.18.34"}`)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// streamRun runs s.Stream in the background; stop cancels it and waits.
+func streamRun(s *opencode.Server, opts opencode.StreamOptions, fn func(opencode.Event)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = c.Stream(ctx, opts, fn)
+		_ = s.Stream(ctx, opts, fn)
 	}()
 	return func() { cancel(); <-done }
 }
@@ -138,7 +157,9 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 // A proxy that drops the stream right after server.connected must not get
 // a re-subscribe twice a second forever: the backoff resets only after a
 // subscription delivered events for StreamOptions.Stable. Before the fix
-// any event reset it, and this test saw about 500 subscriptions.
+// any event reset it, and this test saw about 500 subscriptions. Every
+// drop is a hiccup: OpenCode answers throughout, and the Server tells its
+// watchers nothing.
 func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -152,6 +173,8 @@ func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 		}))
 		defer stopServer()
 		var connects []opencode.Connected
+		var changes []opencode.Change
+		c.OnChange(func(ch opencode.Change, _ error) { changes = append(changes, ch) })
 		stop := streamRun(c, opencode.StreamOptions{OnConnect: func(c opencode.Connected) { connects = append(connects, c) }}, func(opencode.Event) {})
 		time.Sleep(5 * time.Minute)
 		stop()
@@ -166,9 +189,12 @@ func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 			}
 		}
 		for i, c := range connects {
-			if c.N != i+1 || c.Restarted {
+			if c.N != i+1 {
 				t.Errorf("connect %d = %+v", i, c)
 			}
+		}
+		if len(changes) != 0 {
+			t.Errorf("a stream dropped by a proxy was told as %v, want nothing", changes)
 		}
 	})
 }
@@ -228,8 +254,12 @@ func TestErrRefused(t *testing.T) {
 	ctx := context.Background()
 	for name, url := range map[string]string{"refused": "http://" + closed, "500": srv.URL} {
 		c := newClient(t, url, "pw")
+		s, err := opencode.NewServer(opencode.ServerOptions{URL: url, Client: opencode.Options{Password: "pw", Timeout: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		stopped := make(chan error, 1)
-		stop := streamRun(c, opencode.StreamOptions{OnDrop: func(err error) {
+		stop := streamRun(s, opencode.StreamOptions{OnDrop: func(err error) {
 			select {
 			case stopped <- err:
 			default:
@@ -238,10 +268,9 @@ func TestErrRefused(t *testing.T) {
 		streamErr := <-stopped
 		stop()
 		_, errStatus := c.MCPStatus(ctx, "/d")
-		_, errHealth := c.Health(ctx)
 		_, errConfig := c.MCPConfig(ctx, "/d")
 		for call, err := range map[string]error{
-			"status": errStatus, "health": errHealth, "config": errConfig,
+			"status": errStatus, "config": errConfig,
 			"connect": c.Connect(ctx, "/d", "s"), "stream": streamErr,
 		} {
 			if !errors.Is(err, opencode.ErrUnavailable) {
@@ -266,13 +295,15 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// Connected.Restarted tells a restart from a hiccup: after the stream ends,
-// attempts refused by a closed port (OpenCode restarting) are reported on
-// the next connect; attempts answered 500 (a running OpenCode) are not.
-func TestStreamConnectedReportsRefused(t *testing.T) {
+// The Server, not the stream, tells a restart from a hiccup: after the
+// stream ends, attempts refused by a closed port (OpenCode restarting)
+// make its OnChange say Gone, and the next answer Replaced, before the
+// stream subscribes again; attempts answered 500 (a running OpenCode) make
+// it say nothing.
+func TestStreamRestartIsToldByTheServer(t *testing.T) {
 	var status atomic.Int32 // what the server answers; 0 is a working stream
 	drop := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(v1Detected(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if code := status.Load(); code != 0 {
 			http.Error(w, "down", int(code))
 			return
@@ -284,7 +315,7 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		case <-drop:
 		case <-r.Context().Done():
 		}
-	}))
+	})))
 	defer srv.Close()
 	up, closed := srv.Listener.Addr().String(), closedAddr(t)
 	var addr atomic.Value
@@ -296,7 +327,11 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		},
 	}
 	defer tr.CloseIdleConnections()
-	c, _ := opencode.New("http://opencode.test", opencode.Options{Transport: tr})
+	c, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://opencode.test", Client: opencode.Options{Transport: tr}})
+	var mu sync.Mutex
+	var changes []opencode.Change
+	told := func() []opencode.Change { mu.Lock(); defer mu.Unlock(); return slices.Clone(changes) }
+	c.OnChange(func(ch opencode.Change, _ error) { mu.Lock(); changes = append(changes, ch); mu.Unlock() })
 	connects := make(chan opencode.Connected, 100)
 	drops := make(chan error, 1000)
 	stop := streamRun(c, opencode.StreamOptions{
@@ -329,8 +364,8 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 			return opencode.Connected{}
 		}
 	}
-	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1}) {
-		t.Errorf("first connect = %+v", c)
+	if c := next(); c != (opencode.Connected{N: 1, Generation: opencode.V1, Version: "1.18.34"}) || len(told()) != 0 {
+		t.Errorf("first connect = %+v, told %v", c, told())
 	}
 
 	// OpenCode restarts: nothing listens for a while.
@@ -338,8 +373,11 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 	drop <- struct{}{}
 	waitFor("ErrRefused", func(err error) bool { return errors.Is(err, opencode.ErrRefused) })
 	addr.Store(up)
-	if c := next(); c != (opencode.Connected{N: 2, Restarted: true, Generation: opencode.V1}) {
-		t.Errorf("connect after a refusal = %+v, want Restarted", c)
+	if c := next(); c != (opencode.Connected{N: 2, Generation: opencode.V1, Version: "1.18.34"}) {
+		t.Errorf("connect after a refusal = %+v", c)
+	}
+	if got := told(); !slices.Equal(got, []opencode.Change{opencode.Gone, opencode.Replaced}) {
+		t.Errorf("told %v by the connect after a refusal, want [gone replaced]", got)
 	}
 
 	// A hiccup: OpenCode answers, with an error, for a while.
@@ -353,8 +391,11 @@ func TestStreamConnectedReportsRefused(t *testing.T) {
 		return errors.As(err, &e) && e.Status == 500
 	})
 	status.Store(0)
-	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1}) {
-		t.Errorf("connect after a 500 = %+v, want not Restarted", c)
+	if c := next(); c != (opencode.Connected{N: 3, Generation: opencode.V1, Version: "1.18.34"}) {
+		t.Errorf("connect after a 500 = %+v", c)
+	}
+	if got := told(); !slices.Equal(got, []opencode.Change{opencode.Gone, opencode.Replaced}) {
+		t.Errorf("told %v by the connect after a 500, want nothing more than [gone replaced]", got)
 	}
 }
 

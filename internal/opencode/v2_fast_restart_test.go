@@ -16,10 +16,12 @@ import (
 // faster than the stream's first re-subscribe (about 0.5 s; a service
 // manager restarting it, `opencode service restart`, an upgrade that
 // replaces it) is never refused, never re-detected, and the new process
-// is reported as the old one: Connected.Restarted is false, the daemon
+// is reported as the old one: the Server tells no watcher, the daemon
 // re-reads every armed directory, and each read boots a location in the
 // new process (its whole MCP fleet) that nobody may use any more. 2.x
-// reports its pid in /api/info, so this restart can be told.
+// reports its pid in /api/info, so this restart can be told: the Server's
+// OnChange says Replaced (never Gone: nothing refused) before the stream
+// subscribes to the new process.
 func TestFastRestartOfV2ServiceIsARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHosts(t)
@@ -44,9 +46,8 @@ func TestFastRestartOfV2ServiceIsARestart(t *testing.T) {
 		if len(connects) != 2 {
 			t.Fatalf("connects = %+v, want 2", connects)
 		}
-		t.Logf("connects %+v", connects)
-		if !connects[1].Restarted {
-			t.Errorf("re-subscribe to a new 2.x process (pid %d, was %d) = %+v: reported as a hiccup, not a restart", fake2.DefaultPID+1, fake2.DefaultPID, connects[1])
+		if got, want := rec.timeline(), "connect replaced connect"; got != want {
+			t.Errorf("re-subscribe to a new 2.x process (pid %d, was %d): told %q, want %q", fake2.DefaultPID+1, fake2.DefaultPID, got, want)
 		}
 	})
 }

@@ -69,25 +69,40 @@ func TestClientV2AgainstPreview(t *testing.T) {
 // no such list, known is false and nothing is asked.
 func TestLocationBooted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake, c := previewRig(t, map[string]fake2.Spec{"a": {}})
 		ctx := context.Background()
-		if booted, known, err := c.LocationBooted(ctx, "/p"); booted || !known || err != nil {
+		server := func(fake *fake2.Server) *opencode.Server {
+			tr, stop := fake.Serve()
+			t.Cleanup(stop)
+			s, err := opencode.NewServer(opencode.ServerOptions{URL: fake2.URL, Client: opencode.Options{Transport: tr, Password: fake2.DefaultPassword}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		booted := func(s *opencode.Server, dir string) (booted, known bool, err error) {
+			dirs, known, err := s.BootedLocations(ctx)
+			return opencode.LocationListed(dirs, dir), known, err
+		}
+		fake := fake2.NewPreview(map[string]fake2.Spec{"a": {}})
+		s := server(fake)
+		if booted, known, err := booted(s, "/p"); booted || !known || err != nil {
 			t.Fatalf("before any read: %v %v %v", booted, known, err)
 		}
 		if len(fake.Instances()) != 0 {
 			t.Fatalf("asking booted %v", fake.Instances())
 		}
-		_, _ = c.MCPStatus(ctx, "/p")
-		if booted, known, err := c.LocationBooted(ctx, "/p/"); !booted || !known || err != nil {
+		_, _ = s.MCPStatus(ctx, "/p")
+		if booted, known, err := booted(s, "/p/"); !booted || !known || err != nil {
 			t.Fatalf("after a read: %v %v %v", booted, known, err)
 		}
 		fake.Shutdown("/p")
-		if booted, _, _ := c.LocationBooted(ctx, "/p"); booted {
+		if booted, _, _ := booted(s, "/p"); booted {
 			t.Fatal("booted after a disposal")
 		}
 
-		f21, c21 := v2Rig(t, nil)
-		if booted, known, err := c21.LocationBooted(ctx, "/p"); booted || known || err != nil {
+		f21 := fake2.New(nil)
+		s21 := server(f21)
+		if booted, known, err := booted(s21, "/p"); booted || known || err != nil {
 			t.Fatalf("2.0.21: %v %v %v", booted, known, err)
 		}
 		if n := f21.Count(fake2.RouteUnknownAPI, "", ""); n != 0 {
