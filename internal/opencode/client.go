@@ -108,8 +108,6 @@ type Options struct {
 	Password string
 	// Timeout bounds each ordinary call (default DefaultTimeout).
 	Timeout time.Duration
-	// ConnectTimeout bounds each connect call (default DefaultConnectTimeout).
-	ConnectTimeout time.Duration
 	// Transport replaces the HTTP transport (tests).
 	Transport http.RoundTripper
 }
@@ -130,16 +128,13 @@ func New(rawURL string, o Options) (*Client, error) {
 		username:       o.Username,
 		password:       o.Password,
 		timeout:        o.Timeout,
-		connectTimeout: o.ConnectTimeout,
+		connectTimeout: DefaultConnectTimeout,
 	}
 	if c.username == "" {
 		c.username = "opencode"
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
-	}
-	if c.connectTimeout <= 0 {
-		c.connectTimeout = DefaultConnectTimeout
 	}
 	reads, long := o.Transport, o.Transport
 	if reads == nil {

@@ -31,7 +31,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 		origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, elsewhere.URL+r.URL.RequestURI(), code)
 		}))
-		o := opencode.Options{Password: "s3cret-pw", Timeout: 2 * time.Second, ConnectTimeout: 2 * time.Second}
+		o := opencode.Options{Password: "s3cret-pw", Timeout: 2 * time.Second}
 		c1, err := opencode.New(origin.URL, o)
 		if err != nil {
 			t.Fatal(err)

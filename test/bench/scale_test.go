@@ -70,6 +70,10 @@ func BenchmarkScale(b *testing.B) {
 
 		// Fast episodes: 1+2+4+8+16 s, stretched by the connect budget.
 		time.Sleep(envDuration("BENCH_WARMUP", 40*time.Second))
+		if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
+			profile(b, dir, statusAddr, "heap", "heap-warmup")
+			b.Logf("after the warm-up: peak RSS %.1f MiB, resident %.1f MiB, heap in use %.1f MiB", peakRSS(b, pid), scrape(b, statusAddr, "process_resident_memory_bytes")/(1<<20), scrape(b, statusAddr, "go_memstats_heap_inuse_bytes")/(1<<20))
+		}
 		fake.ResetRequests()
 		cpu0, t0 := cpuTicks(b, pid), time.Now()
 		if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
