@@ -26,6 +26,8 @@ const (
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
 // own loop goroutine reads status and starts connects for it.
 type dir struct {
+	// order is reconcile's buffer of the read's server names.
+	order []string
 	path    string
 	armedBy string
 	armedAt time.Time

@@ -63,6 +63,16 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	due := false // most wakes have no probe due: no sorted copy of the names then
+	for _, s := range d.servers {
+		if !s.probing && !s.nextProbe.IsZero() && !now.Before(s.nextProbe) {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return
+	}
 	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
 		if s.probing || s.nextProbe.IsZero() || now.Before(s.nextProbe) {

@@ -7,6 +7,7 @@ package reconnect
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -29,7 +30,14 @@ type attempt struct {
 func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, needKinds bool, evs []Event) {
 	e.forgetUnlisted(d, st)
 	next := e.idleAt(now)
-	for _, name := range opencode.Names(st) {
+	// In name order (the random draws come in it), sorted in the
+	// directory's own buffer: an idle check copies no names.
+	d.order = d.order[:0]
+	for name := range st {
+		d.order = append(d.order, name)
+	}
+	slices.Sort(d.order)
+	for _, name := range d.order {
 		r := d.observe(name, st[name])
 		if _, known := d.kinds[name]; !known && (r.cur.Status == opencode.StatusFailed || r.cur.Status == opencode.StatusConnected) {
 			needKinds = true
