@@ -109,6 +109,16 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
 	byEvent, lastEvent := d.byEvent, d.lastEvent
 	e.mu.Unlock()
+	// At most maxChecks at once: a thousand directories armed together
+	// wait here, each on a small stack, rather than each holding a
+	// request, its buffers and a deep stack in the client's queue for a
+	// connection (the reads' pool has as many).
+	select {
+	case e.checks <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-e.checks }()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):

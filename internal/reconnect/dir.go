@@ -27,7 +27,7 @@ const (
 // own loop goroutine reads status and starts connects for it.
 type dir struct {
 	// order is reconcile's buffer of the read's server names.
-	order []string
+	order   []string
 	path    string
 	armedBy string
 	armedAt time.Time

@@ -36,6 +36,11 @@ type OpenCode interface {
 	MCPConfig(ctx context.Context, dir string) (map[string]opencode.MCPEntry, error)
 }
 
+// maxChecks bounds the checks of one engine that run at once: as many as
+// the OpenCode client's connections for reads (opencode.Client), which
+// would queue the rest anyway.
+const maxChecks = 32
+
 // Config is the engine's tunables. Start from DefaultConfig; Validate once.
 type Config struct {
 	// Backoff is the per-server schedule: initial delay, cap, jitter, fast
@@ -91,6 +96,9 @@ type Engine struct {
 	prober  *probe.Prober
 	hub     *probe.Hub // endpoint watches shared by every directory
 
+	// checks holds a token per check running (maxChecks at most).
+	checks chan struct{}
+
 	mu sync.Mutex
 	// procs answers the successor question of a dead child (nil: no
 	// process view).
@@ -141,7 +149,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
+	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -510,6 +518,14 @@ func (e *Engine) SetStream(connected bool, err error) {
 		}
 	}
 	e.mu.Unlock()
+}
+
+// Stream is the state of the event stream alone: what readiness asks at
+// every probe and scrape, without copying every directory (Snapshot).
+func (e *Engine) Stream() StreamState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stream
 }
 
 // Snapshot copies the engine's state.

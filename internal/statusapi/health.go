@@ -34,6 +34,13 @@ type Liveness interface {
 	CurrentURL() string
 }
 
+// Streamer is a Source that tells its event stream's state and its
+// server's address without a whole Snapshot.
+type Streamer interface {
+	Stream() reconnect.StreamState
+	CurrentURL() string
+}
+
 // Detector is a Source that knows its OpenCode server's generation.
 type Detector interface {
 	// Generation is what the last successful detection found ("1.x",
@@ -119,8 +126,16 @@ func readiness(src Source) (ServerHealth, string) {
 			return sh, metrics.ReasonStuck
 		}
 	}
-	snap := src.Snapshot()
-	sh.URL, sh.StreamConnected = snap.URL, snap.Stream.Connected
+	var stream reconnect.StreamState
+	if st, ok := src.(Streamer); ok {
+		// Asked at every probe and every scrape of /metrics: the stream
+		// alone, not a copy of every directory and the process view.
+		sh.URL, stream = st.CurrentURL(), st.Stream()
+	} else {
+		snap := src.Snapshot()
+		sh.URL, stream = snap.URL, snap.Stream
+	}
+	sh.StreamConnected = stream.Connected
 	detected := true
 	if d, ok := src.(Detector); ok {
 		sh.Generation = d.Generation()
@@ -130,10 +145,10 @@ func readiness(src Source) (ServerHealth, string) {
 	case !detected:
 		sh.Problem = "not detected yet: nothing at " + sh.URL + " has answered as OpenCode"
 		return sh, metrics.ReasonNotDetected
-	case !snap.Stream.Connected:
+	case !stream.Connected:
 		sh.Problem = "event stream not connected"
-		if snap.Stream.LastError != "" {
-			sh.Problem += ": " + snap.Stream.LastError
+		if stream.LastError != "" {
+			sh.Problem += ": " + stream.LastError
 		}
 		return sh, metrics.ReasonStreamDisconnected
 	}
