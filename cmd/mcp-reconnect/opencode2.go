@@ -41,10 +41,10 @@ func (f *watchFlags) followService(fs *pflag.FlagSet) string {
 // configured (no --url, no [[opencode]] table): then, unless
 // --service-file was given, OpenCode 1.x at its default address is
 // watched while no service runs.
-func (f *watchFlags) serviceServer(file string, alone bool) daemon.Server {
-	var fallback *daemon.Server
+func (f *watchFlags) serviceServer(file string, alone bool) daemon.Target {
+	var fallback *daemon.Target
 	if alone && f.service == "" {
-		fallback = &daemon.Server{URL: defaultURL, Username: f.username}
+		fallback = &daemon.Target{URL: defaultURL, Username: f.username}
 	}
 	return daemon.ServiceServer(file, file == defaultServiceFile(), fallback)
 }

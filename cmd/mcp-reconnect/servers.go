@@ -182,12 +182,12 @@ func checkPlainHTTP(rawURL string) error {
 // unless a URL or password is given (see followService). The 1.x
 // default URL is watched only when nothing else is (by the service's
 // server, while no service runs).
-func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Server, error) {
+func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Target, error) {
 	entries, err := f.file.servers()
 	if err != nil {
 		return nil, err
 	}
-	var out []daemon.Server
+	var out []daemon.Target
 	service := f.followService(fset)
 	if err := f.passwordForNoServer(fset, entries); err != nil {
 		return nil, err
@@ -198,11 +198,11 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Se
 				f.passwordOrigin(), len(f.urls), strings.Join(f.urls, ", --url "), f.config)
 		}
 		for _, u := range f.urls {
-			out = append(out, daemon.Server{URL: u, Username: f.username, Password: f.password})
+			out = append(out, daemon.Target{URL: u, Username: f.username, Password: f.password})
 		}
 	}
 	for _, e := range entries {
-		sc := daemon.Server{URL: e.URL, Username: e.Username, Directories: e.Directory}
+		sc := daemon.Target{URL: e.URL, Username: e.Username, Directories: e.Directory}
 		if sc.Username == "" {
 			sc.Username = f.username
 		}

@@ -36,7 +36,7 @@ func TestHangingServerDoesNotStarveAnother(t *testing.T) {
 		ec.Backoff.Jitter = 0
 		ec.MaxConcurrent = 2
 		cfg := Config{
-			Servers: []Server{
+			Servers: []Target{
 				{URL: "http://" + host1, Password: "one-pw", Directories: []string{"/a1", "/a2", "/a3", "/a4", "/a5", "/a6"}, Transport: hosts.Transport()},
 				{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/b"}, Transport: hosts.Transport()},
 			},

@@ -27,8 +27,8 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
-// Server is one OpenCode server the daemon watches.
-type Server struct {
+// Target is one OpenCode server the daemon watches.
+type Target struct {
 	// URL of the server.
 	URL string
 	// Username and Password for its basic auth.
@@ -60,7 +60,7 @@ type Config struct {
 	// and event stream; they share one connect budget (it protects the
 	// machine), one status API and one metrics registry. When empty, the
 	// one server of URL, Username, Password, Discover and ServiceFile.
-	Servers []Server
+	Servers []Target
 	// URL of the OpenCode server (when Servers is empty).
 	URL string
 	// Username and Password for its basic auth.
@@ -119,11 +119,11 @@ type Config struct {
 const probesPerSecond = 20
 
 // servers is cfg.Servers, or the one server of the single-server fields.
-func (cfg Config) servers() []Server {
+func (cfg Config) servers() []Target {
 	if len(cfg.Servers) > 0 {
 		return cfg.Servers
 	}
-	return []Server{{URL: cfg.URL, Username: cfg.Username, Password: cfg.Password, Discover: cfg.Discover, ServiceFile: cfg.ServiceFile, PID: cfg.PID}}
+	return []Target{{URL: cfg.URL, Username: cfg.Username, Password: cfg.Password, Discover: cfg.Discover, ServiceFile: cfg.ServiceFile, PID: cfg.PID}}
 }
 
 // watched is one OpenCode server with everything that works for it alone.
@@ -206,7 +206,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		api := &statusapi.Server{Sources: sources, Broker: broker, Metrics: &metrics.Metrics{Registry: set.Registry}, Version: cfg.Version, Log: log,
+		api := &statusapi.API{Sources: sources, Broker: broker, Metrics: &metrics.Metrics{Registry: set.Registry}, Version: cfg.Version, Log: log,
 			Token: token, Public: cfg.StatusPublic}
 		var wait func() error
 		bound, wait, err = api.Serve(ctx, cfg.StatusAddr)
@@ -299,7 +299,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 }
 
 // newWatched builds the client, engine and announcer of one server.
-func newWatched(cfg Config, sc Server, set *metrics.Set, broker *statusapi.Broker,
+func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broker,
 	budget *reconnect.Budget, prober *probe.Prober, log *slog.Logger) (*watched, error) {
 	client, err := opencode.NewServer(opencode.ServerOptions{URL: sc.URL, Discover: sc.Discover, Log: log,
 		Client: opencode.Options{Username: sc.Username, Password: sc.Password, Transport: sc.Transport}})

@@ -108,7 +108,7 @@ func TestDaemonFollowingTheServiceFileWatchesTheService(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := otherDaemon(t, reg, file, "http://127.0.0.1:50000") // registered before the service moved
-	cfg := Config{Servers: []Server{{URL: "http://127.0.0.1:49374", ServiceFile: filepath.Join(dir, ".", "service.json")}},
+	cfg := Config{Servers: []Target{{URL: "http://127.0.0.1:49374", ServiceFile: filepath.Join(dir, ".", "service.json")}},
 		Registry: reg, Engine: reconnect.DefaultConfig}
 	var dup *DuplicateError
 	if err := refusedRun(cfg); !errors.As(err, &dup) || dup.Running.PID != first.PID || !strings.Contains(err.Error(), "OpenCode 2 service") {

@@ -28,7 +28,7 @@ func TestEnsureServiceWatchSeesAStartingDaemon(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Servers: []Server{{URL: "http://127.0.0.1:1", Discover: slow, ServiceFile: file}},
+		done <- Run(ctx, Config{Servers: []Target{{URL: "http://127.0.0.1:1", Discover: slow, ServiceFile: file}},
 			StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true},
 			slog.New(slog.DiscardHandler))
 	}()

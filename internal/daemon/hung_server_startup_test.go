@@ -31,7 +31,7 @@ func TestHungServerDoesNotDelayTheOthersStart(t *testing.T) {
 		ec := reconnect.DefaultConfig
 		ec.Backoff.Jitter = 0
 		cfg := Config{
-			Servers: []Server{
+			Servers: []Target{
 				{URL: "http://hung-1:4096", Transport: hosts.Transport()},
 				{URL: "http://hung-2:4096", Transport: hosts.Transport()},
 				{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/b"}, Transport: hosts.Transport()},

@@ -53,7 +53,7 @@ func runTwo(t *testing.T, v1 *fakeopencode.Server, v2 *fake2.Server, maxConcurre
 	ec.Backoff.Jitter = 0
 	ec.MaxConcurrent = maxConcurrent
 	cfg := Config{
-		Servers: []Server{
+		Servers: []Target{
 			{URL: "http://" + host1, Password: "one-pw", Directories: []string{"/p"}, Transport: gauge},
 			{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/p"}, Transport: gauge},
 		},

@@ -83,7 +83,7 @@ func TestStatusDoesNotListAnotherTUIsLiveServer(t *testing.T) {
 	}
 	p := &procWatch{log: slog.New(slog.DiscardHandler), table: tab, root: 2000,
 		last:    procview.Snapshot{At: time.Now()},
-		servers: []procview.Server{{Directory: "/home/ana/a", Name: "memory", Command: srv}}}
+		servers: []procview.LocalServer{{Directory: "/home/ana/a", Name: "memory", Command: srv}}}
 	info := p.info()
 	if info == nil {
 		t.Fatal("no process info")

@@ -87,7 +87,7 @@ type procWatch struct {
 	root      int
 	gen       uint64 // the engine's LocalServers generation the view has
 	last      procview.Snapshot
-	servers   []procview.Server
+	servers   []procview.LocalServer
 	orphansAt time.Time
 	orphans   []reconnect.OrphanProcess
 	// exitAt is when the exit watcher saw a child end, until the scan
@@ -324,10 +324,10 @@ func (p *procWatch) syncServers(v *procview.View) {
 	if !changed {
 		return
 	}
-	servers := make([]procview.Server, 0, len(locals))
+	servers := make([]procview.LocalServer, 0, len(locals))
 	launchers := make(map[procview.Key]procview.Launcher, len(locals))
 	for _, l := range locals {
-		srv := procview.Server{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd}
+		srv := procview.LocalServer{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd}
 		servers = append(servers, srv)
 		launchers[srv.Key()] = procview.LauncherOf(l.Command)
 	}
@@ -801,7 +801,7 @@ func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot, lau
 // findOrphans lists this user's MCP processes that run the command of an
 // armed directory's local server (or that the record saw) and look left
 // over by an OpenCode, with their evidence.
-func (p *procWatch) findOrphans(table procview.Table, servers []procview.Server, scope procview.Scope) []reconnect.OrphanProcess {
+func (p *procWatch) findOrphans(table procview.Table, servers []procview.LocalServer, scope procview.Scope) []reconnect.OrphanProcess {
 	if p.record != nil {
 		scope.Record, _ = p.record.Load()
 	}

@@ -33,7 +33,7 @@ func TestRestartSeenByTheStreamForgetsDirectoriesAtOnce(t *testing.T) {
 		ec.Backoff.Jitter = 0
 		ec.IdleInterval = 10 * time.Minute
 		cfg := Config{
-			Servers: []Server{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
+			Servers: []Target{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
 			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -88,7 +88,7 @@ func TestReplacedServiceSeenByItsPidForgetsDirectories(t *testing.T) {
 		ec.Backoff.Jitter = 0
 		ec.IdleInterval = 10 * time.Minute
 		cfg := Config{
-			Servers: []Server{{URL: "http://" + host2, Password: fake2.DefaultPassword, Transport: hosts.Transport()}},
+			Servers: []Target{{URL: "http://" + host2, Password: fake2.DefaultPassword, Transport: hosts.Transport()}},
 			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())

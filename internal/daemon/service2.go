@@ -86,16 +86,16 @@ const serviceURL = "http://127.0.0.1:49374"
 // runs by default. While it watches the fallback, it looks for a service
 // every servicePoll, and follows one as soon as it answers, as it would
 // have at start.
-func ServiceServer(file string, channels bool, fallback *Server) Server {
+func ServiceServer(file string, channels bool, fallback *Target) Target {
 	return followService(file, channels, fallback, nil)
 }
 
 // followService is ServiceServer through transport rt (nil: the
 // default), for tests.
-func followService(file string, channels bool, fallback *Server, rt http.RoundTripper) Server {
+func followService(file string, channels bool, fallback *Target, rt http.RoundTripper) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback, opts: opencode.Options{Transport: rt},
 		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
-	sc := Server{ServiceFile: file, URL: serviceURL, Transport: rt, follow: f}
+	sc := Target{ServiceFile: file, URL: serviceURL, Transport: rt, follow: f}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
 	}
@@ -118,7 +118,7 @@ func followService(file string, channels bool, fallback *Server, rt http.RoundTr
 type serviceFollower struct {
 	file     string
 	channels bool
-	fallback *Server
+	fallback *Target
 	opts     opencode.Options // transport; the credentials come from each file
 	alive    func(pid int) bool
 

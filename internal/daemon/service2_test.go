@@ -105,29 +105,29 @@ func TestServiceServerDiscovery(t *testing.T) {
 	v1 := fakeopencode.New(nil)
 	s1 := httptest.NewServer(v1)
 	defer s1.Close()
-	discover := func(channels bool, fallback *Server) (string, string, error) {
+	discover := func(channels bool, fallback *Target) (string, string, error) {
 		return ServiceServer(file, channels, fallback).Discover(ctx)
 	}
 
 	if _, _, err := discover(true, nil); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no service file, no fallback: %v, want not-exist", err)
 	}
-	if url, _, err := discover(true, &Server{URL: s1.URL}); err != nil || url != s1.URL {
+	if url, _, err := discover(true, &Target{URL: s1.URL}); err != nil || url != s1.URL {
 		t.Errorf("no service, 1.x answering: %q, %v; want the fallback", url, err)
 	}
 	v1.Password = "other"
-	if _, _, err := discover(true, &Server{URL: s1.URL}); !errors.Is(err, opencode.ErrUnavailable) || errors.Is(err, opencode.ErrUnauthorized) {
+	if _, _, err := discover(true, &Target{URL: s1.URL}); !errors.Is(err, opencode.ErrUnavailable) || errors.Is(err, opencode.ErrUnauthorized) {
 		t.Errorf("no service, the fallback refusing: %v, want unavailable (not unauthorized)", err)
 	}
 	closed := httptest.NewServer(v1)
 	closed.Close()
-	if _, _, err := discover(true, &Server{URL: closed.URL}); !errors.Is(err, opencode.ErrUnavailable) {
+	if _, _, err := discover(true, &Target{URL: closed.URL}); !errors.Is(err, opencode.ErrUnavailable) {
 		t.Errorf("no service, nothing at the fallback: %v, want unavailable", err)
 	}
 
 	// A channel's file only: found when looking beside service.json.
 	writeServiceJSON(t, filepath.Join(dir, "service-beta.json"), s2.URL, fake2.DefaultPID, "svc-pw")
-	if url, pw, err := discover(true, &Server{URL: s1.URL}); err != nil || url != s2.URL || pw != "svc-pw" {
+	if url, pw, err := discover(true, &Target{URL: s1.URL}); err != nil || url != s2.URL || pw != "svc-pw" {
 		t.Errorf("service-beta.json: %q, %v", url, err)
 	}
 	if _, _, err := discover(false, nil); !errors.Is(err, fs.ErrNotExist) {
@@ -139,14 +139,14 @@ func TestServiceServerDiscovery(t *testing.T) {
 	if url, _, err := discover(true, nil); err != nil || url != s2.URL {
 		t.Errorf("stale service.json, live channel: %q, %v", url, err)
 	}
-	if _, _, err := discover(false, &Server{URL: closed.URL}); !errors.Is(err, opencode.ErrUnavailable) {
+	if _, _, err := discover(false, &Target{URL: closed.URL}); !errors.Is(err, opencode.ErrUnavailable) {
 		t.Errorf("stale service.json only: %v", err)
 	}
 	writeServiceJSON(t, file, s2.URL, fake2.DefaultPID, "wrong-pw")
 	if err := os.Remove(filepath.Join(dir, "service-beta.json")); err != nil { // else its service answers
 		t.Fatal(err)
 	}
-	if _, _, err := discover(true, &Server{URL: s1.URL}); !errors.Is(err, opencode.ErrUnauthorized) {
+	if _, _, err := discover(true, &Target{URL: s1.URL}); !errors.Is(err, opencode.ErrUnauthorized) {
 		t.Errorf("the service refusing its file's password: %v, want unauthorized", err)
 	}
 	if sc := ServiceServer(file, false, nil); sc.URL != s2.URL || sc.ServiceFile != file {
@@ -171,7 +171,7 @@ func TestServiceServerLooksEveryFewSeconds(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- Run(ctx, Config{Servers: []Server{sc}, Registry: &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")},
+			done <- Run(ctx, Config{Servers: []Target{sc}, Registry: &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")},
 				Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true}, slog.New(slog.DiscardHandler))
 		}()
 		time.Sleep(time.Minute)

@@ -36,7 +36,7 @@ func TestServiceMovedPortIsReportedAndReachable(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Servers: []Server{{URL: a.URL, Discover: discover, ServiceFile: "/svc.json"}},
+		done <- Run(ctx, Config{Servers: []Target{{URL: a.URL, Discover: discover, ServiceFile: "/svc.json"}},
 			StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true,
 			Ready: func(s string) { ready <- s }}, slog.New(slog.DiscardHandler))
 	}()

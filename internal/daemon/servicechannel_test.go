@@ -62,12 +62,12 @@ func registerService(t *testing.T, path, url, version string, pid int, password 
 }
 
 // runFollowing runs the daemon on sc until the test ends.
-func runFollowing(t *testing.T, sc Server, log *slog.Logger) {
+func runFollowing(t *testing.T, sc Target, log *slog.Logger) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Servers: []Server{sc}, Registry: &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")},
+		done <- Run(ctx, Config{Servers: []Target{sc}, Registry: &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")},
 			Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true}, log)
 	}()
 	t.Cleanup(func() {
@@ -88,7 +88,7 @@ func TestServiceOfAHashedChannelThatStartsLaterIsFollowed(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "opencode")
 		hosts := fakeopencode.NewHosts()
 		defer hosts.Close()
-		sc := followService(filepath.Join(dir, "service.json"), true, &Server{URL: "http://127.0.0.1:4096", Username: "opencode"}, hosts.Transport())
+		sc := followService(filepath.Join(dir, "service.json"), true, &Target{URL: "http://127.0.0.1:4096", Username: "opencode"}, hosts.Transport())
 		logs := &logBuffer{}
 		runFollowing(t, sc, slog.New(slog.NewTextHandler(logs, nil)))
 
@@ -134,7 +134,7 @@ func TestServiceThatStartsWhileTheFallbackIsWatchedIsFollowed(t *testing.T) {
 		defer hosts.Close()
 		v1 := fakeopencode.New(map[string]fakeopencode.Spec{"s": {}})
 		hosts.Serve("127.0.0.1:4096", v1)
-		sc := followService(filepath.Join(dir, "service.json"), true, &Server{URL: "http://127.0.0.1:4096", Username: "opencode"}, hosts.Transport())
+		sc := followService(filepath.Join(dir, "service.json"), true, &Target{URL: "http://127.0.0.1:4096", Username: "opencode"}, hosts.Transport())
 		logs := &logBuffer{}
 		runFollowing(t, sc, slog.New(slog.NewTextHandler(logs, nil)))
 		time.Sleep(2 * time.Second)

@@ -52,7 +52,7 @@ func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 		ec.Backoff.Jitter = 0
 		ec.IdleInterval = 10 * time.Minute
 		cfg := Config{
-			Servers: []Server{{URL: "http://" + host2, Discover: discover, ServiceFile: file, Transport: hosts.Transport()}},
+			Servers: []Target{{URL: "http://" + host2, Discover: discover, ServiceFile: file, Transport: hosts.Transport()}},
 			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())

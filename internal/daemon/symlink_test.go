@@ -53,7 +53,7 @@ func TestDirectoryFlagThroughSymlinkIsThePhysicalDirectory(t *testing.T) {
 				hosts := fakeopencode.NewHosts()
 				hosts.Serve(gen.host, f)
 				cfg := Config{
-					Servers:     []Server{{URL: "http://" + gen.host, Password: gen.password, Transport: hosts.Transport()}},
+					Servers:     []Target{{URL: "http://" + gen.host, Password: gen.password, Transport: hosts.Transport()}},
 					Directories: []string{link}, // the user's --directory
 					Engine:      reconnect.DefaultConfig, NoProbes: true, NoNetwatch: true, NoToasts: true,
 				}

@@ -83,7 +83,7 @@ func TestWallClockJumpIsOneDebouncedMajorChange(t *testing.T) {
 		logs := &messages{}
 		start := time.Now()
 		cfg := Config{
-			Servers:     []Server{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
+			Servers:     []Target{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
 			Directories: []string{"/p"},
 			Engine:      reconnect.DefaultConfig, NoProbes: true, NoToasts: true,
 			NetSource: net, Wake: netwatch.WakeDetector{Wall: wall},

@@ -171,7 +171,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	// servers, never orphans, whichever daemon (if any) follows it.
 	f.scope.Watched = slices.Clone(f.OpenCodes)
 
-	var servers []procview.Server
+	var servers []procview.LocalServer
 	for _, dir := range dirs.list {
 		cfg := o.localServers(dir)
 		// A disabled server counts too: a config reload that disabled
@@ -181,7 +181,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			if e.Type == "remote" || len(e.Command) == 0 {
 				continue
 			}
-			servers = append(servers, procview.Server{Directory: dir, Name: name, Command: e.Command, Cwd: e.Cwd})
+			servers = append(servers, procview.LocalServer{Directory: dir, Name: name, Command: e.Command, Cwd: e.Cwd})
 		}
 	}
 

@@ -167,7 +167,7 @@ func BenchmarkIdleScanRealProc(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("BENCH_REAL_CHILDREN")); err == nil {
 		n = v
 	}
-	var servers []Server
+	var servers []LocalServer
 	var cmds []*exec.Cmd
 	b.Cleanup(func() {
 		for _, c := range cmds {
@@ -183,7 +183,7 @@ func BenchmarkIdleScanRealProc(b *testing.B) {
 		cmd.Dir = dir
 		must(b, cmd.Start())
 		cmds = append(cmds, cmd)
-		servers = append(servers, Server{Directory: dir, Name: fmt.Sprintf("server %d", i%10), Command: cmd.Args})
+		servers = append(servers, LocalServer{Directory: dir, Name: fmt.Sprintf("server %d", i%10), Command: cmd.Args})
 	}
 	pt := openTable(b, "/proc")
 	v := newView(b, pt, os.Getpid(), servers)

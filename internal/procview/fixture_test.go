@@ -28,8 +28,8 @@ var (
 	ghArgv = []string{"node", "/usr/bin/npx", "-y", "@modelcontextprotocol/server-github"} // the kernel ran the npx script by its interpreter
 )
 
-func syntheticServers() []Server {
-	return []Server{
+func syntheticServers() []LocalServer {
+	return []LocalServer{
 		{Directory: project, Name: "my server", Command: mySrv},
 		{Directory: project, Name: "gh", Command: ghCmd},
 		{Directory: other, Name: "proxy", Command: proxy, Cwd: "sub dir"},

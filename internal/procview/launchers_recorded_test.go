@@ -60,10 +60,10 @@ var recordedLaunchers = []struct {
 		"/tmp/launch/pipx/.cache/2f3a0f08485b747/bin/python /tmp/launch/pipx/.cache/2f3a0f08485b747/bin/fake-mcp-py --stdio"},
 }
 
-func recordedLauncherServers() []Server {
-	var out []Server
+func recordedLauncherServers() []LocalServer {
+	var out []LocalServer
 	for _, l := range recordedLaunchers {
-		out = append(out, Server{Directory: launchDir, Name: l.name, Command: l.command})
+		out = append(out, LocalServer{Directory: launchDir, Name: l.name, Command: l.command})
 	}
 	return out
 }
@@ -117,7 +117,7 @@ func TestLaunchersRecorded(t *testing.T) {
 // (the next 0.15 s), names no server, so the view reads the child again
 // on the next scan and finds it then, retitled.
 func TestLaunchersNpxStarting(t *testing.T) {
-	npx := []Server{{Directory: launchDir, Name: "everything", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything", "stdio"}}}
+	npx := []LocalServer{{Directory: launchDir, Name: "everything", Command: []string{"npx", "-y", "@modelcontextprotocol/server-everything", "stdio"}}}
 	key := Key{launchDir, "everything"}
 
 	pt := openTable(t, filepath.Join("testdata", "launchers", "npx-start"))
@@ -163,7 +163,7 @@ func TestLaunchersNpxStarting(t *testing.T) {
 // source distribution: a python in a build directory).
 const uvProject = "/home/ana/py proj"
 
-var uvServers = []Server{
+var uvServers = []LocalServer{
 	{Directory: uvProject, Name: "fetch", Command: []string{"uvx", "mcp-server-fetch", "--ignore-robots-txt"}},
 	{Directory: uvProject, Name: "time", Command: []string{"uv", "tool", "run", "mcp-server-time", "--local-timezone", "Europe/Paris"}},
 	{Directory: uvProject, Name: "weather", Command: []string{"uv", "--directory", "/home/ana/weather", "run", "weather.py"}},

@@ -59,7 +59,7 @@ func TestMatcherLauncherForms(t *testing.T) {
 		}},
 	}
 	for _, c := range cases {
-		m := newMatcher([]Server{{Directory: dir, Name: "s", Command: c.command}})
+		m := newMatcher([]LocalServer{{Directory: dir, Name: "s", Command: c.command}})
 		for _, p := range c.forms {
 			if ks := m.serving(p); len(ks) != 1 {
 				t.Errorf("%q: %q in %s serves %v", c.command, p.Argv, p.Cwd, ks)
@@ -83,7 +83,7 @@ func TestMatcherLauncherForms(t *testing.T) {
 		{[]string{"npx", "-y", "pkg"}, Process{Argv: []string{"npm exec other"}, Cwd: dir}},
 		{[]string{"docker", "run", "-i", "img"}, Process{Argv: []string{"img"}, Cwd: dir}},
 	} {
-		m := newMatcher([]Server{{Directory: dir, Name: "s", Command: c.command}})
+		m := newMatcher([]LocalServer{{Directory: dir, Name: "s", Command: c.command}})
 		if ks := m.serving(c.p); ks != nil {
 			t.Errorf("%q: %q serves %v, want nothing", c.command, c.p.Argv, ks)
 		}
@@ -93,7 +93,7 @@ func TestMatcherLauncherForms(t *testing.T) {
 // A process running a configured command as it is serves that server,
 // before another server whose launcher may exec into the same command.
 func TestMatcherPrefersTheCommandAsConfigured(t *testing.T) {
-	m := newMatcher([]Server{
+	m := newMatcher([]LocalServer{
 		{Directory: "/p", Name: "wrapped", Command: []string{"env", "A=1", "node", "srv.js"}},
 		{Directory: "/p", Name: "direct", Command: []string{"node", "srv.js"}},
 		{Directory: "/p", Name: "also wrapped", Command: []string{"sh", "-c", "node srv.js"}},
@@ -101,7 +101,7 @@ func TestMatcherPrefersTheCommandAsConfigured(t *testing.T) {
 	if ks := m.serving(Process{Argv: []string{"node", "srv.js"}, Cwd: "/p"}); !slices.Equal(ks, []Key{{"/p", "direct"}}) {
 		t.Errorf("node srv.js serves %v, want direct", ks)
 	}
-	m = newMatcher([]Server{
+	m = newMatcher([]LocalServer{
 		{Directory: "/p", Name: "wrapped", Command: []string{"env", "A=1", "node", "srv.js"}},
 		{Directory: "/p", Name: "also wrapped", Command: []string{"sh", "-c", "node srv.js"}},
 	})

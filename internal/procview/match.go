@@ -5,9 +5,9 @@ import (
 	"slices"
 )
 
-// Server is one configured local (stdio) MCP server of an armed
+// LocalServer is one configured local (stdio) MCP server of an armed
 // directory, as OpenCode's config for that directory names it.
-type Server struct {
+type LocalServer struct {
 	// Directory is the OpenCode instance directory.
 	Directory string
 	// Name is the server's name in the config.
@@ -25,11 +25,11 @@ type Key struct {
 }
 
 // Key returns s's key.
-func (s Server) Key() Key { return Key{s.Directory, s.Name} }
+func (s LocalServer) Key() Key { return Key{s.Directory, s.Name} }
 
 // WorkDir is the directory OpenCode starts s in: the configured cwd,
 // resolved against the directory, else the directory itself.
-func (s Server) WorkDir() string {
+func (s LocalServer) WorkDir() string {
 	switch {
 	case s.Cwd == "":
 		return filepath.Clean(s.Directory)
@@ -67,14 +67,14 @@ type matcher struct {
 	// server, even if another one's launcher may exec into it.
 	byCommand [2]map[string][]Key
 	byPlace   [2]map[string][]Key
-	servers   map[Key]Server
+	servers   map[Key]LocalServer
 	// key and place are newMatcher's scratch buffers: it builds 10,000
 	// keys at a time.
 	key, place []byte
 }
 
-func newMatcher(servers []Server) *matcher {
-	m := &matcher{servers: map[Key]Server{}}
+func newMatcher(servers []LocalServer) *matcher {
+	m := &matcher{servers: map[Key]LocalServer{}}
 	for i := range m.byCommand {
 		m.byCommand[i], m.byPlace[i] = map[string][]Key{}, map[string][]Key{}
 	}

@@ -82,7 +82,7 @@ func TestViewMatchesAServerStartedThroughNpx(t *testing.T) {
 	v, err := NewView(tab, os.Getpid()) // this test is "OpenCode": npx is its child
 	must(t, err)
 	key := Key{dir, "fake"}
-	v.SetServers([]Server{{Directory: dir, Name: "fake", Command: npxCommand}})
+	v.SetServers([]LocalServer{{Directory: dir, Name: "fake", Command: npxCommand}})
 	s, err := v.Scan()
 	must(t, err)
 	if c, ok := s.Child(key); !ok || c.PID != cmd.Process.Pid {

@@ -266,7 +266,7 @@ const bootSlack = 2 * time.Second
 // left out: they are already dead. It reads the whole process table: a
 // few milliseconds per thousand processes, for status and doctor, not for
 // every scan.
-func Orphans(t Table, servers []Server, s Scope) ([]Orphan, error) {
+func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 	all, err := t.List()
 	if err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func TestReapRealOrphan(t *testing.T) {
 
 	tab, err := System()
 	must(t, err)
-	servers := []Server{{Directory: dir, Name: "sleepy", Command: []string{"sleep", secs}}}
+	servers := []LocalServer{{Directory: dir, Name: "sleepy", Command: []string{"sleep", secs}}}
 	scope := Scope{UID: os.Getuid(), Subreapers: []int{os.Getpid()}}
 	// The shell has exited (Output waited for it): the sleep was adopted then.
 	orphans, err := Orphans(tab, servers, scope)

@@ -53,7 +53,7 @@ func TestOrphansSynthetic(t *testing.T) {
 func TestOrphanElsewhereMatchesByCommand(t *testing.T) {
 	tab, _ := simpleOrphanTable()
 	tab.update(3000, func(p *Process) { p.Cwd = "/somewhere/else" })
-	servers := append(simpleServers(), Server{Directory: "/q", Name: "a", Command: []string{"srv", "a"}})
+	servers := append(simpleServers(), LocalServer{Directory: "/q", Name: "a", Command: []string{"srv", "a"}})
 	got, err := Orphans(tab, servers, Scope{UID: ana})
 	if err != nil || len(got) != 1 || !slices.Equal(got[0].Servers, []Key{{"/p", "a"}, {"/q", "a"}}) {
 		t.Fatalf("orphans %+v, %v", got, err)

@@ -21,7 +21,7 @@ func TestAChildReadBeforeItsExecIsReadAgain(t *testing.T) {
 	boot := time.Unix(bootTime, 0)
 	// 103 is forked, not yet exec'd: a copy of OpenCode 100.
 	tab.put(Process{PID: 103, PPID: 100, UID: ana, Birth: 10300, Start: boot.Add(103 * time.Second), Comm: "opencode", Argv: []string{"opencode", "serve"}, Cwd: "/p"})
-	servers := append(simpleServers(), Server{Directory: "/p", Name: "c", Command: []string{"srv", "c"}})
+	servers := append(simpleServers(), LocalServer{Directory: "/p", Name: "c", Command: []string{"srv", "c"}})
 	v := newView(t, tab, oc, servers)
 	scan(t, v)
 	// It execs the server's command.

@@ -341,7 +341,7 @@ func (v *View) OpenCode() Process { return v.root }
 
 // SetServers replaces the configured local servers of every armed
 // directory. Children already seen are assigned again without a read.
-func (v *View) SetServers(servers []Server) {
+func (v *View) SetServers(servers []LocalServer) {
 	m := newMatcher(servers)
 	v.mu.Lock()
 	defer v.mu.Unlock()

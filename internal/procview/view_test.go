@@ -19,7 +19,7 @@ func pids(cs []Child) []int {
 	return out
 }
 
-func newView(t testing.TB, tab Table, pid int, servers []Server) *View {
+func newView(t testing.TB, tab Table, pid int, servers []LocalServer) *View {
 	t.Helper()
 	v, err := NewView(tab, pid)
 	if err != nil {
@@ -43,7 +43,7 @@ func scan(t testing.TB, v *View) Snapshot {
 // a relative command included, and a `sh -c` server is served by the sh.
 func TestViewRecordedOpenCode(t *testing.T) {
 	dir := "/tmp/procx/my projéct"
-	servers := []Server{
+	servers := []LocalServer{
 		{Directory: dir, Name: "plain", Command: []string{"/tmp/procx/mcpserver", "-transport", "stdio", "-name", "plain"}},
 		{Directory: dir, Name: "with cwd", Command: []string{"../mcpserver", "-transport", "stdio", "-name", "Authorization: Bearer sekrit"}, Cwd: "sub dir"},
 		{Directory: dir, Name: "abs cwd", Command: []string{"/tmp/procx/mcpserver", "-transport", "stdio"}, Cwd: "/tmp"},
@@ -244,7 +244,7 @@ func TestViewNodeWrapper(t *testing.T) {
 // children; duplicates are counted against their number.
 func TestViewServersConfiguredAlike(t *testing.T) {
 	tab, oc := simpleTable()
-	servers := append(simpleServers(), Server{Directory: "/p", Name: "a2", Command: []string{"srv", "a"}})
+	servers := append(simpleServers(), LocalServer{Directory: "/p", Name: "a2", Command: []string{"srv", "a"}})
 	v := newView(t, tab, oc, servers)
 	s := scan(t, v)
 	if !slices.Equal(pids(s.Servers[Key{"/p", "a2"}]), []int{101}) || len(s.Alike(Key{"/p", "a"})) != 2 || len(s.Duplicates()) != 0 {
@@ -266,8 +266,8 @@ func simpleTable() (*memTable, int) {
 	return newMemTable(proc(100, 1, "opencode", "serve"), proc(101, 100, "srv", "a"), proc(102, 100, "srv", "b")), 100
 }
 
-func simpleServers() []Server {
-	return []Server{
+func simpleServers() []LocalServer {
+	return []LocalServer{
 		{Directory: "/p", Name: "a", Command: []string{"srv", "a"}},
 		{Directory: "/p", Name: "b", Command: []string{"srv", "b"}},
 	}
@@ -275,16 +275,16 @@ func simpleServers() []Server {
 
 // syntheticMany writes an OpenCode with dirs×perDir children, one server
 // each, for the benchmarks.
-func syntheticMany(t testing.TB, root string, dirs, perDir int) []Server {
+func syntheticMany(t testing.TB, root string, dirs, perDir int) []LocalServer {
 	procs := []fakeProc{{PID: 100, PPID: 1, UID: ana, Start: 1000, Argv: []string{"opencode", "serve"}, Cwd: "/home/ana",
 		Threads: []int{100, 101, 102, 103, 104, 105, 106, 107}}}
-	var servers []Server
+	var servers []LocalServer
 	pid := 1000
 	for d := range dirs {
 		dir := "/home/ana/projects/project " + strconv.Itoa(d)
 		for s := range perDir {
 			cmd := []string{"node", "/home/ana/mcp/server-" + strconv.Itoa(s) + ".js", "--stdio"}
-			servers = append(servers, Server{Directory: dir, Name: "server " + strconv.Itoa(s), Command: cmd})
+			servers = append(servers, LocalServer{Directory: dir, Name: "server " + strconv.Itoa(s), Command: cmd})
 			procs = append(procs, fakeProc{PID: pid, PPID: 100, UID: ana, Start: uint64(2000 + pid), Argv: cmd, Cwd: dir})
 			pid++
 		}

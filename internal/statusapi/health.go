@@ -71,7 +71,7 @@ type ServerHealth struct {
 // systemd watchdog): its lock held, a loop that stopped turning, or an
 // engine that stopped; one not started yet is not. OpenCode being down is
 // no reason to restart the daemon, so it is not asked about here.
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+func (s *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	h := Health{OK: true, Servers: []ServerHealth{}}
 	for _, src := range s.Sources {
 		l, ok := src.(Liveness)
@@ -89,7 +89,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz is 200 when every watched server was detected and its event
 // stream is connected, else 503 naming each server that is not and why.
-func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	h := Health{OK: len(s.Sources) > 0, Servers: []ServerHealth{}}
 	for _, src := range s.Sources {
 		sh, _ := readiness(src)
@@ -101,7 +101,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // readinessMetrics is what readyz would answer, for the gauges
 // mcp_reconnect_ready and mcp_reconnect_ready_reason on /metrics.
-func (s *Server) readinessMetrics() []metrics.Readiness {
+func (s *API) readinessMetrics() []metrics.Readiness {
 	out := make([]metrics.Readiness, 0, len(s.Sources))
 	for _, src := range s.Sources {
 		sh, reason := readiness(src)

@@ -97,8 +97,8 @@ type ReconnectResponse struct {
 	Results []reconnect.ReconnectResult `json:"results"`
 }
 
-// Server serves the API.
-type Server struct {
+// API serves the API.
+type API struct {
 	Sources []Source
 	Broker  *Broker
 	Metrics *metrics.Metrics
@@ -116,7 +116,7 @@ type Server struct {
 }
 
 // Handler returns the API's routes.
-func (s *Server) Handler() http.Handler {
+func (s *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", s.status)
 	// The readiness gauges are asked at each scrape, beside the daemon's
@@ -141,7 +141,7 @@ func (s *Server) Handler() http.Handler {
 // rebinds its own name to 127.0.0.1 reaches the port, but its browser
 // still sends that name as Host (and as Origin, so the origin check alone
 // cannot tell).
-func (s *Server) hostCheck(next http.Handler) http.Handler {
+func (s *API) hostCheck(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.Public && !s.loopbackHost(r.Host) {
 			http.Error(w, fmt.Sprintf("Host %.100q is not this machine's loopback; the status API answers only 127.0.0.1, [::1] or localhost (run the daemon with --status-public to serve other names)", r.Host), http.StatusForbidden)
@@ -151,7 +151,7 @@ func (s *Server) hostCheck(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) loopbackHost(hostport string) bool {
+func (s *API) loopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -172,7 +172,7 @@ func (s *Server) loopbackHost(hostport string) bool {
 
 // authorized lets a mutation (or a profile) through only with the daemon's token, compared
 // in constant time. The token is never echoed.
-func (s *Server) authorized(next http.HandlerFunc) http.HandlerFunc {
+func (s *API) authorized(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || s.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.Token)) != 1 {
@@ -208,7 +208,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+func (s *API) status(w http.ResponseWriter, r *http.Request) {
 	st := Status{Version: s.Version, Time: time.Now(), Daemon: self(), Servers: []ServerStatus{}}
 	for _, src := range s.Sources {
 		ss := ServerStatus{Snapshot: src.Snapshot()}
@@ -220,7 +220,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) reconnect(w http.ResponseWriter, r *http.Request) {
+func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	// Requiring JSON forces a CORS preflight on any browser page, which we
 	// never answer.
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
@@ -264,7 +264,7 @@ func (s *Server) reconnect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+func (s *API) events(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
@@ -374,7 +374,7 @@ func CheckAddr(addr string, allowRemote bool) error {
 // Serve listens on addr and serves until ctx ends. It returns once the
 // listener is bound (ready) or failed; the server runs in a goroutine the
 // returned wait function waits for.
-func (s *Server) Serve(ctx context.Context, addr string) (bound string, wait func() error, err error) {
+func (s *API) Serve(ctx context.Context, addr string) (bound string, wait func() error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("status api: %w", err)

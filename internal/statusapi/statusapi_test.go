@@ -39,7 +39,7 @@ func (f *fakeSource) Reconnect(dir string, names []string) (reconnect.ReconnectR
 	return reconnect.ReconnectResult{URL: f.snap.URL, Directories: []string{dir}}, nil
 }
 
-func newAPI(t *testing.T) (*fakeSource, *Server, *httptest.Server) {
+func newAPI(t *testing.T) (*fakeSource, *API, *httptest.Server) {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	src := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{Connected: true, Since: now},
@@ -47,7 +47,7 @@ func newAPI(t *testing.T) (*fakeSource, *Server, *httptest.Server) {
 			{Name: "github", Status: "failed", Error: "Connection closed", Attempts: 3, Tier: "fast", NextAttempt: now.Add(4 * time.Second)},
 			{Name: "sentry", Status: "needs_auth", Hint: "run: opencode mcp auth sentry"},
 		}}}}}
-	s := &Server{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
+	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		s.Broker.Close()

@@ -32,10 +32,10 @@ func TestProcessViewOnRealOpenCode(t *testing.T) {
 	for name := range mcp {
 		oc.WaitStatus(t, p.Dir, name, "connected", 30*time.Second)
 	}
-	var servers []procview.Server
+	var servers []procview.LocalServer
 	for name, cfg := range mcp {
 		c := cfg.(map[string]any)
-		s := procview.Server{Directory: p.Dir, Name: name, Command: c["command"].([]string)}
+		s := procview.LocalServer{Directory: p.Dir, Name: name, Command: c["command"].([]string)}
 		if cwd, ok := c["cwd"].(string); ok {
 			s.Cwd = cwd
 		}
