@@ -1,7 +1,7 @@
-// check.go holds a directory's loop and its check: the one goroutine per
-// armed directory, and the check it runs (is the location still booted,
-// learn the server kinds, read status, reconcile, start what the
-// reconcile decided), with what a read that brings no news leads to.
+// check.go holds a directory's check (is the location still booted, learn
+// the server kinds, read status, reconcile, start what the reconcile
+// decided), what a read that brings no news leads to, and the end of a
+// disarmed directory. When a check runs is schedule.go's.
 
 package reconnect
 
@@ -27,59 +27,9 @@ import (
 // Whatever else wants a connect only sets a trigger on a server and makes
 // the directory due; the next check decides from its own fresh read.
 
-// loop is the directory's one goroutine: it sleeps until the next check or
-// probe, runs it, and collects finished connects, probes and restarts.
-// Because only this goroutine checks, a wake during a check is honoured
-// after it, never as a second check in parallel.
-func (e *Engine) loop(ctx context.Context, d *dir) {
-	var work sync.WaitGroup // connects, probes and watches of this directory
-	defer e.endLoop(d, &work)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		e.mu.Lock()
-		at := d.dueAt()
-		for _, s := range d.servers {
-			if !s.probing {
-				at = earlier(at, s.nextProbe)
-			}
-		}
-		e.mu.Unlock()
-		if at.IsZero() {
-			at = time.Now().Add(e.cfg.IdleInterval)
-		}
-		timer.Reset(time.Until(at))
-		select {
-		case <-ctx.Done():
-			return
-		case <-d.wake:
-		case r := <-d.results:
-			e.finishConnect(d, r)
-		case r := <-d.probes:
-			e.finishProbe(d, r)
-		case name := <-d.restarts:
-			e.endpointRestarted(d, name)
-		case <-timer.C:
-			e.startProbes(ctx, d, &work)
-			e.mu.Lock()
-			due := !d.next.IsZero() && !time.Now().Before(d.dueAt())
-			e.mu.Unlock()
-			if due {
-				e.check(ctx, d, &work)
-			}
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
-}
-
-// endLoop stops everything the directory started and gives back its
-// budget slots.
-func (e *Engine) endLoop(d *dir, work *sync.WaitGroup) {
+// endLoop stops everything the disarmed directory started, waits for it,
+// and gives back its budget slots. It runs as the directory's last step.
+func (e *Engine) endLoop(d *dir) {
 	e.mu.Lock()
 	d.loopEnded = true
 	for _, s := range d.servers {
@@ -92,7 +42,7 @@ func (e *Engine) endLoop(d *dir, work *sync.WaitGroup) {
 		}
 	}
 	e.mu.Unlock()
-	work.Wait()
+	d.work.Wait()
 	e.releaseHeld(d)
 }
 

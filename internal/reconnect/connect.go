@@ -55,10 +55,8 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 			err := e.oc.Connect(ctx, d.path, name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
-			select {
-			case d.results <- connectResult{name: name, extra: extra, err: err}:
-			case <-ctx.Done():
-			}
+			r := connectResult{name: name, extra: extra, err: err}
+			e.post(d, func() { e.finishConnect(d, r) })
 		}(a.name, a.trigger != backoff.Scheduled)
 	}
 	e.mu.Unlock()

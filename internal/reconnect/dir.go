@@ -6,6 +6,7 @@ package reconnect
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -24,7 +25,7 @@ const (
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
-// own loop goroutine reads status and starts connects for it.
+// own step (schedule.go) reads status and starts connects for it.
 type dir struct {
 	// order is reconcile's buffer of the read's server names.
 	order   []string
@@ -37,13 +38,22 @@ type dir struct {
 	byEvent   bool
 	lastEvent time.Time
 	cancel    context.CancelFunc
-	// wake tells the loop that next moved earlier.
-	wake chan struct{}
-	// results, probes and restarts carry finished connects, finished
-	// probes and endpoint restarts back to the loop.
-	results  chan connectResult
-	probes   chan probeResult
-	restarts chan string
+
+	// The directory's place in the engine's schedule (schedule.go). ctx
+	// is the directory's: it ends when it is disarmed; sched is nil for a
+	// directory no engine armed (tests). stepAt is when its next step is
+	// due, index its place in the heap (-1 while a step runs, or once
+	// stopped). running is set while a step (or its end) runs; mail holds
+	// the outcomes that step has yet to read. work counts the connects,
+	// probes and watches it started, which its end waits for.
+	ctx     context.Context
+	sched   *scheduler
+	stepAt  time.Time
+	index   int
+	running bool
+	stopped bool
+	mail    []func()
+	work    sync.WaitGroup
 
 	// next is the latest time the next check may run; zero while a check
 	// runs and nothing asked for another. checking is when the check
@@ -149,11 +159,8 @@ type probeResult struct {
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
 	return &dir{
 		path: path, armedBy: reason, armedAt: now, cancel: cancel,
-		wake:     make(chan struct{}, 1),
-		results:  make(chan connectResult),
-		probes:   make(chan probeResult),
-		restarts: make(chan string),
-		servers:  map[string]*server{}, kinds: map[string]string{}, urls: map[string]string{}, locals: map[string]opencode.MCPEntry{},
+		index:   -1,
+		servers: map[string]*server{}, kinds: map[string]string{}, urls: map[string]string{}, locals: map[string]opencode.MCPEntry{},
 		lastActivity: now,
 	}
 }
@@ -188,10 +195,7 @@ func earlier(a, b time.Time) time.Time {
 func (d *dir) wakeBy(t time.Time) {
 	if n := earlier(d.next, t); !n.Equal(d.next) {
 		d.next = n
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
+		d.sched.moved(d)
 	}
 }
 

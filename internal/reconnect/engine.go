@@ -1,13 +1,15 @@
 // Package reconnect is the engine that keeps one OpenCode server's MCP
 // servers connected. It is a small level-triggered controller in the manner
-// of controller-runtime: for each armed project directory one loop reads
-// GET /mcp and reconciles (check.go, reconcile.go), deciding from that
-// fresh read alone which failed servers to connect and when to look
-// again. Everything else (OpenCode's events, probes of remote endpoints,
-// endpoint restarts, network changes, free connect slots, the user's
-// reconnect) only marks a directory due, now or at a time, with a reason;
-// it never connects by itself. Each server's retry schedule is a
-// backoff.Episode, so every cause of a connect is charged to one limiter.
+// of controller-runtime: for each armed project directory one check at a
+// time, started by the engine's one scheduler when the directory is due
+// (schedule.go), reads GET /mcp and reconciles (check.go, reconcile.go),
+// deciding from that fresh read alone which failed servers to connect
+// and when to look again. Everything else (OpenCode's events, probes of
+// remote endpoints, endpoint restarts, network changes, free connect
+// slots, the user's reconnect) only marks a directory due, now or at a
+// time, with a reason; it never connects by itself. Each server's retry
+// schedule is a backoff.Episode, so every cause of a connect is charged
+// to one limiter.
 package reconnect
 
 import (
@@ -95,6 +97,7 @@ type Engine struct {
 	about   func() *OpenCodeInfo
 	prober  *probe.Prober
 	hub     *probe.Hub // endpoint watches shared by every directory
+	sched   *scheduler // when each armed directory's next step runs
 
 	// checks holds a token per check running (maxChecks at most).
 	checks chan struct{}
@@ -150,7 +153,8 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{}}
+		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{},
+		sched: newScheduler(cfg.IdleInterval)}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -171,8 +175,8 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	return e, nil
 }
 
-// Run runs the engine until ctx ends, then stops every loop and waits for
-// it. Directories armed before Run start with it.
+// Run runs the engine until ctx ends, then stops every directory and
+// waits for all it started. Directories armed before Run start with it.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.ctx != nil {
@@ -180,6 +184,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("reconnect: engine already running")
 	}
 	e.ctx = ctx
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.schedule(ctx)
+	}()
 	var evs []Event
 	for d, reason := range e.pending {
 		evs = append(evs, e.armLocked(d, reason))
@@ -192,7 +201,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	e.mu.Lock()
 	for _, d := range e.dirs {
-		d.cancel()
+		e.stopLocked(d)
 	}
 	e.dirs = map[string]*dir{}
 	e.metrics.ArmedDirectories.Set(0)
@@ -266,6 +275,7 @@ func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
 	now := time.Now()
 	ctx, cancel := context.WithCancel(e.ctx)
 	d := newDir(path, reason, now, cancel)
+	d.ctx, d.sched = ctx, e.sched
 	d.next = now.Add(first)
 	if first == 0 {
 		d.lastAtOnce = now
@@ -274,11 +284,7 @@ func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
 	e.localsGen++
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.loop(ctx, d)
-	}()
+	e.sched.wait(d, d.stepTime(e.cfg.IdleInterval))
 	return Event{Time: now, Type: EventArmed, Directory: path, Reason: reason}
 }
 
@@ -297,7 +303,7 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	if !ok {
 		return Event{}
 	}
-	d.cancel()
+	e.stopLocked(d)
 	delete(e.dirs, path)
 	e.localsGen++
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))

@@ -8,10 +8,10 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// StuckAfter is how long a directory's loop may go without turning
-// before the engine counts it as stuck: a check that has waited this long
-// for one answer of OpenCode (every call has a timeout, 15 s for a read:
-// a wait this long is a call that ignores it), a check whose own work
+// StuckAfter is how long a directory's checks may stop coming before the
+// engine counts it as stuck: a check that has waited this long for one
+// answer of OpenCode (every call has a timeout, 15 s for a read: a wait
+// this long is a call that ignores it), a check whose own work
 // since OpenCode's last answer took this long, or, between checks, a
 // check this far past due.
 const StuckAfter = 2 * time.Minute
@@ -39,8 +39,8 @@ func Stuck(err error) bool { return err != nil && !errors.Is(err, ErrNotStarted)
 
 // Alive reports whether the engine still does its job, for a supervisor
 // (the systemd watchdog, GET /healthz): its lock can be taken within
-// timeout (no loop holds it for ever), Run is running, and no armed
-// directory's loop stopped turning (StuckAfter). Waiting for OpenCode is
+// timeout (nothing holds it for ever), Run is running, and no armed
+// directory's checks stopped coming (StuckAfter). Waiting for OpenCode is
 // not stuck, however slowly it answers and however many checks wait for
 // one answer (a shared list of booted locations), as long as each answer
 // comes within its call's timeout; nor is a check past due while the

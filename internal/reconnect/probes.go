@@ -91,11 +91,8 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 		work.Add(1)
 		go func() {
 			defer work.Done()
-			err := e.prober.Shared(ctx, url)
-			select {
-			case d.probes <- probeResult{name: name, err: err}:
-			case <-ctx.Done():
-			}
+			r := probeResult{name: name, err: e.prober.Shared(ctx, url)}
+			e.post(d, func() { e.finishProbe(d, r) })
 		}()
 	}
 }
@@ -137,7 +134,7 @@ func (e *Engine) finishProbe(d *dir, r probeResult) {
 }
 
 // startWatches starts watching the endpoints of connected remote servers
-// for restarts. Each watch ends with the directory's loop, or when the
+// for restarts. Each watch ends with the directory, or when the
 // server stops being connected (endWatch).
 func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, work *sync.WaitGroup) {
 	if e.prober == nil || len(names) == 0 {
@@ -161,9 +158,8 @@ func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, work 
 			defer unsubscribe()
 			select {
 			case <-restartedCh:
-				select {
-				case d.restarts <- name:
-				case <-wctx.Done():
+				if wctx.Err() == nil { // not ended meanwhile (endWatch)
+					e.post(d, func() { e.endpointRestarted(d, name) })
 				}
 			case <-wctx.Done():
 			}

@@ -1,0 +1,63 @@
+package reconnect
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// A directory has a goroutine only while it has work (schedule.go): with
+// many armed directories idle between checks, the engine runs a constant
+// handful of goroutines, not one per directory. (A loop per directory cost
+// a thousand goroutines, their stacks and their timers at scale.)
+func TestIdleDirectoriesCostNoGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		specs := map[string]Spec{}
+		for i := range 10 {
+			specs[fmt.Sprintf("s%d", i)] = Spec{}
+		}
+		r := newRig(t, generations[0].new(specs), noJitter(), nil)
+		before, all := engineGoroutines(), runtime.NumGoroutine()
+		const dirs = 200
+		for i := range dirs {
+			_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
+		}
+		r.at(time.Minute) // the first checks (1 s) and one idle check (31 s) are done
+		after := engineGoroutines()
+		t.Logf("the engine runs %d goroutines before arming %d directories, %d once they are idle (all goroutines: %d, then %d)",
+			before, dirs, after, all, runtime.NumGoroutine())
+		if after-before > dirs/10 {
+			t.Fatalf("%d armed idle directories run %d more goroutines of the engine, want a constant handful", dirs, after-before)
+		}
+		for i := range dirs {
+			if s := r.server(fmt.Sprintf("/p/%d", i), "s0"); s.Status != "connected" {
+				t.Fatalf("/p/%d: s0 is %q, want connected: the directory was never checked", i, s.Status)
+			}
+		}
+	})
+}
+
+// engineGoroutines counts the goroutines running the engine's code. (All
+// goroutines would count the fake's pool of idle HTTP connections too,
+// three goroutines each, which fills up as it likes.)
+func engineGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("internal/reconnect.(*Engine)")) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,214 @@
+// schedule.go holds the engine's scheduler: one timer heap of every armed
+// directory's next step, each directory's mailbox of what its connects,
+// probes and endpoint watches sent back, and the step itself. A directory
+// has a goroutine only while it has work: a step that is due, or mail.
+
+package reconnect
+
+import (
+	"container/heap"
+	"context"
+	"time"
+)
+
+// A step of a directory is what one turn of a loop per directory did,
+// in the same order and at the same times: it reads its mail (finished
+// connects, probes, endpoint restarts), one message at a time; when its
+// time comes it starts the probes that are due and, when the directory
+// is due, checks it. Between steps the directory waits in the heap, at
+// the earliest of its next check and its next probe (an idle interval
+// from now when neither is set). At most one step of a directory runs at
+// a time, so a wake during a check is honoured after it, never as a
+// second check in parallel.
+
+// scheduler is the heap of directories waiting for their next step. Its
+// fields, and a directory's schedule fields, are guarded by Engine.mu.
+type scheduler struct {
+	waiting dirHeap
+	idle    time.Duration // a directory with nothing due looks again this late
+	kick    chan struct{} // the earliest step moved earlier
+}
+
+func newScheduler(idle time.Duration) *scheduler {
+	return &scheduler{idle: idle, kick: make(chan struct{}, 1)}
+}
+
+// schedule starts each directory's step when it is due, until ctx ends.
+func (e *Engine) schedule(ctx context.Context) {
+	s := e.sched
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		now := time.Now()
+		for len(s.waiting) > 0 && !s.waiting[0].stepAt.After(now) {
+			e.startStepLocked(heap.Pop(&s.waiting).(*dir))
+		}
+		wait := time.Hour
+		if len(s.waiting) > 0 {
+			wait = s.waiting[0].stepAt.Sub(now)
+		}
+		e.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// stepTime is when d's next step is due: its next check or the earliest
+// probe not under way, else an idle interval from now. Caller holds
+// Engine.mu.
+func (d *dir) stepTime(idle time.Duration) time.Time {
+	at := d.dueAt()
+	for _, s := range d.servers {
+		if !s.probing {
+			at = earlier(at, s.nextProbe)
+		}
+	}
+	if at.IsZero() {
+		at = time.Now().Add(idle)
+	}
+	return at
+}
+
+// moved puts a waiting d at its step time again after its schedule
+// changed (wakeBy). A running step needs nothing: it looks when it ends.
+// Caller holds Engine.mu.
+func (s *scheduler) moved(d *dir) {
+	if s == nil || d.index < 0 {
+		return
+	}
+	d.stepAt = d.stepTime(s.idle)
+	heap.Fix(&s.waiting, d.index)
+	s.kickIfFirst(d)
+}
+
+// wait puts d in the heap at its step time. Caller holds Engine.mu.
+func (s *scheduler) wait(d *dir, at time.Time) {
+	d.stepAt = at
+	heap.Push(&s.waiting, d)
+	s.kickIfFirst(d)
+}
+
+func (s *scheduler) kickIfFirst(d *dir) {
+	if d.index == 0 {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// startStepLocked runs a step of d, which is in no heap. Caller holds
+// Engine.mu.
+func (e *Engine) startStepLocked(d *dir) {
+	d.running = true
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.step(d)
+	}()
+}
+
+// post hands fn (the outcome of something d started) to d's step: a new
+// one when none runs, else the running one after what it does now. It
+// never blocks; once d is disarmed, fn is dropped.
+func (e *Engine) post(d *dir, fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d.sched == nil || d.stopped || d.ctx.Err() != nil {
+		return
+	}
+	d.mail = append(d.mail, fn)
+	if !d.running {
+		heap.Remove(&d.sched.waiting, d.index)
+		e.startStepLocked(d)
+	}
+}
+
+// step runs d's work until none is left, then puts d back in the heap;
+// once d is disarmed it ends the directory instead (endLoop).
+func (e *Engine) step(d *dir) {
+	ctx := d.ctx
+	for {
+		e.mu.Lock()
+		if d.stopped || ctx.Err() != nil {
+			d.stopped = true
+			e.mu.Unlock()
+			e.endLoop(d)
+			return // d stays running: nothing starts a step of it again
+		}
+		if len(d.mail) > 0 {
+			fn := d.mail[0]
+			d.mail[0] = nil
+			d.mail = d.mail[1:]
+			e.mu.Unlock()
+			fn()
+			continue
+		}
+		at := d.stepTime(e.sched.idle)
+		if at.After(time.Now()) {
+			d.running = false
+			d.mail = nil // reuse would keep the old messages' array alive
+			e.sched.wait(d, at)
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		e.startProbes(ctx, d, &d.work)
+		e.mu.Lock()
+		due := !d.next.IsZero() && !time.Now().Before(d.dueAt())
+		e.mu.Unlock()
+		if due {
+			e.check(ctx, d, &d.work)
+		}
+	}
+}
+
+// stopLocked disarms d: its context ends, it leaves the heap, and its
+// end (endLoop) runs now, or after the step running now. Caller holds
+// Engine.mu.
+func (e *Engine) stopLocked(d *dir) {
+	d.cancel()
+	if d.stopped || d.sched == nil {
+		return
+	}
+	d.stopped = true
+	if d.running {
+		return
+	}
+	heap.Remove(&d.sched.waiting, d.index)
+	d.running = true
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.endLoop(d)
+	}()
+}
+
+// dirHeap orders waiting directories by their step time (container/heap).
+type dirHeap []*dir
+
+func (h dirHeap) Len() int           { return len(h) }
+func (h dirHeap) Less(i, j int) bool { return h[i].stepAt.Before(h[j].stepAt) }
+func (h dirHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *dirHeap) Push(x any) {
+	d := x.(*dir)
+	d.index = len(*h)
+	*h = append(*h, d)
+}
+func (h *dirHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	d.index = -1
+	return d
+}
