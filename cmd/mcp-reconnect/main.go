@@ -301,7 +301,9 @@ plain-http URL whose host is not loopback (127.0.0.0/8, ::1, localhost) is
 refused unless --allow-http-password is given.
 
 Every flag can also be set from the environment variable shown in brackets;
-a flag given on the command line wins.`,
+a flag given on the command line wins. The Go runtime reads $GOMEMLIMIT, a
+soft limit on the daemon's memory (BENCHMARKS.md has what it costs); status
+shows the daemon's own resident memory and goroutines.`,
 		Example: `  mcp-reconnect watch      # the OpenCode 2 service whenever it runs, else 1.x at :4096
   OPENCODE_SERVER_PASSWORD=… mcp-reconnect watch --url http://127.0.0.1:4096
   mcp-reconnect watch --directory ~/src/project --log-level debug`,
