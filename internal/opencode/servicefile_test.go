@@ -57,7 +57,7 @@ func writeService(t *testing.T, dir, body string) string {
 
 func TestReadServiceFile(t *testing.T) {
 	dir := t.TempDir()
-	// The example of opencode-v2-facts.md §5.
+	// A service.json in the shape docs/opencode.md#the-background-service-and-its-servicejson describes.
 	p := writeService(t, dir, `{"id":"4c1e","version":"2.0.21","url":"http://127.0.0.1:49374","pid":8123,"password":"`+pw+`"}`)
 	s, err := opencode.ReadServiceFile(p)
 	if err != nil || s.URL != "http://127.0.0.1:49374" || s.PID != 8123 || s.Version != "2.0.21" || s.ID != "4c1e" || s.Password() != pw || s.Path != p {

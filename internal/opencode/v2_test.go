@@ -18,13 +18,13 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
-// The GET /api/mcp example of opencode-v2-facts.md §2.3.
+// A GET /api/mcp answer in the shape docs/opencode.md#mcp-status-and-pending-2x describes.
 const factsStatusV2 = `{"location":{"directory":"/Users/me/p","project":{"id":"prj_1","directory":"/Users/me/p"}},
   "data":[{"name":"docs","status":{"status":"connected"}},
           {"name":"gh","status":{"status":"failed","error":"Connection closed"}},
           {"name":"lin","status":{"status":"needs_auth"},"integrationID":"mcp_3f2a9c0d1e2b4a5f"}]}`
 
-// The GET /api/config example of opencode-v2-facts.md §2.5.
+// A GET /api/config answer in the shape docs/opencode.md#config-layers-2x describes.
 const factsConfigV2 = `[{"type":"directory","path":"/Users/me/.config/opencode"},
   {"type":"document","path":"/Users/me/p/opencode.jsonc","info":{"mcp":{"servers":{
      "docs":{"type":"remote","url":"https://x/mcp","headers":{"Authorization":"Bearer hdr-secret"}},

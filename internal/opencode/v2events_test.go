@@ -15,7 +15,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
 
-// Frames of 2.x /api/event as opencode-v2-facts.md §2.6 records them.
+// Frames of 2.x /api/event as docs/opencode.md#the-event-stream-2x describes them.
 const (
 	frameConnected = `{"id":"evt_0ab3","type":"server.connected","data":{}}`
 	frameStatus    = `{"id":"evt_1","created":1790913415940,"type":"mcp.status.changed","location":{"directory":"/Users/me/p"},"data":{"server":"docs"}}`

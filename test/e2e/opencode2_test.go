@@ -22,7 +22,7 @@ import (
 
 // OpenCode 2 cannot be installed here (the npm registry serves 1.x only):
 // these tests run the real mcp-reconnect binary against the 2.x fake, built
-// from ../shared/docs/opencode-v2-facts.md, over real loopback TCP.
+// from what docs/opencode.md says of 2.x, over real loopback TCP.
 
 // writeServiceFile writes OpenCode 2's service.json under state (an
 // XDG_STATE_HOME), as the background service does at start.
