@@ -25,13 +25,9 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 			fakeProc{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: cmd, Cwd: "/p"},
 			fakeProc{PID: 2101, PPID: 2100, UID: uid, Start: 201, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
 		))
-		tab := procFS(t, root)
 		oc := &connectedOC{cmd: cmd}
-		r := newWatchRig()
-		r.runEngine(t, oc, "/p")
+		r, tab := connectedEngine(t, root, oc)
 		defer r.stop()
-		time.Sleep(90 * time.Second) // connected, stable, its config read
-		synctest.Wait()
 
 		p := r.newWatch(t, 2000)
 		p.table = tab // no exit watcher (newExits nil): scans alone

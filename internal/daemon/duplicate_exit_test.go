@@ -50,13 +50,9 @@ func TestKillingTheOlderDuplicateReconnectsNothing(t *testing.T) {
 			fakeProc{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"}, // leaked duplicate
 			fakeProc{PID: 2101, PPID: 2000, UID: uid, Start: 300, Argv: srv, Cwd: "/p"}, // the one serving
 		))
-		tab := procFS(t, root)
 		oc := &connectedOC{cmd: srv}
-		r := newWatchRig()
-		r.runEngine(t, oc, "/p")
+		r, tab := connectedEngine(t, root, oc)
 		defer r.stop()
-		time.Sleep(90 * time.Second) // connected, stable, its config read
-		synctest.Wait()
 
 		p := r.newWatch(t, 2000)
 		r.goWatch(p, tab, 2000)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
@@ -123,4 +125,17 @@ func (o *connectedOC) connectCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.connects
+}
+
+// connectedEngine runs, over the fake /proc tree at root, an engine of
+// oc armed at /p for 90 s: connected, stable, its config read. Start the
+// watch with r.newWatch and r.goWatch; defer r.stop.
+func connectedEngine(t *testing.T, root string, oc *connectedOC) (r *watchRig, tab procview.Table) {
+	t.Helper()
+	tab = procFS(t, root)
+	r = newWatchRig()
+	r.runEngine(t, oc, "/p")
+	time.Sleep(90 * time.Second) // connected, stable, its config read
+	synctest.Wait()
+	return r, tab
 }

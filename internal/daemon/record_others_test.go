@@ -55,16 +55,7 @@ func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
 		if info := p.info(); info == nil || info.Children != 1 {
 			t.Fatalf("setup: the view does not see pid 2100 serve /p's server: %+v", info)
 		}
-		all, err := rec.Load()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seen []int
-		for _, s := range all {
-			for _, x := range s.Seen {
-				seen = append(seen, x.PID)
-			}
-		}
+		seen := recordedPIDs(t, &rec)
 		if len(seen) != 1 || seen[0] != 2100 {
 			t.Errorf("the record holds %v while OpenCode runs pid 2100 for /p's server, want [2100]: the child was never written down", seen)
 		}

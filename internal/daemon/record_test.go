@@ -93,19 +93,7 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
-		seen := func() []int {
-			all, err := rec.Load()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pids []int
-			for _, s := range all {
-				for _, x := range s.Seen {
-					pids = append(pids, x.PID)
-				}
-			}
-			return pids
-		}
+		seen := func() []int { return recordedPIDs(t, &rec) }
 		if got := seen(); len(got) != 1 || got[0] != 2100 {
 			t.Fatalf("setup: while OpenCode runs the record holds %v, want [2100]", got)
 		}
