@@ -1,18 +1,10 @@
 package daemon
 
 import (
-	"context"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // A crash is the end of the child OpenCode started (its launcher) and of
@@ -29,41 +21,17 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 		uid := os.Getuid()
 		cmd := []string{"sh", "-c", "node srv.js; sleep 600"}
 		root := t.TempDir()
-		procs := []fakeProc{
-			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
-			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
-			{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: cmd, Cwd: "/p"},
-			{PID: 2101, PPID: 2100, UID: uid, Start: 201, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
-		}
-		writeProcTree(t, root, procs)
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
+		writeProcTree(t, root, underOpenCode(uid,
+			fakeProc{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: cmd, Cwd: "/p"},
+			fakeProc{PID: 2101, PPID: 2100, UID: uid, Start: 201, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
+		))
 		oc := &connectedOC{cmd: cmd}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, oc, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = eng.Arm("/p", reconnect.ArmedByFlag)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
-		defer func() { cancel(); wg.Wait() }()
-		time.Sleep(90 * time.Second) // connected, stable, its config read
-		synctest.Wait()
+		r, tab := connectedEngine(t, root, oc)
+		defer r.stop()
 
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p := r.newWatch(t, 2000)
 		p.table = tab // no exit watcher (newExits nil): scans alone
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = p.watch(ctx, tab, 2000) }()
+		r.goWatch(p, tab, 2000)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if info := p.info(); info == nil || len(info.Servers) != 1 || info.Servers[0].ServerPID != 2101 {
@@ -71,18 +39,12 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 		}
 
 		// node crashes; the shell goes on to `sleep 600`.
-		if err := os.RemoveAll(filepath.Join(root, "2101")); err != nil {
-			t.Fatal(err)
-		}
+		removeProcs(t, root, 2101)
 		writeProcTree(t, root, []fakeProc{{PID: 2102, PPID: 2100, UID: uid, Start: 900, Argv: []string{"sleep", "600"}, Cwd: "/p"}})
-		if err := os.WriteFile(filepath.Join(root, "2100", "task", "2100", "children"), []byte("2102 "), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		setChildren(t, root, 2100, "2102 ")
 		time.Sleep(60 * time.Second)
 		synctest.Wait()
-		oc.mu.Lock()
-		n := oc.connects
-		oc.mu.Unlock()
+		n := oc.connectCount()
 		if n != 0 {
 			t.Errorf("%d connects after node (pid 2101) ended below `sh -c 'node srv.js; sleep 600'`: the shell runs on and holds OpenCode's pipe, as it would after a build step", n)
 		}
@@ -91,19 +53,11 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 		}
 
 		// The launcher ends: that is a crash.
-		for _, pid := range []string{"2100", "2102"} {
-			if err := os.RemoveAll(filepath.Join(root, pid)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(root, "2000", "task", "2000", "children"), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		removeProcs(t, root, 2100, 2102)
+		setChildren(t, root, 2000, "")
 		time.Sleep(60 * time.Second)
 		synctest.Wait()
-		oc.mu.Lock()
-		n = oc.connects
-		oc.mu.Unlock()
+		n = oc.connectCount()
 		if n == 0 {
 			t.Errorf("the launcher (pid 2100) ended a minute ago while OpenCode says connected: no connect")
 		}

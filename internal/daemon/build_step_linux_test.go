@@ -3,18 +3,13 @@
 package daemon
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // For a launcher that does not exit
@@ -42,18 +37,9 @@ func TestAPreparationStepBelowALauncherIsNotTakenForItsServer(t *testing.T) {
 	script := "sleep 2; sleep 600"
 	cmd := []string{"dash", "-c", script}
 	oc := &connectedOC{cmd: cmd}
-	cfg := reconnect.DefaultConfig
-	cfg.Backoff.Jitter = 0
-	eng, err := reconnect.New(cfg, oc, reconnect.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = eng.Arm(dir, reconnect.ArmedByFlag)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+	r := newWatchRig()
+	defer r.stop()
+	r.runEngine(t, oc, dir)
 	time.Sleep(2 * time.Second) // armed, its config and status read: connected
 
 	// "OpenCode": it starts the server's command as its child.
@@ -72,23 +58,16 @@ func TestAPreparationStepBelowALauncherIsNotTakenForItsServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newProcWatch(eng, client, root.Process.Pid, slog.New(slog.DiscardHandler))
+	p := r.newWatch(t, root.Process.Pid)
 	p.table, p.newExits = tab, procview.NewExits
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = p.watch(ctx, tab, root.Process.Pid) }()
+	r.goWatch(p, tab, root.Process.Pid)
 
 	time.Sleep(5 * time.Second) // the build step ends; `sleep 600`, the server, runs on
 	info := p.info()
 	if info == nil || info.Children != 1 {
 		t.Fatalf("setup: the view does not see the server's launcher: %+v", info)
 	}
-	oc.mu.Lock()
-	n := oc.connects
-	oc.mu.Unlock()
+	n := oc.connectCount()
 	if n != 0 {
 		t.Errorf("%d connects of a connected server whose launcher and server both run: its build step was taken for its server, and its normal end for a crash (status shows server %d %q)", n, info.Servers[0].ServerPID, info.Servers[0].ServerCommand)
 	}

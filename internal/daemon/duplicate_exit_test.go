@@ -2,17 +2,13 @@ package daemon
 
 import (
 	"context"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // connectedOC is an OpenCode whose one local server stays connected; it
@@ -50,56 +46,27 @@ func TestKillingTheOlderDuplicateReconnectsNothing(t *testing.T) {
 		uid := os.Getuid()
 		srv := []string{"node", "srv.js"}
 		root := t.TempDir()
-		writeProcTree(t, root, []fakeProc{
-			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
-			{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
-			{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"}, // leaked duplicate
-			{PID: 2101, PPID: 2000, UID: uid, Start: 300, Argv: srv, Cwd: "/p"}, // the one serving
-		})
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
+		writeProcTree(t, root, underOpenCode(uid,
+			fakeProc{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"}, // leaked duplicate
+			fakeProc{PID: 2101, PPID: 2000, UID: uid, Start: 300, Argv: srv, Cwd: "/p"}, // the one serving
+		))
 		oc := &connectedOC{cmd: srv}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, oc, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = eng.Arm("/p", reconnect.ArmedByFlag)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
-		defer func() { cancel(); wg.Wait() }()
-		time.Sleep(90 * time.Second) // connected, stable, its config read
-		synctest.Wait()
+		r, tab := connectedEngine(t, root, oc)
+		defer r.stop()
 
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
-		wg.Add(1)
-		go func() { defer wg.Done(); p.watch(ctx, tab, 2000) }()
+		p := r.newWatch(t, 2000)
+		r.goWatch(p, tab, 2000)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if info := p.info(); info == nil || len(info.Duplicates) != 1 {
 			t.Fatalf("setup: the duplicate is not shown: %+v", info)
 		}
 		// kill 2100, as status advises.
-		if err := os.RemoveAll(filepath.Join(root, "2100")); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, "2000", "task", "2000", "children"), []byte("2101 "), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		removeProcs(t, root, 2100)
+		setChildren(t, root, 2000, "2101 ")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		oc.mu.Lock()
-		n := oc.connects
-		oc.mu.Unlock()
+		n := oc.connectCount()
 		if n != 0 {
 			t.Fatalf("%d connects of a server whose serving child (2101) still runs, after its older duplicate was ended", n)
 		}

@@ -3,11 +3,8 @@
 package daemon
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,13 +35,11 @@ func TestExitTimesOfOpenCodesOtherChildrenAreForgotten(t *testing.T) {
 	if _, err := procview.NewExits(); errors.Is(err, errors.ErrUnsupported) {
 		t.Skip(err)
 	}
-	p := newProcWatch(nil, nil, oc.Process.Pid, slog.New(slog.DiscardHandler))
+	r := newWatchRig()
+	p := r.newWatch(t, oc.Process.Pid)
 	p.table, p.newExits = tab, procview.NewExits
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = p.watch(ctx, tab, oc.Process.Pid) }()
-	defer func() { cancel(); wg.Wait() }()
+	r.goWatch(p, tab, oc.Process.Pid)
+	defer r.stop()
 
 	time.Sleep(12 * time.Second) // about thirty commands come and go
 	p.mu.Lock()

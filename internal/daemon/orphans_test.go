@@ -1,12 +1,8 @@
 package daemon
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,37 +18,15 @@ type fakeProc struct {
 }
 
 // writeProcTree writes procs as a /proc tree under root (stat, status,
-// cmdline, cwd, each process's children list), as procview's tests do.
+// cmdline, cwd, each process's children list), as procview's tests do,
+// each process in its parent's pid's group.
 func writeProcTree(t *testing.T, root string, procs []fakeProc) {
 	t.Helper()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	grouped := make([]groupedProc, len(procs))
+	for i, p := range procs {
+		grouped[i] = groupedProc{PID: p.PID, PPID: p.PPID, PGID: p.PPID, UID: p.UID, Start: p.Start, Argv: p.Argv, Cwd: p.Cwd}
 	}
-	must(os.MkdirAll(root, 0o755))
-	must(os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 0 1 1 0 0 0 0 0 0\nbtime 1796110733\nprocesses 1\n"), 0o644))
-	kids := map[int][]int{}
-	for _, p := range procs {
-		kids[p.PPID] = append(kids[p.PPID], p.PID)
-	}
-	for _, p := range procs {
-		dir := filepath.Join(root, strconv.Itoa(p.PID))
-		must(os.MkdirAll(filepath.Join(dir, "task", strconv.Itoa(p.PID)), 0o755))
-		comm := filepath.Base(p.Argv[0])
-		stat := fmt.Sprintf("%d (%s) S %d %d %d 0 -1 4194304 639 0 0 0 0 0 0 0 20 0 1 0 %d 1828069376 2486\n", p.PID, comm, p.PPID, p.PPID, p.PPID, p.Start)
-		must(os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644))
-		status := fmt.Sprintf("Name:\t%s\nState:\tS\nTgid:\t%d\nPid:\t%d\nPPid:\t%d\nUid:\t%d\t%d\t%d\t%d\n", comm, p.PID, p.PID, p.PPID, p.UID, p.UID, p.UID, p.UID)
-		must(os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644))
-		must(os.WriteFile(filepath.Join(dir, "cmdline"), []byte(strings.Join(p.Argv, "\x00")+"\x00"), 0o644))
-		must(os.Symlink(p.Cwd, filepath.Join(dir, "cwd")))
-		var list []byte
-		for _, c := range kids[p.PID] {
-			list = append(strconv.AppendInt(list, int64(c), 10), ' ')
-		}
-		must(os.WriteFile(filepath.Join(dir, "task", strconv.Itoa(p.PID), "children"), list, 0o644))
-	}
+	writeGroupedTree(t, root, grouped)
 }
 
 // (Orphans are processes whose "OpenCode is gone or is another

@@ -1,24 +1,19 @@
 package daemon
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // belowLauncherWatch watches OpenCode 2000 whose server s runs as
 // `sh -c 'node srv.js; sleep 600'` (2100) with node (2101) below it.
-func belowLauncherWatch(t *testing.T, root string) (p *procWatch, rec *procview.Record, done chan struct{}, stop func()) {
+func belowLauncherWatch(t *testing.T, root string) (p *procWatch, rec *procview.Record, done <-chan struct{}, stop func()) {
 	uid := os.Getuid()
 	cmd := []string{"sh", "-c", "node srv.js; sleep 600"}
 	writeGroupedTree(t, root, []groupedProc{
@@ -27,31 +22,13 @@ func belowLauncherWatch(t *testing.T, root string) (p *procWatch, rec *procview.
 		{PID: 2100, PPID: 2000, PGID: 1000, UID: uid, Start: 200, Argv: cmd, Cwd: "/p"},
 		{PID: 2101, PPID: 2100, PGID: 1000, UID: uid, Start: 201, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
 	})
-	tab, err := procview.ProcFS(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := reconnect.DefaultConfig
-	cfg.Backoff.Jitter = 0
-	eng, err := reconnect.New(cfg, &connectedOC{cmd: cmd}, reconnect.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = eng.Arm("/p", reconnect.ArmedByFlag)
-	client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+	tab := procFS(t, root)
+	r := newWatchRig()
+	r.runEngine(t, &connectedOC{cmd: cmd}, "/p")
 	rec = &procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
-	p = newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+	p = r.newWatch(t, 2000)
 	p.table, p.record = tab, rec
-	done = make(chan struct{})
-	go func() { defer wg.Done(); defer close(done); _ = p.watch(ctx, tab, 2000) }()
-	return p, rec, done, func() { cancel(); wg.Wait() }
+	return p, rec, r.goWatch(p, tab, 2000), r.stop
 }
 
 func recordedPIDs(t *testing.T, rec *procview.Record) []int {

@@ -1,18 +1,13 @@
 package daemon
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // The record now keeps when OpenCode ended (Sightings.Ended: "nothing
@@ -37,31 +32,14 @@ func TestRecordOfRunsOpenCodeSaysWhenItEnded(t *testing.T) {
 			{PID: 2000, PPID: 1, PGID: 2000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 2000, PGID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
 		})
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = eng.Arm("/p", reconnect.ArmedByFlag)
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+		tab := procFS(t, root)
+		r := newWatchRig()
+		r.runEngine(t, &connectedOC{cmd: srv}, "/p")
 		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p := r.newWatch(t, 2000)
 		p.table, p.record = tab, &rec
-		done := make(chan struct{})
-		go func() { defer wg.Done(); defer close(done); _ = p.watch(ctx, tab, 2000) }()
-		defer func() { cancel(); wg.Wait() }()
+		done := r.goWatch(p, tab, 2000)
+		defer r.stop()
 
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
@@ -76,7 +54,7 @@ func TestRecordOfRunsOpenCodeSaysWhenItEnded(t *testing.T) {
 			{PID: 2100, PPID: 1, PGID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
 		})
 		time.Sleep(100 * time.Millisecond) // the wrapper's wait returns
-		cancel()
+		r.cancel()
 		<-done
 		all, err := rec.Load()
 		if err != nil || len(all) != 1 {

@@ -1,16 +1,12 @@
 package daemon
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
@@ -37,29 +33,14 @@ func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
 			{PID: 2000, PPID: 1000, PGID: 1000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 		}
 		writeGroupedTree(t, root, base)
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+		tab := procFS(t, root)
+		r := newWatchRig()
+		eng := r.runEngine(t, &connectedOC{cmd: srv}, "")
 		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p := r.newWatch(t, 2000)
 		p.table, p.record = tab, &rec
-		go func() { defer wg.Done(); _ = p.watch(ctx, tab, 2000) }()
-		defer func() { cancel(); wg.Wait() }()
+		r.goWatch(p, tab, 2000)
+		defer r.stop()
 		time.Sleep(5 * time.Second) // watching; the first record written
 		synctest.Wait()
 
@@ -74,16 +55,7 @@ func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
 		if info := p.info(); info == nil || info.Children != 1 {
 			t.Fatalf("setup: the view does not see pid 2100 serve /p's server: %+v", info)
 		}
-		all, err := rec.Load()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seen []int
-		for _, s := range all {
-			for _, x := range s.Seen {
-				seen = append(seen, x.PID)
-			}
-		}
+		seen := recordedPIDs(t, &rec)
 		if len(seen) != 1 || seen[0] != 2100 {
 			t.Errorf("the record holds %v while OpenCode runs pid 2100 for /p's server, want [2100]: the child was never written down", seen)
 		}

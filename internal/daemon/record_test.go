@@ -1,21 +1,16 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // groupedProc is one process of a /proc tree, with its own process group.
@@ -87,47 +82,18 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 			{PID: 2100, PPID: 2000, PGID: 1000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
 		}
 		writeGroupedTree(t, root, procs)
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = eng.Arm("/p", reconnect.ArmedByFlag)
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+		tab := procFS(t, root)
+		r := newWatchRig()
+		r.runEngine(t, &connectedOC{cmd: srv}, "/p")
 		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		p := r.newWatch(t, 2000)
 		p.table, p.record = tab, &rec
-		done := make(chan struct{})
-		go func() { defer wg.Done(); defer close(done); _ = p.watch(ctx, tab, 2000) }()
-		defer func() { cancel(); wg.Wait() }()
+		done := r.goWatch(p, tab, 2000)
+		defer r.stop()
 
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
-		seen := func() []int {
-			all, err := rec.Load()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pids []int
-			for _, s := range all {
-				for _, x := range s.Seen {
-					pids = append(pids, x.PID)
-				}
-			}
-			return pids
-		}
+		seen := func() []int { return recordedPIDs(t, &rec) }
 		if got := seen(); len(got) != 1 || got[0] != 2100 {
 			t.Fatalf("setup: while OpenCode runs the record holds %v, want [2100]", got)
 		}

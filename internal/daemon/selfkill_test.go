@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // respawningOC is OpenCode 1.18.34 with one stdio server, over a /proc
@@ -87,34 +84,15 @@ func TestOneCrashIsRepairedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		root := t.TempDir() + "/proc"
 		oc := &respawningOC{t: t, root: root, uid: os.Getuid(), cmd: []string{"node", "srv.js"}, status: opencode.StatusConnected}
-		writeProcTree(t, root, []fakeProc{
-			{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
-			{PID: 2000, PPID: 1, UID: oc.uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
-		})
+		writeProcTree(t, root, underOpenCode(oc.uid))
 		oc.next = 2100
 		oc.setChild(2100)
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, oc, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = eng.Arm("/p", reconnect.ArmedByFlag)
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
-		go func() { defer wg.Done(); p.watch(ctx, tab, 2000) }()
-		defer func() { cancel(); wg.Wait() }()
+		tab := procFS(t, root)
+		r := newWatchRig()
+		eng := r.runEngine(t, oc, "/p")
+		p := r.newWatch(t, 2000)
+		r.goWatch(p, tab, 2000)
+		defer r.stop()
 		time.Sleep(90*time.Second + 700*time.Millisecond) // stable; mid-way between two scans
 		synctest.Wait()
 

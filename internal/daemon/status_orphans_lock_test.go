@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -45,27 +43,19 @@ func (s *stallTable) Read(pid int) (procview.Process, error) {
 func TestStatusLookingForOrphansDoesNotStallTheExitPath(t *testing.T) {
 	uid := os.Getuid()
 	root := t.TempDir()
-	writeProcTree(t, root, []fakeProc{
-		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Cwd: "/"},
-		{PID: 2000, PPID: 1, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
-		{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
+	writeProcTree(t, root, underOpenCode(uid,
+		fakeProc{PID: 2100, PPID: 2000, UID: uid, Start: 200, Argv: []string{"node", "srv.js"}, Cwd: "/p"},
 		// some daemon of the user's, adopted by init: Orphans reads it
-		{PID: 3000, PPID: 1, UID: uid, Start: 50, Argv: []string{"syncthing", "serve"}, Cwd: "/home/ana"},
-	})
-	pt, err := procview.ProcFS(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab := &stallTable{Table: pt, pid: 3000, release: make(chan struct{}), entered: make(chan struct{})}
-	p := newProcWatch(nil, nil, 2000, slog.New(slog.DiscardHandler))
+		fakeProc{PID: 3000, PPID: 1, UID: uid, Start: 50, Argv: []string{"syncthing", "serve"}, Cwd: "/home/ana"},
+	))
+	tab := &stallTable{Table: procFS(t, root), pid: 3000, release: make(chan struct{}), entered: make(chan struct{})}
+	r := newWatchRig()
+	p := r.newWatch(t, 2000)
 	p.table = tab
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = p.watch(ctx, tab, 2000) }()
+	r.goWatch(p, tab, 2000)
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(tab.release) }) }
-	defer func() { release(); cancel(); wg.Wait() }()
+	defer func() { release(); r.stop() }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		p.mu.Lock()

@@ -1,17 +1,10 @@
 package daemon
 
 import (
-	"context"
-	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // ("The MCP process view ... always under run".) The
@@ -35,29 +28,13 @@ func TestRunThroughAScriptSeesOpenCodesChildren(t *testing.T) {
 			{PID: 2002, PPID: 2001, UID: uid, Start: 102, Argv: []string{"/usr/lib/node_modules/opencode-ai/node_modules/opencode-linux-x64/bin/opencode"}, Cwd: "/p"},
 			{PID: 2003, PPID: 2002, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
 		})
-		tab, err := procview.ProcFS(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := reconnect.DefaultConfig
-		cfg.Backoff.Jitter = 0
-		eng, err := reconnect.New(cfg, &connectedOC{cmd: srv}, reconnect.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = eng.Arm("/p", reconnect.ArmedByFlag)
-		client, err := opencode.NewServer(opencode.ServerOptions{URL: "http://127.0.0.1:1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
-		p := newProcWatch(eng, client, 2000, slog.New(slog.DiscardHandler))
+		tab := procFS(t, root)
+		r := newWatchRig()
+		r.runEngine(t, &connectedOC{cmd: srv}, "/p")
+		p := r.newWatch(t, 2000)
 		p.table = tab // as run sets it (there: procview.System())
-		go func() { defer wg.Done(); p.watch(ctx, tab, 2000) }()
-		defer func() { cancel(); wg.Wait() }()
+		r.goWatch(p, tab, 2000)
+		defer r.stop()
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		info := p.info()
