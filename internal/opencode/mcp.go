@@ -112,12 +112,13 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 	out := make(map[string]ServerStatus, 16)
 	// missing are the servers whose last entry has no string status (a
 	// repeated key counts by its last entry, as encoding/json counts it).
-	var missing []string
+	var missing map[string]bool
 	lacks := func(name string) {
 		delete(out, name)
-		if !slices.Contains(missing, name) {
-			missing = append(missing, name)
+		if missing == nil {
+			missing = map[string]bool{}
 		}
+		missing[name] = true
 	}
 	for first := true; ; {
 		key, ok := s.member(&first)
@@ -168,40 +169,58 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 			continue
 		}
 		out[name] = st
-		if i := slices.Index(missing, name); i >= 0 {
-			missing = slices.Delete(missing, i, i+1)
-		}
+		delete(missing, name)
 	}
 	if s.bad {
 		return nil, fmt.Errorf("status is not a JSON object of server states: %s", snippet(body))
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("status of server %q has no string \"status\"", missing[0])
+		return nil, fmt.Errorf("status of server %q has no string \"status\"", slices.Min(slices.Collect(maps.Keys(missing))))
 	}
 	return out, nil
 }
 
 // interned holds the strings status reads repeat: server names, statuses,
-// error texts. Bounded: past maxInterned a string is copied as before.
+// error texts. Bounded in bytes: only short strings are kept, and when the
+// map is full it starts over (strings handed out stay valid; they are only
+// no longer shared), so error texts that change at every read cannot grow
+// it, and what is read now is shared again.
 var interned = struct {
 	sync.Mutex
-	m map[string]string
+	m     map[string]string
+	bytes int
 }{m: map[string]string{}}
 
-const maxInterned = 1 << 14
+const (
+	maxInterned      = 1 << 14 // strings
+	maxInternedBytes = 1 << 20 // their bytes
+	maxInternLen     = 256     // a longer string is copied, never kept
+)
 
 // intern returns b as a string, shared with every earlier read of it.
 func intern(b []byte) string {
+	if len(b) > maxInternLen {
+		return string(b)
+	}
 	interned.Lock()
 	defer interned.Unlock()
 	if s, ok := interned.m[string(b)]; ok {
 		return s
 	}
 	s := string(b)
-	if len(interned.m) < maxInterned {
-		interned.m[s] = s
-	}
+	keepLocked(s)
 	return s
+}
+
+// keepLocked adds s to interned, starting over when it is full. Caller
+// holds interned.
+func keepLocked(s string) {
+	if len(interned.m) >= maxInterned || interned.bytes+len(s) > maxInternedBytes {
+		clear(interned.m)
+		interned.bytes = 0
+	}
+	interned.m[s] = s
+	interned.bytes += len(s)
 }
 
 // internJSONString decodes the JSON string v, shared as intern shares: a
@@ -240,14 +259,15 @@ func internKey(key []byte) string {
 
 // internString is intern for a string already made (a decoded one).
 func internString(str string) string {
+	if len(str) > maxInternLen {
+		return str
+	}
 	interned.Lock()
 	defer interned.Unlock()
 	if s, ok := interned.m[str]; ok {
 		return s
 	}
-	if len(interned.m) < maxInterned {
-		interned.m[str] = str
-	}
+	keepLocked(str)
 	return str
 }
 

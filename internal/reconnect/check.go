@@ -63,9 +63,21 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	// wait here, each on a small stack, rather than each holding a
 	// request, its buffers and a deep stack in the client's queue for a
 	// connection (the reads' pool has as many).
+	// Waiting here is waiting for the checks ahead, which Alive judges
+	// on their own: a queued check is not stuck.
+	e.mu.Lock()
+	d.queued = time.Now()
+	e.mu.Unlock()
+	slot := false
 	select {
 	case e.checks <- struct{}{}:
+		slot = true
 	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	d.queued, d.checking = time.Time{}, time.Now() // the check's time starts with its slot
+	e.mu.Unlock()
+	if !slot {
 		return
 	}
 	defer func() { <-e.checks }()

@@ -28,7 +28,10 @@ const (
 // own step (schedule.go) reads status and starts connects for it.
 type dir struct {
 	// order is reconcile's buffer of the read's server names.
-	order   []string
+	order []string
+	// queued is when the check began to wait for one of the engine's
+	// check slots (maxChecks), zero while it holds one or none runs.
+	queued  time.Time
 	path    string
 	armedBy string
 	armedAt time.Time

@@ -61,6 +61,9 @@ func (e *Engine) Alive(timeout time.Duration) error {
 	for _, p := range opencode.Names(e.dirs) {
 		d := e.dirs[p]
 		switch {
+		case !d.queued.IsZero():
+			// Waiting for a check slot: the checks that hold them are
+			// judged on their own.
 		case !d.awaiting.IsZero():
 			if took := now.Sub(d.awaiting); took > StuckAfter {
 				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has waited %s for one answer of OpenCode, past every timeout", e.url, p, took.Round(time.Second))
