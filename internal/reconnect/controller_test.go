@@ -364,7 +364,7 @@ func TestCrashReportStormIsBounded(t *testing.T) {
 
 // Network changes are rate limited by themselves, not only by the slow
 // tier: at most one network-triggered attempt per server per max-delay,
-// in the fast episode too (README, "Network changes"). Here the fast
+// in the fast episode too (docs/guide.md, "Network changes"). Here the fast
 // episode never ends (fast-attempts 1000), so a thousand changes over ten
 // minutes meet the limit alone: the schedule makes about one attempt per
 // max-delay, and the changes at most one more each.
