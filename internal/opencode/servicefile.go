@@ -314,21 +314,6 @@ func Registrations(file string, channels bool) ([]Registration, error) {
 	return append(first, others...), nil
 }
 
-// ServiceFiles lists where OpenCode 2 services register beside file (a
-// service.json): file itself (whether it exists or not), then, in its
-// directory, the other release channels' service-<channel>.json, the
-// most recently written first (Registrations).
-func ServiceFiles(file string) []string {
-	out := []string{file}
-	regs, _ := Registrations(file, true)
-	for _, r := range regs {
-		if r.Path != filepath.Clean(file) {
-			out = append(out, r.Path)
-		}
-	}
-	return out
-}
-
 // FindService is DiscoverService for the first of files whose service
 // answers. A refused password (that service runs and wants another
 // password, or the file is stale and another OpenCode holds its port) is
