@@ -7,6 +7,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -93,6 +94,7 @@ func BenchmarkScale(b *testing.B) {
 		perMin := func(n int) float64 { return float64(n) / window.Minutes() }
 		cpuPct := float64(cpu1-cpu0) / clockTicks / window.Seconds() * 100
 		goroutines := scrape(b, statusAddr, "go_goroutines")
+		view := processView(b, statusAddr)
 		// Where the daemon's memory is at idle, as the Go runtime counts it.
 		mem := map[string]float64{}
 		for _, m := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_sys_bytes", "go_memstats_next_gc_bytes", "process_resident_memory_bytes"} {
@@ -150,7 +152,8 @@ func BenchmarkScale(b *testing.B) {
 		fmt.Printf("| config reads per minute (idle) | %.0f | 0 |\n", perMin(configs))
 		fmt.Printf("| mcp.tools.changed → connect p50 | %v | |\n", p50.Round(time.Millisecond))
 		fmt.Printf("| mcp.tools.changed → connect p99 | %v | ≤ 1.1 s (initial-delay + 100 ms) |\n", p99.Round(time.Millisecond))
-		fmt.Printf("| idle window | %v | |\n\n", window.Round(time.Second))
+		fmt.Printf("| idle window | %v | |\n", window.Round(time.Second))
+		fmt.Printf("| process view | %s | on (BENCH_NO_VIEW=1: off) |\n\n", view)
 		fmt.Printf("| memory at idle (MiB) | heap in use | heap idle (released) | next GC at | goroutine stacks | runtime total (sys) | resident |\n|---|---|---|---|---|---|---|\n")
 		fmt.Printf("| | %.1f | %.1f (%.1f) | %.1f | %.1f | %.1f | %.1f |\n\n", mem["go_memstats_heap_inuse_bytes"], mem["go_memstats_heap_idle_bytes"], mem["go_memstats_heap_released_bytes"],
 			mem["go_memstats_next_gc_bytes"], mem["go_memstats_stack_inuse_bytes"], mem["go_memstats_sys_bytes"], mem["process_resident_memory_bytes"])
@@ -232,6 +235,30 @@ func profile(b *testing.B, dir, addr, path, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), body, 0o600); err != nil {
 		b.Error(err)
 	}
+}
+
+// processView says whether the daemon watches OpenCode's processes, from
+// its status: "on (OpenCode pid N)" or "off".
+func processView(b *testing.B, addr string) string {
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Servers []struct {
+			Processes *struct {
+				OpenCodePID int `json:"opencode_pid"`
+			} `json:"processes"`
+		} `json:"servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		b.Fatal(err)
+	}
+	if len(st.Servers) == 1 && st.Servers[0].Processes != nil {
+		return fmt.Sprintf("on (OpenCode pid %d)", st.Servers[0].Processes.OpenCodePID)
+	}
+	return "off"
 }
 
 func scrape(b *testing.B, addr, metric string) float64 {
