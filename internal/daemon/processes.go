@@ -216,17 +216,9 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 	if p.pid > 0 {
 		return p.pid, nil
 	}
-	u, err := url.Parse(p.client.URL())
+	port, err := p.loopbackPort()
 	if err != nil {
 		return 0, err
-	}
-	host, portStr := u.Hostname(), u.Port()
-	if !loopback.Host(host) {
-		return 0, fmt.Errorf("%s is not a loopback address", host)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return 0, fmt.Errorf("no port in %s", p.client.URL())
 	}
 	// The pid a 2.x server reports is its own only in its own pid
 	// namespace: in a container published on loopback it names some
@@ -251,6 +243,23 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 		return 0, fmt.Errorf("the process listening on port %d (pid %d) is not OpenCode", port, pid)
 	}
 	return pid, nil
+}
+
+// loopbackPort is the port of the server's URL, when its host is this
+// machine's loopback: the only case where a process here can be it.
+func (p *procWatch) loopbackPort() (int, error) {
+	u, err := url.Parse(p.client.URL())
+	if err != nil {
+		return 0, err
+	}
+	if host := u.Hostname(); !loopback.Host(host) {
+		return 0, fmt.Errorf("%s is not a loopback address", host)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return 0, fmt.Errorf("no port in %s", p.client.URL())
+	}
+	return port, nil
 }
 
 // tellConfigEnv tells the client how the OpenCode process found (or not)
@@ -292,12 +301,8 @@ var forwarders = map[string]bool{"ssh": true, "sshd": true, "socat": true, "kube
 // this user in this mount namespace that forwards nothing (a wrapper of
 // OpenCode's that the view does not know), else not at all.
 func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation) opencode.ConfigEnv {
-	u, err := url.Parse(p.client.URL())
+	port, err := p.loopbackPort()
 	if err != nil {
-		return opencode.ConfigEnv{Generation: gen}
-	}
-	port, err := strconv.Atoi(u.Port())
-	if err != nil || !loopback.Host(u.Host) {
 		return opencode.ConfigEnv{Generation: gen}
 	}
 	pid, err := procview.ListenerPID(port, os.Getuid())
