@@ -55,6 +55,11 @@ func (e *Engine) endpoints(d *dir, now time.Time) (watch []string) {
 	return watch
 }
 
+// probeDue reports whether s's endpoint probe is due at now and none runs.
+func (s *server) probeDue(now time.Time) bool {
+	return !s.probing && !s.nextProbe.IsZero() && !now.Before(s.nextProbe)
+}
+
 // startProbes runs the probes that are due, within the global probe rate.
 func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	if e.prober == nil {
@@ -65,8 +70,7 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 	defer e.mu.Unlock()
 	due := false // most wakes have no probe due: no sorted copy of the names then
 	for _, s := range d.servers {
-		if !s.probing && !s.nextProbe.IsZero() && !now.Before(s.nextProbe) {
-			due = true
+		if due = s.probeDue(now); due {
 			break
 		}
 	}
@@ -75,7 +79,7 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 	}
 	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
-		if s.probing || s.nextProbe.IsZero() || now.Before(s.nextProbe) {
+		if !s.probeDue(now) {
 			continue
 		}
 		url := d.urls[name]
