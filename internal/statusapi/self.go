@@ -1,11 +1,10 @@
 package statusapi
 
 import (
-	"bufio"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // Daemon is what the daemon costs now: its own memory and goroutines, so
@@ -19,35 +18,14 @@ type Daemon struct {
 	Goroutines int   `json:"goroutines"`
 }
 
-// self reads the daemon's own cost.
+// self reads the daemon's own cost: /proc/self/status's VmRSS and VmHWM,
+// read as the rest of the daemon reads /proc (prometheus/procfs).
 func self() *Daemon {
 	d := &Daemon{PID: os.Getpid(), Goroutines: runtime.NumGoroutine()}
-	d.RSS, d.PeakRSS = rss("/proc/self/status")
+	if p, err := procfs.Self(); err == nil {
+		if st, err := p.NewStatus(); err == nil {
+			d.RSS, d.PeakRSS = int64(st.VmRSS), int64(st.VmHWM)
+		}
+	}
 	return d
-}
-
-// rss reads VmRSS and VmHWM from a /proc/PID/status file.
-func rss(path string) (now, peak int64) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "VmRSS" && key != "VmHWM" {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
-		if err != nil {
-			continue
-		}
-		if key == "VmRSS" {
-			now = kb << 10
-		} else {
-			peak = kb << 10
-		}
-	}
-	return now, peak
 }
