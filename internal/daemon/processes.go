@@ -566,7 +566,7 @@ func (p *procWatch) serverBelow(tab procview.Table, c procview.Child) serverBelo
 	p.mu.Lock()
 	b, ok := p.below[id]
 	p.mu.Unlock()
-	if ok && b.known && !stillRuns(tab, b.proc) {
+	if ok && b.known && !procview.IdentOf(b.proc).Alive(tab) {
 		// A step that ended (a build before the server, a shell's
 		// first command): what runs below the launcher now is another.
 		b, ok = serverBelow{}, false
@@ -583,12 +583,6 @@ func (p *procWatch) serverBelow(tab procview.Table, c procview.Child) serverBelo
 	p.below[id] = b
 	p.mu.Unlock()
 	return b
-}
-
-// stillRuns reports whether proc is alive as the process it was.
-func stillRuns(tab procview.Table, proc procview.Process) bool {
-	st, err := tab.Stat(proc.PID)
-	return err == nil && st.Same(proc) && !st.Zombie
 }
 
 // forgetBelow drops the cache entries of children no longer in s.
@@ -685,8 +679,8 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 			p.seen[id] = x
 		}
 	}
-	for id := range p.seen {
-		if !stillRuns(p.table, procview.Process{PID: id.pid, Birth: id.birth}) {
+	for id, x := range p.seen {
+		if !x.Alive(p.table) {
 			delete(p.seen, id) // it proves nothing any more
 		}
 	}

@@ -191,7 +191,7 @@ func (s Scope) sighting(p Process) (Sighting, bool) {
 // words (or, unproven, what is missing).
 func (s Scope) prove(t Table, p Process) (Evidence, string) {
 	if x, ok := s.sighting(p); ok {
-		if x.Parent.alive(t) {
+		if x.Parent.Alive(t) {
 			return Unproven, fmt.Sprintf("seen %s under OpenCode pid %d, which still runs", x.what(), x.Parent.PID)
 		}
 		return SeenUnderOpenCode, fmt.Sprintf("seen %s under OpenCode pid %d (started %s), which is gone", x.what(), x.Parent.PID, x.Parent.Start.Format(time.DateTime))
@@ -241,7 +241,7 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 // (the record outlives a reboot, and pids start over) proves nothing, nor
 // one whose boot the table cannot tell.
 func (r Sightings) groupMember(t Table, p Process) bool {
-	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.alive(t) {
+	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.Alive(t) {
 		return false
 	}
 	if boot, ok := bootOf(t); !ok || r.OpenCode.Start.Before(boot.Add(-bootSlack)) {
@@ -307,7 +307,7 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		parent, ok := byPID[p.PPID]
 		why := s.adoption(p, parent, ok, isOpenCode)
 		seen, wasSeen := s.sighting(p)
-		if wasSeen && why == 0 && !seen.Parent.alive(t) {
+		if wasSeen && why == 0 && !seen.Parent.Alive(t) {
 			why = ReparentedToSubreaper // adopted by a parent we did not know to adopt
 		}
 		if why == 0 {
@@ -406,7 +406,7 @@ func (s Scope) check(t Table, o Orphan) error {
 		// Its parent adopts nothing (or is the watched OpenCode): only a
 		// process seen under an OpenCode that is gone may have such a
 		// parent (one that made itself a subreaper).
-		if x, ok := s.sighting(p); !ok || x.Parent.alive(t) {
+		if x, ok := s.sighting(p); !ok || x.Parent.Alive(t) {
 			return fmt.Errorf("procview: pid %d has parent %d: %w", o.PID, p.PPID, ErrNotOrphan)
 		}
 	}

@@ -44,9 +44,9 @@ func (id Ident) is(p Process) bool {
 	return p.PID == id.PID && p.Birth == id.Birth && d < 2*time.Second && d > -2*time.Second
 }
 
-// alive reports whether the process id names still runs (a zombie has
+// Alive reports whether the process id names still runs (a zombie has
 // exited).
-func (id Ident) alive(t Table) bool {
+func (id Ident) Alive(t Table) bool {
 	p, err := t.Stat(id.PID)
 	return err == nil && id.is(p) && !p.Zombie
 }
@@ -171,7 +171,7 @@ func (r Record) Prune(t Table, all []Sightings) []Sightings {
 	kept := all[:0:0]
 	var groups map[int]bool // the process groups that have a live process
 	for _, s := range all {
-		live := s.OpenCode.alive(t) || slices.ContainsFunc(s.Seen, func(x Sighting) bool { return x.alive(t) })
+		live := s.OpenCode.Alive(t) || slices.ContainsFunc(s.Seen, func(x Sighting) bool { return x.Alive(t) })
 		if !live && (s.OpenCode.PGID == s.OpenCode.PID || s.Leader.PID != 0) {
 			if groups == nil {
 				groups = map[int]bool{}
