@@ -229,29 +229,11 @@ func (e *Engine) learnKinds(ctx context.Context, d *dir) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for n, entry := range cfg {
-		d.kinds[n] = entry.Type
-		if entry.Type == "remote" && entry.URL != "" {
-			d.urls[n] = entry.URL
-		} else {
-			delete(d.urls, n)
-		}
-		if entry.Type == "local" && len(entry.Command) > 0 {
-			d.locals[n] = entry
-		} else {
-			delete(d.locals, n)
-		}
+	c := e.configs.intern(newDirConfig(cfg, d.servers))
+	if !sameLocals(d.config, c) {
+		e.localsGen++
 	}
-	for n := range d.servers {
-		if _, listed := cfg[n]; !listed {
-			// Not in the config (added at run time): treated as local,
-			// known, so it does not make every check ask again.
-			d.kinds[n] = ""
-			delete(d.urls, n)
-			delete(d.locals, n)
-		}
-	}
+	d.config = c
 	d.kindsKnown = true
-	e.localsGen++
 	d.localsChanged = true // the view assigns children to these now
 }

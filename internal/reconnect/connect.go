@@ -32,7 +32,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 		if s == nil || s.connecting {
 			continue
 		}
-		remote := d.kinds[a.name] == "remote"
+		remote := d.config[a.name].kind == "remote"
 		if !e.takeSlot(d, remote) {
 			s.slotWait = true
 			s.trig |= a.trig // still wanted when the slot comes, for the same reason
@@ -174,7 +174,7 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 	if r.extra {
 		d.wakeBy(now.Add(e.wakeDelay()))
 	}
-	_, local := d.locals[r.name]
+	local := d.config.local(r.name)
 	pv := e.procs
 	e.mu.Unlock()
 	if local && pv != nil {

@@ -79,14 +79,9 @@ type dir struct {
 	lastErr       string
 	unauthorized  bool
 	servers       map[string]*server
-	// kinds maps server name → "local" or "remote", from GET /config, so
-	// remote connects use their share of the budget; urls maps a remote
-	// server to its endpoint, for probes and restart watches.
-	kinds map[string]string
-	urls  map[string]string
-	// locals maps a local server to its configured command and cwd, for
-	// the process view (processes.go).
-	locals map[string]opencode.MCPEntry
+	// config is what GET /config said of its servers (config.go), shared
+	// with the directories configured alike; nil until read.
+	config dirConfig
 	// readStart is when the last status read was sent: process evidence
 	// counts only against a read sent after it.
 	readStart time.Time
@@ -117,35 +112,51 @@ type server struct {
 	// OpenCode 2's cooldown after one), so it was refunded; cleared by a
 	// read that shows anything else.
 	rateLimited bool
-	// pendingReads counts consecutive reads that showed it pending (2.x),
-	// spacing the re-checks of a start that takes long; pendingSince is
-	// when the first of them was read, stuckTold whether the start was
-	// reported stuck.
-	pendingReads int
-	pendingSince time.Time
-	stuckTold    bool
+	// pending is set while reads show it pending (2.x).
+	pending *pendingRun
 	// unknownTold is the unknown status last logged, so each is logged
 	// once.
 	unknownTold string
 
 	lastReconnect time.Time
 
-	// Reachability probes of a failed remote server's endpoint.
+	// lastConnect is when the engine last connected it (a child older
+	// than that was replaced by it).
+	lastConnect time.Time
+
+	// The state only some servers need, allocated when one does: most of
+	// ten thousand servers are connected locals.
+	endpoint *endpointWatch // a remote server's endpoint (probes.go)
+	dead     *deadChild     // the last exit of its process (processes.go)
+}
+
+// pendingRun is a run of reads that showed a server pending: reads counts
+// them, spacing the re-checks of a start that takes long; since is when
+// the first was read, stuckTold whether the start was reported stuck.
+type pendingRun struct {
+	reads     int
+	since     time.Time
+	stuckTold bool
+}
+
+// endpointWatch is what the engine watches of a remote server's endpoint:
+// the reachability probes of a failed one, the restart watch of a
+// connected one.
+type endpointWatch struct {
 	probing   bool
+	reachable bool      // the last probe got through
 	nextProbe time.Time // zero: not scheduled
 	downSince time.Time
-	reachable bool // the last probe got through
-	// stopWatch ends the restart watch of a connected remote server's
-	// endpoint; nil when not watching.
+	// stopWatch ends the restart watch; nil when not watching.
 	stopWatch context.CancelFunc
-	// deadAt is when the process view saw the child serving this local
-	// server exit (trigDead); lastConnect when the engine last connected
-	// it (a child older than that was replaced by it).
-	deadAt time.Time
-	// deadStart is when the child that exited had started: a child
-	// serving the server that started later is its successor.
-	deadStart   time.Time
-	lastConnect time.Time
+}
+
+// deadChild is the evidence the process view gave of a local server's
+// process: at is when it saw the child exit (trigDead), start when that
+// child had started (a child serving the server that started later is
+// its successor).
+type deadChild struct {
+	at, start time.Time
 }
 
 type connectResult struct {
@@ -162,8 +173,8 @@ type probeResult struct {
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
 	return &dir{
 		path: path, armedBy: reason, armedAt: now, cancel: cancel,
-		index:   -1,
-		servers: map[string]*server{}, kinds: map[string]string{}, urls: map[string]string{}, locals: map[string]opencode.MCPEntry{},
+		index:        -1,
+		servers:      map[string]*server{},
 		lastActivity: now,
 	}
 }
@@ -174,16 +185,41 @@ func (s *server) forget() {
 	s.slowTold = false
 }
 
+// watching returns s's endpoint state, made on first use.
+func (s *server) watching() *endpointWatch {
+	if s.endpoint == nil {
+		s.endpoint = &endpointWatch{}
+	}
+	return s.endpoint
+}
+
+// endWatch ends the restart watch of s's endpoint, if one runs.
 func (s *server) endWatch() {
-	if s.stopWatch != nil {
-		s.stopWatch()
-		s.stopWatch = nil
+	if w := s.endpoint; w != nil && w.stopWatch != nil {
+		w.stopWatch()
+		w.stopWatch = nil
+		s.dropEndpoint()
 	}
 }
 
+// stopProbes ends the probes of s's endpoint (a probe under way ends by
+// itself and is told so).
 func (s *server) stopProbes() {
-	s.nextProbe, s.downSince, s.reachable = time.Time{}, time.Time{}, false
+	if w := s.endpoint; w != nil {
+		w.nextProbe, w.downSince, w.reachable = time.Time{}, time.Time{}, false
+		s.dropEndpoint()
+	}
 }
+
+// dropEndpoint lets s's endpoint state go once nothing uses it.
+func (s *server) dropEndpoint() {
+	if w := s.endpoint; !w.probing && w.nextProbe.IsZero() && w.stopWatch == nil {
+		s.endpoint = nil
+	}
+}
+
+// watched reports whether s's endpoint has a restart watch.
+func (s *server) watched() bool { return s.endpoint != nil && s.endpoint.stopWatch != nil }
 
 // earlier returns the earlier of two times, where zero means "never".
 func earlier(a, b time.Time) time.Time {
@@ -270,8 +306,8 @@ func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,
 			WaitingForSlot: s.slotWait, NextAttempt: s.ep.Next(), LastAttempt: s.ep.Last(), LastReconnect: s.lastReconnect,
 			Hint: opencode.UserHint(s.status, name), RateLimited: s.rateLimited && s.status == opencode.StatusFailed}
-		if s.status == opencode.StatusPending && s.stuckTold {
-			ss.Hint = stuckHint(time.Since(s.pendingSince))
+		if s.status == opencode.StatusPending && s.pending != nil && s.pending.stuckTold {
+			ss.Hint = stuckHint(time.Since(s.pending.since))
 		}
 		if s.status == opencode.StatusFailed {
 			ss.Tier = tierOf(s.ep.Phase(p))

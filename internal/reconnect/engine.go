@@ -117,6 +117,8 @@ type Engine struct {
 	// localsGen counts changes of the armed directories' local servers
 	// (processes.go).
 	localsGen uint64
+	// configs holds one copy of each distinct directory config.
+	configs configs
 	// named are the directories the user named (--directory): whatever
 	// arms one again after a disposal, it is the user's.
 	named map[string]bool
@@ -281,7 +283,6 @@ func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
 		d.lastAtOnce = now
 	}
 	e.dirs[path] = d
-	e.localsGen++
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
 	e.sched.wait(d, d.stepTime(e.cfg.IdleInterval))
@@ -305,7 +306,9 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	}
 	e.stopLocked(d)
 	delete(e.dirs, path)
-	e.localsGen++
+	if d.config.hasLocals() {
+		e.localsGen++
+	}
 	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
 	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
@@ -432,7 +435,7 @@ func (e *Engine) Woke() {
 	for _, d := range e.dirs {
 		woken := false
 		for name, s := range d.servers {
-			if s.status != opencode.StatusConnected || s.connecting || d.urls[name] == "" {
+			if s.status != opencode.StatusConnected || s.connecting || d.config.remote(name) == "" {
 				continue
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {

@@ -1,10 +1,11 @@
 package reconnect
 
 import (
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // A reconnect that arrives before the engine runs (the status API serves

@@ -28,24 +28,24 @@ func (e *Engine) endpoints(d *dir, now time.Time) (watch []string) {
 	}
 	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
-		if d.urls[name] == "" {
+		if d.config.remote(name) == "" {
 			continue
 		}
 		switch s.status {
 		case opencode.StatusConnected:
 			s.stopProbes()
-			if s.stopWatch == nil {
+			if !s.watched() {
 				watch = append(watch, name)
 			}
 		case opencode.StatusFailed:
 			s.endWatch()
 			if s.ep.Phase(e.cfg.Backoff) == backoff.Stopped {
 				s.stopProbes() // no attempt is allowed: nothing to probe for
-			} else if !s.probing && s.nextProbe.IsZero() {
-				if s.downSince.IsZero() {
-					s.downSince = now
+			} else if w := s.watching(); !w.probing && w.nextProbe.IsZero() {
+				if w.downSince.IsZero() {
+					w.downSince = now
 				}
-				s.nextProbe = now.Add(probe.Interval(0))
+				w.nextProbe = now.Add(probe.Interval(0))
 			}
 		default:
 			s.stopProbes()
@@ -57,7 +57,8 @@ func (e *Engine) endpoints(d *dir, now time.Time) (watch []string) {
 
 // probeDue reports whether s's endpoint probe is due at now and none runs.
 func (s *server) probeDue(now time.Time) bool {
-	return !s.probing && !s.nextProbe.IsZero() && !now.Before(s.nextProbe)
+	w := s.endpoint
+	return w != nil && !w.probing && !w.nextProbe.IsZero() && !now.Before(w.nextProbe)
 }
 
 // startProbes runs the probes that are due, within the global probe rate.
@@ -82,16 +83,16 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 		if !s.probeDue(now) {
 			continue
 		}
-		url := d.urls[name]
+		url := d.config.remote(name)
 		if _, fresh := e.prober.Recent(url); !fresh {
 			// A real dial: within the global rate.
 			if !e.prober.Allow() {
-				s.nextProbe = now.Add(probe.Interval(0) / 4)
+				s.endpoint.nextProbe = now.Add(probe.Interval(0) / 4)
 				continue
 			}
 			e.metrics.Probes.Inc()
 		}
-		s.probing, s.nextProbe = true, time.Time{}
+		s.endpoint.probing, s.endpoint.nextProbe = true, time.Time{}
 		work.Add(1)
 		go func() {
 			defer work.Done()
@@ -114,13 +115,14 @@ func (e *Engine) finishProbe(d *dir, r probeResult) {
 	if s == nil {
 		return
 	}
-	s.probing = false
+	w := s.watching()
+	w.probing = false
 	if s.status != opencode.StatusFailed || s.ep.Phase(e.cfg.Backoff) == backoff.Stopped {
 		s.stopProbes()
 		return
 	}
 	up := r.err == nil
-	if up && !s.reachable && !s.connecting {
+	if up && !w.reachable && !s.connecting {
 		if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Extra); ok {
 			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", r.name, "at", later(at, now))
 			s.trig |= trigProbe
@@ -129,12 +131,12 @@ func (e *Engine) finishProbe(d *dir, r probeResult) {
 	}
 	if !up {
 		s.trig &^= trigProbe // it went away again before the check
-		if s.reachable {
-			s.downSince = now
+		if w.reachable {
+			w.downSince = now
 		}
 	}
-	s.reachable = up
-	s.nextProbe = now.Add(probe.Interval(now.Sub(s.downSince)))
+	w.reachable = up
+	w.nextProbe = now.Add(probe.Interval(now.Sub(w.downSince)))
 }
 
 // startWatches starts watching the endpoints of connected remote servers
@@ -148,13 +150,13 @@ func (e *Engine) startWatches(ctx context.Context, d *dir, names []string, work 
 	defer e.mu.Unlock()
 	for _, name := range names {
 		s := d.servers[name]
-		url := d.urls[name]
-		if s == nil || s.stopWatch != nil || url == "" || s.status != opencode.StatusConnected {
+		url := d.config.remote(name)
+		if s == nil || s.watched() || url == "" || s.status != opencode.StatusConnected {
 			continue
 		}
 		restartedCh, unsubscribe := e.hub.Watch(url)
 		wctx, cancel := context.WithCancel(ctx)
-		s.stopWatch = func() { unsubscribe(); cancel() }
+		s.watching().stopWatch = func() { unsubscribe(); cancel() }
 		work.Add(1)
 		go func() {
 			defer work.Done()

@@ -1,7 +1,6 @@
 package reconnect
 
 import (
-	"slices"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -26,7 +25,8 @@ import (
 type LocalServer struct {
 	Directory, Name string
 	// Command and Cwd are the configured command line and working
-	// directory ("": the directory).
+	// directory ("": the directory). Command is shared with the engine
+	// and every directory configured alike: never change it.
 	Command []string
 	Cwd     string
 }
@@ -44,9 +44,10 @@ func (e *Engine) LocalServers(since uint64) (gen uint64, servers []LocalServer, 
 	}
 	for _, path := range opencode.Names(e.dirs) {
 		d := e.dirs[path]
-		for _, name := range opencode.Names(d.locals) {
-			c := d.locals[name]
-			servers = append(servers, LocalServer{Directory: path, Name: name, Command: slices.Clone(c.Command), Cwd: c.Cwd})
+		for _, name := range opencode.Names(d.config) {
+			if c := d.config[name]; c.command != nil {
+				servers = append(servers, LocalServer{Directory: path, Name: name, Command: c.command, Cwd: c.cwd})
+			}
 		}
 	}
 	return e.localsGen, servers, true
@@ -75,17 +76,20 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	if !s.lastConnect.IsZero() && !started.After(s.lastConnect) {
 		return
 	}
+	if s.dead == nil {
+		s.dead = &deadChild{}
+	}
 	if s.trig&trigDead == 0 {
-		s.deadStart = started
+		s.dead.start = started
 	} else {
 		// Several exits before the check: the newest child's is the one
 		// OpenCode talked to, and a successor must be newer than it (an
 		// older duplicate's exit after it must not pass the one between
 		// for its successor).
-		s.deadStart = later(s.deadStart, started)
+		s.dead.start = later(s.dead.start, started)
 	}
 	s.trig |= trigDead
-	s.deadAt = later(s.deadAt, at)
+	s.dead.at = later(s.dead.at, at)
 	now := time.Now()
 	// A short grace first: an exit OpenCode caused itself (a disposal, a
 	// disconnect) is announced on the event stream about when the child
@@ -111,7 +115,7 @@ const deadChildGrace = 500 * time.Millisecond
 // was seen and the episode's schedule allows an attempt now. Otherwise the
 // evidence is kept for the next read. Caller holds Engine.mu.
 func (e *Engine) deadChild(d *dir, s *server, name string, now time.Time) (attempt, bool) {
-	if d.readStart.Before(s.deadAt) {
+	if s.dead != nil && d.readStart.Before(s.dead.at) {
 		s.trig |= trigDead // the read may predate the exit: look again soon
 		d.wakeBy(now.Add(e.wakeDelay()))
 		return attempt{}, false
@@ -162,7 +166,7 @@ func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []strin
 	if pv != nil {
 		for name, s := range d.servers {
 			if s.trig&trigDead != 0 && st[name].Status == opencode.StatusConnected {
-				ask = append(ask, dead{name, s.deadStart})
+				ask = append(ask, dead{name, s.dead.start})
 			}
 		}
 	}
@@ -196,7 +200,7 @@ func (e *Engine) ChildStarted(dir, name string, at time.Time) {
 	if d == nil {
 		return
 	}
-	if s := d.servers[name]; s != nil && s.trig&trigDead != 0 && at.After(s.deadAt) {
+	if s := d.servers[name]; s != nil && s.trig&trigDead != 0 && at.After(s.dead.at) {
 		s.trig &^= trigDead
 	}
 }

@@ -39,7 +39,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 	slices.Sort(d.order)
 	for _, name := range d.order {
 		r := d.observe(name, st[name])
-		if _, known := d.kinds[name]; !known && (r.cur.Status == opencode.StatusFailed || r.cur.Status == opencode.StatusConnected) {
+		if _, known := d.config[name]; !known && (r.cur.Status == opencode.StatusFailed || r.cur.Status == opencode.StatusConnected) {
 			needKinds = true
 		}
 		var o outcome
@@ -95,12 +95,10 @@ func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
 		if _, ok := st[name]; !ok {
 			s.endWatch()
 			delete(d.servers, name)
-			delete(d.kinds, name)
-			delete(d.urls, name)
-			if _, ok := d.locals[name]; ok {
-				delete(d.locals, name)
+			if d.config.local(name) {
 				e.localsGen++
 			}
+			d.config = d.config.without(name)
 		}
 	}
 }
@@ -118,12 +116,12 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 	}
 	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig}
 	s.status, s.err = cur.Status, cur.Error
-	if _, local := d.locals[name]; local && r.prev != cur.Status {
+	if d.config.local(name) && r.prev != cur.Status {
 		d.localsChanged = true
 	}
 	s.trig, s.slotWait = 0, false
 	if cur.Status != opencode.StatusPending {
-		s.pendingReads, s.pendingSince, s.stuckTold = 0, time.Time{}, false
+		s.pending = nil
 	}
 	r.confirmed = s.confirm && !s.connecting
 	if r.confirmed {
@@ -216,7 +214,7 @@ func (e *Engine) settleRateLimit(d *dir, r read, now time.Time) (Event, bool) {
 	s, name, p := r.s, r.name, e.cfg.Backoff
 	// Only a remote server's endpoint answers HTTP: a local server's
 	// error naming a 429 is its own text, a failure.
-	limited := r.cur.RateLimited && d.kinds[name] == "remote"
+	limited := r.cur.RateLimited && d.config[name].kind == "remote"
 	switch {
 	case r.confirmed && limited:
 		// Our attempt was answered 429 (OpenCode 2 says so only in the
@@ -255,18 +253,19 @@ func (e *Engine) reconcilePending(d *dir, r read, now time.Time) (o outcome) {
 	if s.connecting {
 		return o
 	}
-	if s.pendingReads == 0 {
-		s.pendingSince = now
+	if s.pending == nil {
+		s.pending = &pendingRun{since: now}
 	}
-	s.pendingReads++
-	o.next = now.Add(p.Base(s.pendingReads))
-	if now.Sub(s.pendingSince) > PendingStuckAfter && !s.stuckTold {
+	run := s.pending
+	run.reads++
+	o.next = now.Add(p.Base(run.reads))
+	if now.Sub(run.since) > PendingStuckAfter && !run.stuckTold {
 		// 2.x gives up on a start after its startup and catalog
 		// timeouts; past them (and a margin) the start is stuck, and
 		// only the user (or a restart) can tell why.
-		s.stuckTold = true
-		e.log.Warn("MCP server start looks stuck", "url", e.url, "directory", d.path, "server", name, "pending_for", now.Sub(s.pendingSince).Round(time.Second))
-		o.evs = append(o.evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: stuckHint(now.Sub(s.pendingSince))})
+		run.stuckTold = true
+		e.log.Warn("MCP server start looks stuck", "url", e.url, "directory", d.path, "server", name, "pending_for", now.Sub(run.since).Round(time.Second))
+		o.evs = append(o.evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: stuckHint(now.Sub(run.since))})
 	}
 	return o
 }

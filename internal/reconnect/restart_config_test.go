@@ -25,7 +25,7 @@ func TestDirectoryFlagReadsConfigAgainAfterOpenCodeRestart(t *testing.T) {
 		d := r.eng.dirs[dirA]
 		var url string
 		if d != nil {
-			url = d.urls["svc"]
+			url = d.config.remote("svc")
 		}
 		r.eng.mu.Unlock()
 		if d == nil {

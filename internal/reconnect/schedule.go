@@ -65,8 +65,8 @@ func (e *Engine) schedule(ctx context.Context) {
 func (d *dir) stepTime(idle time.Duration) time.Time {
 	at := d.dueAt()
 	for _, s := range d.servers {
-		if !s.probing {
-			at = earlier(at, s.nextProbe)
+		if w := s.endpoint; w != nil && !w.probing {
+			at = earlier(at, w.nextProbe)
 		}
 	}
 	if at.IsZero() {

@@ -30,8 +30,7 @@ func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 	defer cancel()
 	now := time.Now()
 	d := newDir("/p", "test", now, cancel)
-	d.kinds["r"] = "remote"
-	d.urls["r"] = "http://127.0.0.1:1/mcp"
+	d.config = dirConfig{"r": {kind: "remote", url: "http://127.0.0.1:1/mcp"}}
 	d.servers["r"] = &server{status: opencode.StatusFailed}
 
 	// The endpoint answered again: the reconcile decided a probe attempt,
