@@ -46,6 +46,14 @@ func (s source) Snapshot() reconnect.Snapshot {
 	return snap
 }
 
+// Summary is Snapshot without the directories, which the status API
+// writes out one at a time (Engine.Directories).
+func (s source) Summary() reconnect.Snapshot {
+	snap := s.Engine.Summary()
+	snap.Processes = s.procs.info()
+	return snap
+}
+
 // Generation is the generation the client detected, "" before one was.
 func (s source) Generation() string {
 	if g, _ := s.client.Generation(); g != opencode.GenUnknown {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
@@ -539,20 +540,50 @@ func (e *Engine) Stream() StreamState {
 
 // Snapshot copies the engine's state.
 func (e *Engine) Snapshot() Snapshot {
+	s := e.Summary()
+	s.Directories = []DirSnapshot{}
+	for d := range e.Directories() {
+		s.Directories = append(s.Directories, d)
+	}
+	return s
+}
+
+// Summary is Snapshot without the directories (Directories nil).
+func (e *Engine) Summary() Snapshot {
 	var about *OpenCodeInfo
 	if e.about != nil {
 		about = e.about() // outside the lock: it may ask the server
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Snapshot{URL: e.url, OpenCode: about, Stream: e.stream, Directories: []DirSnapshot{}}
+	s := Snapshot{URL: e.url, OpenCode: about, Stream: e.stream}
 	if e.current != nil {
 		s.URL = e.current()
 	}
-	for _, p := range opencode.Names(e.dirs) {
-		s.Directories = append(s.Directories, e.dirs[p].snapshot(e.cfg.Backoff))
-	}
 	return s
+}
+
+// Directories yields a copy of each armed directory's state, in order of
+// path, one at a time: a thousand directories' status is written out
+// without a copy of all of them at once.
+func (e *Engine) Directories() iter.Seq[DirSnapshot] {
+	return func(yield func(DirSnapshot) bool) {
+		e.mu.Lock()
+		paths := opencode.Names(e.dirs)
+		e.mu.Unlock()
+		for _, p := range paths {
+			e.mu.Lock()
+			d := e.dirs[p]
+			var ds DirSnapshot
+			if d != nil {
+				ds = d.snapshot(e.cfg.Backoff)
+			}
+			e.mu.Unlock()
+			if d != nil && !yield(ds) {
+				return
+			}
+		}
+	}
 }
 
 // wakeDelay is the delay from an arming or a wake to the check it causes:

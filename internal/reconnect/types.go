@@ -51,9 +51,10 @@ type Snapshot struct {
 	OpenCode *OpenCodeInfo `json:"opencode,omitempty"`
 	// Processes is the MCP process view of a local OpenCode (nil when
 	// OpenCode is not a local process of this user, or not yet seen).
-	Processes   *Processes    `json:"processes,omitempty"`
-	Stream      StreamState   `json:"stream"`
-	Directories []DirSnapshot `json:"directories"`
+	Processes *Processes  `json:"processes,omitempty"`
+	Stream    StreamState `json:"stream"`
+	// Directories is nil only in a Summary (left out of its JSON).
+	Directories []DirSnapshot `json:"directories,omitzero"`
 }
 
 // Processes is what the daemon sees of a local OpenCode's MCP processes

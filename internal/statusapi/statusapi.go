@@ -11,17 +11,20 @@
 package statusapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +43,14 @@ import (
 type Source interface {
 	Snapshot() reconnect.Snapshot
 	Reconnect(dir string, names []string) (reconnect.ReconnectResult, error)
+}
+
+// Lister is a Source that hands out its directories one at a time, so
+// GET /status holds one of them at a time, not a copy of all.
+type Lister interface {
+	// Summary is Snapshot without the directories.
+	Summary() reconnect.Snapshot
+	Directories() iter.Seq[reconnect.DirSnapshot]
 }
 
 // ServiceSource is a Source found through an OpenCode 2 service file
@@ -73,10 +84,11 @@ type ServerStatus struct {
 
 // Status is the body of GET /status.
 type Status struct {
-	Version string         `json:"version"`
-	Time    time.Time      `json:"time"`
-	Daemon  *Daemon        `json:"daemon,omitempty"`
-	Servers []ServerStatus `json:"servers"`
+	Version string    `json:"version"`
+	Time    time.Time `json:"time"`
+	Daemon  *Daemon   `json:"daemon,omitempty"`
+	// Servers is nil only while writeStatus writes it (left out).
+	Servers []ServerStatus `json:"servers,omitzero"`
 }
 
 // ReconnectRequest is the body of POST /reconnect.
@@ -209,15 +221,30 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func (s *API) status(w http.ResponseWriter, r *http.Request) {
-	st := Status{Version: s.Version, Time: time.Now(), Daemon: self(), Servers: []ServerStatus{}}
+	st := Status{Version: s.Version, Time: time.Now(), Daemon: self()}
+	var servers []ServerStatus
+	var dirs []iter.Seq[reconnect.DirSnapshot]
 	for _, src := range s.Sources {
-		ss := ServerStatus{Snapshot: src.Snapshot()}
+		var ss ServerStatus
+		if l, ok := src.(Lister); ok {
+			ss.Snapshot = l.Summary()
+			dirs = append(dirs, l.Directories())
+		} else {
+			ss.Snapshot = src.Snapshot()
+			dirs = append(dirs, slices.Values(ss.Directories))
+			ss.Directories = nil
+		}
 		if svc, ok := src.(ServiceSource); ok {
 			ss.Service = svc.Service()
 		}
-		st.Servers = append(st.Servers, ss)
+		servers = append(servers, ss)
 	}
-	writeJSON(w, http.StatusOK, st)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	if err := writeStatus(bw, st, servers, dirs); err == nil {
+		_ = bw.Flush()
+	}
 }
 
 func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
