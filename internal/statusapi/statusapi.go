@@ -247,6 +247,15 @@ func (s *API) status(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// sourceURL is the URL of src's server, asked without a snapshot of its
+// directories where src can say it alone.
+func sourceURL(src Source) string {
+	if st, ok := src.(Streamer); ok {
+		return st.CurrentURL()
+	}
+	return src.Snapshot().URL
+}
+
 func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	// Requiring JSON forces a CORS preflight on any browser page, which we
 	// never answer.
@@ -264,7 +273,7 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	if req.URL != "" {
 		sources = nil
 		for _, src := range s.Sources {
-			if registry.NormalizeURL(src.Snapshot().URL) == registry.NormalizeURL(req.URL) {
+			if registry.NormalizeURL(sourceURL(src)) == registry.NormalizeURL(req.URL) {
 				sources = append(sources, src)
 			}
 		}
@@ -275,7 +284,7 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	} else if req.Directory != "" && len(sources) > 1 {
 		var urls []string
 		for _, src := range sources {
-			urls = append(urls, src.Snapshot().URL)
+			urls = append(urls, sourceURL(src))
 		}
 		http.Error(w, "this daemon watches several OpenCode servers ("+strings.Join(urls, ", ")+"); name one with url (reconnect --url)", http.StatusBadRequest)
 		return
