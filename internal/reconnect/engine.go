@@ -187,6 +187,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("reconnect: engine already running")
 	}
 	e.ctx = ctx
+	e.sched.done = ctx.Done()
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -27,10 +27,14 @@ type scheduler struct {
 	waiting dirHeap
 	idle    time.Duration // a directory with nothing due looks again this late
 	kick    chan struct{} // the earliest step moved earlier
+	// handoff gives a step to a worker waiting for one (stepWorker);
+	// done ends the waiting workers (the engine stops).
+	handoff chan *dir
+	done    <-chan struct{}
 }
 
 func newScheduler(idle time.Duration) *scheduler {
-	return &scheduler{idle: idle, kick: make(chan struct{}, 1)}
+	return &scheduler{idle: idle, kick: make(chan struct{}, 1), handoff: make(chan *dir)}
 }
 
 // schedule starts each directory's step when it is due, until ctx ends.
@@ -103,16 +107,45 @@ func (s *scheduler) kickIfFirst(d *dir) {
 	}
 }
 
-// startStepLocked runs a step of d, which is in no heap. Caller holds
-// Engine.mu.
+// startStepLocked runs a step of d, which is in no heap, on a worker
+// that waits for one, else on a new one. Caller holds Engine.mu.
 func (e *Engine) startStepLocked(d *dir) {
 	d.running = true
+	select {
+	case e.sched.handoff <- d:
+		return
+	default:
+	}
 	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.step(d)
-	}()
+	go e.stepWorker(d)
 }
+
+// stepWorker runs d's step, then the steps handed to it, until none came
+// for stepLinger. A check grows its goroutine's stack to several KiB (the
+// HTTP client's calls): on a fresh goroutine for each of a thousand
+// directories' idle checks, copying stacks as they grew was a tenth of
+// the daemon's idle CPU (BENCHMARKS.md, "Memory at scale").
+func (e *Engine) stepWorker(d *dir) {
+	defer e.wg.Done()
+	linger := time.NewTimer(stepLinger)
+	defer linger.Stop()
+	for {
+		e.step(d)
+		linger.Reset(stepLinger)
+		select {
+		case d = <-e.sched.handoff:
+		case <-linger.C:
+			return
+		case <-e.sched.done:
+			return
+		}
+	}
+}
+
+// stepLinger is how long a worker waits for another step: longer than the
+// idle grid's step (one second), so the idle checks of many directories,
+// batched on it, reuse the same few workers.
+const stepLinger = 5 * time.Second
 
 // post hands fn (the outcome of something d started) to d's step: a new
 // one when none runs, else the running one after what it does now. It
