@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,4 +61,38 @@ func engineGoroutines() int {
 		}
 	}
 	return n
+}
+
+// The idle checks of many directories run on a few workers that take one
+// step after another, not a goroutine each: a check's goroutine grows its
+// stack in the HTTP client, and a fresh goroutine per check paid for that
+// growth every time (a tenth of the daemon's idle CPU at scale).
+func TestIdleChecksReuseTheirGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := New(DefaultConfig, newSteadyOC(), Options{}) // jittered: spread over the idle grid, as at scale
+		if err != nil {
+			t.Fatal(err)
+		}
+		const dirs = 100
+		for i := range dirs {
+			_ = e.Arm(fmt.Sprintf("/p/%d", i), ArmedByFlag)
+		}
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(2 * time.Minute) // armed, checked, idle
+		synctest.Wait()
+		created := func() uint64 {
+			s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+			metrics.Read(s)
+			return s[0].Value.Uint64()
+		}
+		before := created()
+		time.Sleep(5 * time.Minute) // ten idle checks of each directory
+		synctest.Wait()
+		n := created() - before
+		t.Logf("%d goroutines created for %d idle checks", n, dirs*10)
+		if n > dirs/2 {
+			t.Fatalf("%d goroutines created for %d idle checks, want a few workers", n, dirs*10)
+		}
+	})
 }
