@@ -66,7 +66,7 @@ type ServerStatus struct {
 	RateLimited bool `json:"-"`
 }
 
-func dirQuery(dir string) url.Values { return url.Values{"directory": {dir}} }
+func dirQuery(dir string) string { return "directory=" + url.QueryEscape(dir) }
 
 // MCPStatus reads GET /mcp for dir. Reading it creates dir's instance and
 // starts its MCP servers if they are not running: call it only for
@@ -316,7 +316,7 @@ func Names[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) 
 
 // Doc reads GET /doc, the server's OpenAPI description.
 func (c *Client) Doc(ctx context.Context) ([]byte, error) {
-	return c.do(ctx, c.http, c.timeout, "GET /doc", "GET", "/doc", nil, nil)
+	return c.do(ctx, c.http, c.timeout, "GET /doc", "GET", "/doc", "", nil)
 }
 
 // Toast is a notice shown in an attached TUI.
@@ -336,6 +336,6 @@ func (c *Client) ShowToast(ctx context.Context, t Toast) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.do(ctx, c.http, c.timeout, "POST /tui/show-toast", "POST", "/tui/show-toast", nil, b)
+	_, err = c.do(ctx, c.http, c.timeout, "POST /tui/show-toast", "POST", "/tui/show-toast", "", b)
 	return err
 }

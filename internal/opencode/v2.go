@@ -298,7 +298,7 @@ func (v *ClientV2) Info(ctx context.Context) (Info, error) {
 	method, paths := v.usable(ctx, CapVersion)
 	for _, p := range paths {
 		op := method + " " + p
-		status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, method, p, nil)
+		status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, method, p, "")
 		if err != nil {
 			return Info{}, err
 		}
@@ -329,7 +329,7 @@ func (v *ClientV2) Info(ctx context.Context) (Info, error) {
 
 // Doc reads GET /openapi.json, the server's OpenAPI description.
 func (v *ClientV2) Doc(ctx context.Context) ([]byte, error) {
-	return v.get(ctx, opDocV2, "/openapi.json", nil)
+	return v.get(ctx, opDocV2, "/openapi.json", "")
 }
 
 // LocationListed reports whether dir is among the booted locations locs,
@@ -358,9 +358,9 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 	var body []byte
 	gone := false
 	if rs := v.routes(ctx); !rs.provisional {
-		body, gone, err = v.getCap(ctx, CapLocations, op, nil)
+		body, gone, err = v.getCap(ctx, CapLocations, op, "")
 	} else if v.mem.has(op) {
-		body, err = v.get(ctx, op, routeLocations, nil)
+		body, err = v.get(ctx, op, routeLocations, "")
 	} else if v.patienceOver() {
 		return nil, false, nil
 	} else {

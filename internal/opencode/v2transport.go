@@ -25,7 +25,7 @@ const (
 
 // locQuery selects dir's location. 2.x ignores ?directory= and would answer
 // for its own working directory ($HOME for the shared service) instead.
-func locQuery(dir string) url.Values { return url.Values{locationParam: {dir}} }
+func locQuery(dir string) string { return locationParam + "=" + url.QueryEscape(dir) }
 
 // errorTag returns the "_tag" of a 2.x error body, or "".
 func errorTag(body []byte) string {
@@ -124,12 +124,12 @@ func (v *ClientV2) errNoRoute(ctx context.Context, op, name string) error {
 }
 
 // send is one request of a capability's route.
-func (v *ClientV2) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath string, query url.Values) (int, []byte, error) {
+func (v *ClientV2) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string) (int, []byte, error) {
 	return v.c.send(ctx, hc, timeout, op, method, escPath, query, nil)
 }
 
 // get is a GET of a 2.x JSON route; it returns the 2xx body.
-func (v *ClientV2) get(ctx context.Context, op, escPath string, query url.Values) ([]byte, error) {
+func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, error) {
 	status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query)
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func (v *ClientV2) get(ctx context.Context, op, escPath string, query url.Values
 
 // getCap is a GET of the route of a single-route capability. gone is true
 // when the server has no such route (now or since an earlier 404).
-func (v *ClientV2) getCap(ctx context.Context, name, op string, query url.Values) (body []byte, gone bool, err error) {
+func (v *ClientV2) getCap(ctx context.Context, name, op, query string) (body []byte, gone bool, err error) {
 	method, paths := v.usable(ctx, name)
 	if len(paths) == 0 {
 		return nil, true, v.errNoRoute(ctx, op, name)
