@@ -68,6 +68,17 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatal(err)
 		}
 		pid := cmd.Process.Pid
+		if dir := os.Getenv("BENCH_PROFILE"); dir != "" {
+			// The arming of a thousand directories at once is where the
+			// peak is made: heap profiles of its first seconds.
+			go func() {
+				start := time.Now()
+				for _, at := range []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second} {
+					time.Sleep(time.Until(start.Add(at)))
+					profile(b, dir, statusAddr, "heap", fmt.Sprintf("heap-%v", at))
+				}
+			}()
+		}
 
 		// Fast episodes: 1+2+4+8+16 s, stretched by the connect budget.
 		time.Sleep(envDuration("BENCH_WARMUP", 40*time.Second))
