@@ -138,46 +138,11 @@ type versionsFile struct {
 	Binaries []versionEntry `json:"binaries"`
 }
 
-// Major returns the major version `command --version` reports (1 for
-// OpenCode 1.18.34, 2 for 2.0.21), from the cache when the binary is the
-// one it was asked of; cached says so.
-func (v *Versions) Major(ctx context.Context, command string, env []string) (major int, cached bool, err error) {
-	ask := v.Ask
-	if ask == nil {
-		ask = AskVersion
-	}
-	path, err := exec.LookPath(command)
-	if err != nil {
-		return 0, false, err
-	}
-	id, idErr := identify(path)
-	if idErr == nil && v.File != "" {
-		for _, e := range v.load().Binaries {
-			if e.ID == id {
-				return e.Major, true, nil
-			}
-		}
-	}
-	out, err := ask(ctx, path, env)
-	if err != nil {
-		return 0, false, err
-	}
-	major, err = ParseMajor(out)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s --version: %w", command, err)
-	}
-	if idErr == nil && v.File != "" {
-		// Best effort: a cache that cannot be written only costs the next
-		// start the question again.
-		_ = v.update(id, func(e *versionEntry) { e.Version, e.Major = versionRE.FindString(out), major })
-	}
-	return major, false, nil
-}
-
 // Facts are what the wrapper learns of an OpenCode binary.
 type Facts struct {
-	// Major is the major version (Major); 0 with MajorErr when it could
-	// not be told.
+	// Major is the major version `command --version` reports (1 for
+	// OpenCode 1.18.34, 2 for 2.0.21); 0 with MajorErr when it could not
+	// be told.
 	Major    int
 	MajorErr error
 	// Grammar is the binary's own, when asked for and readable; else
@@ -193,8 +158,8 @@ type Facts struct {
 // it was asked of. What must be asked is asked at once, --version and
 // --help side by side, so a first start pays one question's time, not
 // two. A script outside an npm tree (see identify) is asked its version
-// every time, as by Major, but never its grammar: BuiltIn, so that its
-// starts cost what they did.
+// every time, but never its grammar: BuiltIn, so that its starts cost
+// what they did.
 func (v *Versions) Facts(ctx context.Context, command string, env []string, grammar bool) Facts {
 	ask, help := v.Ask, v.Help
 	if ask == nil {
