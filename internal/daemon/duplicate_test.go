@@ -57,7 +57,7 @@ func TestSecondDaemonForOneServerIsRefused(t *testing.T) {
 	reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
 	first := otherDaemon(t, reg, "", "http://127.0.0.1:9", strings.Replace(hs.URL, "http://", "HTTP://", 1)+"/")
 
-	cfg := Config{URL: hs.URL, StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig()}
+	cfg := Config{Servers: []Target{{URL: hs.URL}}, StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig()}
 	err := refusedRun(cfg)
 	var dup *DuplicateError
 	if !errors.As(err, &dup) || dup.Running.PID != first.PID {
