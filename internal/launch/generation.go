@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 )
 
 var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+(?:-v(\d+)[0-9A-Za-z.-]*)?`)
@@ -324,20 +325,11 @@ func statID(path string) (fileID, error) {
 	return id, nil
 }
 
-// load reads the cache; a missing, unreadable or foreign file (not this
-// user's, or writable by others) is an empty cache.
+// load reads the cache; a missing, unreadable or foreign file (not a
+// private file of this user's) is an empty cache.
 func (v *Versions) load() versionsFile {
 	var vf versionsFile
-	f, err := os.Open(v.File)
-	if err != nil {
-		return vf
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedByMe(fi) {
-		return vf
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxVersionsFile))
+	b, err := private.ReadFile(v.File, maxVersionsFile)
 	if err != nil || json.Unmarshal(b, &vf) != nil {
 		return versionsFile{}
 	}
@@ -375,27 +367,10 @@ func (v *Versions) store(e versionEntry) error {
 		return err
 	}
 	dir := filepath.Dir(v.File)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := private.EnsureDir(dir); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(dir); err == nil && ownedByMe(fi) && fi.Mode().Perm() != 0o700 {
-		_ = os.Chmod(dir, 0o700)
-	}
-	tmp, err := os.CreateTemp(dir, ".opencode-versions-*") // 0600
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), v.File); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return private.WriteFile(dir, filepath.Base(v.File), b)
 }
 
 // Exec replaces this process with args[0] (found on PATH): the wrapper
