@@ -214,7 +214,7 @@ This alias is all it takes, for either generation:
 				return err
 			}
 			code, err := daemon.Managed(cmd.Context(), plan, daemon.Config{
-				Username: f.username, Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
+				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
 				StatusAddrFallback: !statusAddrTyped, Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 			}, startTimeout, launch.IO{}, log)
 			if err != nil {

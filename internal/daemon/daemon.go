@@ -56,27 +56,12 @@ type Target struct {
 
 // Config is everything `watch` needs.
 type Config struct {
-	// Servers are the OpenCode servers to watch, each with its own engine
-	// and event stream; they share one connect budget (it protects the
-	// machine), one status API and one metrics registry. When empty, the
-	// one server of URL, Username, Password, Discover and ServiceFile.
+	// Servers are the OpenCode servers to watch (at least one), each with
+	// its own engine and event stream; they share one connect budget (it
+	// protects the machine), one status API and one metrics registry.
 	Servers []Target
-	// URL of the OpenCode server (when Servers is empty).
-	URL string
-	// Username and Password for its basic auth.
-	Username, Password string
-	// Discover, when set, finds the server's URL and password anew (the
-	// OpenCode 2 service file), at start and whenever it cannot be
-	// reached; URL and Password are then only the first guess.
-	Discover func(ctx context.Context) (url, password string, err error)
-	// ServiceFile is the OpenCode 2 service file Discover reads, recorded
-	// in the registry so `run` can tell the service is watched.
-	ServiceFile string
-	// Directories armed from the start.
+	// Directories armed from the start, in every server.
 	Directories []string
-	// PID, when set, is the OpenCode process (when Servers is empty: run's
-	// child), whose MCP children are watched.
-	PID int
 	// StatusAddr is where the status API listens; empty disables it.
 	StatusAddr string
 	// StatusPublic allows a non-loopback StatusAddr and any Host header.
@@ -118,14 +103,6 @@ type Config struct {
 // server the daemon watches.
 const probesPerSecond = 20
 
-// servers is cfg.Servers, or the one server of the single-server fields.
-func (cfg Config) servers() []Target {
-	if len(cfg.Servers) > 0 {
-		return cfg.Servers
-	}
-	return []Target{{URL: cfg.URL, Username: cfg.Username, Password: cfg.Password, Discover: cfg.Discover, ServiceFile: cfg.ServiceFile, PID: cfg.PID}}
-}
-
 // watched is one OpenCode server with everything that works for it alone.
 type watched struct {
 	client *opencode.Server
@@ -142,7 +119,10 @@ type watched struct {
 // watches a single server (with several, one refusing the password must
 // not stop the others: it is logged, once, and retried as any outage).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	servers := cfg.servers()
+	servers := cfg.Servers
+	if len(servers) == 0 {
+		return errors.New("no OpenCode server to watch")
+	}
 	dirs, err := absDirs(cfg.Directories)
 	if err != nil {
 		return err

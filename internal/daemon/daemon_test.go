@@ -60,7 +60,7 @@ func TestRunRecoversAndStops(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{URL: hs.URL, Password: "pw-secret", StatusAddr: "127.0.0.1:0", Engine: fastConfig(),
+		done <- Run(ctx, Config{Servers: []Target{{URL: hs.URL, Password: "pw-secret"}}, StatusAddr: "127.0.0.1:0", Engine: fastConfig(),
 			Directories: []string{"/p/one"}, Ready: func(a string) { ready <- a }}, log)
 	}()
 	addr := <-ready
@@ -112,7 +112,7 @@ func TestRunRefusesWrongPasswordClearly(t *testing.T) {
 	fake.Password = "right"
 	hs := httptest.NewServer(fake)
 	defer hs.Close()
-	err := Run(context.Background(), Config{URL: hs.URL, Password: "wrong-pw", Engine: reconnect.DefaultConfig}, slog.New(slog.DiscardHandler))
+	err := Run(context.Background(), Config{Servers: []Target{{URL: hs.URL, Password: "wrong-pw"}}, Engine: reconnect.DefaultConfig}, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "OPENCODE_SERVER_PASSWORD") || strings.Contains(err.Error(), "wrong-pw") {
 		t.Fatalf("err = %v", err)
 	}
@@ -125,7 +125,7 @@ func TestRunRefusesWrongPasswordClearly(t *testing.T) {
 }
 
 func TestRunRejectsPublicStatusAddr(t *testing.T) {
-	err := Run(context.Background(), Config{URL: "http://127.0.0.1:1", StatusAddr: "0.0.0.0:4097", Engine: reconnect.DefaultConfig}, slog.New(slog.DiscardHandler))
+	err := Run(context.Background(), Config{Servers: []Target{{URL: "http://127.0.0.1:1"}}, StatusAddr: "0.0.0.0:4097", Engine: reconnect.DefaultConfig}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--status-public") {
 		t.Fatalf("err = %v", err)
 	}
@@ -136,7 +136,7 @@ func TestRunWaitsForOpenCode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	var logs ochost.Buffer
-	err := Run(ctx, Config{URL: "http://127.0.0.1:1", Engine: reconnect.DefaultConfig}, slog.New(slog.NewTextHandler(&logs, nil)))
+	err := Run(ctx, Config{Servers: []Target{{URL: "http://127.0.0.1:1"}}, Engine: reconnect.DefaultConfig}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatalf("Run = %v, want nil after the context ends", err)
 	}
@@ -172,7 +172,7 @@ func TestRunRegistersAndUnregisters(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{URL: hs.URL, StatusAddr: "127.0.0.1:0", Engine: fastConfig(), Registry: reg, Version: "vtest",
+		done <- Run(ctx, Config{Servers: []Target{{URL: hs.URL}}, StatusAddr: "127.0.0.1:0", Engine: fastConfig(), Registry: reg, Version: "vtest",
 			Ready: func(a string) { ready <- a }}, log)
 	}()
 	addr := <-ready

@@ -191,7 +191,7 @@ func TestRunNotifiesSystemdAndIsReady(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{URL: hs.URL, StatusAddr: "127.0.0.1:0", Engine: fastConfig(), Ready: func(a string) { ready <- a }},
+		done <- Run(ctx, Config{Servers: []Target{{URL: hs.URL}}, StatusAddr: "127.0.0.1:0", Engine: fastConfig(), Ready: func(a string) { ready <- a }},
 			slog.New(slog.DiscardHandler))
 	}()
 	addr := <-ready

@@ -17,7 +17,7 @@ import (
 const DefaultStartTimeout = 60 * time.Second
 
 // Managed runs the command in plan and, when it is an OpenCode server,
-// watches it with cfg until it exits. It returns the exit code the wrapper
+// watches it with cfg (its Servers: the child alone) until it exits. It returns the exit code the wrapper
 // should exit with: the child's own, or 128+N when signal N killed it, or 1
 // when OpenCode never became healthy (err then says why).
 // startTimeout (0: DefaultStartTimeout) bounds the wait for its health.
@@ -43,13 +43,13 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 
 		// The child's credentials are the plan's: the user it was told to
 		// expect, the password it was given.
-		cfg.URL, cfg.Username, cfg.Password, cfg.PID = plan.URL, plan.Username, plan.Password, child.PID()
-		if _, err := opencode.New(cfg.URL, opencode.Options{}); err != nil {
+		cfg.Servers = []Target{{URL: plan.URL, Username: plan.Username, Password: plan.Password, PID: child.PID()}}
+		if _, err := opencode.New(plan.URL, opencode.Options{}); err != nil {
 			child.Signal(syscall.SIGTERM)
 			return child.ExitCode(), err
 		}
-		opts := opencode.Options{Username: cfg.Username, Password: cfg.Password, Timeout: healthTimeout}
-		err = waitHealthy(ctx, cfg.URL, opts, child, plan, startTimeout)
+		opts := opencode.Options{Username: plan.Username, Password: plan.Password, Timeout: healthTimeout}
+		err = waitHealthy(ctx, plan.URL, opts, child, plan, startTimeout)
 		if errors.Is(err, errPortTaken) && attempt < maxPortRetries {
 			// Another program took the port the wrapper chose before
 			// OpenCode could listen on it: the user asked for no port, so

@@ -181,10 +181,10 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 	return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fb.URL)
 }
 
-// find is opencode.FindService over the state directory's service
-// files (one ReadDir), preferring the one followed now, then file, then
-// the newest, asking only
-// the files worth asking (see failed). Once one answers, the rest are
+// find looks for the first service that answers among the state
+// directory's service files (one ReadDir), preferring the one followed
+// now, then file, then the newest, asking only the files worth asking
+// (see failed). Once one answers, the rest are
 // asked too when that is news (another service than the one followed),
 // so that the log and status can name every service that answers. A
 // refused password is the error only when no file's service answers

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -43,16 +42,12 @@ func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 		hosts.Serve(host2, old)
 		writeServiceJSON(t, file, "http://"+host2, old.PID, fake2.DefaultPassword)
 
-		// ServiceServer's discovery, through the in-memory hosts.
-		discover := func(ctx context.Context) (string, string, error) {
-			svc, err := opencode.FindService(ctx, []string{file}, opencode.Options{Transport: hosts.Transport()})
-			return svc.URL, svc.Password(), err
-		}
 		ec := reconnect.DefaultConfig
 		ec.Backoff.Jitter = 0
 		ec.IdleInterval = 10 * time.Minute
 		cfg := Config{
-			Servers: []Target{{URL: "http://" + host2, Discover: discover, ServiceFile: file, Transport: hosts.Transport()}},
+			// ServiceServer, through the in-memory hosts.
+			Servers: []Target{followService(file, false, nil, hosts.Transport())},
 			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())

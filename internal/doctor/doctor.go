@@ -149,7 +149,7 @@ type Options struct {
 	Record *procview.Record
 
 	// localConfig reads the MCP servers configured for a directory:
-	// opencode.LocalMCPConfig (the files OpenCode reads) unless a test
+	// opencode.OwnedMCPConfig (the files OpenCode reads) unless a test
 	// says otherwise.
 	localConfig func(dir string) map[string]opencode.MCPEntry
 }

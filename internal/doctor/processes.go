@@ -19,7 +19,7 @@ import (
 // and never reaped) and servers that run twice under one live OpenCode. They need neither a daemon nor
 // OpenCode: the case that matters most is an OpenCode that was killed,
 // whose stdio child lives on. So the configured local servers are read
-// from the config files OpenCode reads (opencode.LocalMCPConfig), never
+// from the config files OpenCode reads (opencode.OwnedMCPConfig), never
 // asked of OpenCode, in every directory where one may have been started:
 //
 //   - each --directory, each directory a running daemon has armed, and

@@ -73,20 +73,11 @@ var eventsV2 = []eventV2{
 	{"session.execution.interrupted", "session activity (idle)", ""},
 }
 
-// CheckDocV2 compares OpenCode 2.x's GET /openapi.json with what the 2.x
-// client relies on: its routes, the location[directory] parameter of the
-// location-scoped ones, the MCP status values, the event types, and
-// whether a toast route exists. Each missing or different thing is its own
-// line, naming it.
-func CheckDocV2(doc []byte) []Check {
-	d, err := apidesc.Parse(doc)
-	if err != nil {
-		return []Check{{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()}}
-	}
-	return checkDescV2(d)
-}
-
-// checkDescV2 is CheckDocV2 of a parsed description.
+// checkDescV2 compares OpenCode 2.x's API description (GET /openapi.json,
+// as the 2.x client read it) with what the 2.x client relies on: its
+// routes, the location[directory] parameter of the location-scoped ones,
+// the MCP status values, the event types, and whether a toast route
+// exists. Each missing or different thing is its own line, naming it.
 func checkDescV2(d *apidesc.Doc) []Check {
 	var checks []Check
 

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
@@ -40,6 +41,17 @@ func editV2(t *testing.T, f func(d map[string]any)) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// checkDocV2 is checkDescV2 of doc, parsed as the 2.x client parses its
+// server's description.
+func checkDocV2(t testing.TB, doc []byte) []Check {
+	t.Helper()
+	d, err := apidesc.Parse(doc)
+	if err != nil {
+		t.Fatalf("the description does not parse: %v", err)
+	}
+	return checkDescV2(d)
 }
 
 // Accessors into a decoded document, for the edits.
@@ -89,7 +101,7 @@ const (
 // The reference description fits: every line ok (or info), and each says
 // what it found.
 func TestReferenceDocV2Fits(t *testing.T) {
-	checks := CheckDocV2(refDocV2(t))
+	checks := checkDocV2(t, refDocV2(t))
 	if bad := notOK(checks); len(bad) > 0 {
 		t.Fatalf("the 2.0.21 description does not fit: %s", describe(bad))
 	}
@@ -109,7 +121,7 @@ func TestReferenceDocV2Fits(t *testing.T) {
 // The 2.x fake's own description (no answer schemas, statuses and events
 // only as components) fits too, through the named-component fallbacks.
 func TestFakeDefaultDocFits(t *testing.T) {
-	checks := CheckDocV2([]byte(fake2.DefaultDoc))
+	checks := checkDocV2(t, []byte(fake2.DefaultDoc))
 	if bad := notOK(checks); len(bad) > 0 {
 		t.Fatalf("fake2.DefaultDoc does not fit: %s", describe(bad))
 	}
@@ -204,7 +216,7 @@ func TestDocV2Changes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := notOK(CheckDocV2(editV2(t, c.edit)))
+			got := notOK(checkDocV2(t, editV2(t, c.edit)))
 			if len(got) == 0 {
 				got = nil
 			}
@@ -232,7 +244,7 @@ func TestDevConnectRoute(t *testing.T) {
 		p["/api/mcp/{server}/connect"] = p[connectExp]
 		delete(p, connectExp)
 	})
-	checks := CheckDocV2(doc)
+	checks := checkDocV2(t, doc)
 	if bad := notOK(checks); len(bad) > 0 {
 		t.Fatalf("not ok: %s", describe(bad))
 	}
@@ -253,7 +265,7 @@ func TestLocationParamShapes(t *testing.T) {
 		opOf(d, mcpList, "get")["parameters"] = []any{}
 		opOf(d, config, "get")["parameters"] = []any{map[string]any{"name": "location[directory]", "in": "query", "schema": map[string]any{"type": "string"}}}
 	})
-	if bad := notOK(CheckDocV2(doc)); len(bad) > 0 {
+	if bad := notOK(checkDocV2(t, doc)); len(bad) > 0 {
 		t.Fatalf("not ok: %s", describe(bad))
 	}
 }
@@ -263,7 +275,7 @@ func TestToastRouteOffered(t *testing.T) {
 	doc := editV2(t, func(d map[string]any) {
 		paths(d)["/api/tui/toast"] = map[string]any{"post": map[string]any{"responses": map[string]any{"204": map[string]any{"description": "shown"}}}}
 	})
-	if c := find(CheckDocV2(doc), "toasts"); len(c) != 1 || c[0] != (Check{Info, "toasts", "the server offers a toast route: POST /api/tui/toast"}) {
+	if c := find(checkDocV2(t, doc), "toasts"); len(c) != 1 || c[0] != (Check{Info, "toasts", "the server offers a toast route: POST /api/tui/toast"}) {
 		t.Fatalf("toasts: %+v", c)
 	}
 }
@@ -276,13 +288,16 @@ func TestHostileRefs(t *testing.T) {
 		sc["Mcp.Server"] = map[string]any{"$ref": "#/components/schemas/Loop"}
 		sc["Loop"] = map[string]any{"anyOf": []any{map[string]any{"$ref": "#/components/schemas/Loop"}, map[string]any{"$ref": "#/components/schemas/Nowhere"}, map[string]any{"$ref": "other.json#/x"}}}
 	})
-	got := notOK(CheckDocV2(doc))
+	got := notOK(checkDocV2(t, doc))
 	want := []Check{{Fail, "mcp statuses", `the servers in GET /api/mcp's "data" have no "name": mcp-reconnect reads {"location", "data": [{"name", "status": {"status"}}]}`}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got:\n%s", describe(got))
 	}
 }
 
+// A description that is not an OpenAPI document fails the description
+// check, naming what is wrong with it, as Run reports it; one with no
+// routes at all fails on every one of them.
 func TestGarbageDocV2(t *testing.T) {
 	for doc, why := range map[string]string{
 		"":                     "not JSON (at byte 0)",
@@ -292,14 +307,17 @@ func TestGarbageDocV2(t *testing.T) {
 		`{"paths": 3}`:         `no "paths" object`,
 		`{"openapi": "3.1.0"}`: `no "paths" object`,
 	} {
-		got := CheckDocV2([]byte(doc))
-		want := []Check{{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + why}}
-		if !slices.Equal(got, want) {
-			t.Errorf("CheckDocV2(%q) = %s", doc, describe(got))
-		}
+		synctest.Test(t, func(t *testing.T) {
+			fake, oo := newFake2(t, nil)
+			fake.SetDoc([]byte(doc))
+			got := find(Run(context.Background(), fake2.URL, oo, Options{}), "api description")
+			want := []Check{{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + why}}
+			if !slices.Equal(got, want) {
+				t.Errorf("description %q: %s", doc, describe(got))
+			}
+		})
 	}
-	// A document with no routes at all fails on every one of them.
-	if c := CheckDocV2([]byte(`{"paths":{}}`)); Healthy(c) || len(find(c, "api routes")) != len(routesV2) {
+	if c := checkDocV2(t, []byte(`{"paths":{}}`)); Healthy(c) || len(find(c, "api routes")) != len(routesV2) {
 		t.Errorf("empty paths: %s", describe(c))
 	}
 }
@@ -316,7 +334,11 @@ func FuzzCheckDocV2(f *testing.F) {
 	f.Add([]byte(`{"paths":{"/api/mcp":{"get":{"responses":{"200":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/A"}}}}}}}},"components":{"schemas":{"A":{"anyOf":[{"$ref":"#/components/schemas/A"}],"properties":{"data":{"items":{"prefixItems":[1,{"enum":[2,"x"]}]}}}}}}}`))
 	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		checks := CheckDocV2(doc)
+		d, err := apidesc.Parse(doc)
+		if err != nil {
+			return // Run reports the parse error itself (TestGarbageDocV2)
+		}
+		checks := checkDescV2(d)
 		if len(checks) == 0 {
 			t.Fatal("no verdict")
 		}
@@ -356,7 +378,7 @@ func TestRunAgainstFake2(t *testing.T) {
 			{OK, "authenticated", "credentials accepted"},
 			{OK, "version", "2.0.21 (the 2.x client is built to its published API; not tested against a real binary)"},
 		}
-		want = append(want, CheckDocV2(refDocV2(t))...)
+		want = append(want, checkDocV2(t, refDocV2(t))...)
 		want = append(want,
 			Check{OK, "uses version", "GET /api/info"}, Check{OK, "uses mcp-status", "GET /api/mcp"},
 			Check{OK, "uses connect", "POST /api/experimental/mcp/{name}/connect"}, Check{OK, "uses config", "GET /api/config"},
@@ -459,7 +481,7 @@ func TestRunAgainstFake2BadDoc(t *testing.T) {
 // Found by a fallback, a verdict says where it was found; a stream schema
 // that is there but unreadable is a warning, not a silent fallback.
 func TestFallbacksSayWhere(t *testing.T) {
-	checks := CheckDocV2([]byte(fake2.DefaultDoc))
+	checks := checkDocV2(t, []byte(fake2.DefaultDoc))
 	if c := find(checks, "mcp statuses"); len(c) != 1 || !strings.HasSuffix(c[0].Detail, "(found in the component schemas McpStatus, since GET /api/mcp describes no answer)") {
 		t.Errorf("statuses: %+v", c)
 	}
@@ -471,7 +493,7 @@ func TestFallbacksSayWhere(t *testing.T) {
 		s := opOf(d, "/api/event", "get")["responses"].(map[string]any)["200"].(map[string]any)["content"].(map[string]any)["text/event-stream"].(map[string]any)
 		s["schema"] = map[string]any{"type": "string"}
 	})
-	got := find(CheckDocV2(doc), "events")
+	got := find(checkDocV2(t, doc), "events")
 	if len(got) != 2 || got[0].Severity != Warn || !strings.Contains(got[0].Detail, `GET /api/event's stream schema has no "type" values`) ||
 		got[1].Severity != OK || !strings.HasSuffix(got[1].Detail, "(found in the component schemas)") {
 		t.Fatalf("events: %s", describe(got))
@@ -482,7 +504,7 @@ func TestFallbacksSayWhere(t *testing.T) {
 		dropRef(schemas(d)["V2Event"].(map[string]any), "location.shutdown")
 		delete(schemas(d), "location.shutdown")
 	})
-	if c := notOK(CheckDocV2(doc)); len(c) != 2 || c[1] != (Check{Warn, "events", "event `location.shutdown` is not in the component schemas; mcp-reconnect runs without it: a disposed location can be noticed only where the server lists its booted locations (GET /api/debug/location)"}) {
+	if c := notOK(checkDocV2(t, doc)); len(c) != 2 || c[1] != (Check{Warn, "events", "event `location.shutdown` is not in the component schemas; mcp-reconnect runs without it: a disposed location can be noticed only where the server lists its booted locations (GET /api/debug/location)"}) {
 		t.Fatalf("got:\n%s", describe(c))
 	}
 }
@@ -501,7 +523,7 @@ func TestOpenAPIVariants(t *testing.T) {
 		p := paths(d)
 		p["/api/experimental/mcp/{name}/connect"] = map[string]any{"delete": map[string]any{}}
 	})
-	if bad := notOK(CheckDocV2(doc)); len(bad) > 0 {
+	if bad := notOK(checkDocV2(t, doc)); len(bad) > 0 {
 		t.Fatalf("not ok: %s", describe(bad))
 	}
 }

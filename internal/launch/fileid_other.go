@@ -6,6 +6,3 @@ import "os"
 
 // inodeOf knows only size and mtime here (the caller records those).
 func inodeOf(os.FileInfo) (inode, dev uint64, ctime int64) { return 0, 0, 0 }
-
-// ownedByMe cannot tell here; the cache is in the user's own directory.
-func ownedByMe(os.FileInfo) bool { return true }

@@ -15,9 +15,3 @@ func inodeOf(fi os.FileInfo) (inode, dev uint64, ctime int64) {
 	}
 	return uint64(st.Ino), uint64(st.Dev), ctimeOf(st)
 }
-
-// ownedByMe reports whether this user owns fi.
-func ownedByMe(fi os.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Getuid()
-}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 )
 
 var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+(?:-v(\d+)[0-9A-Za-z.-]*)?`)
@@ -138,46 +139,11 @@ type versionsFile struct {
 	Binaries []versionEntry `json:"binaries"`
 }
 
-// Major returns the major version `command --version` reports (1 for
-// OpenCode 1.18.34, 2 for 2.0.21), from the cache when the binary is the
-// one it was asked of; cached says so.
-func (v *Versions) Major(ctx context.Context, command string, env []string) (major int, cached bool, err error) {
-	ask := v.Ask
-	if ask == nil {
-		ask = AskVersion
-	}
-	path, err := exec.LookPath(command)
-	if err != nil {
-		return 0, false, err
-	}
-	id, idErr := identify(path)
-	if idErr == nil && v.File != "" {
-		for _, e := range v.load().Binaries {
-			if e.ID == id {
-				return e.Major, true, nil
-			}
-		}
-	}
-	out, err := ask(ctx, path, env)
-	if err != nil {
-		return 0, false, err
-	}
-	major, err = ParseMajor(out)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s --version: %w", command, err)
-	}
-	if idErr == nil && v.File != "" {
-		// Best effort: a cache that cannot be written only costs the next
-		// start the question again.
-		_ = v.update(id, func(e *versionEntry) { e.Version, e.Major = versionRE.FindString(out), major })
-	}
-	return major, false, nil
-}
-
 // Facts are what the wrapper learns of an OpenCode binary.
 type Facts struct {
-	// Major is the major version (Major); 0 with MajorErr when it could
-	// not be told.
+	// Major is the major version `command --version` reports (1 for
+	// OpenCode 1.18.34, 2 for 2.0.21); 0 with MajorErr when it could not
+	// be told.
 	Major    int
 	MajorErr error
 	// Grammar is the binary's own, when asked for and readable; else
@@ -193,8 +159,8 @@ type Facts struct {
 // it was asked of. What must be asked is asked at once, --version and
 // --help side by side, so a first start pays one question's time, not
 // two. A script outside an npm tree (see identify) is asked its version
-// every time, as by Major, but never its grammar: BuiltIn, so that its
-// starts cost what they did.
+// every time, but never its grammar: BuiltIn, so that its starts cost
+// what they did.
 func (v *Versions) Facts(ctx context.Context, command string, env []string, grammar bool) Facts {
 	ask, help := v.Ask, v.Help
 	if ask == nil {
@@ -359,20 +325,11 @@ func statID(path string) (fileID, error) {
 	return id, nil
 }
 
-// load reads the cache; a missing, unreadable or foreign file (not this
-// user's, or writable by others) is an empty cache.
+// load reads the cache; a missing, unreadable or foreign file (not a
+// private file of this user's) is an empty cache.
 func (v *Versions) load() versionsFile {
 	var vf versionsFile
-	f, err := os.Open(v.File)
-	if err != nil {
-		return vf
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ownedByMe(fi) {
-		return vf
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxVersionsFile))
+	b, err := private.ReadFile(v.File, maxVersionsFile)
 	if err != nil || json.Unmarshal(b, &vf) != nil {
 		return versionsFile{}
 	}
@@ -410,27 +367,10 @@ func (v *Versions) store(e versionEntry) error {
 		return err
 	}
 	dir := filepath.Dir(v.File)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := private.EnsureDir(dir); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(dir); err == nil && ownedByMe(fi) && fi.Mode().Perm() != 0o700 {
-		_ = os.Chmod(dir, 0o700)
-	}
-	tmp, err := os.CreateTemp(dir, ".opencode-versions-*") // 0600
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), v.File); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
+	return private.WriteFile(dir, filepath.Base(v.File), b)
 }
 
 // Exec replaces this process with args[0] (found on PATH): the wrapper

@@ -34,9 +34,9 @@ func writeBinary(t *testing.T, path, version string) {
 
 func wantMajor(t *testing.T, v *Versions, asked *int, command string, major int, cached bool, questions int) {
 	t.Helper()
-	got, c, err := v.Major(context.Background(), command, nil)
-	if err != nil || got != major || c != cached || *asked != questions {
-		t.Fatalf("Major(%s) = %d, cached %v, %v after %d questions; want %d, cached %v, %d questions", command, got, c, err, *asked, major, cached, questions)
+	f := v.Facts(context.Background(), command, nil, false)
+	if f.MajorErr != nil || f.Major != major || f.Cached != cached || *asked != questions {
+		t.Fatalf("Facts(%s) = major %d, cached %v, %v after %d questions; want %d, cached %v, %d questions", command, f.Major, f.Cached, f.MajorErr, *asked, major, cached, questions)
 	}
 }
 
@@ -136,7 +136,7 @@ func TestVersionsIgnoreAWritableCache(t *testing.T) {
 	wantMajor(t, v, asked, bin, 1, false, 2)
 }
 
-// Whatever the cache file holds, Major answers what the binary says or
+// Whatever the cache file holds, Facts answers what the binary says or
 // what was remembered for exactly this binary, and never fails for it.
 func FuzzVersionsFile(f *testing.F) {
 	f.Add([]byte(`{"binaries":[{"id":{"file":{"path":"/x","size":1}},"version":"2.0.21","major":2}]}`))
@@ -153,12 +153,7 @@ func FuzzVersionsFile(f *testing.F) {
 		if err := os.WriteFile(v.File, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		major, cached, err := v.Major(context.Background(), bin, nil)
-		if err != nil || major != 1 || cached || *asked != 1 {
-			t.Fatalf("Major = %d, cached %v, %v after %d questions", major, cached, err, *asked)
-		}
-		if major, cached, err = v.Major(context.Background(), bin, nil); err != nil || major != 1 || !cached {
-			t.Fatalf("then Major = %d, cached %v, %v", major, cached, err)
-		}
+		wantMajor(t, v, asked, bin, 1, false, 1)
+		wantMajor(t, v, asked, bin, 1, true, 1)
 	})
 }

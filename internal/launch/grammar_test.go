@@ -231,20 +231,17 @@ func TestFactsRememberTheGrammar(t *testing.T) {
 	if !f.Cached || f.Major != 1 || f.Grammar.Subcommands["db"] || c.versions != 1 || c.helps != 1 {
 		t.Fatalf("second: %+v after %d versions, %d helps; want it remembered", f, c.versions, c.helps)
 	}
-	if f := v.Facts(ctx, bin, nil, false); !f.Cached || !maps.Equal(f.Grammar.Subcommands, BuiltIn.Subcommands) {
+	if f := v.Facts(ctx, bin, nil, false); !f.Cached || f.Major != 1 || f.MajorErr != nil || !maps.Equal(f.Grammar.Subcommands, BuiltIn.Subcommands) {
 		t.Fatalf("without the grammar asked for: %+v", f)
 	}
-	if major, cached, err := v.Major(ctx, bin, nil); err != nil || major != 1 || !cached {
-		t.Fatalf("Major after Facts: %d %v %v", major, cached, err)
-	}
-	// Major first, then Facts: only --help is asked.
+	// The version alone first, then the grammar too: only --help is asked.
 	other := filepath.Join(t.TempDir(), "opencode")
 	writeBinary(t, other, "1.18.34\n"+help(t, "1.18.34"))
-	if _, _, err := v.Major(ctx, other, nil); err != nil {
-		t.Fatal(err)
+	if f := v.Facts(ctx, other, nil, false); f.MajorErr != nil || c.helps != 1 {
+		t.Fatalf("the version alone: %+v, %d helps", f, c.helps)
 	}
 	if f := v.Facts(ctx, other, nil, true); f.Cached || !f.Grammar.Subcommands["db"] || c.versions != 2 || c.helps != 2 {
-		t.Fatalf("after Major: %+v, %d versions, %d helps", f, c.versions, c.helps)
+		t.Fatalf("after the version alone: %+v, %d versions, %d helps", f, c.versions, c.helps)
 	}
 	if f := v.Facts(ctx, bin, nil, true); !f.Cached || f.Grammar.Subcommands["db"] {
 		t.Fatalf("the first binary's entry was lost: %+v", f)

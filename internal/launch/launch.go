@@ -134,10 +134,6 @@ const (
 // the binary's --help (Versions.Facts) and asks Grammar.Kind.
 func KindOf(args []string) Kind { return BuiltIn.Kind(args) }
 
-// Serves reports whether an OpenCode command line starts a server the
-// daemon can watch: the TUI or a server (see KindOf).
-func Serves(args []string) bool { return KindOf(args) != Other }
-
 // AsService reports whether a `serve` command line asks for OpenCode 2's
 // shared background service (`opencode serve --service`) rather than a
 // server of its own.

@@ -9,7 +9,9 @@ import (
 	"testing"
 )
 
-func TestServes(t *testing.T) {
+// The TUI and the servers are what the daemon can watch; every other
+// command line is passed through.
+func TestWatchableCommandLines(t *testing.T) {
 	dir := t.TempDir()
 	// A repository holding folders named like subcommands: the grammar
 	// decides, not the file system.
@@ -52,8 +54,8 @@ func TestServes(t *testing.T) {
 		"service start":             false, // 2.x's service subcommand
 	}
 	for args, want := range cases {
-		if got := Serves(strings.Fields(args)); got != want {
-			t.Errorf("Serves(%q) = %v, want %v", args, got, want)
+		if got := KindOf(strings.Fields(args)) != Other; got != want {
+			t.Errorf("KindOf(%q) serves: %v, want %v", args, got, want)
 		}
 	}
 }

@@ -10,7 +10,6 @@ package loopback
 import (
 	"net"
 	"net/netip"
-	"net/url"
 	"strings"
 )
 
@@ -27,11 +26,4 @@ func Host(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
-}
-
-// URL reports whether rawURL's host is the loopback; false for a URL that
-// does not parse or names no host.
-func URL(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	return err == nil && u.Host != "" && Host(u.Host)
 }

@@ -32,9 +32,9 @@ func TestDumpMatchesInterfaces(t *testing.T) {
 	got := tr.state()
 	got.DefaultRoutes = nil // the standard library knows no routes
 	if !got.Equal(want) {
-		t.Fatalf("netlink dump: %s\nnet.Interfaces: %s", got, want)
+		t.Fatalf("netlink dump: %s\nnet.Interfaces: %s", describe(got), describe(want))
 	}
-	t.Logf("this machine: %s", tr.state())
+	t.Logf("this machine: %s", describe(tr.state()))
 }
 
 // While nothing happens, Run waits in the netpoller (no timer, no
@@ -120,7 +120,7 @@ func TestKernelMessagesInNamespace(t *testing.T) {
 		t.Helper()
 		select {
 		case s := <-states:
-			if got := s.String(); got != want {
+			if got := describe(s); got != want {
 				t.Fatalf("change to\n %q\nwant\n %q", got, want)
 			}
 		case <-time.After(10 * time.Second):

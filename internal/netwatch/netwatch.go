@@ -54,23 +54,6 @@ func Debounce(ctx context.Context, changes <-chan struct{}, quiet, most time.Dur
 	}
 }
 
-// Watch runs src and calls fn, debounced (200 ms quiet, 1 s at most),
-// until ctx ends.
-func Watch(ctx context.Context, src Source, fn func()) error {
-	changes := make(chan struct{}, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Debounce(ctx, changes, 200*time.Millisecond, time.Second, fn)
-	}()
-	err := src.Run(ctx, changes)
-	cancel()
-	<-done
-	return err
-}
-
 // notify sends without blocking: one pending change is enough.
 func notify(ch chan<- struct{}) {
 	select {

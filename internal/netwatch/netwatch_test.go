@@ -3,7 +3,11 @@ package netwatch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -107,4 +111,20 @@ func TestPollReportsOnlyDifferences(t *testing.T) {
 			t.Fatalf("changes over 30 looks = %d, want 1 (the VPN)", n)
 		}
 	})
+}
+
+// describe writes s on one line, for comparisons and failures.
+func describe(s State) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(s.Interfaces)) {
+		fmt.Fprintf(&b, "%s=%v ", name, s.Interfaces[name])
+	}
+	for _, r := range s.DefaultRoutes {
+		fam := "default4"
+		if r.IPv6 {
+			fam = "default6"
+		}
+		fmt.Fprintf(&b, "%s via %v dev %s metric %d ", fam, r.Gateway, r.Interface, r.Metric)
+	}
+	return strings.TrimSpace(b.String())
 }

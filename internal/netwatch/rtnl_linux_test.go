@@ -155,7 +155,7 @@ func feed(t *testing.T, tr *tracker, msgs ...[]byte) {
 func TestLaptopState(t *testing.T) {
 	tr := newTracker()
 	feed(t, tr, laptop()...)
-	got := tr.state().String()
+	got := describe(tr.state())
 	want := "docker0=[172.17.0.1/16] wlan0=[192.168.1.23/24 2001:db8:1::/64] " +
 		"default4 via 192.168.1.1 dev wlan0 metric 600 default6 via fe80::1 dev wlan0 metric 600"
 	if got != want {
@@ -285,7 +285,7 @@ func TestChangeFromRecordedMessages(t *testing.T) {
 			feed(t, tr, c.events...)
 			after := tr.state()
 			if changed := !before.Equal(after); changed != c.change {
-				t.Fatalf("change = %v, want %v\nbefore: %s\nafter:  %s", changed, c.change, before, after)
+				t.Fatalf("change = %v, want %v\nbefore: %s\nafter:  %s", changed, c.change, describe(before), describe(after))
 			}
 		})
 	}
@@ -341,7 +341,7 @@ func TestMultipathDefaultRoute(t *testing.T) {
 	tr := newTracker()
 	feed(t, tr, laptop()[:3]...)
 	feed(t, tr, msg)
-	got := tr.state().String()
+	got := describe(tr.state())
 	if want := "default4 via 172.17.0.254 dev docker0 metric 0 default4 via 192.168.1.1 dev wlan0 metric 0"; got != want {
 		t.Fatalf("multipath state:\n got %s\nwant %s", got, want)
 	}
@@ -362,6 +362,6 @@ func FuzzTracker(f *testing.F) {
 		for _, m := range msgs {
 			tr.apply(m)
 		}
-		_ = tr.state().String()
+		_ = describe(tr.state())
 	})
 }

@@ -49,22 +49,6 @@ func (s State) Equal(o State) bool {
 		slices.Equal(s.DefaultRoutes, o.DefaultRoutes)
 }
 
-// String describes s on one line, for logs and test failures.
-func (s State) String() string {
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(s.Interfaces)) {
-		fmt.Fprintf(&b, "%s=%v ", name, s.Interfaces[name])
-	}
-	for _, r := range s.DefaultRoutes {
-		fam := "default4"
-		if r.IPv6 {
-			fam = "default6"
-		}
-		fmt.Fprintf(&b, "%s via %v dev %s metric %d ", fam, r.Gateway, r.Interface, r.Metric)
-	}
-	return strings.TrimSpace(b.String())
-}
-
 // normalize sorts what s holds, so that Equal compares sets.
 func (s *State) normalize() {
 	if s.Interfaces == nil {

@@ -8,7 +8,7 @@ import (
 
 // WakeDetector notices that the machine slept. After a laptop wakes,
 // remote MCP sessions are often dead while every interface and route
-// looks as before, so no State differs and Watch sees nothing. The clocks
+// looks as before, so no State differs and a Source sees nothing. The clocks
 // tell: the monotonic clock Go's timers run on stops while the machine is
 // suspended (CLOCK_MONOTONIC on Linux, mach_absolute_time on macOS), the
 // wall clock does not. So the detector ticks, and a tick whose wall-clock
@@ -113,7 +113,7 @@ type Change struct {
 }
 
 // WatchChanges runs src and the wake detector d together until ctx ends,
-// and calls fn once per burst, debounced as Watch does (200 ms quiet, 1 s
+// and calls fn once per burst, debounced (Debounce: 200 ms quiet, 1 s
 // at most): a wake and the interface changes that follow it (Wi-Fi
 // joining again) are one Change, Major. A nil src watches wakes alone.
 // It returns src's error as soon as src fails, having stopped everything;

@@ -14,7 +14,7 @@ import (
 
 // Server kinds without /api/config (the config files
 // OpenCode reads) and BRIEF ("every HTTP call has a timeout"; a parser of
-// outside input must not hang the daemon). LocalMCPConfig os.Open()s each
+// outside input must not hang the daemon). ReadMCPConfig os.Open()s each
 // config file of a project directory whatever it is: a project whose
 // opencode.json is a FIFO (a tarball can carry one; a symlink can point at
 // one) blocks the open for ever. On the v2 preview build (no GET
@@ -33,7 +33,10 @@ func TestConfigFileFIFODoesNotHang(t *testing.T) {
 		t.Skip("mkfifo:", err)
 	}
 	done := make(chan map[string]opencode.MCPEntry, 1)
-	go func() { done <- opencode.LocalMCPConfig(dir) }()
+	go func() {
+		cfg, _ := opencode.ReadMCPConfig(dir, opencode.OwnConfigEnv(opencode.V2))
+		done <- cfg
+	}()
 	select {
 	case <-done:
 		return
@@ -44,5 +47,5 @@ func TestConfigFileFIFODoesNotHang(t *testing.T) {
 		_ = w.Close()
 	}
 	<-done
-	t.Fatalf("LocalMCPConfig(%s) blocked for 2 s opening the FIFO %s: a project's opencode.json that is a FIFO hangs the directory's loop (and shutdown) for ever", dir, fifo)
+	t.Fatalf("ReadMCPConfig(%s) blocked for 2 s opening the FIFO %s: a project's opencode.json that is a FIFO hangs the directory's loop (and shutdown) for ever", dir, fifo)
 }

@@ -139,50 +139,14 @@ func OwnConfigEnv(gen Generation) ConfigEnv {
 // unknown", never an empty config.
 var ErrConfigUnknown = errors.New("opencode config files unknown")
 
-// ConfigSource is one layer of OpenCode's config: a file, or the inline
+// configSource is one layer of OpenCode's config: a file, or the inline
 // $OPENCODE_CONFIG_CONTENT, whose text is never held here (it may hold
 // header secrets).
-type ConfigSource struct {
+type configSource struct {
 	// Path is the file; "" for the inline config.
 	Path string
 	// Inline marks the place of $OPENCODE_CONFIG_CONTENT.
 	Inline bool
-}
-
-// String names the layer: its path, or $OPENCODE_CONFIG_CONTENT.
-func (s ConfigSource) String() string {
-	if s.Inline {
-		return "$OPENCODE_CONFIG_CONTENT"
-	}
-	return s.Path
-}
-
-// ConfigSources lists the layers OpenCode reads the config of directory
-// dir from, lowest priority first, missing files included: see the
-// comment at the top of this file. With GenUnknown they are 1.x's, then
-// those only 2.x reads. Nil when env is not Local or dir not absolute.
-func ConfigSources(dir string, env ConfigEnv) []ConfigSource {
-	if !env.Local || !filepath.IsAbs(dir) {
-		return nil
-	}
-	dir = filepath.Clean(dir)
-	switch env.Generation {
-	case V1:
-		return sourcesV1(dir, env)
-	case V2:
-		return sourcesV2(dir, env)
-	}
-	out := sourcesV1(dir, env)
-	seen := map[ConfigSource]bool{}
-	for _, s := range out {
-		seen[s] = true
-	}
-	for _, s := range sourcesV2(dir, env) {
-		if !seen[s] {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // getenv is env's variable name ("" without a Getenv).
@@ -270,11 +234,11 @@ func (env ConfigEnv) managedDirV1() string {
 }
 
 // sourcesV1 lists OpenCode 1.x's layers for dir (absolute, clean).
-func sourcesV1(dir string, env ConfigEnv) []ConfigSource {
-	var out []ConfigSource
+func sourcesV1(dir string, env ConfigEnv) []configSource {
+	var out []configSource
 	files := func(d string, names ...string) {
 		for _, n := range names {
-			out = append(out, ConfigSource{Path: filepath.Join(d, n)})
+			out = append(out, configSource{Path: filepath.Join(d, n)})
 		}
 	}
 	global := env.xdgConfigDir()
@@ -282,7 +246,7 @@ func sourcesV1(dir string, env ConfigEnv) []ConfigSource {
 		files(global, "config.json", "opencode.json", "opencode.jsonc")
 	}
 	if f := env.absVar("OPENCODE_CONFIG"); f != "" {
-		out = append(out, ConfigSource{Path: f})
+		out = append(out, configSource{Path: f})
 	}
 	project := !truthy(env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG"))
 	walk := up(dir, worktreeV1(dir))
@@ -323,7 +287,7 @@ func sourcesV1(dir string, env ConfigEnv) []ConfigSource {
 		}
 	}
 	if env.getenv("OPENCODE_CONFIG_CONTENT") != "" {
-		out = append(out, ConfigSource{Inline: true})
+		out = append(out, configSource{Inline: true})
 	}
 	if m := env.managedDirV1(); m != "" {
 		files(m, "opencode.json", "opencode.jsonc")
@@ -344,9 +308,9 @@ func resolved(path string) string {
 }
 
 // sourcesV2 lists OpenCode 2.x's layers for dir (absolute, clean).
-func sourcesV2(dir string, env ConfigEnv) []ConfigSource {
-	var out []ConfigSource
-	file := func(p string) { out = append(out, ConfigSource{Path: p}) }
+func sourcesV2(dir string, env ConfigEnv) []configSource {
+	var out []configSource
+	file := func(p string) { out = append(out, configSource{Path: p}) }
 	global := env.xdgConfigDir()
 	if env.getenv("OPENCODE_CONFIG_DIR") != "" {
 		global = env.absVar("OPENCODE_CONFIG_DIR")
@@ -383,13 +347,14 @@ func sourcesV2(dir string, env ConfigEnv) []ConfigSource {
 		}
 	}
 	if env.getenv("OPENCODE_CONFIG_CONTENT") != "" {
-		out = append(out, ConfigSource{Inline: true})
+		out = append(out, configSource{Inline: true})
 	}
 	return out
 }
 
 // ReadMCPConfig reads the MCP servers OpenCode configures for directory
-// dir, from the layers ConfigSources lists, merged by env's line's rules.
+// dir, from the layers its line reads (sourcesV1, sourcesV2; both with
+// GenUnknown), merged by that line's rules.
 // Files that are missing, unreadable, not regular or not JSONC count as
 // empty. ErrConfigUnknown when env is not Local or dir is not absolute.
 func ReadMCPConfig(dir string, env ConfigEnv) (map[string]MCPEntry, error) {
@@ -403,17 +368,6 @@ func ReadMCPConfig(dir string, env ConfigEnv) (map[string]MCPEntry, error) {
 // name what runs in that directory.
 func ReadOwnedMCPConfig(dir string, env ConfigEnv, uid int) (map[string]MCPEntry, error) {
 	return readMCPConfig(dir, env, ownedBy(uid))
-}
-
-// LocalMCPConfig is ReadMCPConfig for an OpenCode 2 that shares this
-// process's environment and files, ignoring ErrConfigUnknown (an empty
-// map then).
-func LocalMCPConfig(dir string) map[string]MCPEntry {
-	cfg, _ := ReadMCPConfig(dir, OwnConfigEnv(V2))
-	if cfg == nil {
-		cfg = map[string]MCPEntry{}
-	}
-	return cfg
 }
 
 // OwnedMCPConfig is ReadOwnedMCPConfig for an OpenCode of either line
@@ -444,8 +398,8 @@ func readMCPConfig(dir string, env ConfigEnv, trusted func(os.FileInfo) bool) (m
 	}
 	dir = filepath.Clean(dir)
 	// One read per layer, even where both lines' rules are applied.
-	layers := map[ConfigSource]map[string]configServer{}
-	read := func(s ConfigSource) map[string]configServer {
+	layers := map[configSource]map[string]configServer{}
+	read := func(s configSource) map[string]configServer {
 		if l, ok := layers[s]; ok {
 			return l
 		}
@@ -567,25 +521,13 @@ func (s configServer) mergeInto(e MCPEntry) MCPEntry {
 	return e
 }
 
-// ParseConfigFile decodes the MCP servers of one OpenCode config file:
-// JSON with comments and trailing commas (JSONC), in 2.x's shape
-// {"mcp":{"servers":{NAME:{…}}}} or 1.x's {"mcp":{NAME:{…}}}. Each server
-// is read field by field (type, url, command, cwd, disabled or 1.x's
-// enabled); headers and environment are never decoded. A file that is not
-// a JSONC object is an error; one without servers is an empty map.
-func ParseConfigFile(b []byte) (map[string]MCPEntry, error) {
-	servers, err := parseConfigServers(b)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]MCPEntry, len(servers))
-	for name, s := range servers {
-		out[name] = s.MCPEntry
-	}
-	return out, nil
-}
-
-// parseConfigServers is ParseConfigFile with the fields each server sets.
+// parseConfigServers decodes the MCP servers of one OpenCode config file,
+// with the fields each server sets: JSON with comments and trailing
+// commas (JSONC), in 2.x's shape {"mcp":{"servers":{NAME:{…}}}} or 1.x's
+// {"mcp":{NAME:{…}}}. Each server is read field by field (type, url,
+// command, cwd, disabled or 1.x's enabled); headers and environment are
+// never decoded. A file that is not a JSONC object is an error; one
+// without servers is an empty map.
 func parseConfigServers(b []byte) (map[string]configServer, error) {
 	std, err := hujson.Standardize(b)
 	if err != nil {

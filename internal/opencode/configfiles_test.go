@@ -230,9 +230,9 @@ func TestConfigOfASubdirectoryComesFromTheProjectRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := opencode.OwnedMCPConfig(sub, os.Getuid()); len(got["fs"].Command) == 0 {
-		t.Fatalf("the config of %s (a subdirectory of the repository whose root names server fs) = %+v; files looked at: %v", sub, got, opencode.ConfigSources(sub, opencode.OwnConfigEnv(opencode.GenUnknown)))
+		t.Fatalf("the config of %s (a subdirectory of the repository whose root names server fs) = %+v; layers read: %v", sub, got, opencode.ConfigLayers(sub, opencode.OwnConfigEnv(opencode.V1)))
 	}
-	if got := opencode.LocalMCPConfig(sub); len(got["fs"].Command) == 0 {
+	if got, _ := opencode.ReadMCPConfig(sub, opencode.OwnConfigEnv(opencode.V2)); len(got["fs"].Command) == 0 {
 		t.Errorf("2.x: the config of %s = %+v", sub, got)
 	}
 }
@@ -378,8 +378,8 @@ func TestConfigContentVariable(t *testing.T) {
 	if win, _ := winner(t, dir, tr.env(opencode.V2, "OPENCODE_CONFIG_CONTENT", remote("content"))); win != "content" {
 		t.Errorf("2.x: s from %q, want the content (2.x has no managed directory)", win)
 	}
-	if got := opencode.ConfigSources(dir, tr.env(opencode.V2, "OPENCODE_CONFIG_CONTENT", "SECRET")); slices.ContainsFunc(got, func(s opencode.ConfigSource) bool {
-		return strings.Contains(s.String(), "SECRET")
+	if got := opencode.ConfigLayers(dir, tr.env(opencode.V2, "OPENCODE_CONFIG_CONTENT", "SECRET")); slices.ContainsFunc(got, func(s string) bool {
+		return strings.Contains(s, "SECRET")
 	}) {
 		t.Errorf("the inline config's text is in the sources: %v", got)
 	}
@@ -454,9 +454,6 @@ func TestConfigOfAnotherMountNamespaceIsUnknown(t *testing.T) {
 	env.Local = false
 	if cfg, err := opencode.ReadMCPConfig(dir, env); !errors.Is(err, opencode.ErrConfigUnknown) || cfg != nil {
 		t.Errorf("= %v, %v; want ErrConfigUnknown", cfg, err)
-	}
-	if s := opencode.ConfigSources(dir, env); s != nil {
-		t.Errorf("sources %v", s)
 	}
 	if _, err := opencode.ReadMCPConfig(dir, opencode.ConfigEnv{}); !errors.Is(err, opencode.ErrConfigUnknown) {
 		t.Errorf("the zero ConfigEnv: %v, want ErrConfigUnknown", err)
@@ -587,7 +584,6 @@ func TestConfigAsksOnlyTheVariablesReadOfOpenCode(t *testing.T) {
 		if _, err := opencode.ReadMCPConfig(dir, env); err != nil {
 			t.Fatal(err)
 		}
-		_ = opencode.ConfigSources(dir, env)
 	}
 }
 
@@ -601,13 +597,6 @@ func TestConfigSources(t *testing.T) {
 	env := func(gen opencode.Generation) opencode.ConfigEnv {
 		return tr.env(gen, "OPENCODE_CONFIG", "/etc/oc.json", "OPENCODE_CONFIG_DIR", "/c", "OPENCODE_CONFIG_CONTENT", "{}")
 	}
-	str := func(s []opencode.ConfigSource) []string {
-		var out []string
-		for _, x := range s {
-			out = append(out, x.String())
-		}
-		return out
-	}
 	want := []string{
 		g + "/config.json", g + "/opencode.json", g + "/opencode.jsonc",
 		"/etc/oc.json",
@@ -618,7 +607,7 @@ func TestConfigSources(t *testing.T) {
 		"$OPENCODE_CONFIG_CONTENT",
 		tr.managed + "/opencode.json", tr.managed + "/opencode.jsonc",
 	}
-	if got := str(opencode.ConfigSources(dir, env(opencode.V1))); !slices.Equal(got, want) {
+	if got := opencode.ConfigLayers(dir, env(opencode.V1)); !slices.Equal(got, want) {
 		t.Errorf("1.x:\n got %q\nwant %q", got, want)
 	}
 	var walk, dots []string
@@ -630,12 +619,12 @@ func TestConfigSources(t *testing.T) {
 		}
 	}
 	want = append(append(append([]string{"/c/opencode.json", "/c/opencode.jsonc", "/etc/oc.json"}, walk...), dots...), "$OPENCODE_CONFIG_CONTENT")
-	if got := str(opencode.ConfigSources(dir, env(opencode.V2))); !slices.Equal(got, want) {
+	if got := opencode.ConfigLayers(dir, env(opencode.V2)); !slices.Equal(got, want) {
 		t.Errorf("2.x:\n got %q\nwant %q", got, want)
 	}
 	// Without HOME the home is ConfigEnv.Home.
 	e := opencode.ConfigEnv{Local: true, Home: "/home/me", Generation: opencode.V2}
-	if got := opencode.ConfigSources("/p", e); got[0].Path != "/home/me/.config/opencode/opencode.json" {
+	if got := opencode.ConfigLayers("/p", e); got[0] != "/home/me/.config/opencode/opencode.json" {
 		t.Errorf("sources %v", got)
 	}
 }

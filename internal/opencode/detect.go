@@ -113,7 +113,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	infoRefused := false
 	switch {
 	case status == http.StatusOK:
-		if info, err := ParseInfo(body); err == nil && major(info.Version) != 1 {
+		if info, err := ParseInfo(body); err == nil && Major(info.Version) != 1 {
 			return V2, info.Version, info.PID, nil
 		}
 	case status == http.StatusUnauthorized && errorTag(body) == tagUnauthorized:
@@ -131,7 +131,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			Healthy *bool   `json:"healthy"`
 			Version *string `json:"version"`
 		}
-		if json.Unmarshal(body, &h) == nil && h.Healthy != nil && h.Version != nil && major(*h.Version) == 1 {
+		if json.Unmarshal(body, &h) == nil && h.Healthy != nil && h.Version != nil && Major(*h.Version) == 1 {
 			if !*h.Healthy {
 				return V1, *h.Version, 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: status, Detail: "OpenCode 1.x reports itself unhealthy", kind: ErrUnavailable}
 			}
@@ -153,7 +153,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	}
 	switch {
 	case status == http.StatusOK:
-		if info, err := ParseHealthV2(body); err == nil && major(info.Version) != 1 {
+		if info, err := ParseHealthV2(body); err == nil && Major(info.Version) != 1 {
 			return V2, info.Version, info.PID, nil
 		}
 	case emptyBasicRefusal(status, hdr, body):
@@ -183,7 +183,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			Version *string         `json:"version"`
 			PID     json.RawMessage `json:"pid"`
 		}
-		if json.Unmarshal(body, &s) == nil && s.Version != nil && major(*s.Version) == 2 {
+		if json.Unmarshal(body, &s) == nil && s.Version != nil && Major(*s.Version) == 2 {
 			var pid int
 			_ = json.Unmarshal(s.PID, &pid)
 			return V2, *s.Version, max(pid, 0), nil
@@ -204,10 +204,6 @@ func emptyBasicRefusal(status int, hdr http.Header, body []byte) bool {
 	return status == http.StatusUnauthorized && len(strings.TrimSpace(string(body))) == 0 &&
 		strings.EqualFold(strings.TrimSpace(hdr.Get("Www-Authenticate")), `Basic realm="Secure Area"`)
 }
-
-// major is the major number of a version such as "2.0.21" or "v1.18.34",
-// or -1.
-func major(v string) int { return Major(v) }
 
 // sourceBuild is the version a build from source of a release line
 // reports: 0.0.0-v<line>src-<commit> (the v2 preview: 0.0.0-v2src-44b6938b).

@@ -236,21 +236,6 @@ func (s Service) Verify(ctx context.Context, o Options) (Info, error) {
 	return info, nil
 }
 
-// DiscoverService reads the service.json at file and verifies it against
-// the server it names. Call it again after a connection failure or a
-// refused password: the service rewrites the file when it restarts, on
-// another port or with another password.
-func DiscoverService(ctx context.Context, file string, o Options) (Service, error) {
-	s, err := ReadServiceFile(file)
-	if err != nil {
-		return Service{}, err
-	}
-	if _, err := s.Verify(ctx, o); err != nil {
-		return Service{}, err
-	}
-	return s, nil
-}
-
 // Registration is one OpenCode 2 service file in the state directory: a
 // service that started wrote it (and removes it at a clean exit).
 type Registration struct {
@@ -312,35 +297,4 @@ func Registrations(file string, channels bool) ([]Registration, error) {
 	}
 	sort.SliceStable(others, func(i, j int) bool { return others[i].ModTime.After(others[j].ModTime) })
 	return append(first, others...), nil
-}
-
-// FindService is DiscoverService for the first of files whose service
-// answers. A refused password (that service runs and wants another
-// password, or the file is stale and another OpenCode holds its port) is
-// the error only when no file's service answers; when none of the files
-// exists the error matches fs.ErrNotExist; otherwise it is the first
-// file's error.
-func FindService(ctx context.Context, files []string, o Options) (Service, error) {
-	var first, refused error
-	var refusedSvc Service
-	for _, f := range files {
-		s, err := DiscoverService(ctx, f, o)
-		switch {
-		case err == nil:
-			return s, nil
-		case errors.Is(err, ErrUnauthorized):
-			if refused == nil {
-				refused, refusedSvc = err, s
-			}
-		case first == nil && !errors.Is(err, fs.ErrNotExist):
-			first = err
-		}
-	}
-	if refused != nil {
-		return refusedSvc, refused
-	}
-	if first == nil {
-		return Service{}, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", strings.Join(files, ", "), fs.ErrNotExist)
-	}
-	return Service{}, first
 }

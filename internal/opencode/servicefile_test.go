@@ -134,15 +134,24 @@ func TestServicePasswordNeverPrinted(t *testing.T) {
 // A service.json is trusted only when the server at its URL answers with
 // its pid; a restart on another port with another password is followed by
 // reading the file again.
-func TestDiscoverService(t *testing.T) {
+func TestServiceFileVerifiedAgainstItsServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fake2.New(map[string]fake2.Spec{"a": {}})
 		tr, stop := fake.Serve()
 		defer stop()
 		o := opencode.Options{Transport: tr}
+		// As the daemon follows a service: read the file, then verify it.
+		discover := func(ctx context.Context, file string, o opencode.Options) (opencode.Service, error) {
+			s, err := opencode.ReadServiceFile(file)
+			if err != nil {
+				return opencode.Service{}, err
+			}
+			_, err = s.Verify(ctx, o)
+			return s, err
+		}
 		dir := t.TempDir()
 		p := writeService(t, dir, fmt.Sprintf(`{"id":"1","version":"2.0.21","url":"http://0.0.0.0:49374","pid":%d,"password":%q}`, fake2.DefaultPID, fake2.DefaultPassword))
-		s, err := opencode.DiscoverService(context.Background(), p, o)
+		s, err := discover(context.Background(), p, o)
 		if err != nil || s.Password() != fake2.DefaultPassword {
 			t.Fatalf("discover: %v, %v", s, err)
 		}
@@ -153,11 +162,11 @@ func TestDiscoverService(t *testing.T) {
 
 		// Another process holds the port: stale.
 		writeService(t, dir, fmt.Sprintf(`{"url":"http://127.0.0.1:49374","pid":%d,"password":%q}`, fake2.DefaultPID+1, fake2.DefaultPassword))
-		if _, err := opencode.DiscoverService(context.Background(), p, o); !errors.Is(err, opencode.ErrStaleService) {
+		if _, err := discover(context.Background(), p, o); !errors.Is(err, opencode.ErrStaleService) {
 			t.Errorf("other pid: %v, want ErrStaleService", err)
 		}
 		writeService(t, dir, fmt.Sprintf(`{"version":"2.0.22","url":"http://127.0.0.1:49374","pid":%d,"password":%q}`, fake2.DefaultPID, fake2.DefaultPassword))
-		if _, err := opencode.DiscoverService(context.Background(), p, o); !errors.Is(err, opencode.ErrStaleService) {
+		if _, err := discover(context.Background(), p, o); !errors.Is(err, opencode.ErrStaleService) {
 			t.Errorf("other version: %v, want ErrStaleService", err)
 		}
 		// The service restarted with a new password: the old one is
@@ -167,11 +176,11 @@ func TestDiscoverService(t *testing.T) {
 		if _, err := c.MCPStatus(context.Background(), "/p"); !errors.Is(err, opencode.ErrUnauthorized) {
 			t.Fatalf("old password after restart: %v", err)
 		}
-		if _, err := opencode.DiscoverService(context.Background(), p, o); !errors.Is(err, opencode.ErrUnauthorized) || strings.Contains(err.Error(), "secret") {
+		if _, err := discover(context.Background(), p, o); !errors.Is(err, opencode.ErrUnauthorized) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("old file after restart: %v, want ErrUnauthorized", err)
 		}
 		writeService(t, dir, `{"id":"2","version":"2.0.21","url":"http://127.0.0.1:50000","pid":999,"password":"new-`+pw+`"}`)
-		s2, err := opencode.DiscoverService(context.Background(), p, o)
+		s2, err := discover(context.Background(), p, o)
 		if err != nil || s2.URL != "http://127.0.0.1:50000" || s2.Same(s) {
 			t.Fatalf("re-read: %v, %v", s2, err)
 		}

@@ -243,7 +243,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 // MCPConfig reads the MCP servers configured for dir: GET /api/config
 // where the server offers it. Where it does not (the v2 preview build),
 // the servers come from the config files OpenCode reads, when it runs on
-// this machine (see LocalMCPConfig), and every server the last status read
+// this machine (see ReadMCPConfig), and every server the last status read
 // of dir marked with an integrationID is remote. Remote headers and local
 // environments are never decoded (they may hold secrets).
 func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {

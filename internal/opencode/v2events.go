@@ -21,19 +21,14 @@ const (
 	EventLocationShutdownV2 = "location.shutdown"
 )
 
-// ParseEventV2 decodes one data field of 2.x /api/event:
-// {"id":…,"created":…,"type":T,"location"?:{"directory":D},"data":{…}}.
-// Heartbeats are SSE comments and never reach it. The data of an event is
-// decoded only for mcp.status.changed, which names its server. It knows
-// no session: an event without a location has no directory (a ClientV2's
-// stream fills it in from the session's earlier events).
-func ParseEventV2(data []byte) (Event, error) {
-	ev, _, err := parseEventV2(data)
-	return ev, err
-}
-
-// parseEventV2 is ParseEventV2 that also returns the session a session.*
-// event is about (data.sessionID), or "".
+// parseEventV2 decodes one data field of 2.x /api/event:
+// {"id":…,"created":…,"type":T,"location"?:{"directory":D},"data":{…}},
+// and returns the session a session.* event is about (data.sessionID), or
+// "". Heartbeats are SSE comments and never reach it. The data of an event
+// is decoded only for mcp.status.changed, which names its server, and
+// session.* events, which name their session. It knows no session: an
+// event without a location has no directory (sessionDirs.parse fills it
+// in from the session's earlier events).
 func parseEventV2(data []byte) (Event, string, error) {
 	var raw struct {
 		Type     json.RawMessage `json:"type"`
@@ -118,7 +113,7 @@ func newSessionDirs(n int) *sessionDirs {
 	return &sessionDirs{max: n, order: list.New(), byID: map[string]*list.Element{}}
 }
 
-// parse is ParseEventV2 with the session memory: an event with a location
+// parse is parseEventV2 with the session memory: an event with a location
 // and a session teaches the session's directory, and a session event
 // without a location gets the directory its session was last seen in.
 func (s *sessionDirs) parse(data []byte) (Event, error) {
@@ -163,13 +158,6 @@ func (s *sessionDirs) parse(data []byte) (Event, error) {
 	return ev, nil
 }
 
-// len is how many sessions are remembered.
-func (s *sessionDirs) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.order.Len()
-}
-
 // forget forgets every session.
 func (s *sessionDirs) forget() {
 	s.mu.Lock()
@@ -178,7 +166,7 @@ func (s *sessionDirs) forget() {
 	clear(s.byID)
 }
 
-// parseEvent is the parser of this client's event stream: ParseEventV2
+// parseEvent is the parser of this client's event stream: parseEventV2
 // with the directories of the sessions seen on it (the memory is the
 // process's: it lasts across re-subscribes, each a detection of its own).
 func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.mem.sessions.parse(data) }

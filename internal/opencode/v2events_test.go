@@ -23,6 +23,9 @@ const (
 	frameStarted   = `{"id":"evt_3","created":1790913415942,"type":"session.execution.started","location":{"directory":"/Users/me/p"},"data":{"sessionID":"ses_1"},"durable":{"aggregateID":"ses_1","seq":3,"version":1}}`
 )
 
+// parseV2 is the 2.x stream's parser on a stream that has seen no session.
+func parseV2(data []byte) (opencode.Event, error) { return opencode.NewSessionMemoryForTest(8)(data) }
+
 func TestParseEventV2(t *testing.T) {
 	cases := []struct {
 		frame string
@@ -56,15 +59,15 @@ func TestParseEventV2(t *testing.T) {
 		}{`{"type":"` + typ + `","location":{"directory":"/d"},"data":{}}`, opencode.Event{Kind: opencode.KindOther, Type: typ, Directory: "/d"}})
 	}
 	for _, c := range cases {
-		ev, err := opencode.ParseEventV2([]byte(c.frame))
+		ev, err := parseV2([]byte(c.frame))
 		if err != nil || ev != c.want {
-			t.Errorf("ParseEventV2(%s) = %+v, %v; want %+v", c.frame, ev, err, c.want)
+			t.Errorf("parse(%s) = %+v, %v; want %+v", c.frame, ev, err, c.want)
 		}
 	}
 	for _, bad := range []string{``, `[]`, `{}`, `{"type":""}`, `{"type":3}`, `nope`, `null`,
 		`{"directory":"/p","payload":{"type":"mcp.tools.changed","properties":{"server":"s"}}}`} {
-		if ev, err := opencode.ParseEventV2([]byte(bad)); err == nil {
-			t.Errorf("ParseEventV2(%q) = %+v, nil error", bad, ev)
+		if ev, err := parseV2([]byte(bad)); err == nil {
+			t.Errorf("parse(%q) = %+v, nil error", bad, ev)
 		}
 	}
 }
@@ -102,13 +105,14 @@ func TestFake2StreamDecodes(t *testing.T) {
 				frames <- f.Data
 			}
 		}()
+		parse := opencode.NewSessionMemoryForTest(8)
 		next := func() opencode.Event {
 			t.Helper()
 			data, ok := <-frames
 			if !ok {
 				t.Fatal("stream ended")
 			}
-			ev, err := opencode.ParseEventV2(data)
+			ev, err := parse(data)
 			if err != nil {
 				t.Fatalf("frame %s: %v", data, err)
 			}
@@ -169,7 +173,7 @@ func FuzzParseEventV2(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ev, err := opencode.ParseEventV2(b)
+		ev, err := parseV2(b)
 		if err != nil {
 			return
 		}

@@ -205,7 +205,7 @@ func TestSessionMemoryIsBounded(t *testing.T) {
 
 // JSONC in both generations' shapes; a later layer replaces a server
 // whole; headers and environment are never read.
-func TestLocalMCPConfig(t *testing.T) {
+func TestConfigFilesOfAnOpenCode2SharingOurFiles(t *testing.T) {
 	global, dir := t.TempDir(), t.TempDir()
 	t.Setenv("OPENCODE_CONFIG_DIR", global)
 	extra := filepath.Join(t.TempDir(), "extra.json")
@@ -230,7 +230,10 @@ func TestLocalMCPConfig(t *testing.T) {
 	}`)
 	write(filepath.Join(dir, ".opencode", "opencode.json"), `{"mcp":{"servers":{"x":{"type":"remote","url":"http://x/mcp"}}}}`)
 	write(filepath.Join(dir, "opencode.json"), `not json at all`)
-	cfg := opencode.LocalMCPConfig(dir)
+	cfg, err := opencode.ReadMCPConfig(dir, opencode.OwnConfigEnv(opencode.V2))
+	if err != nil {
+		t.Fatal(err)
+	}
 	no := false
 	want := map[string]opencode.MCPEntry{
 		"old": {Type: "local", Command: []string{"old"}, Enabled: &no},

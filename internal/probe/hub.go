@@ -12,7 +12,6 @@ type Hub struct {
 	p       *Prober
 	mu      sync.Mutex
 	watches map[string]*shared
-	live    int  // watch goroutines not yet returned
 	closed  bool // Close was called: Watch starts nothing more
 	wg      sync.WaitGroup
 }
@@ -65,7 +64,6 @@ func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
 func (h *Hub) start(ctx context.Context, rawURL string, sh *shared) {
 	sh.run++
 	run := sh.run
-	h.live++
 	h.wg.Go(func() { h.run(ctx, rawURL, sh, run) })
 }
 
@@ -93,7 +91,6 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, run int) {
 	restarted := h.p.Watch(ctx, rawURL, nil)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.live--
 	if sh.run != run {
 		return // renewed: another goroutine serves its subscribers
 	}
@@ -118,11 +115,4 @@ func (h *Hub) Close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
-}
-
-// running is how many watch goroutines have not returned yet.
-func (h *Hub) running() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.live
 }

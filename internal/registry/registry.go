@@ -321,23 +321,6 @@ func running(pid int) (procInfo, bool) {
 	return p, !p.exited
 }
 
-// Find returns the running daemons that watch the OpenCode server at u.
-// Later commands (the OpenCode 2 `run`, `service status`) use it to find
-// the daemon of a given server.
-func (r *Registry) Find(u string) ([]Entry, error) {
-	all, err := r.List()
-	if err != nil {
-		return nil, err
-	}
-	var out []Entry
-	for _, e := range all {
-		if e.Watches(u) {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
 // ByStatusAddr returns the running daemon whose status API listens at
 // addr ("localhost:4097" and "127.0.0.1:4097" both match 127.0.0.1:4097).
 func (r *Registry) ByStatusAddr(addr string) (Entry, bool, error) {

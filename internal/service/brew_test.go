@@ -43,7 +43,7 @@ func TestInstallRefusesBesideBrewServices(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "brew services stop mcp-reconnect") {
 				t.Fatalf("beside brew services: %v; want a refusal naming %s and the way out", err, p)
 			}
-			if _, err := os.Stat(m.Path()); err == nil {
+			if _, err := os.Stat(m.p.path()); err == nil {
 				t.Fatal("the refused plan wrote the service file")
 			}
 		})

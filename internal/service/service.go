@@ -201,9 +201,6 @@ func New(env Env) (*Manager, error) {
 // Describe names the service for people.
 func (m *Manager) Describe() string { return m.p.describe() }
 
-// Path is the unit or plist file.
-func (m *Manager) Path() string { return m.p.path() }
-
 // Logs says where the service logs.
 func (m *Manager) Logs() string { return m.p.logs() }
 

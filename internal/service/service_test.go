@@ -187,7 +187,7 @@ func TestUninstallKeepsWhatTheUserPutInCreatedDirs(t *testing.T) {
 	if _, err := os.Stat(theirs); err != nil {
 		t.Fatalf("the user's unit is gone: %v", err)
 	}
-	if _, err := os.Stat(m.Path()); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(m.p.path()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("our unit is still there: %v", err)
 	}
 }
@@ -195,11 +195,11 @@ func TestUninstallKeepsWhatTheUserPutInCreatedDirs(t *testing.T) {
 func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
 	env, r := testEnv(t, "linux", nil)
 	m := mustNew(t, env)
-	if err := os.MkdirAll(filepath.Dir(m.Path()), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(m.p.path()), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	mine := []byte("[Service]\nExecStart=/home/me/bin/my-own-watch\n")
-	if err := os.WriteFile(m.Path(), mine, 0o644); err != nil {
+	if err := os.WriteFile(m.p.path(), mine, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Plan(Spec{Binary: "/usr/bin/mcp-reconnect"}, "test", time.Now()); err == nil || !strings.Contains(err.Error(), "not written by") {
@@ -208,7 +208,7 @@ func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
 	if _, err := m.Uninstall(context.Background(), &bytes.Buffer{}, false); err == nil {
 		t.Fatal("uninstall of a foreign unit succeeded")
 	}
-	if b, _ := os.ReadFile(m.Path()); !bytes.Equal(b, mine) || len(r.calls) != 0 {
+	if b, _ := os.ReadFile(m.p.path()); !bytes.Equal(b, mine) || len(r.calls) != 0 {
 		t.Fatalf("foreign unit touched (%q) or commands run %q", b, r.joined())
 	}
 }
@@ -254,7 +254,7 @@ func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
 	if t.Failed() {
 		t.Logf("uninstall said:\n%s", out.String())
 	}
-	if _, err := os.Stat(m.Path()); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(m.p.path()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the service's own unit is still there: %v", err)
 	}
 }
@@ -272,7 +272,7 @@ func TestUninstallWithoutManifestRemovesMarkedUnit(t *testing.T) {
 	if err != nil || !installed {
 		t.Fatal(installed, err)
 	}
-	if _, err := os.Stat(m.Path()); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(m.p.path()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("unit left: %v", err)
 	}
 }
@@ -310,7 +310,7 @@ func TestReinstallRestartsAndKeepsCreatedDirs(t *testing.T) {
 	if got := r.joined(); got[len(got)-1] != "systemctl --user restart mcp-reconnect.service" {
 		t.Fatalf("re-install ran %q: the running daemon keeps the old unit", got)
 	}
-	b, _ := os.ReadFile(m.Path())
+	b, _ := os.ReadFile(m.p.path())
 	if !strings.Contains(string(b), `ExecStart="/usr/local/bin/mcp-reconnect" "watch" "--config" "/etc/mcpr.toml"`) {
 		t.Fatalf("unit not updated:\n%s", b)
 	}
@@ -335,7 +335,7 @@ func TestDryRunUninstallChangesNothing(t *testing.T) {
 	if len(r.calls) != 0 || !reflect.DeepEqual(before, tree(t, env.Home)) {
 		t.Fatalf("dry run changed something: %q", r.joined())
 	}
-	for _, s := range []string{"would run: launchctl bootout gui/501/dev.mcp-reconnect.watch", "would remove " + m.Path(), "would remove " + m.ManifestPath()} {
+	for _, s := range []string{"would run: launchctl bootout gui/501/dev.mcp-reconnect.watch", "would remove " + m.p.path(), "would remove " + m.ManifestPath()} {
 		if !strings.Contains(out.String(), s) {
 			t.Fatalf("dry run output lacks %q:\n%s", s, out.String())
 		}
@@ -427,8 +427,8 @@ func TestStatusComparesWithWhatInstallWouldWrite(t *testing.T) {
 	if rep, _ = m.Status(context.Background(), "/elsewhere/mcp-reconnect"); rep.Current || !strings.Contains(rep.Differs, "/elsewhere") {
 		t.Fatalf("moved binary: %+v", rep)
 	}
-	b, _ := os.ReadFile(m.Path())
-	if err := os.WriteFile(m.Path(), append(b, "Nice=5\n"...), 0o644); err != nil {
+	b, _ := os.ReadFile(m.p.path())
+	if err := os.WriteFile(m.p.path(), append(b, "Nice=5\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if rep, _ = m.Status(context.Background(), "/usr/bin/mcp-reconnect"); rep.Current || !strings.Contains(rep.Differs, "edited") {

@@ -74,7 +74,7 @@ func TestUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	unit := pl.Files[0]
-	if unit.Path != m.Path() || !strings.HasSuffix(unit.Path, "/config/systemd/user/mcp-reconnect.service") {
+	if unit.Path != m.p.path() || !strings.HasSuffix(unit.Path, "/config/systemd/user/mcp-reconnect.service") {
 		t.Fatalf("unit path %s", unit.Path)
 	}
 	if out, err := verifyUnit(t, unit.Content); err != nil || out != "" {
