@@ -148,7 +148,7 @@ func TestProbeOnlyRemote(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		ep := &endpoint{}
 		if noConfigRoute(g.new(nil)) {
-			t.Skip("no config route to give a local server a URL in (the config files are internal/opencode's TestLocalMCPConfig)")
+			t.Skip("no config route to give a local server a URL in (the config files are internal/opencode's TestConfigFilesOfAnOpenCode2SharingOurFiles)")
 		}
 		fake := &localURLs{fakeOC: g.new(map[string]Spec{"l": {Status: "failed"}}), url: "http://l.test:9000/mcp"}
 		r := newRigFlapping(t, fake, noJitter(), Options{}, ep)
