@@ -29,6 +29,14 @@ type Key struct {
 // Key returns s's key.
 func (s LocalServer) Key() Key { return Key{s.Directory, s.Name} }
 
+// Compare orders keys by directory, then name: -1, 0 or +1.
+func (k Key) Compare(o Key) int {
+	if c := strings.Compare(k.Directory, o.Directory); c != 0 {
+		return c
+	}
+	return strings.Compare(k.Name, o.Name)
+}
+
 // WorkDir is the directory OpenCode starts s in: the configured cwd,
 // resolved against the directory, else the directory itself.
 func (s LocalServer) WorkDir() string {
@@ -162,7 +170,7 @@ func buildMatcher(servers []LocalServer, prev *matcher) *matcher {
 func unique(servers []LocalServer) []LocalServer {
 	ok := true
 	for i := range servers {
-		ok = ok && len(servers[i].Command) > 0 && (i == 0 || cmpKey(servers[i-1].Key(), servers[i].Key()) < 0)
+		ok = ok && len(servers[i].Command) > 0 && (i == 0 || servers[i-1].Key().Compare(servers[i].Key()) < 0)
 	}
 	if ok {
 		return servers
@@ -176,14 +184,6 @@ func unique(servers []LocalServer) []LocalServer {
 		}
 	}
 	return out
-}
-
-// cmpKey orders keys by directory, then name.
-func cmpKey(a, b Key) int {
-	if c := strings.Compare(a.Directory, b.Directory); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
 }
 
 // place numbers the physical path of dir. A directory that could not be

@@ -227,7 +227,7 @@ func sortedKeys[V any](m map[Key]V) []Key {
 	for k := range m {
 		ks = append(ks, k)
 	}
-	slices.SortFunc(ks, cmpKey)
+	slices.SortFunc(ks, Key.Compare)
 	return ks
 }
 
