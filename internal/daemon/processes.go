@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,14 +86,14 @@ type procWatch struct {
 	root      int
 	gen       uint64 // the engine's LocalServers generation the view has
 	last      procview.Snapshot
-	servers   []procview.LocalServer
+	servers   []procview.LocalServer // the engine's local servers in key order: the one copy, the view's too
 	orphansAt time.Time
 	orphans   []reconnect.OrphanProcess
 	// exitAt is when the exit watcher saw a child end, until the scan
 	// that reports it.
 	exitAt map[int]time.Time
-	// launchers is how each local server's command runs it (from its
-	// configured command, as servers changes).
+	// launchers caches how the servers asked about run (launcher), until
+	// servers changes: only servers with a child are asked about.
 	launchers map[procview.Key]procview.Launcher
 	// below caches, per child, the process below it that runs its
 	// server (procview.ServerProcess), while that process runs.
@@ -121,7 +120,7 @@ type serverBelow struct {
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
-		gen: ^uint64(0), exitAt: map[int]time.Time{}, launchers: map[procview.Key]procview.Launcher{},
+		gen: ^uint64(0), exitAt: map[int]time.Time{},
 		below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
 	if eng != nil {
 		eng.SetProcessView(p)
@@ -329,17 +328,48 @@ func (p *procWatch) syncServers(v *procview.View) {
 	if !changed {
 		return
 	}
-	servers := make([]procview.LocalServer, 0, len(locals))
-	launchers := make(map[procview.Key]procview.Launcher, len(locals))
-	for _, l := range locals {
-		srv := procview.LocalServer{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd}
-		servers = append(servers, srv)
-		launchers[srv.Key()] = procview.LauncherOf(l.Command)
+	p.mu.Lock()
+	servers := p.servers
+	p.mu.Unlock()
+	// Every config read is a new generation, mostly of the same list:
+	// that one is kept (and the view, given it again, builds nothing).
+	same := slices.EqualFunc(servers, locals, func(s procview.LocalServer, l reconnect.LocalServer) bool {
+		return s.Directory == l.Directory && s.Name == l.Name && s.Cwd == l.Cwd && slices.Equal(s.Command, l.Command)
+	})
+	if !same {
+		servers = make([]procview.LocalServer, 0, len(locals))
+		for _, l := range locals {
+			servers = append(servers, procview.LocalServer{Directory: l.Directory, Name: l.Name, Command: l.Command, Cwd: l.Cwd})
+		}
+		slices.SortFunc(servers, func(a, b procview.LocalServer) int { return a.Key().Compare(b.Key()) }) // the engine's order already
 	}
 	v.SetServers(servers)
 	p.mu.Lock()
-	p.gen, p.servers, p.launchers = g, servers, launchers
+	if !same {
+		clear(p.launchers)
+	}
+	p.gen, p.servers = g, servers
 	p.mu.Unlock()
+}
+
+// launcher is how the local server k runs, read from its command when
+// first asked: a launcher for each of 10,000 servers cost a map of them
+// all, rebuilt with every list.
+func (p *procWatch) launcher(k procview.Key) procview.Launcher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l, ok := p.launchers[k]; ok {
+		return l
+	}
+	var l procview.Launcher
+	if i, ok := slices.BinarySearchFunc(p.servers, k, func(s procview.LocalServer, k procview.Key) int { return s.Key().Compare(k) }); ok {
+		l = procview.LauncherOf(p.servers[i].Command)
+	}
+	if p.launchers == nil {
+		p.launchers = map[procview.Key]procview.Launcher{}
+	}
+	p.launchers[k] = l
+	return l
 }
 
 // watch follows one OpenCode process's children until it exits, the
@@ -638,12 +668,9 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 		}
 		return parent
 	}
-	p.mu.Lock()
-	launchers := p.launchers
-	p.mu.Unlock()
 	var found []procview.Sighting
 	for k, cs := range s.Servers {
-		l := launchers[k]
+		l := p.launcher(k)
 		for _, c := range cs {
 			parent := parentOf(c.Parent)
 			found = append(found, procview.Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
@@ -720,11 +747,11 @@ func (p *procWatch) info() *reconnect.Processes {
 		}
 	}
 	p.mu.Lock()
-	last, tab, launchers := p.last, p.table, p.launchers
+	last, tab := p.last, p.table
 	p.mu.Unlock()
 	var servers []reconnect.ServerProcess
 	if tab != nil && !last.Gone {
-		servers = p.serverProcesses(tab, last, launchers)
+		servers = p.serverProcesses(tab, last)
 	}
 	p.mu.Lock()
 	if p.root == 0 || p.last.At.IsZero() || p.last.Gone {
@@ -771,21 +798,16 @@ func (p *procWatch) info() *reconnect.Processes {
 // serverProcesses is what runs each local server of s: the child
 // OpenCode started, its launcher's name, and the process below it that
 // runs the server, in key order.
-func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot, launchers map[procview.Key]procview.Launcher) []reconnect.ServerProcess {
+func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot) []reconnect.ServerProcess {
 	keys := make([]procview.Key, 0, len(s.Servers))
 	for k := range s.Servers {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b procview.Key) int {
-		if c := strings.Compare(a.Directory, b.Directory); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(keys, procview.Key.Compare)
 	var out []reconnect.ServerProcess
 	for _, k := range keys {
 		c, _ := s.Child(k)
-		l := launchers[k]
+		l := p.launcher(k)
 		sp := reconnect.ServerProcess{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer, LauncherRunsOn: l.Name != "" && !l.ExitsWithServer}
 		if l.Name != "" && !l.InContainer {
 			if b := p.serverBelow(tab, c); b.known && b.proc.PID != c.PID {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -230,6 +231,79 @@ func BenchmarkMatcher(b *testing.B) {
 				if len(m.serving(p)) != 1 {
 					b.Fatalf("%v serves nothing", p.Argv)
 				}
+			}
+		}
+	})
+}
+
+// alikeServers is the scale benchmark's configuration (test/bench):
+// dirs directories "/bench/dir NNNN", which do not exist here, each
+// configured with the same perDir commands.
+func alikeServers(dirs, perDir int) []LocalServer {
+	cmds := make([][]string, perDir)
+	for s := range cmds {
+		cmds[s] = []string{"node", "/home/ana/mcp/server-" + strconv.Itoa(s) + ".js", "--stdio"}
+	}
+	servers := make([]LocalServer, 0, dirs*perDir)
+	for d := range dirs {
+		dir := fmt.Sprintf("/bench/dir %04d", d)
+		for s, cmd := range cmds {
+			servers = append(servers, LocalServer{Directory: dir, Name: "s" + strconv.Itoa(s), Command: cmd})
+		}
+	}
+	return servers
+}
+
+// liveBytes is how much more heap is in use after build than before,
+// what build returns kept alive.
+func liveBytes(build func() any) int64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := build()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(x)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// The view's servers at the scale of the daemon's benchmark: 1,000
+// directories × 10 servers configured alike. "live" is what the view
+// holds for them beyond the caller's list; "armed" sets them again with
+// one directory more (what the daemon does while directories are being
+// armed), "unchanged" with an equal list (a new generation of the
+// engine's list that changed nothing). Run with -benchmem.
+func BenchmarkSetServersAtScale(b *testing.B) {
+	servers := alikeServers(benchDirs, benchPerDir)
+	fewer := servers[:len(servers)-benchPerDir]
+	tab := newMemTable(Process{PID: 100, PPID: 1, UID: ana, Argv: []string{"opencode", "serve"}, Cwd: "/"})
+	b.Run("live", func(b *testing.B) {
+		var n int64
+		for b.Loop() {
+			n = liveBytes(func() any { return newView(b, tab, 100, servers) })
+		}
+		b.ReportMetric(float64(n)/(1<<10), "live-KiB")
+	})
+	b.Run("armed", func(b *testing.B) {
+		v := newView(b, tab, 100, fewer)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%2 == 0 {
+				v.SetServers(servers)
+			} else {
+				v.SetServers(fewer)
+			}
+		}
+	})
+	b.Run("unchanged", func(b *testing.B) {
+		v := newView(b, tab, 100, servers)
+		again := slices.Clone(servers)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%2 == 0 {
+				v.SetServers(again)
+			} else {
+				v.SetServers(servers)
 			}
 		}
 	})

@@ -1,8 +1,10 @@
 package procview
 
 import (
+	"cmp"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // LocalServer is one configured local (stdio) MCP server of an armed
@@ -27,6 +29,14 @@ type Key struct {
 // Key returns s's key.
 func (s LocalServer) Key() Key { return Key{s.Directory, s.Name} }
 
+// Compare orders keys by directory, then name: -1, 0 or +1.
+func (k Key) Compare(o Key) int {
+	if c := strings.Compare(k.Directory, o.Directory); c != 0 {
+		return c
+	}
+	return strings.Compare(k.Name, o.Name)
+}
+
 // WorkDir is the directory OpenCode starts s in: the configured cwd,
 // resolved against the directory, else the directory itself.
 func (s LocalServer) WorkDir() string {
@@ -44,10 +54,16 @@ func (s LocalServer) WorkDir() string {
 // directory (/tmp is /private/tmp on macOS); a path that cannot be
 // resolved is kept as it is.
 func physical(dir string) string {
+	p, _ := resolve(dir)
+	return p
+}
+
+// resolve is physical, and whether dir could be resolved.
+func resolve(dir string) (path string, ok bool) {
 	if p, err := filepath.EvalSymlinks(dir); err == nil {
-		return p
+		return p, true
 	}
-	return filepath.Clean(dir)
+	return filepath.Clean(dir), false
 }
 
 // matcher finds the configured servers a process runs. OpenCode starts a
@@ -57,69 +73,169 @@ func physical(dir string) string {
 // script's #! line), retitled (npm's "npm exec …"), or the program it
 // exec'd into (env, uvx, bash), in the directory it moved to (cd, uv
 // --directory). Each server's forms are computed once, in newMatcher;
-// serving and runs only look words up.
+// serving and runs only look words up: the form first, then the place.
 type matcher struct {
-	// byCommand maps a command form to the servers it may run,
-	// whatever their directory; byPlace maps a working directory and a
-	// form to the servers started there: usually one. Index 0 holds the
-	// commands as configured, 1 the forms derived from launchers: a
-	// process that runs a configured command as it is serves that
-	// server, even if another one's launcher may exec into it.
-	byCommand [2]map[string][]Key
-	byPlace   [2]map[string][]Key
-	servers   map[Key]LocalServer
-	// key and place are newMatcher's scratch buffers: it builds 10,000
-	// keys at a time.
-	key, place []byte
+	// forms maps a command form to the servers it may run, by the
+	// place each is started in. Index 0 holds the commands as
+	// configured, 1 the forms derived from launchers: a process that
+	// runs a configured command as it is serves that server, even if
+	// another one's launcher may exec into it.
+	forms [2]map[string]*sites
+	// places numbers the working directories servers are started in
+	// (their physical paths, as the kernel reports a process's cwd):
+	// a thousand directories configured alike share ten forms and a
+	// thousand places, not ten thousand keys.
+	places map[string]int32
+	// servers are the configured servers, as SetServers was given them
+	// (not copied); resolved holds the physical paths of their
+	// directories, for the next matcher: a rebuild resolves only
+	// directories new to it.
+	servers  []LocalServer
+	resolved map[string]resolved
 }
 
-func newMatcher(servers []LocalServer) *matcher {
-	m := &matcher{servers: map[Key]LocalServer{}}
-	for i := range m.byCommand {
-		m.byCommand[i], m.byPlace[i] = map[string][]Key{}, map[string][]Key{}
+// resolved is a directory's physical path, and whether it could be
+// resolved.
+type resolved struct {
+	path string
+	ok   bool
+}
+
+// sites lists the servers of one form by where they are started: at is
+// sorted by place, then by the servers' order, and keys[i] is the server
+// of at[i], so the servers started alike in one place are one run of
+// keys.
+type sites struct {
+	at   []site
+	keys []Key
+}
+
+// site is one server (an index in matcher.servers) started in a place.
+type site struct{ place, server int32 }
+
+// newMatcher indexes servers.
+func newMatcher(servers []LocalServer) *matcher { return buildMatcher(servers, nil) }
+
+// buildMatcher indexes servers; prev, when set, is the matcher they
+// replace, whose resolved directories are taken as they are (a symbolic
+// link changed while its directory stays configured is not seen).
+func buildMatcher(servers []LocalServer, prev *matcher) *matcher {
+	m := &matcher{servers: unique(servers), places: map[string]int32{}, resolved: map[string]resolved{}}
+	for i := range m.forms {
+		m.forms[i] = map[string]*sites{}
 	}
 	var forms []form
-	for _, s := range servers {
-		if len(s.Command) == 0 {
-			continue
-		}
-		k := s.Key()
-		if _, dup := m.servers[k]; dup {
-			continue
-		}
-		m.servers[k] = s
+	var key []byte
+	for i, s := range m.servers {
 		dir := s.WorkDir()
 		forms = appendForms(forms[:0], s.Command, "", 0)
 		// The command as configured, where OpenCode starts it and where
 		// its launcher moves (sh -c 'cd sub && …').
-		m.key = argvKey(m.key[:0], s.Command)
-		home := physical(dir)
-		m.add(0, k, home, m.key)
+		key = argvKey(key[:0], s.Command)
+		home := m.place(dir, prev)
+		m.add(0, i, home, key)
 		for _, f := range forms {
 			place := home
 			if f.dir != "" {
-				place = physical(joinDir(dir, f.dir))
+				place = m.place(joinDir(dir, f.dir), prev)
 			}
 			if f.self {
-				m.add(0, k, place, m.key)
+				m.add(0, i, place, key)
 				continue
 			}
-			m.add(1, k, place, f.key)
+			m.add(1, i, place, f.key)
 		}
 	}
-	m.key, m.place = nil, nil
+	for _, tab := range m.forms {
+		for _, s := range tab {
+			slices.SortFunc(s.at, func(a, b site) int {
+				if c := cmp.Compare(a.place, b.place); c != 0 {
+					return c
+				}
+				return cmp.Compare(a.server, b.server)
+			})
+			s.at = slices.Compact(s.at) // a form of one server in one place, once
+			s.keys = make([]Key, len(s.at))
+			for i, x := range s.at {
+				s.keys[i] = m.servers[x.server].Key()
+			}
+		}
+	}
 	return m
 }
 
-// add indexes one form of server k in place, once.
-func (m *matcher) add(tier int, k Key, place string, key []byte) {
-	if ks := m.byCommand[tier][string(key)]; len(ks) == 0 || ks[len(ks)-1] != k {
-		m.byCommand[tier][string(key)] = append(ks, k)
+// unique is servers without those that have no command or the key of
+// an earlier one, copied only when there are such: the engine lists each
+// server once, with its command, in key order.
+func unique(servers []LocalServer) []LocalServer {
+	ok := true
+	for i := range servers {
+		ok = ok && len(servers[i].Command) > 0 && (i == 0 || servers[i-1].Key().Compare(servers[i].Key()) < 0)
 	}
-	m.place = append(append(append(m.place[:0], place...), 0), key...)
-	if ks := m.byPlace[tier][string(m.place)]; len(ks) == 0 || ks[len(ks)-1] != k {
-		m.byPlace[tier][string(m.place)] = append(ks, k)
+	if ok {
+		return servers
 	}
+	seen := map[Key]bool{}
+	out := make([]LocalServer, 0, len(servers))
+	for _, s := range servers {
+		if len(s.Command) > 0 && !seen[s.Key()] {
+			seen[s.Key()] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// place numbers the physical path of dir. A directory that could not be
+// resolved is tried again by the next matcher: it may exist by then.
+func (m *matcher) place(dir string, prev *matcher) int32 {
+	r, ok := m.resolved[dir]
+	if !ok {
+		if prev != nil {
+			r, ok = prev.resolved[dir]
+		}
+		if !ok || !r.ok {
+			r.path, r.ok = resolve(dir)
+		}
+		m.resolved[dir] = r
+	}
+	p := r.path
+	id, ok := m.places[p]
+	if !ok {
+		id = int32(len(m.places))
+		m.places[p] = id
+	}
+	return id
+}
+
+// add indexes one form of server i in place.
+func (m *matcher) add(tier, i int, place int32, key []byte) {
+	s := m.forms[tier][string(key)]
+	if s == nil {
+		s = &sites{}
+		m.forms[tier][string(key)] = s
+	}
+	s.at = append(s.at, site{place, int32(i)})
+}
+
+// in is the servers of s started in place.
+func (s *sites) in(place int32) []Key {
+	lo, ok := slices.BinarySearchFunc(s.at, place, func(x site, p int32) int { return cmp.Compare(x.place, p) })
+	if !ok {
+		return nil
+	}
+	hi := lo + 1
+	for hi < len(s.at) && s.at[hi].place == place {
+		hi++
+	}
+	return s.keys[lo:hi:hi]
+}
+
+// same reports whether servers are m's servers, unchanged.
+func (m *matcher) same(servers []LocalServer) bool {
+	return slices.EqualFunc(m.servers, servers, func(a, b LocalServer) bool {
+		return a.Directory == b.Directory && a.Name == b.Name && a.Cwd == b.Cwd && slices.Equal(a.Command, b.Command)
+	})
 }
 
 // joinDir is dir moved to rel ("" stays).
@@ -185,23 +301,27 @@ func titleKey(b []byte, title string) []byte {
 	return append(b, title...)
 }
 
-// lookup finds argv's servers in tab under prefix: as it is, behind one
-// or two words of an interpreter, or as a title. The keys are built in
-// one buffer: this runs for every new child.
-func lookup(tab map[string][]Key, prefix string, argv []string) []Key {
+// lookup finds the forms of argv in tab: as it is, behind one or two
+// words of an interpreter, or as a title; found returns the servers of a
+// form that count (nil: look on). The keys are built in one buffer:
+// this runs for every new child.
+func lookup(tab map[string]*sites, argv []string, found func(*sites) []Key) []Key {
 	var arr [256]byte
-	b := append(arr[:0], prefix...)
-	n := len(b)
+	b := arr[:0]
 	for drop := 0; drop <= 2 && drop < len(argv); drop++ {
-		b = argvKey(b[:n], argv[drop:])
-		if ks := tab[string(b)]; len(ks) > 0 {
-			return ks
+		b = argvKey(b[:0], argv[drop:])
+		if s := tab[string(b)]; s != nil {
+			if ks := found(s); len(ks) > 0 {
+				return ks
+			}
 		}
 	}
 	if len(argv) == 1 {
-		b = titleKey(b[:n], argv[0])
-		if ks := tab[string(b)]; len(ks) > 0 {
-			return ks
+		b = titleKey(b[:0], argv[0])
+		if s := tab[string(b)]; s != nil {
+			if ks := found(s); len(ks) > 0 {
+				return ks
+			}
 		}
 	}
 	return nil
@@ -214,24 +334,43 @@ func (m *matcher) serving(p Process) []Key {
 	if len(p.Argv) == 0 || p.Cwd == "" {
 		return nil
 	}
-	prefix := p.Cwd + "\x00"
-	for tier := range m.byPlace {
-		if ks := lookup(m.byPlace[tier], prefix, p.Argv); ks != nil {
+	place, ok := m.places[p.Cwd]
+	if !ok {
+		return nil
+	}
+	for _, tab := range m.forms {
+		if ks := lookup(tab, p.Argv, func(s *sites) []Key { return s.in(place) }); ks != nil {
 			return ks
 		}
 	}
 	return nil
 }
 
-// runs returns the servers whose command p runs, wherever it runs it.
+// runs returns the servers whose command p runs, wherever it runs it, in
+// the order they were configured.
 func (m *matcher) runs(p Process) []Key {
 	if len(p.Argv) == 0 {
 		return nil
 	}
-	for tier := range m.byCommand {
-		if ks := lookup(m.byCommand[tier], "", p.Argv); ks != nil {
-			return slices.Clone(ks)
+	for _, tab := range m.forms {
+		if ks := lookup(tab, p.Argv, m.everywhere); ks != nil {
+			return ks
 		}
 	}
 	return nil
+}
+
+// everywhere is the servers of s, wherever they are started, each once.
+func (m *matcher) everywhere(s *sites) []Key {
+	idx := make([]int32, 0, len(s.at))
+	for _, x := range s.at {
+		idx = append(idx, x.server)
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	out := make([]Key, 0, len(idx))
+	for _, i := range idx {
+		out = append(out, m.servers[i].Key())
+	}
+	return out
 }

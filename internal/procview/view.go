@@ -227,21 +227,7 @@ func sortedKeys[V any](m map[Key]V) []Key {
 	for k := range m {
 		ks = append(ks, k)
 	}
-	slices.SortFunc(ks, func(a, b Key) int {
-		if a.Directory != b.Directory {
-			if a.Directory < b.Directory {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ks, Key.Compare)
 	return ks
 }
 
@@ -341,8 +327,17 @@ func (v *View) OpenCode() Process { return v.root }
 
 // SetServers replaces the configured local servers of every armed
 // directory. Children already seen are assigned again without a read.
+// The view keeps servers (it does not copy them): the caller must not
+// change them afterwards. Servers equal to the current ones change
+// nothing: the engine lists them again after each config read.
 func (v *View) SetServers(servers []LocalServer) {
-	m := newMatcher(servers)
+	v.mu.Lock()
+	prev := v.m
+	v.mu.Unlock()
+	if prev.same(servers) {
+		return
+	}
+	m := buildMatcher(servers, prev)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.m = m
