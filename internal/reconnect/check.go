@@ -66,13 +66,18 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	// Waiting here is waiting for the checks ahead, which Alive judges
 	// on their own: a queued check is not stuck.
 	e.mu.Lock()
-	d.queued = time.Now()
+	slot := d.slot // reserved by the scheduler (reserveSlot)
+	d.slot = false
+	if !slot {
+		d.queued = time.Now()
+	}
 	e.mu.Unlock()
-	slot := false
-	select {
-	case e.checks <- struct{}{}:
-		slot = true
-	case <-ctx.Done():
+	if !slot {
+		select {
+		case e.checks <- struct{}{}:
+			slot = true
+		case <-ctx.Done():
+		}
 	}
 	e.mu.Lock()
 	d.queued, d.checking = time.Time{}, time.Now() // the check's time starts with its slot
@@ -80,7 +85,10 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	if !slot {
 		return
 	}
-	defer func() { <-e.checks }()
+	defer func() {
+		<-e.checks
+		e.sched.kickNow() // a directory may wait in the heap for this slot
+	}()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):

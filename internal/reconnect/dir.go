@@ -30,8 +30,11 @@ type dir struct {
 	// order is reconcile's buffer of the read's server names.
 	order []string
 	// queued is when the check began to wait for one of the engine's
-	// check slots (maxChecks), zero while it holds one or none runs.
+	// check slots (maxChecks), zero while it holds one or none runs;
+	// slot is set while the step holds one the scheduler reserved for its
+	// check (reserveSlot).
 	queued  time.Time
+	slot    bool
 	path    string
 	armedBy string
 	armedAt time.Time

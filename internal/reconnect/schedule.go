@@ -45,11 +45,15 @@ func (e *Engine) schedule(ctx context.Context) {
 	for {
 		e.mu.Lock()
 		now := time.Now()
+		held := false
 		for len(s.waiting) > 0 && !s.waiting[0].stepAt.After(now) {
+			if held = !e.reserveSlot(s.waiting[0], now); held {
+				break // it waits here, in order, for a check slot (kicked then)
+			}
 			e.startStepLocked(heap.Pop(&s.waiting).(*dir))
 		}
 		wait := time.Hour
-		if len(s.waiting) > 0 {
+		if len(s.waiting) > 0 && !held {
 			wait = s.waiting[0].stepAt.Sub(now)
 		}
 		e.mu.Unlock()
@@ -61,6 +65,43 @@ func (e *Engine) schedule(ctx context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// reserveSlot takes a check slot (maxChecks) for d's step when its check
+// is due, and reports false when none is free: d then waits in the heap,
+// without a goroutine, until a check ends. A thousand directories armed
+// at once wait there in the order they are due, not as a thousand
+// goroutines in check's queue for a slot. Caller holds Engine.mu.
+func (e *Engine) reserveSlot(d *dir, now time.Time) bool {
+	if d.slot || !d.checkDue(now) {
+		return true
+	}
+	select {
+	case e.checks <- struct{}{}:
+		d.slot = true
+		return true
+	default:
+		return false
+	}
+}
+
+// dropSlot gives back the check slot reserved for d's step when its
+// check did not run after all. Caller holds Engine.mu.
+func (e *Engine) dropSlot(d *dir) {
+	if d.slot {
+		d.slot = false
+		<-e.checks
+		e.sched.kickNow()
+	}
+}
+
+// checksFull reports whether every check slot is taken.
+func (e *Engine) checksFull() bool { return len(e.checks) == cap(e.checks) }
+
+// checkDue reports whether d's check is due at now. Caller holds
+// Engine.mu.
+func (d *dir) checkDue(now time.Time) bool {
+	return !d.next.IsZero() && !now.Before(d.dueAt())
 }
 
 // stepTime is when d's next step is due: its next check or the earliest
@@ -100,10 +141,18 @@ func (s *scheduler) wait(d *dir, at time.Time) {
 
 func (s *scheduler) kickIfFirst(d *dir) {
 	if d.index == 0 {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		s.kickNow()
+	}
+}
+
+// kickNow makes the scheduler look at the heap again.
+func (s *scheduler) kickNow() {
+	if s == nil {
+		return
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -171,6 +220,7 @@ func (e *Engine) step(d *dir) {
 		e.mu.Lock()
 		if d.stopped || ctx.Err() != nil {
 			d.stopped = true
+			e.dropSlot(d)
 			e.mu.Unlock()
 			e.endLoop(d)
 			return // d stays running: nothing starts a step of it again
@@ -185,6 +235,7 @@ func (e *Engine) step(d *dir) {
 		}
 		at := d.stepTime(e.sched.idle)
 		if at.After(time.Now()) {
+			e.dropSlot(d)
 			d.running = false
 			d.mail = nil // reuse would keep the old messages' array alive
 			e.sched.wait(d, at)
@@ -194,7 +245,7 @@ func (e *Engine) step(d *dir) {
 		e.mu.Unlock()
 		e.startProbes(ctx, d, &d.work)
 		e.mu.Lock()
-		due := !d.next.IsZero() && !time.Now().Before(d.dueAt())
+		due := d.checkDue(time.Now())
 		e.mu.Unlock()
 		if due {
 			e.check(ctx, d, &d.work)
