@@ -1,0 +1,52 @@
+package opencode_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// A user who gives --url https://… for an OpenCode that serves plain HTTP
+// (OpenCode serves no TLS itself) was told, by every read, what net/http's
+// Client says of it: "server gave HTTP response to HTTPS client", which
+// names the fix. Since reads are sent by Transport.RoundTrip instead of
+// Client.Do (db8f3e6), the Client's translation of tls.RecordHeaderError
+// into http.ErrSchemeMismatch is skipped, and the status read, the config
+// read and connect say "tls: first record does not look like a TLS
+// handshake" instead, while detection (still Client.Do) says the old text:
+// one misconfiguration, two messages from one client.
+func TestHTTPSURLForPlainHTTPServerSaysSchemeMismatch(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	url := strings.Replace(srv.URL, "http://", "https://", 1)
+	c, err := opencode.New(url, opencode.Options{Password: "pw", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := opencode.NewV2(url, opencode.Options{Password: "pw", Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const want = "server gave HTTP response to HTTPS client"
+	calls := map[string]func() error{
+		"1.x GET /mcp":     func() error { _, err := c.MCPStatus(ctx, "/d"); return err },
+		"1.x GET /config":  func() error { _, err := c.MCPConfig(ctx, "/d"); return err },
+		"1.x POST connect": func() error { return c.Connect(ctx, "/d", "s") },
+		"2.x GET /api/mcp": func() error { _, err := c2.MCPStatus(ctx, "/d"); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want it to say %q", name, err, want)
+		}
+	}
+}
