@@ -9,6 +9,7 @@ package opencode
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,6 +302,10 @@ func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duratio
 	// for redirects, which are never followed (New).
 	resp, err := hc.Transport.RoundTrip(req)
 	if err != nil {
+		var tlsErr tls.RecordHeaderError
+		if errors.As(err, &tlsErr) && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch // an https URL of a plain-HTTP server, said as the client says it
+		}
 		return 0, nil, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()

@@ -12,14 +12,12 @@ import (
 )
 
 // A user who gives --url https://… for an OpenCode that serves plain HTTP
-// (OpenCode serves no TLS itself) was told, by every read, what net/http's
+// (OpenCode serves no TLS itself) is told, by every read, what net/http's
 // Client says of it: "server gave HTTP response to HTTPS client", which
-// names the fix. Since reads are sent by Transport.RoundTrip instead of
-// Client.Do (db8f3e6), the Client's translation of tls.RecordHeaderError
-// into http.ErrSchemeMismatch is skipped, and the status read, the config
-// read and connect say "tls: first record does not look like a TLS
-// handshake" instead, while detection (still Client.Do) says the old text:
-// one misconfiguration, two messages from one client.
+// names the fix, not "tls: first record does not look like a TLS
+// handshake": reads are sent by the transport itself, which says the
+// latter, and detection (http.Client.Do) the former; one misconfiguration
+// gets one message.
 func TestHTTPSURLForPlainHTTPServerSaysSchemeMismatch(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

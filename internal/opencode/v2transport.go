@@ -25,7 +25,7 @@ const (
 
 // locQuery selects dir's location. 2.x ignores ?directory= and would answer
 // for its own working directory ($HOME for the shared service) instead.
-func locQuery(dir string) string { return locationParam + "=" + url.QueryEscape(dir) }
+func locQuery(dir string) string { return url.QueryEscape(locationParam) + "=" + url.QueryEscape(dir) }
 
 // errorTag returns the "_tag" of a 2.x error body, or "".
 func errorTag(body []byte) string {

@@ -20,12 +20,10 @@ type serviceListingSource struct {
 
 func (s *serviceListingSource) Service() *Service { return s.svc }
 
-// GET /status wrote a server of the OpenCode 2 service as its struct
+// GET /status writes a server of the OpenCode 2 service as its struct
 // encodes: the snapshot's fields (directories last of them), then
-// "service". Written one directory at a time (584c352), "directories"
-// is appended after "service": the body is no longer what writeJSON
-// wrote for the same state, though the commit says "the JSON says what it
-// said". The existing test decodes both into maps, which hides the order.
+// "service", byte for byte what encoding the whole Status at once writes
+// (writeJSON), though its directories are written one at a time.
 func TestStatusKeepsDirectoriesBeforeService(t *testing.T) {
 	src := &serviceListingSource{
 		listingSource: listingSource{fakeSource: fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096",

@@ -10,8 +10,8 @@ import (
 )
 
 // writeStatus writes GET /status's body as writeJSON would write st with
-// servers and their directories in it (the fields of an object in their
-// order, servers and directories last), but one directory at a time:
+// servers and their directories in it, byte for byte, but one directory
+// at a time:
 // at a thousand armed directories the whole body is megabytes, and the
 // daemon holds one directory's part of it at once, not the body and a
 // copy of every directory.
@@ -20,7 +20,7 @@ func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter
 	if err != nil {
 		return err
 	}
-	err = withLast(w, head, "", "servers", func() error {
+	err = withLast(w, head, "", field{"servers", func() error {
 		if len(servers) == 0 {
 			_, err := w.WriteString("[]")
 			return err
@@ -31,17 +31,27 @@ func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter
 				w.WriteString(",")
 			}
 			w.WriteString("\n    ")
-			obj, err := json.MarshalIndent(ss, "    ", "  ")
+			// ServerStatus as its struct encodes: the snapshot's fields,
+			// directories last of them, then the service.
+			obj, err := json.MarshalIndent(ss.Snapshot, "    ", "  ")
 			if err != nil {
 				return err
 			}
-			if err := withLast(w, obj, "    ", "directories", func() error { return writeDirs(w, dirs[i]) }); err != nil {
+			fields := []field{{"directories", func() error { return writeDirs(w, dirs[i]) }}}
+			if ss.Service != nil {
+				svc, err := json.MarshalIndent(ss.Service, "      ", "  ")
+				if err != nil {
+					return err
+				}
+				fields = append(fields, field{"service", func() error { _, err := w.Write(svc); return err }})
+			}
+			if err := withLast(w, obj, "    ", fields...); err != nil {
 				return err
 			}
 		}
 		_, err := w.WriteString("\n  ]")
 		return err
-	})
+	}})
 	if err != nil {
 		return err
 	}
@@ -79,15 +89,22 @@ func writeDirs(w *bufio.Writer, dirs iter.Seq[reconnect.DirSnapshot]) error {
 	return err
 }
 
-// withLast writes obj, an indented JSON object at indent, with one more
-// field last: key, whose value value writes.
-func withLast(w *bufio.Writer, obj []byte, indent, key string, value func() error) error {
+// field is one field withLast writes: its key, and what writes its value.
+type field struct {
+	key   string
+	value func() error
+}
+
+// withLast writes obj, an indented JSON object at indent, with fields
+// after its own.
+func withLast(w *bufio.Writer, obj []byte, indent string, fields ...field) error {
 	end := "\n" + indent + "}"
-	obj = bytes.TrimSuffix(obj, []byte(end))
-	w.Write(obj)
-	w.WriteString(",\n" + indent + "  \"" + key + "\": ")
-	if err := value(); err != nil {
-		return err
+	w.Write(bytes.TrimSuffix(obj, []byte(end)))
+	for _, f := range fields {
+		w.WriteString(",\n" + indent + "  \"" + f.key + "\": ")
+		if err := f.value(); err != nil {
+			return err
+		}
 	}
 	_, err := w.WriteString(end)
 	return err

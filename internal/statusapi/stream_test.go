@@ -92,6 +92,13 @@ func TestStatusIsWrittenOneDirectoryAtATime(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the status written one directory at a time differs from the whole snapshot:\n%.3000s", body)
 	}
+	// Past the head (time, daemon), byte for byte what writeJSON writes.
+	old := httptest.NewRecorder()
+	writeJSON(old, http.StatusOK, whole)
+	tail := func(s string) string { return s[strings.Index(s, `"servers"`):] }
+	if tail(string(body)) != tail(old.Body.String()) {
+		t.Errorf("the body differs from writeJSON's:\n--- got\n%.2000s\n--- want\n%.2000s", tail(string(body)), tail(old.Body.String()))
+	}
 	if !strings.HasSuffix(string(body), "}\n") || !strings.Contains(string(body), "\n        {\n          \"directory\": \"/p/dir 0000 \\u003c\\u0026\\u003e\"") {
 		t.Errorf("not indented as the rest of the API:\n%.600s", body)
 	}
