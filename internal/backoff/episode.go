@@ -69,15 +69,28 @@ type Episode struct {
 	refunded bool
 }
 
+// A nil *Episode is a healthy one, as the zero Episode is: its readers
+// answer for it (NumRequeues, Last, Next, Stable, Phase, Held, Allow,
+// NextAllowed), so a holder of many (one per MCP server) allocates one
+// only when an episode begins.
+var healthy Episode
+
+func (e *Episode) or() *Episode {
+	if e == nil {
+		return &healthy
+	}
+	return e
+}
+
 // NumRequeues is the number of attempts in this episode.
-func (e *Episode) NumRequeues() int { return e.n }
+func (e *Episode) NumRequeues() int { return e.or().n }
 
 // Last is the time of the episode's last attempt (zero when healthy).
-func (e *Episode) Last() time.Time { return e.last }
+func (e *Episode) Last() time.Time { return e.or().last }
 
 // Next is when the schedule makes the next attempt due; zero when healthy
 // (due at once) or stopped (never). After a Refund it is the hold's end.
-func (e *Episode) Next() time.Time { return e.next }
+func (e *Episode) Next() time.Time { return e.or().next }
 
 // Returned records that the last attempt's call returned at now: a
 // connect can take a minute (a silent remote URL), and a server is stable
@@ -88,6 +101,7 @@ func (e *Episode) Returned(now time.Time) { e.returned = now }
 // after since its last attempt returned, so its episode may end. A healthy
 // episode is stable; one whose attempt has not returned yet is not.
 func (e *Episode) Stable(now time.Time, after time.Duration) bool {
+	e = e.or()
 	if e.n == 0 {
 		return true
 	}
@@ -102,6 +116,7 @@ func (e *Episode) Forget() { *e = Episode{} }
 
 // Phase is where the episode stands under p.
 func (e *Episode) Phase(p Policy) Phase {
+	e = e.or()
 	switch {
 	case e.n == 0:
 		return Healthy
@@ -115,7 +130,7 @@ func (e *Episode) Phase(p Policy) Phase {
 
 // Held reports whether the last attempt was refunded (Refund) and no
 // attempt was made since.
-func (e *Episode) Held() bool { return e.refunded }
+func (e *Episode) Held() bool { return e.or().refunded }
 
 // Allow reports whether trigger t may cause an attempt at now.
 func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {
@@ -132,6 +147,7 @@ func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {
 // when stopped never. A network change additionally causes at most one
 // attempt per p.Max. While a Refund's hold lasts, no trigger may.
 func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
+	e = e.or()
 	at := e.hold // zero: at once
 	switch e.Phase(p) {
 	case Stopped:

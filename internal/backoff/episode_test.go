@@ -273,3 +273,23 @@ func TestRefundsInARowWaitLonger(t *testing.T) {
 		t.Fatalf("a refund after a counted attempt holds %v, want the schedule's delay after one attempt again", until.Sub(now))
 	}
 }
+
+// A nil *Episode answers as the zero Episode does (a healthy server): its
+// holders allocate one only when an episode begins.
+func TestNilEpisodeIsHealthy(t *testing.T) {
+	p := Default
+	now := time.Now()
+	var nilEp *Episode
+	var zero Episode
+	if nilEp.NumRequeues() != zero.NumRequeues() || !nilEp.Last().Equal(zero.Last()) || !nilEp.Next().Equal(zero.Next()) ||
+		nilEp.Stable(now, time.Minute) != zero.Stable(now, time.Minute) || nilEp.Phase(p) != zero.Phase(p) || nilEp.Held() != zero.Held() {
+		t.Fatal("a nil episode reads unlike the zero one")
+	}
+	for _, tr := range []Trigger{Scheduled, Extra, Network} {
+		a, aok := nilEp.NextAllowed(p, tr)
+		b, bok := zero.NextAllowed(p, tr)
+		if !a.Equal(b) || aok != bok || nilEp.Allow(p, now, tr) != zero.Allow(p, now, tr) {
+			t.Fatalf("trigger %v: a nil episode allows (%v, %v), the zero one (%v, %v)", tr, a, aok, b, bok)
+		}
+	}
+}

@@ -38,7 +38,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 			s.trig |= a.trig // still wanted when the slot comes, for the same reason
 			continue
 		}
-		next := s.ep.Attempt(p, now, a.trigger, rand.Float64())
+		next := s.episode().Attempt(p, now, a.trigger, rand.Float64())
 		if s.ep.Phase(p) == backoff.Slow {
 			// Slow-tier attempts are idle work: batch them like idle checks.
 			s.ep.Postpone(e.onGrid(next))
@@ -134,7 +134,7 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		return
 	}
 	s.connecting = false
-	s.ep.Returned(now) // stable-after counts from here, not from the attempt's start
+	s.episode().Returned(now) // stable-after counts from here, not from the attempt's start
 	if errors.Is(r.err, opencode.ErrRefused) {
 		// OpenCode is gone: the server told the engine before the
 		// connect returned (OpenCodeGone), and the directory is forgotten.
@@ -148,7 +148,7 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		// not count, there is no outcome to confirm, and the directory
 		// waits the Retry-After before it is checked again.
 		s.confirm = false
-		s.ep.Refund(p, wait, rand.Float64())
+		s.episode().Refund(p, wait, rand.Float64())
 		e.holdLocked(d, r.err, now, wait)
 		e.mu.Unlock()
 		return

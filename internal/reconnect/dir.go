@@ -105,12 +105,13 @@ type dir struct {
 // server is one MCP server in one directory.
 type server struct {
 	status, err string
-	ep          backoff.Episode
-	trig        int  // triggers for the next reconcile
-	connecting  bool // a connect is in flight
-	confirm     bool // an attempt was made whose outcome no read has shown yet
-	slowTold    bool // gave_up was announced for this episode
-	slotWait    bool // a due attempt waits for a budget slot
+	// ep is its backoff episode; nil while healthy (most servers).
+	ep         *backoff.Episode
+	trig       int  // triggers for the next reconcile
+	connecting bool // a connect is in flight
+	confirm    bool // an attempt was made whose outcome no read has shown yet
+	slowTold   bool // gave_up was announced for this episode
+	slotWait   bool // a due attempt waits for a budget slot
 	// rateLimited: the last attempt's outcome was the server's 429 (or
 	// OpenCode 2's cooldown after one), so it was refunded; cleared by a
 	// read that shows anything else.
@@ -182,9 +183,17 @@ func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir 
 	}
 }
 
+// episode returns s's episode, made when it begins.
+func (s *server) episode() *backoff.Episode {
+	if s.ep == nil {
+		s.ep = &backoff.Episode{}
+	}
+	return s.ep
+}
+
 // forget ends the server's episode.
 func (s *server) forget() {
-	s.ep.Forget()
+	s.ep = nil
 	s.slowTold = false
 }
 

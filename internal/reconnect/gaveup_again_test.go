@@ -6,12 +6,11 @@ import (
 )
 
 // Rule 11 says the daemon logs (and publishes gave_up) when it
-// gives up on a server. Reconnect starts a fresh episode with s.ep.Forget()
-// but leaves slowTold set, so a server that reached the slow tier, was
-// retried by the user's `reconnect`, and failed its whole fast episode
-// again is never announced as given up a second time: no gave_up event, no
-// log line, no give-up metric. (serverFailed's first-crash shortcut has the
-// same s.ep.Forget().)
+// gives up on a server. A server that reached the slow tier, was retried
+// by the user's `reconnect` (a fresh episode), and failed its whole fast
+// episode again is announced as given up a second time: a gave_up event,
+// a log line, the give-up metric. (serverFailed's first-crash shortcut
+// starts a fresh episode the same way.)
 func TestGaveUpAnnouncedAgainAfterReconnect(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"broken": {Status: "failed", Error: "Connection closed"}})

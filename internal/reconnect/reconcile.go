@@ -222,7 +222,7 @@ func (e *Engine) settleRateLimit(d *dir, r read, now time.Time) (Event, bool) {
 		// for time and did not fail. The attempt does not count, and the
 		// next waits (how long, nothing says: see backoff.Policy.Hold).
 		s.rateLimited = true
-		held := s.ep.Refund(p, 0, rand.Float64())
+		held := s.episode().Refund(p, 0, rand.Float64())
 		if ph := s.ep.Phase(p); ph != backoff.Slow && ph != backoff.Stopped {
 			s.slowTold = false // a give-up told for this attempt was wrong
 		}
