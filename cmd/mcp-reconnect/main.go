@@ -27,6 +27,7 @@ import (
 )
 
 func main() {
+	oneProc(os.Getenv)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -302,7 +303,8 @@ refused unless --allow-http-password is given.
 
 Every flag can also be set from the environment variable shown in brackets;
 a flag given on the command line wins. The Go runtime reads $GOMEMLIMIT, a
-soft limit on the daemon's memory (BENCHMARKS.md has what it costs); status
+soft limit on the daemon's memory (BENCHMARKS.md has what it costs), and
+$GOMAXPROCS: the daemon runs on one processor unless it is set; status
 shows the daemon's own resident memory and goroutines.`,
 		Example: `  mcp-reconnect watch      # the OpenCode 2 service whenever it runs, else 1.x at :4096
   OPENCODE_SERVER_PASSWORD=… mcp-reconnect watch --url http://127.0.0.1:4096
