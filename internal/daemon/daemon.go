@@ -123,7 +123,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if len(servers) == 0 {
 		return errors.New("no OpenCode server to watch")
 	}
-	dirs, err := absDirs(cfg.Directories)
+	dirs, err := PhysicalDirs(cfg.Directories)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		own, err := absDirs(sc.Directories)
+		own, err := PhysicalDirs(sc.Directories)
 		if err != nil {
 			return err
 		}
@@ -368,8 +368,8 @@ func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// absDirs makes every directory its PhysicalDir.
-func absDirs(dirs []string) ([]string, error) {
+// PhysicalDirs makes every directory its PhysicalDir.
+func PhysicalDirs(dirs []string) ([]string, error) {
 	out := make([]string, 0, len(dirs))
 	for _, d := range dirs {
 		p, err := PhysicalDir(d)
