@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 	"io"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
 // brewRuns reports whether `brew services` runs the daemon: then the

@@ -172,11 +172,14 @@ func makePrivate(file *os.File) error {
 	return nil
 }
 
+// logsToFile reports whether --log-file names a file ("-" is stderr).
+func (f *watchFlags) logsToFile() bool { return f.logFile != "" && f.logFile != "-" }
+
 // logger opens the log destination: stderr, or --log-file created 0600 in
 // a 0700 directory.
 func (f *watchFlags) logger(stderr io.Writer) (*slog.Logger, func(), error) {
 	w, closeFn := stderr, func() {}
-	if f.logFile != "" && f.logFile != "-" {
+	if f.logsToFile() {
 		if err := os.MkdirAll(filepath.Dir(f.logFile), 0o700); err != nil {
 			return nil, nil, fmt.Errorf("--log-file: %w", err)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
@@ -28,13 +30,22 @@ type daemonChoice struct {
 	all             bool
 }
 
-func openRegistry() (*registry.Registry, error) { return registry.Default() }
+// register adds --status-addr and --url (described by urlHelp).
+func (c *daemonChoice) register(fs *pflag.FlagSet, urlHelp string) {
+	fs.StringVar(&c.statusAddr, "status-addr", "", "the daemon's status API; by default the registry of running daemons says [$MCP_RECONNECT_STATUS_ADDR]")
+	fs.StringVar(&c.url, "url", "", urlHelp)
+}
 
-// findDaemons returns the daemons the choice names. --status-addr wins
-// (its token comes from the registry when the daemon is registered);
-// otherwise the registry's daemons, those watching --url if given.
-func findDaemons(c daemonChoice) ([]runningDaemon, *registry.Registry, error) {
-	reg, regErr := openRegistry()
+// find returns the daemons the choice names, after
+// $MCP_RECONNECT_STATUS_ADDR (and no other variable) is applied.
+// --status-addr wins (its token comes from the registry when the daemon
+// is registered); otherwise the registry's daemons, those watching --url
+// if given.
+func (c *daemonChoice) find(fs *pflag.FlagSet) ([]runningDaemon, error) {
+	if err := applyEnv(fs, "status-addr"); err != nil {
+		return nil, err
+	}
+	reg, regErr := registry.Default()
 	if c.statusAddr != "" {
 		d := runningDaemon{client: &statusapi.Client{Addr: c.statusAddr}}
 		if regErr == nil {
@@ -42,17 +53,17 @@ func findDaemons(c daemonChoice) ([]runningDaemon, *registry.Registry, error) {
 				d.entry, d.client.Token = e, e.Token
 			}
 		}
-		return []runningDaemon{d}, reg, nil
+		return []runningDaemon{d}, nil
 	}
 	if regErr != nil {
-		return nil, nil, regErr
+		return nil, regErr
 	}
 	ents, err := reg.List()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(ents) == 0 {
-		return nil, reg, fmt.Errorf("no mcp-reconnect daemon is running for this user (none registered in %s): start one with `mcp-reconnect watch` or `mcp-reconnect run -- opencode`, or pass --status-addr", reg.Dir)
+		return nil, fmt.Errorf("no mcp-reconnect daemon is running for this user (none registered in %s): start one with `mcp-reconnect watch` or `mcp-reconnect run -- opencode`, or pass --status-addr", reg.Dir)
 	}
 	var out []runningDaemon
 	for _, e := range ents {
@@ -61,9 +72,9 @@ func findDaemons(c daemonChoice) ([]runningDaemon, *registry.Registry, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, reg, fmt.Errorf("no running mcp-reconnect daemon watches %s; running:\n%s", c.url, describe(ents))
+		return nil, fmt.Errorf("no running mcp-reconnect daemon watches %s; running:\n%s", c.url, describe(ents))
 	}
-	return out, reg, nil
+	return out, nil
 }
 
 // describe lists daemons for a person choosing one.
@@ -104,11 +115,8 @@ func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON boo
 	answered := 0
 	var firstErr error
 	for _, d := range ds {
-		v := daemonView{PID: d.entry.PID, URLs: d.entry.URLs, StatusAddr: d.client.Addr, Version: d.entry.Version}
-		if !d.entry.Started.IsZero() {
-			started := d.entry.Started
-			v.Started = &started
-		}
+		v := viewOf(d.entry)
+		v.StatusAddr = d.client.Addr
 		st, err := d.client.Status(ctx)
 		if err != nil {
 			v.Error = err.Error()

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
@@ -87,13 +88,9 @@ It exits 0 only when nothing failed.`,
 			if _, err := opencode.New(f.urls[0], opencode.Options{}); err != nil {
 				return err // a bad URL, said before any request
 			}
-			var dirs []string
-			for _, d := range f.directories {
-				abs, err := absDir(d)
-				if err != nil {
-					return err
-				}
-				dirs = append(dirs, abs)
+			dirs, err := daemon.PhysicalDirs(f.directories)
+			if err != nil {
+				return err
 			}
 			o := doctor.Options{Directories: dirs, PasswordSource: f.passwordSource, ProcessTable: procview.System, UID: os.Getuid()}
 			if rec, err := procview.DefaultRecord(); err == nil {
@@ -102,7 +99,7 @@ It exits 0 only when nothing failed.`,
 			if f.statusAddr != "" {
 				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
 			}
-			if reg, err := openRegistry(); err == nil {
+			if reg, err := registry.Default(); err == nil {
 				if ents, err := reg.List(); err == nil {
 					for _, e := range ents {
 						o.Daemons = append(o.Daemons, &statusapi.Client{Addr: e.StatusAddr, Token: e.Token})
@@ -158,12 +155,9 @@ It exits 0 only when nothing failed.`,
 // exists, to say why it does not answer. None (Path "") leaves the URL.
 // The check says which file, and the other services that answer.
 func (f *watchFlags) doctorService(ctx context.Context, flags *pflag.FlagSet) (opencode.Service, doctor.Check, error) {
-	file, channels := f.service, false
+	file, channels := f.followService(flags), f.service == ""
 	if file == "" {
-		if flags.Changed("url") || flags.Changed("password") {
-			return opencode.Service{}, doctor.Check{}, nil
-		}
-		file, channels = defaultServiceFile(), true
+		return opencode.Service{}, doctor.Check{}, nil
 	}
 	svc, others, err := daemon.ChooseService(ctx, file, channels)
 	switch {

@@ -157,7 +157,14 @@ func (f *watchFlags) load(fs *pflag.FlagSet) error {
 	if f.passwordSource == "" && fs.Changed("password") {
 		f.passwordSource = "env " + envName("password")
 	}
-	file, err := loadConfigFile(f.config, fs.Changed("config"))
+	return f.loadFile(fs, fs.Changed("config"))
+}
+
+// loadFile applies the config file f.config (explicit: named by the user,
+// so a missing one is an error) to every flag not set yet, then the
+// password file.
+func (f *watchFlags) loadFile(fs *pflag.FlagSet, explicit bool) error {
+	file, err := loadConfigFile(f.config, explicit)
 	if err != nil {
 		return err
 	}
@@ -188,14 +195,13 @@ func envName(flag string) string {
 
 // applyEnv sets every flag that was not given on the command line from its
 // environment variable, with an error that names the variable. A flag set
-// this way counts as given, so the config file cannot override it.
-func applyEnv(fs *pflag.FlagSet) error { return applyEnvFor(fs) }
-
-// applyEnvFor is applyEnv for the named flags only (all when none are
-// named): status and reconnect read $MCP_RECONNECT_STATUS_ADDR, never the
-// daemon's own settings ($MCP_RECONNECT_DIRECTORY must not narrow a
-// reconnect, nor $MCP_RECONNECT_ALL widen one).
-func applyEnvFor(fs *pflag.FlagSet, only ...string) error {
+// this way counts as given, so the config file cannot override it. With
+// names, only those flags: status and reconnect read
+// $MCP_RECONNECT_STATUS_ADDR, never the daemon's own settings
+// ($MCP_RECONNECT_DIRECTORY must not narrow a reconnect, nor
+// $MCP_RECONNECT_ALL widen one, nor $OPENCODE_URL choose a daemon: only a
+// --url typed for this command does).
+func applyEnv(fs *pflag.FlagSet, only ...string) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
 		if err != nil || f.Changed || len(only) > 0 && !slices.Contains(only, f.Name) {
@@ -324,7 +330,10 @@ shows the daemon's own resident memory and goroutines.`,
 				// as a config file would be when others could change it.
 				warning, err := service.CheckEnvFileAt(envFile)
 				if err != nil {
-					return refusedEnvFile(cmd.ErrOrStderr(), log, f.logFile, envFile, err)
+					// Not restarted after service.ExitConfig: a restart would
+					// read the same file and be refused again.
+					return f.refuse(cmd.ErrOrStderr(), log, "not watching: the service's environment file is unsafe; exiting so that the service manager does not restart this one until it is fixed",
+						service.ExitConfig, err, "file", envFile)
 				}
 				if warning != "" {
 					log.Warn("the service's environment file is readable by other users", "file", envFile, "detail", warning)
@@ -346,7 +355,11 @@ shows the daemon's own resident memory and goroutines.`,
 			}
 			err = daemon.Run(ctx, cfg, log)
 			if dup := (*daemon.DuplicateError)(nil); errors.As(err, &dup) {
-				return f.refusedDuplicate(cmd.ErrOrStderr(), log, dup)
+				// The exit status service managers are told not to restart
+				// after (service.ExitDuplicate, or
+				// $MCP_RECONNECT_DUPLICATE_EXIT).
+				return f.refuse(cmd.ErrOrStderr(), log, "not watching: another mcp-reconnect daemon already watches this OpenCode server; exiting so that a service manager does not restart this one",
+					duplicateExit(os.Getenv(service.DuplicateExitEnv)), dup, "other_pid", dup.Running.PID)
 			}
 			return err
 		},
@@ -358,34 +371,18 @@ shows the daemon's own resident memory and goroutines.`,
 	return cmd
 }
 
-// refusedDuplicate ends a watch refused because another daemon watches
-// the same OpenCode server: one log line naming that daemon and the fix
-// (the journal's, under systemd), and the exit status service managers
-// are told not to restart (service.ExitDuplicate, or $MCP_RECONNECT_DUPLICATE_EXIT):
-// a restart would be refused again, every few seconds, for ever.
-func (f *watchFlags) refusedDuplicate(stderr io.Writer, log *slog.Logger, dup *daemon.DuplicateError) error {
-	code := duplicateExit(os.Getenv(service.DuplicateExitEnv))
-	log.Error("not watching: another mcp-reconnect daemon already watches this OpenCode server; exiting so that a service manager does not restart this one",
-		"other_pid", dup.Running.PID, "exit_status", code, "err", dup)
-	if f.logFile != "" && f.logFile != "-" {
+// refuse ends a watch that a service manager must not restart (a restart
+// would be refused again, every few seconds, for ever): one log line
+// saying why and how to fix it (the journal's, under systemd), with
+// attrs, and exit status code, which the installed service is not
+// restarted after.
+func (f *watchFlags) refuse(stderr io.Writer, log *slog.Logger, msg string, code int, err error, attrs ...any) error {
+	log.Error(msg, append(attrs, "exit_status", code, "err", err)...)
+	if f.logsToFile() {
 		// The log line went to a file: say it where it was asked too.
-		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(dup.Error()))
-	}
-	return exitError{code}
-}
-
-// refusedEnvFile ends a watch refused because the service's environment
-// file is unsafe: one log line saying why and how to fix it (the
-// journal's, under systemd), and service.ExitConfig, which the unit does
-// not restart after: a restart would read the same file and be refused
-// again, every few seconds, for ever.
-func refusedEnvFile(stderr io.Writer, log *slog.Logger, logFile, file string, err error) error {
-	log.Error("not watching: the service's environment file is unsafe; exiting so that the service manager does not restart this one until it is fixed",
-		"file", file, "exit_status", service.ExitConfig, "err", err)
-	if logFile != "" && logFile != "-" {
 		fmt.Fprintln(stderr, "mcp-reconnect:", termsafe.Text(err.Error()))
 	}
-	return exitError{service.ExitConfig}
+	return exitError{code}
 }
 
 // duplicateExit is the exit status of a refused duplicate: v when it is
@@ -395,21 +392,6 @@ func duplicateExit(v string) int {
 		return n
 	}
 	return service.ExitDuplicate
-}
-
-func statusAddrFlag(cmd *cobra.Command, addr *string) {
-	cmd.Flags().StringVar(addr, "status-addr", "", "the daemon's status API; by default the registry of running daemons says [$MCP_RECONNECT_STATUS_ADDR]")
-}
-
-// urlOnlyFromFlag keeps $OPENCODE_URL from choosing a daemon: only a
-// --url typed for this command does.
-func urlOnlyFromFlag(cmd *cobra.Command, url *string) func() {
-	given := cmd.Flags().Changed("url")
-	return func() {
-		if !given {
-			*url = ""
-		}
-	}
 }
 
 func newStatus() *cobra.Command {
@@ -424,20 +406,14 @@ one daemon it shows it; with several (several wrapped TUIs) it shows each,
 and --json prints {"daemons": [...]}. --url or --status-addr picks one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			clearURL := urlOnlyFromFlag(cmd, &c.url)
-			if err := applyEnvFor(cmd.Flags(), "status-addr"); err != nil {
-				return err
-			}
-			clearURL()
-			ds, _, err := findDaemons(c)
+			ds, err := c.find(cmd.Flags())
 			if err != nil {
 				return err
 			}
 			return showStatus(cmd.Context(), cmd.OutOrStdout(), ds, asJSON)
 		},
 	}
-	statusAddrFlag(cmd, &c.statusAddr)
-	cmd.Flags().StringVar(&c.url, "url", "", "only the daemon watching this OpenCode URL")
+	c.register(cmd.Flags(), "only the daemon watching this OpenCode URL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return cmd
 }
@@ -465,19 +441,14 @@ server that has it, and arms it nowhere (an error says so when no daemon has
 it armed). A daemon watching several servers refuses --directory without
 --url.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
-			clearURL := urlOnlyFromFlag(cmd, &c.url)
-			if err := applyEnvFor(cmd.Flags(), "status-addr"); err != nil {
-				return err
-			}
-			clearURL()
 			if dir != "" {
-				abs, err := absDir(dir)
+				abs, err := daemon.PhysicalDir(dir)
 				if err != nil {
 					return err
 				}
 				dir = abs
 			}
-			ds, _, err := findDaemons(c)
+			ds, err := c.find(cmd.Flags())
 			if err != nil {
 				return err
 			}
@@ -517,8 +488,7 @@ it armed). A daemon watching several servers refuses --directory without
 			return nil
 		},
 	}
-	statusAddrFlag(cmd, &c.statusAddr)
-	cmd.Flags().StringVar(&c.url, "url", "", "the daemon watching this OpenCode URL")
+	c.register(cmd.Flags(), "the daemon watching this OpenCode URL")
 	cmd.Flags().BoolVar(&c.all, "all", false, "every running daemon; with --directory and no --url, only those where the directory is already armed (nothing new is armed)")
 	cmd.Flags().StringVar(&dir, "directory", "", "only this project directory (armed if needed, except with --all and no --url: see above)")
 	return cmd

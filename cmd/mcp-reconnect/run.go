@@ -68,7 +68,7 @@ func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string,
 		}
 		c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
 		for _, d := range dirs {
-			abs, err := absDir(d)
+			abs, err := daemon.PhysicalDir(d)
 			if err == nil {
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				_, err = c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: abs})

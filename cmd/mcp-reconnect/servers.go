@@ -5,10 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/pflag"
 
@@ -50,27 +47,20 @@ func (c *configFile) servers() ([]serverEntry, error) {
 	if !ok {
 		return nil, fmt.Errorf("config file %s: %s must be [[%s]] tables", path, serversKey, serversKey)
 	}
-	file := struct{ Servers []map[string]any }{tables}
 	var out []serverEntry
-	for i, raw := range file.Servers {
+	for i, raw := range tables {
 		where := fmt.Sprintf("config file %s: [[opencode]] #%d", path, i+1)
 		var e serverEntry
+		strs := map[string]*string{"url": &e.URL, "username": &e.Username, "password-file": &e.PasswordFile}
 		for k, v := range raw {
-			switch k {
-			case "url", "username", "password-file":
+			switch p := strs[k]; {
+			case p != nil:
 				s, ok := v.(string)
 				if !ok {
 					return nil, fmt.Errorf("%s: key %q takes a string", where, k)
 				}
-				switch k {
-				case "url":
-					e.URL = s
-				case "username":
-					e.Username = s
-				default:
-					e.PasswordFile = s
-				}
-			case "directory":
+				*p = s
+			case k == "directory":
 				list, ok := v.([]any)
 				if !ok {
 					list = []any{v}
@@ -82,7 +72,7 @@ func (c *configFile) servers() ([]serverEntry, error) {
 					}
 					e.Directory = append(e.Directory, s)
 				}
-			case "password":
+			case k == "password":
 				return nil, fmt.Errorf("%s: put the password in a file named by password-file (chmod 600), not in the config", where)
 			default:
 				return nil, fmt.Errorf("%s: unknown key %q (url, username, password-file, directory)", where, k)
@@ -104,31 +94,15 @@ func (c *configFile) servers() ([]serverEntry, error) {
 // another user owns), trimming one trailing newline. The error never
 // holds the password.
 func readPasswordFile(path string) (string, error) {
-	if strings.HasPrefix(path, "~/") {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("password file %s: %w", path, err)
-		}
-		path = filepath.Join(home, path[2:])
-	}
-	// Checked and read through one open file (not a stat of the path and
-	// a read of it, between which the file could be swapped), opened
-	// without blocking (a FIFO would block for ever) and only if regular.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	path, err := expandHome(path)
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	f, _, err := private.Trust{UID: -1, RootMayOwn: true}.Open("password file", path)
 	if err != nil {
-		return "", fmt.Errorf("password file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("password file %s is not a regular file", path)
-	}
-	if err := (private.Trust{UID: -1, RootMayOwn: true}).Check("password file", path, fi); err != nil {
 		return "", err
 	}
+	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return "", fmt.Errorf("password file %s: %w", path, err)

@@ -142,7 +142,8 @@ write and the commands it would run, and changes nothing.`,
 			}
 			spec := service.Spec{Binary: bin}
 			if explicit {
-				if config, err = filepath.Abs(expandHome(config)); err != nil {
+				config, _ = expandHome(config) // without a home: as given
+				if config, err = filepath.Abs(config); err != nil {
 					return err
 				}
 				spec.Config = config
@@ -200,13 +201,18 @@ func envFileHint(platform string) string {
 	return ""
 }
 
-func expandHome(p string) string {
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, rest)
-		}
+// expandHome is p with a leading ~/ made the home directory; p itself
+// when the home is unknown (with the error).
+func expandHome(p string) (string, error) {
+	rest, ok := strings.CutPrefix(p, "~/")
+	if !ok {
+		return p, nil
 	}
-	return p
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return p, err
+	}
+	return filepath.Join(home, rest), nil
 }
 
 // checkServiceConfig reads the config file as watch will (unknown keys, a
@@ -215,28 +221,16 @@ func expandHome(p string) string {
 func checkServiceConfig(path string) error {
 	var f watchFlags
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
-	f.register(fs)
-	explicit := path != ""
-	if !explicit {
-		path = defaultConfigPath()
+	f.register(fs) // f.config: the default
+	if path != "" {
+		f.config = path
 	}
-	file, err := loadConfigFile(path, explicit)
-	if err != nil {
-		return err
-	}
-	if err := file.apply(fs); err != nil {
-		return err
-	}
-	f.config = path
-	if fs.Changed("password") {
-		f.passwordSource = "config file " + path
-	}
-	if err := f.applyPasswordFile(fs); err != nil {
+	if err := f.loadFile(fs, path != ""); err != nil {
 		return err
 	}
 	// The [[opencode]] tables and their password files, as watch will read
 	// them at every start.
-	entries, err := file.servers()
+	entries, err := f.file.servers()
 	if err != nil {
 		return err
 	}
@@ -399,7 +393,7 @@ running, 3 when not.`,
 // lookupDaemon finds the service's process in the registry and asks its
 // status API what it sees.
 func lookupDaemon(ctx context.Context, st *serviceStatus) {
-	reg, err := openRegistry()
+	reg, err := registry.Default()
 	if err != nil {
 		st.DaemonError = err.Error()
 		return

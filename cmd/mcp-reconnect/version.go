@@ -32,19 +32,13 @@ func currentBuild() buildInfo {
 	b := buildInfo{Version: version, Commit: commit, Date: date,
 		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
 	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		if b.Version == "" {
-			b.Version = "(devel)"
-		}
-		return b
+	if ok && b.Version == "" {
+		b.Version = bi.Main.Version
 	}
 	if b.Version == "" {
-		b.Version = bi.Main.Version
-		if b.Version == "" {
-			b.Version = "(devel)"
-		}
+		b.Version = "(devel)"
 	}
-	if commit != "" {
+	if !ok || commit != "" {
 		// A release: its stamped commit and date are the truth.
 		return b
 	}

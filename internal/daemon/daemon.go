@@ -123,7 +123,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if len(servers) == 0 {
 		return errors.New("no OpenCode server to watch")
 	}
-	dirs, err := absDirs(cfg.Directories)
+	dirs, err := PhysicalDirs(cfg.Directories)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		own, err := absDirs(sc.Directories)
+		own, err := PhysicalDirs(sc.Directories)
 		if err != nil {
 			return err
 		}
@@ -221,11 +221,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	} else {
 		for _, w := range all {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_ = w.detect(ctx, log)
-			}()
+			wg.Go(func() { _ = w.detect(ctx, log) })
 		}
 	}
 	if cfg.Ready != nil && apiWait != nil {
@@ -233,43 +229,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	for i, w := range all {
-		wg.Add(3)
-		go func() {
-			defer wg.Done()
-			_ = w.eng.Run(ctx)
-		}()
-		go func() {
-			defer wg.Done()
-			w.ann.Run(ctx)
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.procs.run(ctx)
-		}()
-		go func() {
-			defer wg.Done()
-			streamLoop(ctx, w, broker, log, func(url string) { reg.setURL(i, url) })
-		}()
+		wg.Go(func() { _ = w.eng.Run(ctx) })
+		wg.Go(func() { w.ann.Run(ctx) })
+		wg.Go(func() { w.procs.run(ctx) })
+		wg.Go(func() { streamLoop(ctx, w, broker, log, func(url string) { reg.setURL(i, url) }) })
 		if w.follow != nil && w.follow.fallback != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				w.follow.watch(ctx)
-			}()
+			wg.Go(func() { w.follow.watch(ctx) })
 		}
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		supervise(ctx, all, log)
-	}()
+	wg.Go(func() { supervise(ctx, all, log) })
 	if !cfg.NoNetwatch {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			watchNetwork(ctx, cfg, all, log)
-		}()
+		wg.Go(func() { watchNetwork(ctx, cfg, all, log) })
 	}
 	wg.Wait()
 	if apiWait != nil {
@@ -368,8 +338,8 @@ func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// absDirs makes every directory its PhysicalDir.
-func absDirs(dirs []string) ([]string, error) {
+// PhysicalDirs makes every directory its PhysicalDir.
+func PhysicalDirs(dirs []string) ([]string, error) {
 	out := make([]string, 0, len(dirs))
 	for _, d := range dirs {
 		p, err := PhysicalDir(d)

@@ -86,15 +86,13 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 
 	dctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		if err := Run(dctx, cfg, log); err != nil {
 			// The child keeps running without its watcher: say so where the
 			// user can find it, but never kill their session for it.
 			log.Error("watcher stopped", "err", err)
 		}
-	}()
+	})
 	select {
 	case <-child.Done():
 	case <-ctx.Done():

@@ -87,17 +87,7 @@ func CheckDoc(doc []byte, need Needs) []Check {
 	}
 
 	statuses := d.Components(statusComponents(d)...).Property("status").Literals()
-	var gone, unknown []string
-	for _, s := range need.Statuses {
-		if !slices.Contains(statuses, s) {
-			gone = append(gone, s)
-		}
-	}
-	for _, s := range statuses {
-		if !slices.Contains(need.Statuses, s) {
-			unknown = append(unknown, s)
-		}
-	}
+	gone, unknown := absent(need.Statuses, statuses), absent(statuses, need.Statuses)
 	sort.Strings(unknown)
 	switch {
 	case len(gone) > 0:
@@ -107,19 +97,24 @@ func CheckDoc(doc []byte, need Needs) []Check {
 	default:
 		checks = append(checks, Check{OK, "mcp statuses", strings.Join(need.Statuses, ", ")})
 	}
-	events := d.Components(d.ComponentNames()...).Property("type").Literals()
-	var noEvent []string
-	for _, e := range need.Events {
-		if !slices.Contains(events, e) {
-			noEvent = append(noEvent, e)
-		}
-	}
+	noEvent := absent(need.Events, d.Components(d.ComponentNames()...).Property("type").Literals())
 	if len(noEvent) > 0 {
 		checks = append(checks, Check{Fail, "events", "OpenCode no longer publishes " + strings.Join(noEvent, ", ")})
 	} else {
 		checks = append(checks, Check{OK, "events", strings.Join(need.Events, ", ")})
 	}
 	return checks
+}
+
+// absent are the items of want that have lacks, in want's order.
+func absent(want, have []string) []string {
+	var out []string
+	for _, s := range want {
+		if !slices.Contains(have, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Options for Run.

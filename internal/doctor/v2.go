@@ -209,15 +209,11 @@ func statusChecks(d *apidesc.Doc) []Check {
 		where = "in the component schemas " + strings.Join(names, ", ") + ", since GET /api/mcp describes no answer"
 	}
 	var checks []Check
-	for _, s := range opencode.StatusesV2 {
-		if !slices.Contains(values, s) {
-			checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `%s` is not in the schema (found %s %s)", s, quoteList(values), where)})
-		}
+	for _, s := range absent(opencode.StatusesV2, values) {
+		checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `%s` is not in the schema (found %s %s)", s, quoteList(values), where)})
 	}
-	for _, s := range values {
-		if !slices.Contains(opencode.StatusesV2, s) {
-			checks = append(checks, Check{Warn, name, fmt.Sprintf("a new MCP status `%s` is in the schema: mcp-reconnect leaves servers in it alone", s)})
-		}
+	for _, s := range absent(values, opencode.StatusesV2) {
+		checks = append(checks, Check{Warn, name, fmt.Sprintf("a new MCP status `%s` is in the schema: mcp-reconnect leaves servers in it alone", s)})
 	}
 	if len(checks) == 0 {
 		detail := strings.Join(opencode.StatusesV2, ", ")

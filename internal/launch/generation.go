@@ -202,18 +202,10 @@ func (v *Versions) Facts(ctx context.Context, command string, env []string, gram
 	var versionOut, helpOut string
 	var versionErr, helpErr error
 	if needVersion {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			versionOut, versionErr = ask(ctx, path, env)
-		}()
+		wg.Go(func() { versionOut, versionErr = ask(ctx, path, env) })
 	}
 	if needHelp {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			helpOut, helpErr = help(ctx, path, env)
-		}()
+		wg.Go(func() { helpOut, helpErr = help(ctx, path, env) })
 	}
 	wg.Wait()
 	var learned []func(*versionEntry)

@@ -486,9 +486,7 @@ func (c *Child) Forward() (stop func()) {
 	sigs := c.sigs
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			select {
 			case <-quit:
@@ -502,7 +500,7 @@ func (c *Child) Forward() (stop func()) {
 				c.Signal(s)
 			}
 		}
-	}()
+	})
 	var once sync.Once
 	return func() {
 		once.Do(func() {

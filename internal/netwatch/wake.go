@@ -126,13 +126,8 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 	var mu sync.Mutex
 	var pending *Wake
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		_ = d.Run(ctx, wakes)
-	}()
-	go func() {
-		defer wg.Done()
+	wg.Go(func() { _ = d.Run(ctx, wakes) })
+	wg.Go(func() {
 		for {
 			select {
 			case <-ctx.Done():
@@ -144,9 +139,8 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 				notify(changes)
 			}
 		}
-	}()
-	go func() {
-		defer wg.Done()
+	})
+	wg.Go(func() {
 		Debounce(ctx, changes, 200*time.Millisecond, time.Second, func() {
 			mu.Lock()
 			w := pending
@@ -158,7 +152,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 			}
 			fn(c)
 		})
-	}()
+	})
 	var err error
 	if src != nil {
 		err = src.Run(ctx, changes)

@@ -272,16 +272,31 @@ func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration,
 // send sends one request and returns any HTTP answer's status and body
 // (both generations classify the status their own way); err is set only
 // when no answer arrived or it could not be read, and is ErrRefused too
-// when the connection was refused. query is the encoded query (dirQuery);
-// reqBody, when set, is sent as JSON.
+// when the connection was refused, or when the answer is "not yet"
+// (ErrNotYet, with the status and body). query is the encoded query
+// (dirQuery); reqBody, when set, is sent as JSON.
 func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, reqBody []byte) (int, []byte, error) {
+	status, hdr, body, err := c.exchange(ctx, hc, timeout, op, method, escPath, query, reqBody)
+	if err != nil {
+		return 0, nil, err
+	}
+	if d, ok := notYet(status, hdr); ok {
+		return status, body, &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotYet, RetryAfter: d}
+	}
+	return status, body, nil
+}
+
+// exchange is send without the reading of "not yet", and with the
+// answer's headers: detection tells a refusal apart by its
+// www-authenticate, and a "not yet" its own way.
+func (c *Client) exchange(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, reqBody []byte) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	u := *c.base
 	u.RawPath = c.base.EscapedPath() + escPath
 	p, err := url.PathUnescape(u.RawPath)
 	if err != nil {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
+		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
 	}
 	u.Path = p
 	u.RawQuery = query
@@ -306,20 +321,17 @@ func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duratio
 		if errors.As(err, &tlsErr) && string(tlsErr.RecordHeader[:]) == "HTTP/" {
 			err = http.ErrSchemeMismatch // an https URL of a plain-HTTP server, said as the client says it
 		}
-		return 0, nil, c.transportError(ctx, op, err)
+		return 0, nil, nil, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
 	}
 	if len(body) > maxBody {
-		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
+		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
 	}
-	if d, ok := notYet(resp.StatusCode, resp.Header); ok {
-		return resp.StatusCode, body, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrNotYet, RetryAfter: d}
-	}
-	return resp.StatusCode, body, nil
+	return resp.StatusCode, resp.Header, body, nil
 }
 
 // ctxErr prefers the context's reason (a deadline) over a transport message.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -84,7 +83,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	var seen []string
 	refused := false
 	probe := func(route string) (int, http.Header, []byte, error) {
-		status, hdr, body, err := c.probe(ctx, timeout, route)
+		status, hdr, body, err := c.exchange(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
 		if err != nil {
 			return 0, nil, nil, err
 		}
@@ -226,33 +225,4 @@ func Major(v string) int {
 		return -1
 	}
 	return n
-}
-
-// probe is a GET of route for detection. Unlike send it keeps the
-// answer's headers: a refusal is told apart by its www-authenticate.
-func (c *Client) probe(ctx context.Context, timeout time.Duration, route string) (int, http.Header, []byte, error) {
-	op := "GET " + route
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base.String()+route, nil)
-	if err != nil {
-		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Detail: "bad url: " + err.Error(), kind: ErrUnavailable}
-	}
-	if c.password != "" {
-		req.SetBasicAuth(c.username, c.password)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, nil, c.transportError(ctx, op, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
-	}
-	if len(body) > maxBody {
-		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
-	}
-	return resp.StatusCode, resp.Header, body, nil
 }

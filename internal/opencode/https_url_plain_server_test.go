@@ -15,9 +15,8 @@ import (
 // (OpenCode serves no TLS itself) is told, by every read, what net/http's
 // Client says of it: "server gave HTTP response to HTTPS client", which
 // names the fix, not "tls: first record does not look like a TLS
-// handshake": reads are sent by the transport itself, which says the
-// latter, and detection (http.Client.Do) the former; one misconfiguration
-// gets one message.
+// handshake", which the transport itself says: every request, detection's
+// too, is sent by the transport; one misconfiguration gets one message.
 func TestHTTPSURLForPlainHTTPServerSaysSchemeMismatch(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -40,6 +39,10 @@ func TestHTTPSURLForPlainHTTPServerSaysSchemeMismatch(t *testing.T) {
 		"1.x GET /config":  func() error { _, err := c.MCPConfig(ctx, "/d"); return err },
 		"1.x POST connect": func() error { return c.Connect(ctx, "/d", "s") },
 		"2.x GET /api/mcp": func() error { _, err := c2.MCPStatus(ctx, "/d"); return err },
+		"detection": func() error {
+			_, _, _, err := opencode.Detect(ctx, url, opencode.Options{Password: "pw"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := call()

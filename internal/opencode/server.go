@@ -304,12 +304,18 @@ type api interface {
 	MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error)
 }
 
+// clients are the clients of the last detection (one of them set, or
+// neither before one succeeded), and what it found.
+func (s *Server) clients() (*Client, *ClientV2, identity) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.v1, s.v2, s.id
+}
+
 // current returns the client of the detected generation, detecting first
 // when nothing was found yet.
 func (s *Server) current(ctx context.Context) (api, error) {
-	s.mu.Lock()
-	v1, v2 := s.v1, s.v2
-	s.mu.Unlock()
+	v1, v2, _ := s.clients()
 	switch {
 	case v1 != nil:
 		return v1, nil
@@ -320,6 +326,16 @@ func (s *Server) current(ctx context.Context) (api, error) {
 		return nil, err
 	}
 	return s.current(ctx)
+}
+
+// currentV2 is the OpenCode 2 client, detecting first when nothing was
+// found yet; nil for 1.x.
+func (s *Server) currentV2(ctx context.Context) (*ClientV2, error) {
+	if _, err := s.current(ctx); err != nil {
+		return nil, err
+	}
+	_, v2, _ := s.clients()
+	return v2, nil
 }
 
 // MCPStatus reads the MCP status of dir (which boots dir's instance and
@@ -394,16 +410,12 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 		_, _, _ = s.Detect(ctx)
 	}
 	return stream(ctx, opts, alive, func(ctx context.Context, redetect bool) (feed, identity, error) {
-		s.mu.Lock()
-		v1, v2, id := s.v1, s.v2, s.id
-		s.mu.Unlock()
+		v1, v2, id := s.clients()
 		if redetect || (v1 == nil && v2 == nil) {
 			if _, _, err := s.Detect(ctx); err != nil {
 				return feed{}, id, err
 			}
-			s.mu.Lock()
-			v1, v2, id = s.v1, s.v2, s.id
-			s.mu.Unlock()
+			v1, v2, id = s.clients()
 		}
 		switch {
 		case v1 != nil:
@@ -420,13 +432,8 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 // description, read once per OpenCode process and again while it cannot be
 // read). A 1.x server has fixed routes: nil.
 func (s *Server) Capabilities(ctx context.Context) []Capability {
-	if _, err := s.current(ctx); err != nil {
-		return nil
-	}
-	s.mu.Lock()
-	v2 := s.v2
-	s.mu.Unlock()
-	if v2 == nil {
+	v2, err := s.currentV2(ctx)
+	if err != nil || v2 == nil {
 		return nil
 	}
 	return v2.Capabilities(ctx)
@@ -437,14 +444,9 @@ func (s *Server) Capabilities(ctx context.Context) []Capability {
 // /api/debug/location); known is false where it cannot (1.x, 2.x without
 // that route), and then no request is sent. The engine's LocationLister.
 func (s *Server) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
-	if _, err := s.current(ctx); err != nil {
+	v2, err := s.currentV2(ctx)
+	if err != nil || v2 == nil {
 		return nil, false, err
-	}
-	s.mu.Lock()
-	v2 := s.v2
-	s.mu.Unlock()
-	if v2 == nil {
-		return nil, false, nil
 	}
 	dirs, known, err = v2.BootedLocations(ctx)
 	return dirs, known, s.observe(err)

@@ -171,5 +171,32 @@ func (t Trust) Check(what, path string, fi fs.FileInfo) error {
 	return nil
 }
 
+// Open opens what (a name for people: "password file") at path for
+// reading, if it is a regular file t trusts. It is checked through the
+// open file, not a stat of the path and a read of it, between which the
+// file could be swapped, and opened without blocking (a FIFO would block
+// for ever). Errors name what and path, and wrap the open's (a missing
+// file matches fs.ErrNotExist).
+func (t Trust) Open(what, path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%s %s: %w", what, path, err)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s %s is not a regular file", what, path)
+	default:
+		err = t.Check(what, path, fi)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // Own is the trust of this package's own files: this user's, private.
 var Own = Trust{UID: -1}

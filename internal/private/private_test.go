@@ -2,8 +2,10 @@ package private
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -66,5 +68,36 @@ func TestWriteFileIsPrivateAndReadFileRefusesWhatOthersCouldWrite(t *testing.T) 
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Fatalf("a temporary file was left behind: %v", ents)
+	}
+}
+
+// Open names the file in every refusal, refuses a FIFO without blocking on
+// it, applies the Trust, and lets a missing file be told apart.
+func TestOpenRefusesWhatIsNotARegularTrustedFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := Own.Open("password file", filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Own.Open("password file", fifo); err == nil || err.Error() != "password file "+fifo+" is not a regular file" {
+		t.Fatalf("fifo: %v", err)
+	}
+	file := filepath.Join(dir, "pw")
+	if err := os.WriteFile(file, []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Own.Open("password file", file); !errors.Is(err, ErrReadable) {
+		t.Fatalf("a file others can read: %v, want ErrReadable", err)
+	}
+	f, fi, err := Trust{UID: -1, Readable: true}.Open("environment file", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if fi.Size() != 6 {
+		t.Fatalf("size %d, want 6", fi.Size())
 	}
 }

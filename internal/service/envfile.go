@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"syscall"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 )
@@ -33,26 +32,16 @@ const EnvFileFlag = "service-env-file"
 // missing file is fine (the unit's "-" prefix): "", nil. Neither message
 // quotes the file.
 func CheckEnvFileAt(p string) (warning string, err error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// Whoever can change it changes the OpenCode URL the password is
+	// sent to and the directories armed.
+	f, fi, err := private.Trust{UID: -1, Readable: true}.Open("environment file", p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("environment file %s: %w", p, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("environment file %s: %w", p, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("environment file %s is not a regular file", p)
-	}
-	// Whoever can change it changes the OpenCode URL the password is
-	// sent to and the directories armed.
-	if err := (private.Trust{UID: -1, Readable: true}).Check("environment file", p, fi); err != nil {
 		return "", err
 	}
+	defer f.Close()
 	perm := fi.Mode().Perm()
 	if perm&0o044 == 0 {
 		return "", nil

@@ -52,13 +52,8 @@ func (l launchd) target() string { return l.domain() + "/" + Label }
 // cleanly (nor when it is refused as a duplicate: DuplicateExitEnv);
 // ThrottleInterval spaces the restarts.
 func (l launchd) render(spec Spec) (File, error) {
-	if err := plainText(l.path(), l.logFile()); err != nil {
+	if err := l.env.plainPaths(l.path(), l.logFile()); err != nil {
 		return File{}, err
-	}
-	for _, kv := range l.env.pinnedEnv() {
-		if err := plainText(kv[1]); err != nil {
-			return File{}, fmt.Errorf("$%s: %w", kv[0], err)
-		}
 	}
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")

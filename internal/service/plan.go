@@ -89,16 +89,12 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 		}
 	}
 	mf := m.ManifestPath()
-	for _, p := range []string{f.Path, mf} {
-		for _, d := range missingDirs(filepath.Dir(p)) {
-			if !created[d] {
-				created[d] = true
-				pl.MkDirs = append(pl.MkDirs, d)
-			}
-		}
-	}
+	dirs := []string{filepath.Dir(f.Path), filepath.Dir(mf)}
 	if s, ok := m.p.(launchd); ok {
-		for _, d := range missingDirs(s.logDir()) {
+		dirs = append(dirs, s.logDir())
+	}
+	for _, dir := range dirs {
+		for _, d := range missingDirs(dir) {
 			if !created[d] {
 				created[d] = true
 				pl.MkDirs = append(pl.MkDirs, d)
@@ -110,10 +106,9 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 			created[dd] = true
 		}
 	}
-	sum := sha256.Sum256(f.Content)
 	pl.manifest = Manifest{
 		Platform: m.p.kind(), Binary: spec.Binary, Config: spec.Config,
-		Files:     []ManifestFile{{Path: f.Path, SHA256: hex.EncodeToString(sum[:])}},
+		Files:     []ManifestFile{{Path: f.Path, SHA256: sha256Hex(f.Content)}},
 		Installed: now.UTC().Truncate(time.Second), Version: version,
 	}
 	for d := range created {
@@ -156,13 +151,19 @@ func ours(b []byte, path string, mf *Manifest) bool {
 	if mf == nil {
 		return false
 	}
-	sum := sha256.Sum256(b)
+	sum := sha256Hex(b)
 	for _, f := range mf.Files {
-		if f.Path == path && f.SHA256 == hex.EncodeToString(sum[:]) {
+		if f.Path == path && f.SHA256 == sum {
 			return true
 		}
 	}
 	return false
+}
+
+// sha256Hex is the manifest's record of content b.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // missingDirs lists dir and those of its parents that do not exist,

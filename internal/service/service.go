@@ -75,6 +75,20 @@ func (e Env) pinnedEnv() [][2]string {
 	return out
 }
 
+// plainPaths is plainText for the paths a unit or plist names and the
+// pinned environment it sets.
+func (e Env) plainPaths(paths ...string) error {
+	if err := plainText(paths...); err != nil {
+		return err
+	}
+	for _, kv := range e.pinnedEnv() {
+		if err := plainText(kv[1]); err != nil {
+			return fmt.Errorf("$%s: %w", kv[0], err)
+		}
+	}
+	return nil
+}
+
 // Spec is what the service runs.
 type Spec struct {
 	// Binary is the absolute path of mcp-reconnect.

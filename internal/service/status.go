@@ -3,8 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -94,10 +92,9 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 }
 
 func hashIs(b []byte, mf *Manifest, path string) bool {
-	sum := sha256.Sum256(b)
 	for _, f := range mf.Files {
 		if f.Path == path {
-			return f.SHA256 == hex.EncodeToString(sum[:])
+			return f.SHA256 == sha256Hex(b)
 		}
 	}
 	return false

@@ -99,13 +99,8 @@ func (s systemd) secretsHint() string {
 // space, "%" (a specifier) or "$" (a variable in ExecStart) stays one
 // literal argument.
 func (s systemd) render(spec Spec) (File, error) {
-	if err := plainText(s.path(), s.envFile()); err != nil {
+	if err := s.env.plainPaths(s.path(), s.envFile()); err != nil {
 		return File{}, err
-	}
-	for _, kv := range s.env.pinnedEnv() {
-		if err := plainText(kv[1]); err != nil {
-			return File{}, fmt.Errorf("$%s: %w", kv[0], err)
-		}
 	}
 	header := fmt.Sprintf("# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
 	b, err := unitText(spec, header, s.envFile(), systemdEscapePath(s.envFile()), systemdQuote(s.envFile(), true), s.env.pinnedEnv())
