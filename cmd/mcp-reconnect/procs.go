@@ -1,6 +1,9 @@
 package main
 
-import "runtime"
+import (
+	"runtime"
+	"strconv"
+)
 
 // oneProc runs the Go scheduler on one processor unless $GOMAXPROCS says
 // otherwise. The daemon waits on the network nearly all the time: at
@@ -8,9 +11,10 @@ import "runtime"
 // on the idle grid, and with a processor per core the runtime woke
 // another thread for each goroutine a burst readied, and kept it spinning
 // for work: a fifth of its idle CPU (BENCHMARKS.md, "Memory at scale").
-// It returns the setting it made, 0 for none.
+// It returns the setting it made, 0 for none. A $GOMAXPROCS the runtime
+// ignores (not a positive number) is no setting.
 func oneProc(getenv func(string) string) int {
-	if getenv("GOMAXPROCS") != "" {
+	if n, err := strconv.Atoi(getenv("GOMAXPROCS")); err == nil && n > 0 {
 		return 0
 	}
 	runtime.GOMAXPROCS(1)

@@ -114,6 +114,14 @@ func (e *Episode) Stable(now time.Time, after time.Duration) bool {
 // Forget ends the episode: the server is healthy again.
 func (e *Episode) Forget() { *e = Episode{} }
 
+// Spent reports whether the episode, at now, decides nothing the zero one
+// would not: no attempt counts (a refund took back the last), and no hold
+// or network limit lies ahead. Its holder may drop it then.
+func (e *Episode) Spent(p Policy, now time.Time) bool {
+	e = e.or()
+	return e.n == 0 && !now.Before(e.hold) && (e.lastNet.IsZero() || !now.Before(e.lastNet.Add(p.Max)))
+}
+
 // Phase is where the episode stands under p.
 func (e *Episode) Phase(p Policy) Phase {
 	e = e.or()

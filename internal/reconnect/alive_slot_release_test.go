@@ -7,19 +7,16 @@ import (
 	"time"
 )
 
-// Since 840add8 a directory due for a check waits in the scheduler's heap
-// for a check slot with nothing set on it, and Alive excuses it only while
-// every slot is taken (checksFull). A check that ends gives its slot back
-// before the scheduler, kicked, hands it to the heap: at that instant one
-// slot is free, and every directory still waiting in the heap reads as a
-// check past due. With 320 directories and a slow OpenCode (10 s a read,
-// the config and the status: 20 s a round of 32) the last rounds wait
-// over two minutes, as TestChecksWaitingForACheckSlotAreNotStuck says
-// they may; asked at the instant a round ends, Alive answers "stuck",
-// and the watchdog would restart a daemon that only waits for OpenCode.
-// (A directory queued in check, as before 840add8, carried d.queued and
-// was excused whatever the slots: 0 of 20 runs failed then; 16 of 20
-// failed with one bubble per run now. Five bubbles make it near certain.)
+// A directory waiting for a check slot is queued, whatever the slots are
+// doing, and Alive does not judge it: at the instant a check ends and
+// gives its slot back (one slot free, for a moment, before it is handed
+// on), the directories still waiting are not checks past due. With 320
+// directories and a slow OpenCode (10 s a read, the config and the
+// status: 20 s a round of 32) the last rounds wait over two minutes, as
+// TestChecksWaitingForACheckSlotAreNotStuck says they may; asked at the
+// instant a round ends, Alive must not answer "stuck" (the watchdog would
+// restart a daemon that only waits for OpenCode). Five bubbles make the
+// instant near certain to be hit.
 func TestAliveAtTheInstantACheckSlotIsFreed(t *testing.T) {
 	var stuck error
 	for range 5 {

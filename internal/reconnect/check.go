@@ -66,7 +66,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	// Waiting here is waiting for the checks ahead, which Alive judges
 	// on their own: a queued check is not stuck.
 	e.mu.Lock()
-	slot := d.slot // reserved by the scheduler (reserveSlot)
+	slot := d.slot // handed to its step (slotFor, serveSlots)
 	d.slot = false
 	if !slot {
 		d.queued = time.Now()
@@ -85,10 +85,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	if !slot {
 		return
 	}
-	defer func() {
-		<-e.checks
-		e.sched.kickNow() // a directory may wait in the heap for this slot
-	}()
+	defer e.releaseSlot()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):

@@ -33,20 +33,16 @@ func (o *prefixSlowOC) MCPStatus(ctx context.Context, dir string) (map[string]op
 	return o.ocStub.MCPStatus(ctx, dir)
 }
 
-// A directory due for a check while every check slot is taken waits in
-// the scheduler's heap; a directory whose own check ends with it due again
-// (a wake arrived during the check, rule 7) takes the slot it just gave
-// back before the scheduler can hand it to the heap. With 32 directories
-// whose checks are each woken by an event (a crash report of a server
-// that was connected: checked at once, rule 4) while a slow OpenCode
-// answers them, a 33rd directory that has been due since 1.5 s is never
-// checked: the busy ones take turns with themselves. Before 840add8 it
-// waited in the slot channel's queue of senders, first in line, and was
-// read at the end of the first round (about 11 s). On one processor (what
-// the daemon runs on since 3163378) the check that gives its slot back
-// runs on to its next check before the kicked scheduler runs at all, so
-// the busy directories win every time; on more it is a race they win
-// now and then (the /cold directory was read after 80 s in some runs).
+// Check slots go first come first served: a directory due for a check
+// while every slot is taken waits its turn, and a directory whose own
+// check ends with it due again (a wake arrived during the check, rule 7)
+// does not take the slot it just gave back ahead of it. With 32
+// directories whose checks are each woken by an event (a crash report of
+// a server that was connected: checked at once, rule 4) while a slow
+// OpenCode answers them, a 33rd directory due since 1.5 s is read at the
+// end of the first round (about 11 s), not never. On one processor (what
+// the daemon runs on) a check that gives its slot back would otherwise
+// run on to its next check before anything else runs at all.
 func TestADirectoryWaitingForACheckSlotIsNotOvertakenByBusyOnes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	synctest.Test(t, func(t *testing.T) {

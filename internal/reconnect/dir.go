@@ -30,11 +30,12 @@ type dir struct {
 	// order is reconcile's buffer of the read's server names.
 	order []string
 	// queued is when the check began to wait for one of the engine's
-	// check slots (maxChecks), zero while it holds one or none runs;
-	// slot is set while the step holds one the scheduler reserved for its
-	// check (reserveSlot).
+	// check slots (maxChecks), zero while it holds one or none runs.
+	// slot is set while its step holds one for its check, inSlotQ while
+	// it waits in the scheduler's slotq for one (schedule.go).
 	queued  time.Time
 	slot    bool
+	inSlotQ bool
 	path    string
 	armedBy string
 	armedAt time.Time

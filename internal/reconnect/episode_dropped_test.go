@@ -7,13 +7,11 @@ import (
 )
 
 // A server's episode is allocated when one begins and dropped when it is
-// forgotten (9d618a7: most servers are healthy and should hold none). A
-// connect that returns after the episode was forgotten meanwhile (here the
-// user's reconnect, while the connect was in flight) allocates a fresh one
-// (Returned, on s.episode()) with no attempt in it; the reads that then
-// show the server connected drop an episode only when it counted an
-// attempt (NumRequeues() > 0), so this one is kept for as long as the
-// server stays healthy: a healthy server holding an episode for ever.
+// over: most servers are healthy and hold none. A connect that returns
+// after the episode was forgotten meanwhile (here the user's reconnect,
+// while the connect was in flight) makes a fresh one with no attempt in
+// it (Returned); the reads that then show the server connected drop it
+// (Spent), so a healthy server does not hold an episode for ever.
 func TestAHealthyServerHoldsNoEpisodeAfterAReconnectDuringAConnect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		oc := newStub()

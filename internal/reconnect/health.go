@@ -72,9 +72,6 @@ func (e *Engine) Alive(timeout time.Duration) error {
 			if took := now.Sub(d.checking); took > StuckAfter {
 				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s since OpenCode last answered it", e.url, p, took.Round(time.Second))
 			}
-		case e.checksFull():
-			// Due, it waits in the heap for a check slot: the checks
-			// that hold them are judged on their own.
 		default:
 			if due := d.dueAt(); !due.IsZero() && now.Sub(due) > StuckAfter {
 				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, now.Sub(due).Round(time.Second))

@@ -10,15 +10,12 @@ import (
 )
 
 // A directory whose next step is only a probe (a failed remote server's
-// endpoint, about once a second) needs no check slot, but since 840add8
-// it waits behind the top of the scheduler's heap when that is a
-// directory due for a check and every slot is taken: the scheduler then
-// sleeps until a slot frees (an hour when none does) and starts nothing,
-// whatever else comes due. Here /probe's connect of r is in flight (60 s),
-// so its next check is the idle one; from 2.5 s, 33 directories are due
-// and the slow OpenCode (10 s a read) holds all 32 slots until 12.5 s.
-// /probe's endpoint should be probed about once a second all along (it was
-// before); it is not probed at all between 3 s and 12 s.
+// endpoint, about once a second) needs no check slot, and runs while
+// every slot is taken and other directories wait for one. Here /probe's
+// connect of r is in flight (60 s), so its next check is the idle one;
+// from 2.5 s, 33 directories are due and the slow OpenCode (10 s a read)
+// holds all 32 slots until 12.5 s: /probe's endpoint is probed about once
+// a second all along.
 func TestProbesRunWhileEveryCheckSlotIsTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}

@@ -145,8 +145,12 @@ func (e *Engine) reconcileConnected(d *dir, r read, now time.Time) (o outcome) {
 		e.log.Info("reconnected MCP server", "url", e.url, "directory", d.path, "server", name, "attempts", s.ep.NumRequeues())
 		o.evs = append(o.evs, Event{Time: now, Type: EventReconnected, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues()})
 	}
-	if s.ep.NumRequeues() > 0 && s.ep.Stable(now, e.cfg.StableAfter) {
+	switch {
+	case s.ep == nil:
+	case s.ep.NumRequeues() > 0 && s.ep.Stable(now, e.cfg.StableAfter):
 		s.forget() // stayed connected long enough: the episode is over
+	case s.ep.Spent(p, now):
+		s.forget() // nothing counts any more (a reconnect or a refund took it back)
 	}
 	if r.trig&trigDead != 0 {
 		if c, ok := e.deadChild(d, s, name, now); ok {

@@ -8,6 +8,7 @@ package reconnect
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"time"
 )
 
@@ -31,6 +32,9 @@ type scheduler struct {
 	// done ends the waiting workers (the engine stops).
 	handoff chan *dir
 	done    <-chan struct{}
+	// slotq holds the directories due for a check while every check
+	// slot is taken, first come first served (admit, serveSlots).
+	slotq []*dir
 }
 
 func newScheduler(idle time.Duration) *scheduler {
@@ -45,15 +49,11 @@ func (e *Engine) schedule(ctx context.Context) {
 	for {
 		e.mu.Lock()
 		now := time.Now()
-		held := false
 		for len(s.waiting) > 0 && !s.waiting[0].stepAt.After(now) {
-			if held = !e.reserveSlot(s.waiting[0], now); held {
-				break // it waits here, in order, for a check slot (kicked then)
-			}
-			e.startStepLocked(heap.Pop(&s.waiting).(*dir))
+			e.admit(heap.Pop(&s.waiting).(*dir), now)
 		}
 		wait := time.Hour
-		if len(s.waiting) > 0 && !held {
+		if len(s.waiting) > 0 {
 			wait = s.waiting[0].stepAt.Sub(now)
 		}
 		e.mu.Unlock()
@@ -67,36 +67,91 @@ func (e *Engine) schedule(ctx context.Context) {
 	}
 }
 
-// reserveSlot takes a check slot (maxChecks) for d's step when its check
-// is due, and reports false when none is free: d then waits in the heap,
-// without a goroutine, until a check ends. A thousand directories armed
-// at once wait there in the order they are due, not as a thousand
-// goroutines in check's queue for a slot. Caller holds Engine.mu.
-func (e *Engine) reserveSlot(d *dir, now time.Time) bool {
+// Check slots (maxChecks) are handed out first come first served: a
+// directory due for a check takes a free one when none waits before it,
+// else joins slotq, without a goroutine, until a check ends (serveSlots).
+// A thousand directories armed at once wait there in the order they came
+// due, not as a thousand goroutines in a channel's queue (which serves
+// waiters in no order, and a step going on to its next check first).
+// A directory in slotq is queued (d.queued), which Alive does not judge:
+// the checks that hold the slots are judged on their own.
+
+// admit starts the step of d, due and out of the heap, or queues it for a
+// check slot. Caller holds Engine.mu.
+func (e *Engine) admit(d *dir, now time.Time) {
+	if e.slotFor(d, now) {
+		e.startStepLocked(d)
+	}
+}
+
+// slotFor reports whether d's step may run now: its check is not due, or
+// it holds a slot, or it takes a free one no directory waits for before
+// it. Otherwise d waits in slotq. Caller holds Engine.mu.
+func (e *Engine) slotFor(d *dir, now time.Time) bool {
 	if d.slot || !d.checkDue(now) {
 		return true
 	}
+	if !d.inSlotQ && len(e.sched.slotq) == 0 && e.trySlot() {
+		d.slot = true
+		return true
+	}
+	if !d.inSlotQ {
+		d.inSlotQ, d.queued = true, now
+		e.sched.slotq = append(e.sched.slotq, d)
+	}
+	return false
+}
+
+func (e *Engine) trySlot() bool {
 	select {
 	case e.checks <- struct{}{}:
-		d.slot = true
 		return true
 	default:
 		return false
 	}
 }
 
-// dropSlot gives back the check slot reserved for d's step when its
-// check did not run after all. Caller holds Engine.mu.
-func (e *Engine) dropSlot(d *dir) {
-	if d.slot {
-		d.slot = false
-		<-e.checks
-		e.sched.kickNow()
+// serveSlots hands free check slots to the directories in slotq, in
+// order. A directory whose step runs (for its mail) finds its slot at its
+// step's next turn. Its queued time stays until its check begins, so it
+// is never judged in between. Caller holds Engine.mu.
+func (e *Engine) serveSlots() {
+	q := &e.sched.slotq
+	for len(*q) > 0 && e.trySlot() {
+		d := (*q)[0]
+		(*q)[0] = nil
+		*q = (*q)[1:]
+		d.inSlotQ, d.slot = false, true
+		if !d.running {
+			e.startStepLocked(d)
+		}
 	}
 }
 
-// checksFull reports whether every check slot is taken.
-func (e *Engine) checksFull() bool { return len(e.checks) == cap(e.checks) }
+// releaseSlot gives back a check slot and serves slotq.
+func (e *Engine) releaseSlot() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	<-e.checks
+	e.serveSlots()
+}
+
+// dropSlot gives back the check slot d's step holds for a check that did
+// not run after all, and takes d out of slotq. Caller holds Engine.mu.
+func (e *Engine) dropSlot(d *dir) {
+	if d.inSlotQ {
+		d.inSlotQ = false
+		if i := slices.Index(e.sched.slotq, d); i >= 0 {
+			e.sched.slotq = slices.Delete(e.sched.slotq, i, i+1)
+		}
+	}
+	d.queued = time.Time{}
+	if d.slot {
+		d.slot = false
+		<-e.checks
+		e.serveSlots()
+	}
+}
 
 // checkDue reports whether d's check is due at now. Caller holds
 // Engine.mu.
@@ -207,7 +262,9 @@ func (e *Engine) post(d *dir, fn func()) {
 	}
 	d.mail = append(d.mail, fn)
 	if !d.running {
-		heap.Remove(&d.sched.waiting, d.index)
+		if d.index >= 0 {
+			heap.Remove(&d.sched.waiting, d.index)
+		} // else it waits in slotq, and keeps its place there
 		e.startStepLocked(d)
 	}
 }
@@ -245,7 +302,18 @@ func (e *Engine) step(d *dir) {
 		e.mu.Unlock()
 		e.startProbes(ctx, d, &d.work)
 		e.mu.Lock()
-		due := d.checkDue(time.Now())
+		now := time.Now()
+		due := d.checkDue(now)
+		if due && !e.slotFor(d, now) {
+			if len(d.mail) > 0 {
+				e.mu.Unlock()
+				continue
+			}
+			d.running = false // it waits in slotq; serveSlots starts it
+			d.mail = nil
+			e.mu.Unlock()
+			return
+		}
 		e.mu.Unlock()
 		if due {
 			e.check(ctx, d, &d.work)
@@ -265,7 +333,11 @@ func (e *Engine) stopLocked(d *dir) {
 	if d.running {
 		return
 	}
-	heap.Remove(&d.sched.waiting, d.index)
+	if d.inSlotQ {
+		e.dropSlot(d)
+	} else {
+		heap.Remove(&d.sched.waiting, d.index)
+	}
 	d.running = true
 	e.wg.Add(1)
 	go func() {
