@@ -70,17 +70,24 @@ var errArgs = errors.New("procview: malformed kern.procargs2 buffer")
 // the program was executed by, NUL padding, argc NUL-terminated
 // arguments, then the environment, which is never read.
 func parseProcArgs2(buf []byte) (exe string, argv []string, err error) {
+	exe, argv, _, err = splitProcArgs2(buf)
+	return exe, retitled(argv), err
+}
+
+// splitProcArgs2 is parseProcArgs2 before retitling, and what follows
+// the arguments: the environment.
+func splitProcArgs2(buf []byte) (exe string, argv []string, env []byte, err error) {
 	if len(buf) < 4 {
-		return "", nil, errArgs
+		return "", nil, nil, errArgs
 	}
 	argc := int(int32(binary.LittleEndian.Uint32(buf)))
 	if argc < 0 || argc > len(buf) {
-		return "", nil, errArgs
+		return "", nil, nil, errArgs
 	}
 	rest := buf[4:]
 	i := bytes.IndexByte(rest, 0)
 	if i < 0 {
-		return "", nil, errArgs
+		return "", nil, nil, errArgs
 	}
 	exe, rest = string(rest[:i]), rest[i:]
 	for len(rest) > 0 && rest[0] == 0 {
@@ -91,12 +98,12 @@ func parseProcArgs2(buf []byte) (exe string, argv []string, err error) {
 		i := bytes.IndexByte(rest, 0)
 		if i < 0 {
 			// Truncated: the kernel cuts the buffer at kern.argmax.
-			return "", nil, errArgs
+			return "", nil, nil, errArgs
 		}
 		argv = append(argv, string(rest[:i]))
 		rest = rest[i+1:]
 	}
-	return exe, retitled(argv), nil
+	return exe, argv, rest, nil
 }
 
 // struct proc_vnodepathinfo (sys/proc_info.h): the working directory's
@@ -126,29 +133,9 @@ func parseVnodePathInfo(buf []byte) (string, error) {
 // environment follows the arguments there. Only that one variable is
 // ever taken out of it.
 func procArgs2Env(buf []byte, name string) (string, bool, error) {
-	if len(buf) < 4 {
-		return "", false, errArgs
+	_, _, env, err := splitProcArgs2(buf)
+	if err != nil {
+		return "", false, err
 	}
-	argc := int(int32(binary.LittleEndian.Uint32(buf)))
-	if argc < 0 || argc > len(buf) {
-		return "", false, errArgs
-	}
-	rest := buf[4:]
-	i := bytes.IndexByte(rest, 0)
-	if i < 0 {
-		return "", false, errArgs
-	}
-	rest = rest[i:]
-	for len(rest) > 0 && rest[0] == 0 {
-		rest = rest[1:]
-	}
-	for range argc {
-		i := bytes.IndexByte(rest, 0)
-		if i < 0 {
-			return "", false, errArgs
-		}
-		rest = rest[i+1:]
-	}
-	v, ok, err := findEnv(bytes.NewReader(rest), name)
-	return v, ok, err
+	return findEnv(bytes.NewReader(env), name)
 }

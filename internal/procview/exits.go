@@ -212,6 +212,15 @@ func (e *Exits) Add(t Table, p Process) error {
 	return nil
 }
 
+// noRoom wraps ErrNoWatch around the errors that say the system has no
+// room for one more watch (isNoRoom, per system).
+func noRoom(call string, err error) error {
+	if isNoRoom(err) {
+		return fmt.Errorf("%s: %w: %w", call, ErrNoWatch, err)
+	}
+	return fmt.Errorf("%s: %w", call, err)
+}
+
 // exited queues p's exit for Run. Called with e.mu held.
 func (e *Exits) exited(p Process) {
 	if len(e.pending) == 0 && e.running {

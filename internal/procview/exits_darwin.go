@@ -93,14 +93,6 @@ func (p *kqueuePoller) close() { _ = unix.Close(p.kq) }
 // watchLimit: a note is kernel memory, not a descriptor.
 func watchLimit() int { return math.MaxInt }
 
-// noRoom wraps ErrNoWatch around kernel memory running out.
-func noRoom(call string, err error) error {
-	if isNoRoom(err) {
-		return fmt.Errorf("%s: %w: %w", call, ErrNoWatch, err)
-	}
-	return fmt.Errorf("%s: %w", call, err)
-}
-
 // isNoRoom: no memory for the note, or (for the Stat that verifies a
 // new watch) no descriptor left.
 func isNoRoom(err error) bool {

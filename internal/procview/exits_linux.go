@@ -129,15 +129,6 @@ func watchLimit() int {
 	return int(rl.Cur - reserve)
 }
 
-// noRoom wraps ErrNoWatch around the errors that say the system has no
-// room for one more watch.
-func noRoom(call string, err error) error {
-	if isNoRoom(err) {
-		return fmt.Errorf("%s: %w: %w", call, ErrNoWatch, err)
-	}
-	return fmt.Errorf("%s: %w", call, err)
-}
-
 // isNoRoom: no descriptor left (EMFILE for this process, ENFILE for the
 // system), no kernel memory, or no epoll watch left
 // (fs.epoll.max_user_watches, ENOSPC).

@@ -269,3 +269,9 @@ func (m *memTable) Env(pid int, name string) (string, bool, error) {
 	v, ok := m.env[pid][name]
 	return v, ok, nil
 }
+
+// physical is dir as the kernel reports a working directory (resolve).
+func physical(dir string) string {
+	p, _ := resolve(dir)
+	return p
+}

@@ -196,7 +196,7 @@ func program(argv []string) (string, []string) {
 			}
 			return name, argv[1:]
 		}
-		if len(a) > 1 && a[0] == '-' {
+		if isOption(a) {
 			continue // an interpreter option (--no-warnings)
 		}
 		return progName(a), argv[i+1:]

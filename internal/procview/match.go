@@ -31,10 +31,7 @@ func (s LocalServer) Key() Key { return Key{s.Directory, s.Name} }
 
 // Compare orders keys by directory, then name: -1, 0 or +1.
 func (k Key) Compare(o Key) int {
-	if c := strings.Compare(k.Directory, o.Directory); c != 0 {
-		return c
-	}
-	return strings.Compare(k.Name, o.Name)
+	return cmp.Or(strings.Compare(k.Directory, o.Directory), strings.Compare(k.Name, o.Name))
 }
 
 // WorkDir is the directory OpenCode starts s in: the configured cwd,
@@ -50,15 +47,9 @@ func (s LocalServer) WorkDir() string {
 	}
 }
 
-// physical resolves symbolic links the way the kernel reports a working
-// directory (/tmp is /private/tmp on macOS); a path that cannot be
-// resolved is kept as it is.
-func physical(dir string) string {
-	p, _ := resolve(dir)
-	return p
-}
-
-// resolve is physical, and whether dir could be resolved.
+// resolve resolves symbolic links the way the kernel reports a working
+// directory (/tmp is /private/tmp on macOS), and says whether dir could
+// be resolved; a path that cannot be is kept as it is.
 func resolve(dir string) (path string, ok bool) {
 	if p, err := filepath.EvalSymlinks(dir); err == nil {
 		return p, true
@@ -149,10 +140,7 @@ func buildMatcher(servers []LocalServer, prev *matcher) *matcher {
 	for _, tab := range m.forms {
 		for _, s := range tab {
 			slices.SortFunc(s.at, func(a, b site) int {
-				if c := cmp.Compare(a.place, b.place); c != 0 {
-					return c
-				}
-				return cmp.Compare(a.server, b.server)
+				return cmp.Or(cmp.Compare(a.place, b.place), cmp.Compare(a.server, b.server))
 			})
 			s.at = slices.Compact(s.at) // a form of one server in one place, once
 			s.keys = make([]Key, len(s.at))

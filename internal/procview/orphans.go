@@ -385,17 +385,11 @@ var (
 // a watched OpenCode's child, the same command line, and still proven an
 // orphan.
 func (s Scope) check(t Table, o Orphan) error {
-	p, err := t.Read(o.PID)
+	p, err := s.mine(t, o.PID, Process{PID: o.PID, Birth: o.Birth}.Same)
 	if err != nil {
 		return err
 	}
-	if !p.Same(Process{PID: o.PID, Birth: o.Birth}) {
-		return fmt.Errorf("procview: pid %d is another process now: %w", o.PID, ErrNotOrphan)
-	}
-	if p.Zombie {
-		return fmt.Errorf("procview: pid %d has exited: %w", o.PID, ErrGone)
-	}
-	if p.UID != s.UID || o.UID != s.UID {
+	if o.UID != s.UID {
 		return fmt.Errorf("procview: pid %d belongs to uid %d: %w", o.PID, p.UID, ErrNotOrphan)
 	}
 	parent, err := t.Read(p.PPID)
@@ -423,18 +417,25 @@ func (s Scope) check(t Table, o Orphan) error {
 // a proven orphan is still that process, this user's and alive: it was
 // in the orphan's tree, and pid and start time name it alone.
 func (s Scope) checkBelow(t Table, id Ident) error {
-	p, err := t.Read(id.PID)
+	_, err := s.mine(t, id.PID, id.is)
+	return err
+}
+
+// mine reads pid again and returns it while is still says it is the
+// process meant, alive and this user's.
+func (s Scope) mine(t Table, pid int, is func(Process) bool) (Process, error) {
+	p, err := t.Read(pid)
 	if err != nil {
-		return err
+		return Process{}, err
 	}
-	if !id.is(p) {
-		return fmt.Errorf("procview: pid %d is another process now: %w", id.PID, ErrNotOrphan)
+	if !is(p) {
+		return Process{}, fmt.Errorf("procview: pid %d is another process now: %w", pid, ErrNotOrphan)
 	}
 	if p.Zombie {
-		return fmt.Errorf("procview: pid %d has exited: %w", id.PID, ErrGone)
+		return Process{}, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
 	}
 	if p.UID != s.UID {
-		return fmt.Errorf("procview: pid %d belongs to uid %d: %w", id.PID, p.UID, ErrNotOrphan)
+		return Process{}, fmt.Errorf("procview: pid %d belongs to uid %d: %w", pid, p.UID, ErrNotOrphan)
 	}
-	return nil
+	return p, nil
 }

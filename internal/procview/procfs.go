@@ -233,7 +233,7 @@ func gone(pid int, err error) error {
 // small reads however large the process table is.
 func (t *procTable) Children(pid int) ([]int, error) {
 	if t.noChildren.Load() {
-		return t.childrenByList(pid)
+		return childrenIn(t, pid)
 	}
 	taskDir := filepath.Join(t.root, strconv.Itoa(pid), "task")
 	tasks, err := readDirNames(taskDir)
@@ -255,7 +255,7 @@ func (t *procTable) Children(pid int) ([]int, error) {
 				// The thread is there but the file is not: this kernel
 				// has no children lists.
 				t.noChildren.Store(true)
-				return t.childrenByList(pid)
+				return childrenIn(t, pid)
 			}
 			continue // the thread ended since the listing
 		}
@@ -266,9 +266,6 @@ func (t *procTable) Children(pid int) ([]int, error) {
 	}
 	return out, nil
 }
-
-// childrenByList finds pid's children in the whole table: the fallback.
-func (t *procTable) childrenByList(pid int) ([]int, error) { return childrenIn(t, pid) }
 
 // childrenIn finds pid's children by listing the whole table t (macOS
 // keeps no cheap per-process list; Linux falls back to it).

@@ -78,9 +78,7 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 			switch err := send(o.PID, step.sig, verify); {
 			case errors.Is(err, ErrGone) || errors.Is(err, syscall.ESRCH):
 				orphanLeft = false
-			case err != nil && i == 0:
-				return Reaped{}, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
-			case err != nil:
+			case err != nil: // res is still zero at the first step
 				return res, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
 			default:
 				res.Signal = step.sig

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // mask replaces a secret.
@@ -64,12 +66,12 @@ func Redact(argv []string) []string {
 		case hasValue && headerFlag[name]:
 			out[i] = name + "=" + maskHeader(value)
 			continue
-		case isFlag(a) && !hasValue && secretName.MatchString(a) && i+1 < len(argv) && !isFlag(argv[i+1]):
+		case isOption(a) && !hasValue && secretName.MatchString(a) && i+1 < len(argv) && !isOption(argv[i+1]):
 			out[i] = a
 			i++
 			out[i] = mask
 			continue
-		case isFlag(a) && hasValue && secretName.MatchString(name):
+		case isOption(a) && hasValue && secretName.MatchString(name):
 			out[i] = name + "=" + mask
 			continue
 		}
@@ -81,8 +83,6 @@ func Redact(argv []string) []string {
 // isTitle: argv is one word holding a space, what a process that set
 // its title shows.
 func isTitle(argv []string) bool { return len(argv) == 1 && strings.Contains(argv[0], " ") }
-
-func isFlag(a string) bool { return len(a) > 1 && a[0] == '-' }
 
 // maskHeader keeps a header's name and masks its value.
 func maskHeader(h string) string {
@@ -160,7 +160,7 @@ func quote(a string) string {
 	case plain:
 		return a
 	case printable:
-		return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		return shellquote.Quote(a) // every character that is not plain is special to a shell
 	default:
 		return strconv.QuoteToGraphic(a)
 	}

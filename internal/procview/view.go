@@ -1,6 +1,7 @@
 package procview
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -457,18 +458,14 @@ func (v *View) Scan() (Snapshot, error) {
 		if k.seen == v.scans {
 			continue
 		}
-		if k.seen == 0 {
-			delete(v.known, pid) // seen exiting
-			delete(v.wrapped, pid)
-			exited = true
-			continue
-		}
 		// The kernel's children list can miss a child while the tree
-		// changes: only a process that is gone, is another one or has
-		// another parent has exited.
-		p, err := v.table.Stat(pid)
-		if err == nil && p.Same(k.p) && !p.Zombie && parents[p.PPID] {
-			continue
+		// changes: only a process seen exiting (seen 0), or that is
+		// gone, is another one or has another parent, has exited.
+		if k.seen != 0 {
+			p, err := v.table.Stat(pid)
+			if err == nil && p.Same(k.p) && !p.Zombie && parents[p.PPID] {
+				continue
+			}
 		}
 		delete(v.known, pid)
 		delete(v.wrapped, pid)
@@ -496,13 +493,7 @@ func (v *View) snapshot(now time.Time) *Snapshot {
 		kids = append(kids, k)
 	}
 	slices.SortFunc(kids, func(a, b *known) int {
-		if a.p.Birth != b.p.Birth {
-			if a.p.Birth < b.p.Birth {
-				return -1
-			}
-			return 1
-		}
-		return a.p.PID - b.p.PID
+		return cmp.Or(cmp.Compare(a.p.Birth, b.p.Birth), a.p.PID-b.p.PID)
 	})
 	for _, k := range kids {
 		s.live[k.child.ident()] = true

@@ -216,13 +216,9 @@ func (r *Reader) appendTo(dst *[]byte, p []byte) {
 	need := len(*dst) + len(p)
 	if need > limit {
 		r.oversized = true
-		if dst == &r.data {
-			r.head = append(r.head[:0], (*dst)[:min(len(*dst), MaxHead)]...)
-			if n := MaxHead - len(r.head); n > 0 {
-				r.head = append(r.head, p[:min(len(p), n)]...)
-			}
-		} else {
-			r.head = append(r.head[:0], r.data[:min(len(r.data), MaxHead)]...)
+		r.head = append(r.head[:0], r.data[:min(len(r.data), MaxHead)]...)
+		if n := MaxHead - len(r.head); dst == &r.data && n > 0 {
+			r.head = append(r.head, p[:min(len(p), n)]...)
 		}
 		r.data, r.name, r.id = nil, nil, nil
 		return
