@@ -135,7 +135,10 @@ func (s *API) Handler() http.Handler {
 	// own registry (which the engines share and may outlive a Handler).
 	ready := prometheus.NewRegistry()
 	ready.MustRegister(metrics.NewReadinessCollector(s.readinessMetrics))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{s.Metrics.Registry, ready}, promhttp.HandlerOpts{}))
+	// Uncompressed: a scrape is a few KiB over loopback, and a gzip
+	// writer per scrape allocated about 600 KiB (BENCHMARKS.md, "Memory
+	// at scale").
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{s.Metrics.Registry, ready}, promhttp.HandlerOpts{DisableCompression: true}))
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
 	mux.HandleFunc("GET /healthz", s.healthz)
