@@ -600,7 +600,7 @@ func TestKubernetesExample(t *testing.T) {
 		}
 	}
 
-	// Resources, from BENCHMARKS.md: peak RSS 31–44 MiB at 1,000 armed
+	// Resources, from BENCHMARKS.md: peak RSS 30–33 MiB at 1,000 armed
 	// directories (the limit leaves room above it), idle CPU a few
 	// thousandths of a core.
 	if at(t, mr, "resources", "requests", "cpu") == nil || mebibytes(t, at(t, mr, "resources", "requests", "memory")) < 16 ||
