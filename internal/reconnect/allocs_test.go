@@ -42,26 +42,35 @@ func (o *steadyOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEn
 // bounded handful of allocations: no per-server copy of a name, a status
 // or a map, whatever the read holds.
 func TestIdleCheckAllocatesLittle(t *testing.T) {
-	e, err := New(noJitter(), newSteadyOC(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d := newDir("/p", ArmedByFlag, time.Now(), cancel)
-	e.mu.Lock()
-	e.dirs[d.path] = d
-	e.mu.Unlock()
-	var work sync.WaitGroup
-	for range 3 { // the first learns the kinds
-		e.check(ctx, d, &work)
-	}
-	allocs := testing.AllocsPerRun(200, func() { e.check(ctx, d, &work) })
+	e, ctx, d, work := idleChecked(t)
+	allocs := testing.AllocsPerRun(200, func() { e.check(ctx, d, work) })
 	work.Wait()
 	t.Logf("%.1f allocations per idle check of ten servers", allocs)
 	if allocs > maxIdleCheckAllocs {
 		t.Errorf("%.0f allocations per idle check of ten servers, want at most %d", allocs, maxIdleCheckAllocs)
 	}
+}
+
+// idleChecked is an engine over steadyOC and one directory in it, checked
+// three times (the first learns the kinds): what an idle check then costs
+// is the engine's own.
+func idleChecked(tb testing.TB) (*Engine, context.Context, *dir, *sync.WaitGroup) {
+	tb.Helper()
+	e, err := New(noJitter(), newSteadyOC(), Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	d := newDir("/p", ArmedByFlag, time.Now(), cancel)
+	e.mu.Lock()
+	e.dirs[d.path] = d
+	e.mu.Unlock()
+	work := &sync.WaitGroup{}
+	for range 3 {
+		e.check(ctx, d, work)
+	}
+	return e, ctx, d, work
 }
 
 // maxIdleCheckAllocs: one today (the wait for OpenCode's answer), and a
