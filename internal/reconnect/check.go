@@ -46,7 +46,8 @@ func (e *Engine) endLoop(d *dir) {
 	e.releaseHeld(d)
 }
 
-// check is one reconcile of the directory (see the top of this file).
+// check is one reconcile of the directory (see the top of this file). Its
+// step holds a check slot for it.
 func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	defer e.releaseHeld(d)
 	defer func() {
@@ -54,37 +55,17 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		d.checking = time.Time{}
 		e.mu.Unlock()
 	}()
+	// The step holds one of the maxChecks check slots for it (slotFor,
+	// serveSlots), which the check gives back: a thousand directories
+	// armed together wait for one in the scheduler's slotq rather than
+	// each holding a request, its buffers and a deep stack in the
+	// client's queue for a connection (the reads' pool has as many).
 	e.mu.Lock()
-	d.next, d.checking = time.Time{}, time.Now()
-	learn := !d.kindsKnown && !d.unauthorized // a refused password refuses this too
+	d.slot, d.queued = false, time.Time{}
+	d.next, d.checking = time.Time{}, time.Now() // the check's time starts with its slot
+	learn := !d.kindsKnown && !d.unauthorized    // a refused password refuses this too
 	byEvent, lastEvent := d.byEvent, d.lastEvent
 	e.mu.Unlock()
-	// At most maxChecks at once: a thousand directories armed together
-	// wait here, each on a small stack, rather than each holding a
-	// request, its buffers and a deep stack in the client's queue for a
-	// connection (the reads' pool has as many).
-	// Waiting here is waiting for the checks ahead, which Alive judges
-	// on their own: a queued check is not stuck.
-	e.mu.Lock()
-	slot := d.slot // handed to its step (slotFor, serveSlots)
-	d.slot = false
-	if !slot {
-		d.queued = time.Now()
-	}
-	e.mu.Unlock()
-	if !slot {
-		select {
-		case e.checks <- struct{}{}:
-			slot = true
-		case <-ctx.Done():
-		}
-	}
-	e.mu.Lock()
-	d.queued, d.checking = time.Time{}, time.Now() // the check's time starts with its slot
-	e.mu.Unlock()
-	if !slot {
-		return
-	}
 	defer e.releaseSlot()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is

@@ -25,8 +25,8 @@ func armChecked(t *testing.T, e *Engine, n int) []*dir {
 		e.mu.Lock()
 		e.dirs[d.path] = d
 		e.mu.Unlock()
-		e.check(ctx, d, &work)
-		e.check(ctx, d, &work)
+		checkOnce(e, ctx, d, &work)
+		checkOnce(e, ctx, d, &work)
 		dirs[i] = d
 	}
 	work.Wait()
@@ -70,7 +70,7 @@ func TestConfigReadAgainUnchangedLeavesTheLocalServersAlone(t *testing.T) {
 		d.kindsKnown = false
 		e.mu.Unlock()
 		var work sync.WaitGroup
-		e.check(context.Background(), d, &work)
+		checkOnce(e, context.Background(), d, &work)
 		work.Wait()
 	}
 	relearn()

@@ -8,7 +8,7 @@ func BenchmarkIdleCheck(b *testing.B) {
 	e, ctx, d, work := idleChecked(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		e.check(ctx, d, work)
+		checkOnce(e, ctx, d, work)
 	}
 	work.Wait()
 }

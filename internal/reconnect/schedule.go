@@ -196,18 +196,10 @@ func (s *scheduler) wait(d *dir, at time.Time) {
 
 func (s *scheduler) kickIfFirst(d *dir) {
 	if d.index == 0 {
-		s.kickNow()
-	}
-}
-
-// kickNow makes the scheduler look at the heap again.
-func (s *scheduler) kickNow() {
-	if s == nil {
-		return
-	}
-	select {
-	case s.kick <- struct{}{}:
-	default:
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -11,10 +11,9 @@ import (
 
 // writeStatus writes GET /status's body as writeJSON would write st with
 // servers and their directories in it, byte for byte, but one directory
-// at a time:
-// at a thousand armed directories the whole body is megabytes, and the
-// daemon holds one directory's part of it at once, not the body and a
-// copy of every directory.
+// at a time: at a thousand armed directories the whole body is
+// megabytes, and the daemon holds one directory's part of it at once,
+// not the body and a copy of every directory.
 func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter.Seq[reconnect.DirSnapshot]) error {
 	head, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
