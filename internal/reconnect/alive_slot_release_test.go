@@ -21,23 +21,9 @@ func TestAliveAtTheInstantACheckSlotIsFreed(t *testing.T) {
 	var stuck error
 	for range 5 {
 		synctest.Test(t, func(t *testing.T) {
-			oc := &slowOC{listingStub: &listingStub{ocStub: newStub()}, delay: 10 * time.Second}
-			e, err := New(noJitter(), oc, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := runEngine(e)
-			defer stop()
-			synctest.Wait()
+			e, oc := slowEngine(t)
 			start := time.Now()
-			const n = 10 * maxChecks
-			for i := range n {
-				d := fmt.Sprintf("/p/%03d", i)
-				oc.set(d, "s", "connected")
-				if err := e.Arm(d, ArmedByFlag); err != nil {
-					t.Fatal(err)
-				}
-			}
+			armConnected(t, e, oc, 10*maxChecks)
 			for k := 6; k < 10 && stuck == nil; k++ {
 				// The instant the k-th round of checks ends.
 				time.Sleep(time.Until(start.Add(time.Second + time.Duration(k)*20*time.Second)))

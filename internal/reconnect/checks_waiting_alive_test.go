@@ -19,22 +19,8 @@ import (
 // watchdog would restart a daemon that only waited for a slow OpenCode.
 func TestChecksWaitingForACheckSlotAreNotStuck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		oc := &slowOC{listingStub: &listingStub{ocStub: newStub()}, delay: 10 * time.Second}
-		e, err := New(noJitter(), oc, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runEngine(e)
-		defer stop()
-		synctest.Wait()
-		const n = 10 * maxChecks
-		for i := range n {
-			d := fmt.Sprintf("/p/%03d", i)
-			oc.set(d, "s", "connected")
-			if err := e.Arm(d, ArmedByFlag); err != nil {
-				t.Fatal(err)
-			}
-		}
+		e, oc := slowEngine(t)
+		armConnected(t, e, oc, 10*maxChecks)
 		for range 30 { // five minutes, looked at every ten seconds
 			time.Sleep(10 * time.Second)
 			if err := e.Alive(time.Second); err != nil {
@@ -42,4 +28,34 @@ func TestChecksWaitingForACheckSlotAreNotStuck(t *testing.T) {
 			}
 		}
 	})
+}
+
+// slowEngine runs, until the test ends, an engine whose OpenCode answers
+// every call 10 s late (a read takes as long as a slow OpenCode's
+// timeout allows). Call it in a synctest bubble.
+func slowEngine(t *testing.T) (*Engine, *slowOC) {
+	t.Helper()
+	oc := &slowOC{listingStub: &listingStub{ocStub: newStub()}, delay: 10 * time.Second}
+	e, err := New(noJitter(), oc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runEngine(e))
+	synctest.Wait()
+	return e, oc
+}
+
+// armConnected arms n directories, /p/000 on, each with one connected
+// server s, and returns their paths.
+func armConnected(t *testing.T, e *Engine, oc *slowOC, n int) []string {
+	t.Helper()
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = fmt.Sprintf("/p/%03d", i)
+		oc.set(dirs[i], "s", "connected")
+		if err := e.Arm(dirs[i], ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dirs
 }

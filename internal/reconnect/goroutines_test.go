@@ -98,29 +98,16 @@ func TestIdleChecksReuseTheirGoroutines(t *testing.T) {
 }
 
 // Directories due for a check while every check slot is taken wait in the
-// scheduler's heap, in the order they are due, not as goroutines queued
+// scheduler's slotq, in the order they came due, not as goroutines queued
 // for a slot: a thousand directories armed at once (--directory, a
 // re-subscribed stream) cost the engine a goroutine per slot, not one
 // each, and every one of them is still checked.
 func TestDirectoriesWaitingForACheckSlotCostNoGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		oc := &slowOC{listingStub: &listingStub{ocStub: newStub()}, delay: 10 * time.Second}
-		e, err := New(noJitter(), oc, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := runEngine(e)
-		defer stop()
-		synctest.Wait()
+		e, oc := slowEngine(t)
 		before := engineGoroutines()
 		const n = 10 * maxChecks
-		for i := range n {
-			d := fmt.Sprintf("/p/%03d", i)
-			oc.set(d, "s", "connected")
-			if err := e.Arm(d, ArmedByFlag); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dirs := armConnected(t, e, oc, n)
 		time.Sleep(5 * time.Second) // the first checks hold every slot, waiting for OpenCode
 		synctest.Wait()
 		if running := engineGoroutines() - before; running > maxChecks+maxChecks/4 {
@@ -128,8 +115,7 @@ func TestDirectoriesWaitingForACheckSlotCostNoGoroutines(t *testing.T) {
 		}
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		for i := range n {
-			d := fmt.Sprintf("/p/%03d", i)
+		for _, d := range dirs {
 			if oc.count("status", d) == 0 {
 				t.Fatalf("%s was never read", d)
 			}
