@@ -58,7 +58,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	startHostileDaemon := func(pid int) registry.Entry {
 		t.Helper()
 		token, _ := registry.NewToken()
-		s := &statusapi.API{Sources: []statusapi.Source{hostileSource{}}, Broker: statusapi.NewBroker(), Metrics: metrics.New(), Token: token}
+		s := &statusapi.API{Sources: []statusapi.Source{hostileSource{}}, Broker: statusapi.NewBroker(), Metrics: metrics.NewSet(), Token: token}
 		hs := httptest.NewServer(s.Handler())
 		t.Cleanup(func() { s.Broker.Close(); hs.Close() })
 		e := registry.Entry{PID: pid, URLs: []string{"http://127.0.0.1:4096"}, StatusAddr: strings.TrimPrefix(hs.URL, "http://"), Token: token, Started: time.Now()}

@@ -90,7 +90,7 @@ func startFakeDaemon(t *testing.T, pid int, ocURL string) *fakeDaemon {
 	t.Helper()
 	token, _ := registry.NewToken()
 	src := &countingSource{url: ocURL}
-	s := &statusapi.API{Sources: []statusapi.Source{src}, Broker: statusapi.NewBroker(), Metrics: metrics.New(), Token: token}
+	s := &statusapi.API{Sources: []statusapi.Source{src}, Broker: statusapi.NewBroker(), Metrics: metrics.NewSet(), Token: token}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { s.Broker.Close(); hs.Close() })
 	e := registry.Entry{PID: pid, URLs: []string{ocURL}, StatusAddr: strings.TrimPrefix(hs.URL, "http://"), Token: token, Started: time.Now()}

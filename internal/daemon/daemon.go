@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		api := &statusapi.API{Sources: sources, Broker: broker, Metrics: &metrics.Metrics{Registry: set.Registry}, Version: cfg.Version, Log: log,
+		api := &statusapi.API{Sources: sources, Broker: broker, Metrics: set, Version: cfg.Version, Log: log,
 			Token: token, Public: cfg.StatusPublic}
 		var wait func() error
 		bound, wait, err = api.Serve(ctx, cfg.StatusAddr)

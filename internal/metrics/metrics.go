@@ -1,83 +1,158 @@
-// Package metrics defines the daemon's Prometheus metrics in one place, so
-// the engine, the event stream and the status API count the same things
-// under the same names. One daemon may watch several OpenCode servers:
-// every metric carries a `url` label naming the server it is about.
+// Package metrics defines the daemon's metrics in one place, so the
+// engine, the event stream and the status API count the same things under
+// the same names, and writes them in Prometheus' text format. One daemon
+// may watch several OpenCode servers: every metric carries a `url` label
+// naming the server it is about.
+//
+// The format is written here rather than by the Prometheus client: the
+// client and the protobuf runtime it needs were about 2.5 MB of the
+// daemon's binary, and a Go binary's pages are most of what is resident
+// once it runs (BENCHMARKS.md, "Memory at scale, third round"). The
+// package test reads what it writes with Prometheus' own parser.
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"bufio"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Counter counts up from 0. The zero value is ready; it is safe for
+// concurrent use.
+type Counter struct{ n atomic.Uint64 }
+
+// Inc adds 1.
+func (c *Counter) Inc() { c.n.Add(1) }
+
+// Value is the count.
+func (c *Counter) Value() uint64 { return c.n.Load() }
+
+// Gauge is a number that goes up and down. The zero value is ready; it is
+// safe for concurrent use.
+type Gauge struct{ n atomic.Int64 }
+
+// Inc adds 1.
+func (g *Gauge) Inc() { g.n.Add(1) }
+
+// Dec takes 1 away.
+func (g *Gauge) Dec() { g.n.Add(-1) }
+
+// Set makes the gauge n.
+func (g *Gauge) Set(n int) { g.n.Store(int64(n)) }
+
+// Value is the gauge's number.
+func (g *Gauge) Value() int64 { return g.n.Load() }
 
 // Metrics are the counters and gauges of one OpenCode server.
 type Metrics struct {
-	// Registry holds every metric of every server; /metrics serves it.
-	Registry *prometheus.Registry
-
-	Attempts           prometheus.Counter
-	Reconnects         prometheus.Counter
-	GiveUps            prometheus.Counter
-	ArmedDirectories   prometheus.Gauge
-	InFlightConnects   prometheus.Gauge
-	StreamReconnects   prometheus.Counter
-	StatusReadFailures prometheus.Counter
-	StatusReads        prometheus.Counter
-	Probes             prometheus.Counter
-	Toasts             prometheus.Counter
+	Attempts           Counter
+	Reconnects         Counter
+	GiveUps            Counter
+	ArmedDirectories   Gauge
+	InFlightConnects   Gauge
+	StreamReconnects   Counter
+	StatusReadFailures Counter
+	StatusReads        Counter
+	Probes             Counter
+	Toasts             Counter
 }
 
-// Set is the metrics of every server a daemon watches, in one registry.
+// family is one metric of Metrics: its name, help and value.
+type family struct {
+	name, help, typ string
+	value           func(*Metrics) int64
+}
+
+// families are the server metrics, by name.
+var families = []family{
+	{"mcp_reconnect_armed_directories", "Directories currently watched.", "gauge", func(m *Metrics) int64 { return m.ArmedDirectories.Value() }},
+	{"mcp_reconnect_connect_attempts_total", "Connect calls made to OpenCode for failed MCP servers.", "counter", func(m *Metrics) int64 { return int64(m.Attempts.Value()) }},
+	{"mcp_reconnect_connects_in_flight", "Connect calls currently waiting for OpenCode.", "gauge", func(m *Metrics) int64 { return m.InFlightConnects.Value() }},
+	{"mcp_reconnect_event_stream_reconnects_total", "Times the event stream was subscribed again after a drop.", "counter", func(m *Metrics) int64 { return int64(m.StreamReconnects.Value()) }},
+	{"mcp_reconnect_give_ups_total", "MCP servers that spent their fast episode and dropped to the slow tier.", "counter", func(m *Metrics) int64 { return int64(m.GiveUps.Value()) }},
+	{"mcp_reconnect_probes_total", "Reachability probes of failed remote MCP endpoints.", "counter", func(m *Metrics) int64 { return int64(m.Probes.Value()) }},
+	{"mcp_reconnect_reconnects_total", "Failed MCP servers seen connected again after a connect attempt.", "counter", func(m *Metrics) int64 { return int64(m.Reconnects.Value()) }},
+	{"mcp_reconnect_status_read_failures_total", "MCP status reads that failed, timed out or answered garbage.", "counter", func(m *Metrics) int64 { return int64(m.StatusReadFailures.Value()) }},
+	{"mcp_reconnect_status_reads_total", "MCP status reads made.", "counter", func(m *Metrics) int64 { return int64(m.StatusReads.Value()) }},
+	{"mcp_reconnect_toasts_total", "Toasts shown in an attached TUI (reconnected, slow tier).", "counter", func(m *Metrics) int64 { return int64(m.Toasts.Value()) }},
+}
+
+// Set is the metrics of every server a daemon watches.
 type Set struct {
-	// Registry holds every metric below (and the Go and process
-	// collectors, so memory and CPU are visible too).
-	Registry *prometheus.Registry
-
-	attempts, reconnects, giveUps, streamReconnects *prometheus.CounterVec
-	statusReadFailures, statusReads, probes, toasts *prometheus.CounterVec
-	armed, inFlight                                 *prometheus.GaugeVec
+	mu      sync.Mutex
+	urls    []string // sorted
+	servers map[string]*Metrics
 }
 
-// NewSet creates the metrics in a fresh registry.
-func NewSet() *Set {
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"url"})
-	}
-	gauge := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"url"})
-	}
-	s := &Set{
-		Registry:           prometheus.NewRegistry(),
-		attempts:           counter("mcp_reconnect_connect_attempts_total", "Connect calls made to OpenCode for failed MCP servers."),
-		reconnects:         counter("mcp_reconnect_reconnects_total", "Failed MCP servers seen connected again after a connect attempt."),
-		giveUps:            counter("mcp_reconnect_give_ups_total", "MCP servers that spent their fast episode and dropped to the slow tier."),
-		armed:              gauge("mcp_reconnect_armed_directories", "Directories currently watched."),
-		inFlight:           gauge("mcp_reconnect_connects_in_flight", "Connect calls currently waiting for OpenCode."),
-		streamReconnects:   counter("mcp_reconnect_event_stream_reconnects_total", "Times the event stream was subscribed again after a drop."),
-		statusReadFailures: counter("mcp_reconnect_status_read_failures_total", "MCP status reads that failed, timed out or answered garbage."),
-		statusReads:        counter("mcp_reconnect_status_reads_total", "MCP status reads made."),
-		toasts:             counter("mcp_reconnect_toasts_total", "Toasts shown in an attached TUI (reconnected, slow tier)."),
-		probes:             counter("mcp_reconnect_probes_total", "Reachability probes of failed remote MCP endpoints."),
-	}
-	s.Registry.MustRegister(s.attempts, s.reconnects, s.giveUps, s.armed, s.inFlight,
-		s.streamReconnects, s.statusReadFailures, s.statusReads, s.probes, s.toasts,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	return s
-}
+// NewSet returns an empty set.
+func NewSet() *Set { return &Set{servers: map[string]*Metrics{}} }
 
-// For returns the metrics of the OpenCode server at url.
+// For returns the metrics of the OpenCode server at url: the same ones for
+// the same url.
 func (s *Set) For(url string) *Metrics {
-	return &Metrics{
-		Registry:           s.Registry,
-		Attempts:           s.attempts.WithLabelValues(url),
-		Reconnects:         s.reconnects.WithLabelValues(url),
-		GiveUps:            s.giveUps.WithLabelValues(url),
-		ArmedDirectories:   s.armed.WithLabelValues(url),
-		InFlightConnects:   s.inFlight.WithLabelValues(url),
-		StreamReconnects:   s.streamReconnects.WithLabelValues(url),
-		StatusReadFailures: s.statusReadFailures.WithLabelValues(url),
-		StatusReads:        s.statusReads.WithLabelValues(url),
-		Probes:             s.probes.WithLabelValues(url),
-		Toasts:             s.toasts.WithLabelValues(url),
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.servers[url]; m != nil {
+		return m
 	}
+	m := &Metrics{}
+	s.servers[url] = m
+	i, _ := slices.BinarySearch(s.urls, url)
+	s.urls = slices.Insert(s.urls, i, url)
+	return m
 }
 
-// New creates the metrics of one server (url label "") in a fresh
-// registry.
+// New returns the metrics of one server (url label "") in a set of its
+// own.
 func New() *Metrics { return NewSet().For("") }
+
+// ContentType is the type of what WriteTo writes: Prometheus' text format.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// WriteTo writes every metric in Prometheus' text format: the servers',
+// the readiness gauges of ready, and the daemon's own (Go runtime,
+// process).
+func (s *Set) WriteTo(out io.Writer, ready []Readiness) error {
+	w := bufio.NewWriter(out)
+	writeRuntime(w)
+	s.mu.Lock()
+	urls := slices.Clone(s.urls)
+	servers := make([]*Metrics, len(urls))
+	for i, u := range urls {
+		servers[i] = s.servers[u]
+	}
+	s.mu.Unlock()
+	for _, f := range families {
+		header(w, f.name, f.help, f.typ)
+		for i, m := range servers {
+			series(w, f.name, urls[i], "", f.value(m))
+		}
+	}
+	writeReadiness(w, ready)
+	writeProcess(w)
+	return w.Flush()
+}
+
+// header writes a metric's HELP and TYPE lines.
+func header(w *bufio.Writer, name, help, typ string) {
+	w.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n")
+}
+
+// series writes one sample of name labelled url (and reason, unless
+// empty; labels in the order of their names, as Prometheus' client
+// writes them).
+func series(w *bufio.Writer, name, url, reason string, v int64) {
+	w.WriteString(name + "{")
+	if reason != "" {
+		w.WriteString(`reason="` + labelValue.Replace(reason) + `",`)
+	}
+	w.WriteString(`url="` + labelValue.Replace(url) + `"} ` + strconv.FormatInt(v, 10) + "\n")
+}
+
+// labelValue escapes a label value as the text format wants it. A URL
+// comes from the user, and may hold anything.
+var labelValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -1,6 +1,6 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import "bufio"
 
 // Readiness is what GET /readyz says of one watched OpenCode server, as
 // the gauges mcp_reconnect_ready and mcp_reconnect_ready_reason show it.
@@ -33,36 +33,14 @@ const (
 	ReasonStreamDisconnected = "stream_disconnected"
 )
 
-var (
-	readyDesc = prometheus.NewDesc("mcp_reconnect_ready",
-		"1 when the OpenCode server was detected and its event stream is connected (GET /readyz counts it ready), else 0.",
-		[]string{"url"}, nil)
-	readyReasonDesc = prometheus.NewDesc("mcp_reconnect_ready_reason",
-		"1 for the reason the OpenCode server is or is not ready: ready, starting, stuck, not_detected or stream_disconnected.",
-		[]string{"url", "reason"}, nil)
-)
-
-// readinessCollector asks for the readiness at every scrape, so the gauges
-// are what /readyz would answer at that moment.
-type readinessCollector struct{ read func() []Readiness }
-
-// NewReadinessCollector returns the collector of mcp_reconnect_ready and
-// mcp_reconnect_ready_reason, which calls read at each scrape. Two
-// entries of one URL are one server: ready when both are, with the first
-// reason that is not ReasonReady.
-func NewReadinessCollector(read func() []Readiness) prometheus.Collector {
-	return readinessCollector{read: read}
-}
-
-func (c readinessCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- readyDesc
-	ch <- readyReasonDesc
-}
-
-func (c readinessCollector) Collect(ch chan<- prometheus.Metric) {
+// writeReadiness writes mcp_reconnect_ready and mcp_reconnect_ready_reason
+// of ready, read at this scrape, so the gauges are what /readyz would
+// answer at this moment. Two entries of one URL are one server: ready when
+// both are, with the first reason that is not ReasonReady.
+func writeReadiness(w *bufio.Writer, ready []Readiness) {
 	var order []string
 	byURL := map[string]Readiness{}
-	for _, r := range c.read() {
+	for _, r := range ready {
 		prev, seen := byURL[r.URL]
 		switch {
 		case !seen:
@@ -72,13 +50,16 @@ func (c readinessCollector) Collect(ch chan<- prometheus.Metric) {
 			byURL[r.URL] = r
 		}
 	}
+	header(w, "mcp_reconnect_ready", "1 when the OpenCode server was detected and its event stream is connected (GET /readyz counts it ready), else 0.", "gauge")
 	for _, url := range order {
-		r := byURL[url]
-		v := 0.0
-		if r.Ready {
+		v := int64(0)
+		if byURL[url].Ready {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, v, url)
-		ch <- prometheus.MustNewConstMetric(readyReasonDesc, prometheus.GaugeValue, 1, url, r.Reason)
+		series(w, "mcp_reconnect_ready", url, "", v)
+	}
+	header(w, "mcp_reconnect_ready_reason", "1 for the reason the OpenCode server is or is not ready: ready, starting, stuck, not_detected or stream_disconnected.", "gauge")
+	for _, url := range order {
+		series(w, "mcp_reconnect_ready_reason", url, byURL[url].Reason, 1)
 	}
 }

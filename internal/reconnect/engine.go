@@ -285,7 +285,7 @@ func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
 		d.lastAtOnce = now
 	}
 	e.dirs[path] = d
-	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
+	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
 	e.sched.wait(d, d.stepTime(e.cfg.IdleInterval))
 	return Event{Time: now, Type: EventArmed, Directory: path, Reason: reason}
@@ -311,7 +311,7 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	if d.config.hasLocals() {
 		e.localsGen++
 	}
-	e.metrics.ArmedDirectories.Set(float64(len(e.dirs)))
+	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
 }

@@ -99,8 +99,18 @@ func (s *API) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeHealth(w, h)
 }
 
-// readinessMetrics is what readyz would answer, for the gauges
-// mcp_reconnect_ready and mcp_reconnect_ready_reason on /metrics.
+// metrics serves /metrics: the daemon's metrics, with the readiness
+// gauges (mcp_reconnect_ready, mcp_reconnect_ready_reason) as readyz
+// would answer now. Uncompressed: a scrape is a few KiB over loopback,
+// and a gzip writer per scrape allocated about 600 KiB (BENCHMARKS.md,
+// "Memory at scale").
+func (s *API) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", metrics.ContentType)
+	_ = s.Metrics.WriteTo(w, s.readinessMetrics()) // fails only when the scraper went away
+}
+
+// readinessMetrics is what readyz would answer, for the gauges on
+// /metrics.
 func (s *API) readinessMetrics() []metrics.Readiness {
 	out := make([]metrics.Readiness, 0, len(s.Sources))
 	for _, src := range s.Sources {

@@ -41,7 +41,7 @@ func newHealthSource(url, gen string, connected bool, lastErr string) *healthSou
 
 func getHealth(t *testing.T, srcs []Source, path string) (int, Health) {
 	t.Helper()
-	s := &API{Sources: srcs, Broker: NewBroker(), Metrics: metrics.New(), Token: testToken}
+	s := &API{Sources: srcs, Broker: NewBroker(), Metrics: metrics.NewSet(), Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	defer func() {
 		s.Broker.Close()
@@ -165,7 +165,7 @@ func TestHealthzOfAStoppedEngine(t *testing.T) {
 // scrape is the /metrics body the API serves for srcs.
 func scrape(t *testing.T, srcs []Source) string {
 	t.Helper()
-	s := &API{Sources: srcs, Broker: NewBroker(), Metrics: metrics.New(), Token: testToken}
+	s := &API{Sources: srcs, Broker: NewBroker(), Metrics: metrics.NewSet(), Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	defer func() {
 		s.Broker.Close()

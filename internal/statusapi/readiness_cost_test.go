@@ -31,7 +31,7 @@ func (s *streamingSource) CurrentURL() string            { return s.snap.URL }
 // process table for orphans).
 func TestReadinessTakesNoSnapshot(t *testing.T) {
 	src := &streamingSource{fakeSource: fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{Connected: true}}}}
-	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
+	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	defer s.Broker.Close()

@@ -18,7 +18,7 @@ import (
 func TestReconnectOfADirectoryNamesOneOfSeveralServers(t *testing.T) {
 	a := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4101"}}
 	b := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4102"}}
-	s := &API{Sources: []Source{a, b}, Broker: NewBroker(), Metrics: metrics.New(), Token: testToken}
+	s := &API{Sources: []Source{a, b}, Broker: NewBroker(), Metrics: metrics.NewSet(), Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	defer s.Broker.Close()

@@ -30,7 +30,7 @@ func TestStatusKeepsDirectoriesBeforeService(t *testing.T) {
 			Directories: manyDirs(1, 1)}}, written: func() int { return 0 }},
 		svc: &Service{File: "/run/opencode/service.json", PID: 42, Version: "2.0.0"},
 	}
-	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
+	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: testToken}
 	defer s.Broker.Close()
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/status", nil)

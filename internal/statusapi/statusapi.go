@@ -29,9 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -113,7 +110,7 @@ type ReconnectResponse struct {
 type API struct {
 	Sources []Source
 	Broker  *Broker
-	Metrics *metrics.Metrics
+	Metrics *metrics.Set
 	Version string
 	Log     *slog.Logger
 	// Token is the bearer token mutations need. Empty refuses every
@@ -131,14 +128,7 @@ type API struct {
 func (s *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", s.status)
-	// The readiness gauges are asked at each scrape, beside the daemon's
-	// own registry (which the engines share and may outlive a Handler).
-	ready := prometheus.NewRegistry()
-	ready.MustRegister(metrics.NewReadinessCollector(s.readinessMetrics))
-	// Uncompressed: a scrape is a few KiB over loopback, and a gzip
-	// writer per scrape allocated about 600 KiB (BENCHMARKS.md, "Memory
-	// at scale").
-	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{s.Metrics.Registry, ready}, promhttp.HandlerOpts{DisableCompression: true}))
+	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("POST /reconnect", s.authorized(s.reconnect))
 	mux.HandleFunc("GET /healthz", s.healthz)

@@ -47,7 +47,7 @@ func newAPI(t *testing.T) (*fakeSource, *API, *httptest.Server) {
 			{Name: "github", Status: "failed", Error: "Connection closed", Attempts: 3, Tier: "fast", NextAttempt: now.Add(4 * time.Second)},
 			{Name: "sentry", Status: "needs_auth", Hint: "run: opencode mcp auth sentry"},
 		}}}}}
-	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
+	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		s.Broker.Close()
@@ -135,7 +135,10 @@ func TestCrossOriginRefused(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	_, s, hs := newAPI(t)
-	s.Metrics.Attempts.Add(3)
+	m := s.Metrics.For("")
+	for range 3 {
+		m.Attempts.Inc()
+	}
 	resp, err := http.Get(hs.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ func TestStatusIsWrittenOneDirectoryAtATime(t *testing.T) {
 		Directories: manyDirs(200, 10)}}, written: func() int { return rec.Body.Len() }}
 	plain := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4097", Directories: manyDirs(2, 1)}}
 	empty := &listingSource{fakeSource: fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4098", Directories: []reconnect.DirSnapshot{}}}, written: func() int { return 0 }}
-	s := &API{Sources: []Source{big, plain, empty}, Broker: NewBroker(), Metrics: metrics.New(), Version: "test", Token: testToken}
+	s := &API{Sources: []Source{big, plain, empty}, Broker: NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: testToken}
 	defer s.Broker.Close()
 	req := httptest.NewRequest(http.MethodGet, "/status", nil)
 	req.Host = "127.0.0.1:4100"

@@ -107,7 +107,7 @@ func TestLoopbackHostsAccepted(t *testing.T) {
 // network on purpose), but a mutation still needs the token.
 func TestPublicStillNeedsToken(t *testing.T) {
 	src := &fakeSource{}
-	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New(), Token: testToken, Public: true}
+	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet(), Token: testToken, Public: true}
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	defer s.Broker.Close()
@@ -185,7 +185,7 @@ func TestReconnectNeedsToken(t *testing.T) {
 // trim header values would hand it.
 func TestNoTokenFailsClosed(t *testing.T) {
 	src := &fakeSource{}
-	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.New()}
+	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet()}
 	defer s.Broker.Close()
 	h := s.Handler()
 	for _, auth := range []string{"", "Bearer ", "Bearer", "Bearer x"} {
