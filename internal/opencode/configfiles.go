@@ -110,7 +110,7 @@ type ConfigEnv struct {
 	// config. The zero value is false.
 	Local bool
 	// Getenv answers a variable of OpenCode's environment, "" when it is
-	// unset; only those procview.OpenCodeConfigVars lists are asked. Nil
+	// unset; only those procview.OpenCodeEnv reads are asked. Nil
 	// is an environment without them.
 	Getenv func(string) string
 	// Home is OpenCode's home directory when its HOME is unset (Node's
