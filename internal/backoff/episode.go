@@ -49,8 +49,8 @@ const (
 
 // Episode is one server's retry state, in the manner of client-go's
 // workqueue rate limiters: Attempt charges an attempt and says when the
-// next one is due (When), NumRequeues counts them, and Forget ends the
-// episode. Allow decides whether a trigger outside the schedule may cause
+// next one is due (When), NumRequeues counts them, and its holder ends
+// the episode by dropping it (Forget). Allow decides whether a trigger outside the schedule may cause
 // an attempt now, so every cause of a connect is charged to one limiter.
 // The zero value is a healthy server.
 type Episode struct {
@@ -70,7 +70,7 @@ type Episode struct {
 }
 
 // A nil *Episode is a healthy one, as the zero Episode is: its readers
-// answer for it (NumRequeues, Last, Next, Stable, Phase, Held, Allow,
+// answer for it (NumRequeues, Last, Next, Stable, Phase, Allow,
 // NextAllowed), so a holder of many (one per MCP server) allocates one
 // only when an episode begins.
 var healthy Episode
@@ -111,9 +111,6 @@ func (e *Episode) Stable(now time.Time, after time.Duration) bool {
 	return now.Sub(e.returned) >= after
 }
 
-// Forget ends the episode: the server is healthy again.
-func (e *Episode) Forget() { *e = Episode{} }
-
 // Spent reports whether the episode, at now, decides nothing the zero one
 // would not: no attempt counts (a refund took back the last), and no hold
 // or network limit lies ahead. Its holder may drop it then.
@@ -135,10 +132,6 @@ func (e *Episode) Phase(p Policy) Phase {
 	}
 	return Stopped
 }
-
-// Held reports whether the last attempt was refunded (Refund) and no
-// attempt was made since.
-func (e *Episode) Held() bool { return e.or().refunded }
 
 // Allow reports whether trigger t may cause an attempt at now.
 func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {

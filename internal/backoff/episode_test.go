@@ -29,10 +29,6 @@ func TestEpisodePhasesFollowThePolicy(t *testing.T) {
 	if e.Phase(p) != Slow || e.NumRequeues() != 6 {
 		t.Fatalf("phase %v after %d attempts, want slow after 6", e.Phase(p), e.NumRequeues())
 	}
-	e.Forget()
-	if e.Phase(p) != Healthy || e.NumRequeues() != 0 || !e.Last().IsZero() {
-		t.Fatal("Forget must make the episode healthy")
-	}
 }
 
 func TestEpisodeStoppedWithSlowIntervalZero(t *testing.T) {
@@ -200,8 +196,8 @@ func TestRefundKeepsTheEpisodeAndHolds(t *testing.T) {
 	if want := at.Add(7500 * time.Millisecond); !until.Equal(want) || !e.Next().Equal(want) {
 		t.Fatalf("refund holds until %v (next %v), want %v: 7 s after the answer", until, e.Next(), want)
 	}
-	if e.NumRequeues() != 2 || e.Phase(p) != Fast || !e.Held() {
-		t.Fatalf("after the refund: %d attempts, %v, held %v; want the two before it, fast, held", e.NumRequeues(), e.Phase(p), e.Held())
+	if e.NumRequeues() != 2 || e.Phase(p) != Fast {
+		t.Fatalf("after the refund: %d attempts, %v; want the two before it, fast", e.NumRequeues(), e.Phase(p))
 	}
 	for _, tr := range []Trigger{Scheduled, Extra, Network} {
 		if e.Allow(p, until.Add(-time.Millisecond), tr) {
@@ -282,7 +278,7 @@ func TestNilEpisodeIsHealthy(t *testing.T) {
 	var nilEp *Episode
 	var zero Episode
 	if nilEp.NumRequeues() != zero.NumRequeues() || !nilEp.Last().Equal(zero.Last()) || !nilEp.Next().Equal(zero.Next()) ||
-		nilEp.Stable(now, time.Minute) != zero.Stable(now, time.Minute) || nilEp.Phase(p) != zero.Phase(p) || nilEp.Held() != zero.Held() {
+		nilEp.Stable(now, time.Minute) != zero.Stable(now, time.Minute) || nilEp.Phase(p) != zero.Phase(p) {
 		t.Fatal("a nil episode reads unlike the zero one")
 	}
 	for _, tr := range []Trigger{Scheduled, Extra, Network} {

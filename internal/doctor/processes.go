@@ -24,9 +24,10 @@ import (
 //
 //   - each --directory, each directory a running daemon has armed, and
 //     each directory of a server the record saw;
-//   - the working directory of every process of this user that init or
-//     systemd adopted (OpenCode starts a local server with the directory
-//     as its cwd, so an orphan names its own directory);
+//   - the working directory of every process of this user that looks
+//     left over (procview.LeftOverDirs: OpenCode starts a local server
+//     with the directory as its cwd, so an orphan names its own
+//     directory);
 //   - the working directory of each live OpenCode and of its children
 //     (the same reason, for duplicates).
 //
@@ -126,39 +127,30 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			dirs.add(x.Directory)
 		}
 	}
-	byPID := make(map[int]procview.Process, len(all))
-	for _, p := range all {
-		byPID[p.PID] = p
-	}
-	// Only two kinds of process are read whole (argv, cwd, owner): the
-	// adopted ones, whose cwd may name an orphan's directory, and those
-	// whose name may be OpenCode's (the native binary, or the npm
-	// package's node or bun wrapper around it).
+	// Only the processes whose name may be OpenCode's (the native
+	// binary, or the npm package's node or bun wrapper around it) are
+	// read whole (argv, cwd, owner) here.
+	f := Found{table: t, scope: procview.Scope{UID: o.UID, Record: record}}
 	var openCodes []procview.Process
 	for _, p := range all {
-		mayBeOpenCode := procview.MayBeOpenCode(p.Comm)
-		if p.Zombie || p.PID == 1 && !mayBeOpenCode {
-			continue // pid 1 counts only as an OpenCode (a container's)
-		}
-		parent, known := byPID[p.PPID]
-		adopted := p.PPID == 1 || procview.Adopter(parent, known)
-		if !adopted && !mayBeOpenCode {
+		if p.Zombie || !procview.MayBeOpenCode(p.Comm) {
 			continue
 		}
 		full, err := t.Read(p.PID)
-		if err != nil || !full.Same(p) || full.Zombie || full.UID != o.UID {
-			continue
-		}
-		if mayBeOpenCode && procview.IsOpenCode(full) {
+		if err == nil && full.Same(p) && !full.Zombie && full.UID == o.UID && procview.IsOpenCode(full) {
 			openCodes = append(openCodes, full)
-		}
-		if adopted {
-			dirs.add(full.Cwd)
+			f.OpenCodes = append(f.OpenCodes, full.PID)
 		}
 	}
-	f := Found{table: t, scope: procview.Scope{UID: o.UID, Record: record}}
+	// Every live OpenCode of this user is watched: its children are its
+	// servers, never orphans, whichever daemon (if any) follows it.
+	f.scope.Watched = slices.Clone(f.OpenCodes)
+	// The processes that look left over name their own directories.
+	left, _ := procview.LeftOverDirs(t, f.scope)
+	for _, d := range left {
+		dirs.add(d)
+	}
 	for _, oc := range openCodes {
-		f.OpenCodes = append(f.OpenCodes, oc.PID)
 		dirs.add(oc.Cwd)
 		kids, _ := t.Children(oc.PID)
 		for _, c := range kids {
@@ -167,9 +159,6 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			}
 		}
 	}
-	// Every live OpenCode of this user is watched: its children are its
-	// servers, never orphans, whichever daemon (if any) follows it.
-	f.scope.Watched = slices.Clone(f.OpenCodes)
 
 	var servers []procview.LocalServer
 	for _, dir := range dirs.list {

@@ -101,6 +101,31 @@ func TestFindProcessesReadsArmedDirectories(t *testing.T) {
 	}
 }
 
+// A process adopted by init names its own directory: its server is found
+// in the config there, with no daemon, record or --directory to say so.
+func TestFindProcessesReadsTheDirectoryOfALeftOverProcess(t *testing.T) {
+	root := t.TempDir()
+	const solo = "/home/ana/solo"
+	writeTree(t, root, []fakeProc{
+		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Comm: "init", Cwd: "/"},
+		{PID: 3000, PPID: 1, PGID: 1400, UID: ana, Start: 50000, Argv: srvA, Cwd: solo, Env: []string{"OPENCODE_PID=1400"}},
+	})
+	o := Options{
+		ProcessTable: func() (procview.Table, error) { return procview.ProcFS(root) },
+		UID:          ana,
+		localConfig: func(dir string) map[string]opencode.MCPEntry {
+			if dir == solo {
+				return map[string]opencode.MCPEntry{"a": {Type: "local", Command: srvA}}
+			}
+			return nil
+		},
+	}
+	f, checks := FindProcesses(context.Background(), o)
+	if len(f.Orphans) != 1 || f.Orphans[0].PID != 3000 || !f.Orphans[0].Evidence.Proven() || f.Orphans[0].Servers[0] != (procview.Key{Directory: solo, Name: "a"}) {
+		t.Fatalf("orphans %+v\n%s", f.Orphans, describe(checks))
+	}
+}
+
 // Without a process table (another system) the checks say so and fail
 // nothing; a doctor without ProcessTable (tests of OpenCode alone) adds
 // none.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/tailscale/hujson"
@@ -111,7 +110,7 @@ type ConfigEnv struct {
 	// config. The zero value is false.
 	Local bool
 	// Getenv answers a variable of OpenCode's environment, "" when it is
-	// unset; only those procview.OpenCodeConfigVars lists are asked. Nil
+	// unset; only those procview.OpenCodeEnv reads are asked. Nil
 	// is an environment without them.
 	Getenv func(string) string
 	// Home is OpenCode's home directory when its HOME is unset (Node's
@@ -358,38 +357,25 @@ func sourcesV2(dir string, env ConfigEnv) []configSource {
 // Files that are missing, unreadable, not regular or not JSONC count as
 // empty. ErrConfigUnknown when env is not Local or dir is not absolute.
 func ReadMCPConfig(dir string, env ConfigEnv) (map[string]MCPEntry, error) {
-	return readMCPConfig(dir, env, nil)
+	return readMCPConfig(dir, env, private.Trust{Anyone: true})
 }
 
-// ReadOwnedMCPConfig is ReadMCPConfig reading only the files user uid
-// (or root) owns and others cannot write: for decisions that end
-// processes (doctor --reap), where another user's opencode.json (in /tmp,
-// say, which the walk up from a directory under /tmp reaches) must not
-// name what runs in that directory.
-func ReadOwnedMCPConfig(dir string, env ConfigEnv, uid int) (map[string]MCPEntry, error) {
-	return readMCPConfig(dir, env, ownedBy(uid))
-}
-
-// OwnedMCPConfig is ReadOwnedMCPConfig for an OpenCode of either line
-// that shares this process's environment and files, ignoring
-// ErrConfigUnknown (an empty map then).
+// OwnedMCPConfig is ReadMCPConfig for an OpenCode of either line that
+// shares this process's environment and files, reading only the files
+// user uid (or root) owns and others cannot write, and an empty map for
+// ErrConfigUnknown: for decisions that end processes (doctor --reap),
+// where another user's opencode.json (in /tmp, say, which the walk up
+// from a directory under /tmp reaches) must not name what runs in that
+// directory.
 func OwnedMCPConfig(dir string, uid int) map[string]MCPEntry {
-	cfg, _ := ReadOwnedMCPConfig(dir, OwnConfigEnv(GenUnknown), uid)
+	cfg, _ := readMCPConfig(dir, OwnConfigEnv(GenUnknown), private.Trust{UID: uid, RootMayOwn: true, Readable: true})
 	if cfg == nil {
 		cfg = map[string]MCPEntry{}
 	}
 	return cfg
 }
 
-// ownedBy trusts files of user uid or root that others cannot write.
-func ownedBy(uid int) func(os.FileInfo) bool {
-	return func(fi os.FileInfo) bool {
-		_, ok := fi.Sys().(*syscall.Stat_t)
-		return ok && (private.Trust{UID: uid, RootMayOwn: true, Readable: true}).Check("config file", fi.Name(), fi) == nil
-	}
-}
-
-func readMCPConfig(dir string, env ConfigEnv, trusted func(os.FileInfo) bool) (map[string]MCPEntry, error) {
+func readMCPConfig(dir string, env ConfigEnv, trust private.Trust) (map[string]MCPEntry, error) {
 	if !env.Local {
 		return nil, fmt.Errorf("%w: OpenCode does not see this machine's files (another mount namespace, or one that cannot be compared)", ErrConfigUnknown)
 	}
@@ -409,7 +395,7 @@ func readMCPConfig(dir string, env ConfigEnv, trusted func(os.FileInfo) bool) (m
 				b = []byte(c)
 			}
 		} else {
-			b, _ = readConfigFile(s.Path, trusted)
+			b, _ = readConfigFile(s.Path, trust)
 		}
 		var l map[string]configServer
 		if len(b) > 0 {
@@ -451,26 +437,16 @@ func readMCPConfig(dir string, env ConfigEnv, trusted func(os.FileInfo) bool) (m
 	return out, nil
 }
 
-// readConfigFile reads a regular file of at most 4 MiB. It is opened
-// without blocking (a FIFO named opencode.json would block an open for
-// ever, and with it the directory's check) and anything but a regular file
-// is refused: a config file is data at rest.
-func readConfigFile(name string, trusted func(os.FileInfo) bool) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// readConfigFile reads a regular file of at most 4 MiB that trust
+// trusts. It is opened without blocking (a FIFO named opencode.json would
+// block an open for ever, and with it the directory's check): a config
+// file is data at rest.
+func readConfigFile(name string, trust private.Trust) ([]byte, error) {
+	f, _, err := trust.Open("config file", name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	if trusted != nil && !trusted(fi) {
-		return nil, fmt.Errorf("%s: owned by another user, or writable by others", name)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, err

@@ -571,7 +571,9 @@ func TestConfigAsksOnlyTheVariablesReadOfOpenCode(t *testing.T) {
 	dir := tr.mkdir(t, "p")
 	tr.gitRepo(t, "p")
 	tr.write(t, "p/opencode.json", remote("p"))
-	known := procview.OpenCodeConfigVars()
+	reader := &askedEnv{}
+	procview.OpenCodeEnv(reader, 1)
+	known := reader.asked
 	for _, gen := range []opencode.Generation{opencode.V1, opencode.V2, opencode.GenUnknown} {
 		env := tr.env(gen, "OPENCODE_CONFIG_CONTENT", "{}", "OPENCODE_CONFIG_DIR", tr.home)
 		inner := env.Getenv
@@ -585,6 +587,18 @@ func TestConfigAsksOnlyTheVariablesReadOfOpenCode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// askedEnv is a process table that reads environments, and notes the
+// variables it is asked.
+type askedEnv struct {
+	procview.Table
+	asked []string
+}
+
+func (a *askedEnv) Env(_ int, name string) (string, bool, error) {
+	a.asked = append(a.asked, name)
+	return "", false, nil
 }
 
 // The layers listed for one tree, lowest first.

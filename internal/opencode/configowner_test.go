@@ -9,6 +9,8 @@ import (
 // A config file that names what runs in a directory, for a decision that
 // ends processes, must be the user's and writable by nobody else: a file
 // of this user that the group or everyone may write is anybody's.
+// ReadMCPConfig, which learns what OpenCode runs, reads each of them as
+// OpenCode does.
 func TestOwnedMCPConfigRefusesAFileOthersCanWrite(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
@@ -37,6 +39,9 @@ func TestOwnedMCPConfigRefusesAFileOthersCanWrite(t *testing.T) {
 		got := OwnedMCPConfig(dir, os.Getuid())
 		if read := len(got["fs"].Command) > 0; read != c.read {
 			t.Errorf("a config file of this user with mode %v: read = %v, want %v", c.mode, read, c.read)
+		}
+		if all, _ := ReadMCPConfig(dir, OwnConfigEnv(GenUnknown)); len(all["fs"].Command) == 0 {
+			t.Errorf("a config file of this user with mode %v: ReadMCPConfig did not read it, and OpenCode does", c.mode)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 // Event types the daemon acts on.
 const (
 	EventServerConnected  = "server.connected"
-	EventHeartbeat        = "server.heartbeat"
 	EventToolsChanged     = "mcp.tools.changed"
 	EventInstanceDisposed = "server.instance.disposed"
 	EventGlobalDisposed   = "global.disposed"

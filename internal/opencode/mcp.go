@@ -125,7 +125,7 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 		if !ok {
 			break
 		}
-		name := internKey(key)
+		name := internText(key)
 		if s.peek() != '{' {
 			if s.peek() == 'n' {
 				s.skip()
@@ -198,7 +198,9 @@ const (
 )
 
 // intern returns b as a string, shared with every earlier read of it.
-func intern(b []byte) string {
+// For a []byte the lookup copies nothing: only a string not seen before
+// is made.
+func intern[T string | []byte](b T) string {
 	if len(b) > maxInternLen {
 		return string(b)
 	}
@@ -208,67 +210,46 @@ func intern(b []byte) string {
 		return s
 	}
 	s := string(b)
-	keepLocked(s)
-	return s
-}
-
-// keepLocked adds s to interned, starting over when it is full. Caller
-// holds interned.
-func keepLocked(s string) {
 	if len(interned.m) >= maxInterned || interned.bytes+len(s) > maxInternedBytes {
 		clear(interned.m)
 		interned.bytes = 0
 	}
 	interned.m[s] = s
 	interned.bytes += len(s)
+	return s
 }
 
-// internJSONString decodes the JSON string v, shared as intern shares: a
-// plain one (no escapes, ASCII) without a copy when it was seen before.
+// internJSONString decodes the JSON string v (of a text json.Valid
+// passed), shared as intern shares: one without escapes without a copy
+// when it was seen before.
 func internJSONString(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
-	for _, c := range v[1 : len(v)-1] {
-		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
-			str, ok := jsonString(v)
-			if !ok {
-				return "", false
-			}
-			return internString(str), true
-		}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return internText(v[1 : len(v)-1]), true
 	}
-	return intern(v[1 : len(v)-1]), true
+	str, ok := jsonString(v)
+	if !ok {
+		return "", false
+	}
+	return intern(str), true
 }
 
-// internKey is intern for a key as jscan gives it (unquoted, escapes
-// decoded): a byte that is not UTF-8 becomes U+FFFD, as encoding/json
-// makes it.
-func internKey(key []byte) string {
-	if utf8.Valid(key) {
-		return intern(key)
+// internText is intern for JSON text without escapes (a key as jscan
+// gives it, a string without them): a byte that is not UTF-8 becomes
+// U+FFFD, as encoding/json makes it.
+func internText(b []byte) string {
+	if utf8.Valid(b) {
+		return intern(b)
 	}
-	var b strings.Builder
-	for len(key) > 0 {
-		r, n := utf8.DecodeRune(key)
-		b.WriteRune(r) // RuneError for a bad byte
-		key = key[n:]
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		sb.WriteRune(r) // RuneError for a bad byte
+		b = b[n:]
 	}
-	return internString(b.String())
-}
-
-// internString is intern for a string already made (a decoded one).
-func internString(str string) string {
-	if len(str) > maxInternLen {
-		return str
-	}
-	interned.Lock()
-	defer interned.Unlock()
-	if s, ok := interned.m[str]; ok {
-		return s
-	}
-	keepLocked(str)
-	return str
+	return intern(sb.String())
 }
 
 // Connect asks OpenCode to connect one MCP server in dir. OpenCode answers

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"path"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // The 2.x client and its calls: ClientV2, the engine's MCPStatus, Connect
@@ -210,34 +207,16 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 		// or not: the request would reach another route.
 		return &Error{Op: "POST " + routeConnectExp, URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
 	}
-	method, paths := v.usable(ctx, CapConnect)
-	if len(paths) == 0 {
-		return v.errNoRoute(ctx, "POST "+routeConnectExp, CapConnect)
-	}
-	for _, p := range paths {
-		op := method + " " + p
-		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(name), 1)
-		status, body, err := v.send(ctx, v.c.long, v.c.connectTimeout, op, method, esc, locQuery(dir))
-		if err != nil {
-			return err
-		}
-		if routeMissing(status, body) {
-			v.drop(CapConnect, method, p, status)
-			continue
-		}
+	_, _, _, err := v.call(ctx, CapConnect, "POST "+routeConnectExp, v.c.long, v.c.connectTimeout, name, locQuery(dir), func(op string, status int, body []byte) error {
 		if status == http.StatusNotFound && errorTag(body) != tagMCPNotFound {
 			// The route exists but something else is missing (the
 			// location's directory): not "no such server", which would
 			// make the engine forget it.
 			return &Error{Op: op, URL: v.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 		}
-		if err := v.c.classifyV2(op, status, body); err != nil {
-			return err
-		}
-		v.found(method, p)
-		return nil
-	}
-	return v.errNoRoute(ctx, method+" "+paths[0], CapConnect)
+		return v.c.classifyV2(op, status, body)
+	})
+	return err
 }
 
 // MCPConfig reads the MCP servers configured for dir: GET /api/config
@@ -295,36 +274,23 @@ func (v *ClientV2) configWithoutRoute(dir string) map[string]MCPEntry {
 // offers: GET /api/info (2.0.6 on), /api/health (the v2 preview build) or
 // /api/status (2.0.0–2.0.5). It boots no location.
 func (v *ClientV2) Info(ctx context.Context) (Info, error) {
-	method, paths := v.usable(ctx, CapVersion)
-	for _, p := range paths {
-		op := method + " " + p
-		status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, method, p, "")
-		if err != nil {
-			return Info{}, err
-		}
-		if routeMissing(status, body) {
-			v.drop(CapVersion, method, p, status)
-			continue
-		}
-		if err := v.c.classifyV2(op, status, body); err != nil {
-			return Info{}, err
-		}
-		v.found(method, p)
-		var info Info
-		switch p {
-		case routeHealthV2:
-			info, err = ParseHealthV2(body)
-		case routeStatusOld:
-			info, err = parseStatusOld(body)
-		default:
-			info, err = ParseInfo(body)
-		}
-		if err != nil {
-			return Info{}, v.unexpected(op, err)
-		}
-		return info, nil
+	p, body, _, err := v.call(ctx, CapVersion, opInfoV2, v.c.http, v.c.timeout, "", "", v.c.classifyV2)
+	if err != nil {
+		return Info{}, err
 	}
-	return Info{}, v.errNoRoute(ctx, opInfoV2, CapVersion)
+	var info Info
+	switch p {
+	case routeHealthV2:
+		info, err = ParseHealthV2(body)
+	case routeStatusOld:
+		info, err = parseStatusOld(body)
+	default:
+		info, err = ParseInfo(body)
+	}
+	if err != nil {
+		return Info{}, v.unexpected("GET "+p, err)
+	}
+	return info, nil
 }
 
 // Doc reads GET /openapi.json, the server's OpenAPI description.

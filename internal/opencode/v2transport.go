@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // The transport of the 2.x client: how a ClientV2 sends a request of a
@@ -140,26 +143,39 @@ func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, 
 	return body, nil
 }
 
+// call is one request of capability capName, sent to its usable routes
+// in turn, best first, with arg in the route's path parameter (a server
+// name): a route that answers as missing (routeMissing) waits out its
+// backoff step and the next is tried. It returns the route that answered
+// and its 2xx body, or the error classify makes of its answer; gone, with
+// errNoRoute's error for op, when no route is left.
+func (v *ClientV2) call(ctx context.Context, capName, op string, hc *http.Client, timeout time.Duration, arg, query string, classify func(op string, status int, body []byte) error) (p string, body []byte, gone bool, err error) {
+	method, paths := v.usable(ctx, capName)
+	for _, p := range paths {
+		rop := method + " " + p
+		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(arg), 1)
+		status, body, err := v.send(ctx, hc, timeout, rop, method, esc, query)
+		if err != nil {
+			return p, nil, false, err
+		}
+		if routeMissing(status, body) {
+			v.drop(capName, method, p, status)
+			continue
+		}
+		if err := classify(rop, status, body); err != nil {
+			return p, nil, false, err
+		}
+		v.found(method, p)
+		return p, body, false, nil
+	}
+	return "", nil, true, v.errNoRoute(ctx, op, capName)
+}
+
 // getCap is a GET of the route of a single-route capability. gone is true
 // when the server has no such route (now or since an earlier 404).
 func (v *ClientV2) getCap(ctx context.Context, name, op, query string) (body []byte, gone bool, err error) {
-	method, paths := v.usable(ctx, name)
-	if len(paths) == 0 {
-		return nil, true, v.errNoRoute(ctx, op, name)
-	}
-	status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, method, paths[0], query)
-	if err != nil {
-		return nil, false, err
-	}
-	if routeMissing(status, body) {
-		v.drop(name, method, paths[0], status)
-		return nil, true, v.errNoRoute(ctx, op, name)
-	}
-	if err := v.c.classifyV2(op, status, body); err != nil {
-		return nil, false, err
-	}
-	v.found(method, paths[0])
-	return body, false, nil
+	_, body, gone, err = v.call(ctx, name, op, v.c.http, v.c.timeout, "", query, v.c.classifyV2)
+	return body, gone, err
 }
 
 // unexpected is the error for a 2xx answer that is not the expected JSON.

@@ -60,19 +60,25 @@ func EnsureDir(dir string) error {
 	return nil
 }
 
-// WriteFile writes b to dir/name as a 0600 file, atomically: a reader
-// sees the old file or the new one, never half of one. dir must exist
-// (EnsureDir).
+// WriteFile writes b to dir/name as a 0600 file, atomically (Replace).
+// dir must exist (EnsureDir).
 func WriteFile(dir, name string, b []byte) error {
+	return Replace(filepath.Join(dir, name), b, 0o600)
+}
+
+// Replace writes b to path as a file of mode perm, atomically: a reader
+// sees the old file or the new one, never half of one. Its directory
+// must exist.
+func Replace(path string, b []byte, perm fs.FileMode) error {
 	// CreateTemp makes the file 0600 before anything is written to it.
-	f, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, werr := f.Write(b)
 	if werr == nil {
-		werr = f.Chmod(0o600)
+		werr = f.Chmod(perm)
 	}
 	if werr == nil {
 		werr = f.Sync()
@@ -81,7 +87,7 @@ func WriteFile(dir, name string, b []byte) error {
 		werr = cerr
 	}
 	if werr == nil {
-		werr = os.Rename(tmp, filepath.Join(dir, name))
+		werr = os.Rename(tmp, path)
 	}
 	if werr != nil {
 		_ = os.Remove(tmp)
@@ -136,6 +142,10 @@ type Trust struct {
 	// Readable: others may read it (it holds no secret). Without it a
 	// file the group or others can read is refused too.
 	Readable bool
+	// Anyone: any owner, any mode. For a file read only to learn what
+	// another program reads from it (OpenCode's config files), where
+	// whose it is decides nothing.
+	Anyone bool
 }
 
 // Errors of Trust.Check, which its messages wrap.
@@ -152,6 +162,9 @@ var (
 // Check says why what (a name for people: "config file") at path, as fi
 // describes it, is not to be trusted, with the fix; nil when it is.
 func (t Trust) Check(what, path string, fi fs.FileInfo) error {
+	if t.Anyone {
+		return nil
+	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		uid := t.UID
 		if uid < 0 {

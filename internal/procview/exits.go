@@ -248,14 +248,6 @@ func (e *Exits) Remove(pid int) {
 	e.pending = kept
 }
 
-// Len is the number of processes watched (not counting exits found by
-// Add and not yet reported).
-func (e *Exits) Len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.watched)
-}
-
 // Close stops watching every process and releases their descriptors;
 // a Run returns, and releases the watcher's own two (the epoll set and
 // the eventfd) as it does. Add fails after Close.

@@ -12,6 +12,14 @@ import (
 	"go.uber.org/goleak"
 )
 
+// Len is the number of processes e watches (not counting exits found by
+// Add and not yet reported).
+func (e *Exits) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.watched)
+}
+
 // The bookkeeping of Exits over a poller in memory, so that synctest can
 // see Run block (it cannot see into epoll_wait). exits_linux_test.go has
 // the kernel's half.

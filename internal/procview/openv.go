@@ -18,13 +18,8 @@ var openCodeConfigVars = []string{
 	"OPENCODE_TEST_MANAGED_CONFIG_DIR",
 }
 
-// OpenCodeConfigVars lists the variables OpenCodeEnv reads.
-func OpenCodeConfigVars() []string {
-	return append([]string(nil), openCodeConfigVars...)
-}
-
 // OpenCodeEnv reads, of the environment of process pid (an OpenCode),
-// only the variables OpenCodeConfigVars lists, and returns them as a
+// only the variables its config files depend on, and returns them as a
 // getenv for opencode.ConfigEnv: any other name answers "". ok is false
 // when t cannot read environments or pid's cannot be read (it is another
 // user's, or gone): the caller falls back to its own environment then.

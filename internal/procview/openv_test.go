@@ -56,8 +56,8 @@ func TestOpenCodeEnvReadsOnlyTheConfigVariables(t *testing.T) {
 	if slices.Contains(tab.asked, "OPENCODE_SERVER_PASSWORD") {
 		t.Error("the server password was read")
 	}
-	if !slices.Equal(tab.asked, OpenCodeConfigVars()) {
-		t.Errorf("read %v, want %v", tab.asked, OpenCodeConfigVars())
+	if !slices.Equal(tab.asked, openCodeConfigVars) {
+		t.Errorf("read %v, want %v", tab.asked, openCodeConfigVars)
 	}
 }
 

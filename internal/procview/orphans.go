@@ -159,18 +159,11 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 		return ChildOfOtherOpenCode
 	case p.PPID == 1:
 		return ReparentedToInit
-	case slices.Contains(s.Subreapers, p.PPID) || Adopter(parent, parentKnown):
+	case slices.Contains(s.Subreapers, p.PPID) || parent.PID == 1 || parentKnown && parent.Comm == "systemd":
+		// The user's service manager is a child subreaper.
 		return ReparentedToSubreaper
 	}
 	return 0
-}
-
-// Adopter reports whether parent (when known) is a process that adopts
-// orphans: init (pid 1) or the user's service manager (systemd, a child
-// subreaper). Being adopted proves nothing (every service is); it says
-// where a left-over process may be found.
-func Adopter(parent Process, known bool) bool {
-	return parent.PID == 1 || known && parent.Comm == "systemd"
 }
 
 // sighting finds p in the record: the sighting of this very process, and
@@ -258,25 +251,15 @@ func (r Sightings) groupMember(t Table, p Process) bool {
 // uptime, read in whole seconds.
 const bootSlack = 2 * time.Second
 
-// Orphans lists the processes of s.UID that look left over by an
-// OpenCode: they run the command of one of servers (or the record holds
-// them) and their parent is init, a subreaper, or an OpenCode process
-// that is not watched; each with its evidence. A process below another
-// one listed is listed with it (Orphan.Below), not on its own. Zombies are
-// left out: they are already dead. It reads the whole process table: a
-// few milliseconds per thousand processes, for status and doctor, not for
-// every scan.
-func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
-	all, err := t.List()
-	if err != nil {
-		return nil, err
-	}
-	m := newMatcher(servers)
+// leftOver calls fn with each process in all (the table's list) that
+// looks left over by an OpenCode, for s: this user's, not a zombie nor
+// pid 1, whose parent is init, a subreaper or an OpenCode that is not
+// watched, or that was seen under an OpenCode that is gone and has
+// another parent now; read whole, with that parent and who adopted it.
+func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, why Parentage)) {
 	byPID := make(map[int]Process, len(all))
-	kids := map[int][]int{}
 	for _, p := range all {
 		byPID[p.PID] = p
-		kids[p.PPID] = append(kids[p.PPID], p.PID)
 	}
 	// The npm package's node wrapper runs the native binary as its
 	// child: the binary's children belong to the watched OpenCode too.
@@ -299,15 +282,13 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		}
 		return full.Same(pp) && IsOpenCode(full)
 	}
-	var out []Orphan
 	for _, p := range all {
 		if p.Zombie || p.PID == 1 || slices.Contains(s.Watched, p.PPID) {
 			continue
 		}
 		parent, ok := byPID[p.PPID]
 		why := s.adoption(p, parent, ok, isOpenCode)
-		seen, wasSeen := s.sighting(p)
-		if wasSeen && why == 0 && !seen.Parent.Alive(t) {
+		if seen, wasSeen := s.sighting(p); wasSeen && why == 0 && !seen.Parent.Alive(t) {
 			why = ReparentedToSubreaper // adopted by a parent we did not know to adopt
 		}
 		if why == 0 {
@@ -317,15 +298,55 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		if err != nil || !full.Same(p) || full.Zombie || full.UID != s.UID {
 			continue
 		}
+		fn(full, parent, why)
+	}
+}
+
+// LeftOverDirs lists the working directories of the processes Orphans
+// looks at for s, whatever they run: OpenCode starts a local server with
+// its directory as its cwd, so an orphan names its own directory, whose
+// config says what the orphan may be.
+func LeftOverDirs(t Table, s Scope) ([]string, error) {
+	all, err := t.List()
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	s.leftOver(t, all, func(full, _ Process, _ Parentage) { dirs = append(dirs, full.Cwd) })
+	return dirs, nil
+}
+
+// Orphans lists the processes of s.UID that look left over by an
+// OpenCode: they run the command of one of servers (or the record holds
+// them) and their parent is init, a subreaper, or an OpenCode process
+// that is not watched; each with its evidence. A process below another
+// one listed is listed with it (Orphan.Below), not on its own. Zombies are
+// left out: they are already dead. It reads the whole process table: a
+// few milliseconds per thousand processes, for status and doctor, not for
+// every scan.
+func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
+	all, err := t.List()
+	if err != nil {
+		return nil, err
+	}
+	m := newMatcher(servers)
+	byPID := make(map[int]Process, len(all))
+	kids := map[int][]int{}
+	for _, p := range all {
+		byPID[p.PID] = p
+		kids[p.PPID] = append(kids[p.PPID], p.PID)
+	}
+	var out []Orphan
+	s.leftOver(t, all, func(full, parent Process, why Parentage) {
 		keys := m.serving(full)
 		if len(keys) == 0 {
 			keys = m.runs(full)
 		}
-		if len(keys) == 0 && wasSeen && seen.Server != "" {
+		if seen, wasSeen := s.sighting(full); len(keys) == 0 && wasSeen && seen.Server != "" {
 			keys = []Key{{seen.Directory, seen.Server}}
 		}
 		if len(keys) == 0 {
-			continue
+			return
 		}
 		ev, because := Unproven, "its OpenCode still runs"
 		if why != ChildOfOtherOpenCode {
@@ -336,7 +357,7 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 			Parentage: why, Evidence: ev, Why: because, Servers: keys, cmd: newCommand(full.Argv)}
 		o.Below = below(byPID, kids, full.PID)
 		out = append(out, o)
-	}
+	})
 	// A process below another listed one goes with it.
 	inside := map[int]bool{}
 	for _, o := range out {

@@ -69,10 +69,6 @@ func NewBudget(n int) *Budget {
 	return &Budget{max: max(n, 1)}
 }
 
-// TryAcquire takes a slot if one is free for a connect of this kind.
-// (Nobody in line could take it: a released slot goes to the line first.)
-func (s *Share) TryAcquire(remote bool) bool { return s.b.tryAcquire(s, remote) }
-
 // Wait takes a slot of this kind if one is free (granted), or else puts a
 // waiter in line: when a slot is handed to it, grant runs (from Release,
 // never from Wait, so a caller may hold its own lock) and the waiter owns
@@ -87,16 +83,6 @@ func (s *Share) Wait(remote bool, grant func()) (granted bool, cancel func() boo
 // now free, the slot passes to the first such waiter, whose grant runs
 // (outside the budget's lock).
 func (s *Share) Release(remote bool) { s.b.release(s, remote) }
-
-func (b *Budget) tryAcquire(s *Share, remote bool) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.free(s, remote) {
-		return false
-	}
-	b.take(s, remote)
-	return true
-}
 
 // fits reports whether a pool of n slots holding p may start one more
 // connect of this kind: remote connects hold at most n-1 slots (at least

@@ -8,14 +8,13 @@ import (
 	"time"
 )
 
-// takeSlot runs with Engine.mu held. When TryAcquire finds no free
-// slot but a connect releases one before takeSlot calls Budget.Wait, Wait
-// finds the slot free and runs the grant synchronously, on the caller's
-// goroutine: grant is Engine.granted, which locks Engine.mu again. The
-// engine deadlocks for good (every directory's loop, HandleEvent, Snapshot
-// and so GET /status). The window is a few instructions wide, so this test
-// hammers it; each round is one check that found the budget full while
-// another directory's connect returned.
+// takeSlot runs with Engine.mu held. When a connect releases a slot just
+// as takeSlot calls Budget.Wait, a Wait that ran the grant synchronously,
+// on the caller's goroutine, would run Engine.granted, which locks
+// Engine.mu again: the engine would deadlock for good (every directory's
+// loop, HandleEvent, Snapshot and so GET /status). The window is a few
+// instructions wide, so this test hammers it; each round is one check that
+// found the budget full while another directory's connect returned.
 func TestTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
 	e, err := New(DefaultConfig, nil, Options{})
 	if err != nil {
@@ -25,7 +24,7 @@ func TestTakeSlotRacingReleaseDoesNotDeadlock(t *testing.T) {
 	for round := 0; time.Now().Before(deadline); round++ {
 		b := NewBudget(1).Share()
 		e.budget = b
-		if !b.TryAcquire(false) { // a connect of another directory holds the only slot
+		if !tryAcquire(b, false) { // a connect of another directory holds the only slot
 			t.Fatal("fresh budget full")
 		}
 		_, cancel := context.WithCancel(context.Background())

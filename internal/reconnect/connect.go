@@ -75,8 +75,8 @@ func (e *Engine) takeSlot(d *dir, remote bool) bool {
 	if d.waiting[k] != nil {
 		return false // in line already
 	}
-	// Wait takes a slot freed since a TryAcquire would have failed, or
-	// queues; it never runs the grant here, under Engine.mu.
+	// Wait takes a free slot, or queues; it never runs the grant here,
+	// under Engine.mu.
 	granted, cancel := e.budget.Wait(remote, func() { e.granted(d, k) })
 	if granted {
 		return true

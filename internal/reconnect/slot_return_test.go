@@ -18,7 +18,7 @@ import (
 func holdAll(t *testing.T, b *Share, n int) {
 	t.Helper()
 	for range n {
-		if !b.TryAcquire(false) {
+		if !tryAcquire(b, false) {
 			t.Fatal("budget has fewer free slots than it should")
 		}
 	}
@@ -29,7 +29,7 @@ func holdAll(t *testing.T, b *Share, n int) {
 func allFree(b *Share, n int) bool {
 	got := 0
 	for range n {
-		if b.TryAcquire(false) {
+		if tryAcquire(b, false) {
 			got++
 		}
 	}
@@ -117,7 +117,7 @@ func TestGrantAfterTheDirectoryEndedIsReturned(t *testing.T) {
 		// What Release does for a waiter it took out of line before the
 		// directory ended: the slot is taken for the engine's share, then
 		// the grant runs.
-		if !r.eng.budget.TryAcquire(false) {
+		if !tryAcquire(r.eng.budget, false) {
 			t.Fatal("no free slot to hand over")
 		}
 		r.eng.granted(d, 0)
@@ -142,7 +142,7 @@ func TestDirectoryThatEndsHoldingASlotReturnsIt(t *testing.T) {
 		d := dirOf(r, dirA)
 		// The state a grant leaves, without its wake-up, so the
 		// directory ends before the check that would have used it.
-		if !r.eng.budget.TryAcquire(false) {
+		if !tryAcquire(r.eng.budget, false) {
 			t.Fatal("no free slot")
 		}
 		r.eng.mu.Lock()

@@ -23,7 +23,7 @@ func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !e.budget.TryAcquire(true) { // another directory's connect holds the slot
+	if !tryAcquire(e.budget, true) { // another directory's connect holds the slot
 		t.Fatal("budget full")
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,9 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
@@ -22,9 +22,10 @@ func (m *Manager) Install(ctx context.Context, pl *Plan, w io.Writer) error {
 		}
 	}
 	for _, f := range pl.Files {
-		if err := writeAtomic(f); err != nil {
+		// The service manager never reads half a file.
+		if err := private.Replace(f.Path, f.Content, f.Mode.Perm()); err != nil {
 			m.rollback(pl)
-			return err
+			return fmt.Errorf("service: writing %s: %w", f.Path, err)
 		}
 		fmt.Fprintf(w, "wrote %s\n", f.Path)
 	}
@@ -66,33 +67,6 @@ func (m *Manager) rollback(pl *Plan) {
 	for i := len(pl.MkDirs) - 1; i >= 0; i-- {
 		_ = os.Remove(pl.MkDirs[i]) // only when empty
 	}
-}
-
-// writeAtomic writes f through a temporary file in its directory, so the
-// service manager never reads half a file.
-func writeAtomic(f File) error {
-	tmp, err := os.CreateTemp(filepath.Dir(f.Path), ".tmp-"+filepath.Base(f.Path)+"-*")
-	if err != nil {
-		return fmt.Errorf("service: writing %s: %w", f.Path, err)
-	}
-	_, werr := tmp.Write(f.Content)
-	if werr == nil {
-		werr = tmp.Chmod(f.Mode.Perm())
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), f.Path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("service: writing %s: %w", f.Path, werr)
-	}
-	return nil
 }
 
 // readManifest returns the manifest, nil when there is none.
