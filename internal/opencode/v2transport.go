@@ -168,6 +168,9 @@ func (v *ClientV2) call(ctx context.Context, capName, op string, hc *http.Client
 		v.found(method, p)
 		return p, body, false, nil
 	}
+	if len(paths) > 0 {
+		op = method + " " + paths[0] // the error names the route tried first
+	}
 	return "", nil, true, v.errNoRoute(ctx, op, capName)
 }
 
