@@ -23,7 +23,7 @@ import (
 //     process, not the number: a later process that reuses the pid is
 //     never taken for it. Exits holds one pidfd per watched process in
 //     one epoll set, and one goroutine (Run) sleeps in epoll_wait for
-//     all of them, an eventfd waking it for Add, Remove, Close and the
+//     all of them, an eventfd waking it for Add, Close and the
 //     end of its context.
 //   - macOS: a kqueue EVFILT_PROC note with NOTE_EXIT per process
 //     (kernel memory, no descriptor), EVFILT_USER to wake Run. It is
@@ -62,7 +62,7 @@ type Exits struct {
 	p  poller
 	// watched holds the processes waited for, by pid; seq tells a
 	// watch from an earlier one of the same pid whose event was
-	// already taken from the kernel when Remove or Add replaced it.
+	// already taken from the kernel when Add replaced it.
 	watched map[int]watch
 	seq     uint32
 	// max is how many this process may watch at once, with every Exits
@@ -229,25 +229,6 @@ func (e *Exits) exited(p Process) {
 	e.pending = append(e.pending, Exit{PID: p.PID, Birth: p.Birth, At: time.Now()})
 }
 
-// Remove stops watching pid: an exit not yet reported is not, except one
-// Run has already taken from the kernel and is reporting.
-func (e *Exits) Remove(pid int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if w, ok := e.watched[pid]; ok {
-		e.p.unwatch(pid, w.fd)
-		delete(e.watched, pid)
-		watchedHere.Add(-1)
-	}
-	kept := e.pending[:0]
-	for _, x := range e.pending {
-		if x.PID != pid {
-			kept = append(kept, x)
-		}
-	}
-	e.pending = kept
-}
-
 // Close stops watching every process and releases their descriptors;
 // a Run returns, and releases the watcher's own two (the epoll set and
 // the eventfd) as it does. Add fails after Close.
@@ -282,7 +263,7 @@ func (e *Exits) release() {
 
 // Run reports each exit to fn, on its own goroutine (the caller's), one
 // at a time, until ctx ends or Close is called; a process is no longer
-// watched when fn hears of it. fn may call Add and Remove. Exits found
+// watched when fn hears of it. fn may call Add. Exits found
 // while no Run runs are reported by the next. One Run at a time.
 func (e *Exits) Run(ctx context.Context, fn func(Exit)) {
 	e.mu.Lock()

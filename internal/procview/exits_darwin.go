@@ -13,7 +13,7 @@ import (
 // kqueuePoller waits for NOTE_EXIT notes in one kqueue. Never run: there
 // is no Mac here (it compiles and vets). A note is keyed by pid alone
 // and carries no seq, so an exit the kernel returned just before a
-// Remove and an Add of the same pid with a new birth would be taken for
+// replacing Add of the same pid with a new birth would be taken for
 // the new process's; that needs the pid reused within those
 // microseconds, and macOS hands pids out in order up to 99,999.
 type kqueuePoller struct {

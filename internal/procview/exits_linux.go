@@ -13,7 +13,7 @@ import (
 
 // epollPoller waits for pidfds in one epoll set. An event's data holds
 // the pid and the watch's seq (never the descriptor: a number closed by
-// Remove can be reused by the next Add before Run reads the event).
+// a replacing Add can be reused by it before Run reads the event).
 // Data pid 0 is the eventfd.
 type epollPoller struct {
 	epfd, evfd int

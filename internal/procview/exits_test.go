@@ -150,8 +150,8 @@ func sleeper(pid int, birth uint64) Process {
 	return Process{PID: pid, PPID: 1, UID: ana, Birth: birth, Comm: "sleep"}
 }
 
-// An exit the kernel reported for a watch that Remove and Add replaced
-// before Run read it belongs to the old process: the new one stays
+// An exit the kernel reported for a watch that Add replaced (the pid
+// reused) before Run read it belongs to the old process: the new one stays
 // watched, and its own exit is reported.
 func TestExitsIgnoresTheEventOfAReplacedWatch(t *testing.T) {
 	defer goleak.VerifyNone(t)
@@ -161,7 +161,6 @@ func TestExitsIgnoresTheEventOfAReplacedWatch(t *testing.T) {
 		tab := newMemTable(sleeper(5, 100))
 		must(t, e.Add(tab, sleeper(5, 100)))
 		old := f.seqOf(5)
-		e.Remove(5)
 		tab.put(sleeper(5, 200)) // the pid reused
 		must(t, e.Add(tab, sleeper(5, 200)))
 		var log exitLog
@@ -182,7 +181,7 @@ func TestExitsIgnoresTheEventOfAReplacedWatch(t *testing.T) {
 
 // Add reports, rather than watches, a pid that is gone, a zombie, or
 // another process than the one meant; Run reports them when it starts,
-// once each, and Remove takes back one not yet reported.
+// once each.
 func TestExitsReportsWhatAddFindsGone(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
@@ -203,11 +202,10 @@ func TestExitsReportsWhatAddFindsGone(t *testing.T) {
 		if e.Len() != 1 || f.open() != 3 {
 			t.Fatalf("watched %d with %d open, want 1 with 3", e.Len(), f.open())
 		}
-		e.Remove(13)
 		var log exitLog
 		startRun(t, e, log.add)
 		synctest.Wait()
-		want := []Exit{{PID: 11, Birth: 1}, {PID: 12, Birth: 1}, {PID: 15, Birth: 1}, {PID: 14, Birth: 99}}
+		want := []Exit{{PID: 11, Birth: 1}, {PID: 12, Birth: 1}, {PID: 13, Birth: 1}, {PID: 15, Birth: 1}, {PID: 14, Birth: 99}}
 		got := slices.Clone(log.got)
 		for i := range got {
 			got[i].At = time.Time{}
@@ -220,8 +218,8 @@ func TestExitsReportsWhatAddFindsGone(t *testing.T) {
 }
 
 // A process found gone while Run runs is reported at once, and fn may
-// call Add and Remove.
-func TestExitsFnMayAddAndRemove(t *testing.T) {
+// call Add.
+func TestExitsFnMayAdd(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakePoller()
@@ -233,15 +231,14 @@ func TestExitsFnMayAddAndRemove(t *testing.T) {
 		startRun(t, e, func(x Exit) {
 			log.add(x)
 			if x.PID == 20 {
-				e.Remove(22)
 				must(t, e.Add(tab, sleeper(21, 1)))
 				must(t, e.Add(tab, sleeper(23, 1))) // not in the table: exited
 			}
 		})
 		f.events <- []pollEvent{{pid: 20, seq: f.seqOf(20)}}
 		synctest.Wait()
-		if got := log.pids(); !slices.Equal(got, []int{20, 23}) || e.Len() != 1 {
-			t.Fatalf("reported %v with %d watched, want [20 23] with 1 (pid 21)", got, e.Len())
+		if got := log.pids(); !slices.Equal(got, []int{20, 23}) || e.Len() != 2 {
+			t.Fatalf("reported %v with %d watched, want [20 23] with 2 (pids 21, 22)", got, e.Len())
 		}
 		must(t, e.Close())
 	})
@@ -320,8 +317,6 @@ func TestExitsNoRoomIsErrNoWatch(t *testing.T) {
 		t.Fatalf("Add past the limit = %v with %d watched, want ErrNoWatch and 1", err, e.Len())
 	}
 	must(t, e.Add(tab, sleeper(50, 1))) // watched already: no new watch
-	e.Remove(50)
-	must(t, e.Add(tab, sleeper(51, 1)))
 }
 
 // Two Runs at once is a mistake of the caller.
