@@ -167,3 +167,19 @@ func TestRuntimeAndProcessMetrics(t *testing.T) {
 		t.Errorf("go_info labels %v, want version %s", v, runtime.Version())
 	}
 }
+
+// BenchmarkScrape is one /metrics body of a daemon watching one server.
+func BenchmarkScrape(b *testing.B) {
+	s := NewSet()
+	s.For("http://127.0.0.1:4096").Attempts.Inc()
+	ready := []Readiness{{URL: "http://127.0.0.1:4096", Ready: true, Reason: ReasonReady}}
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		if err := s.WriteTo(&buf, ready); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(buf.Len()), "bytes/scrape")
+}
