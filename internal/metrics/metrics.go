@@ -148,11 +148,14 @@ func header(w *bufio.Writer, name, help, typ string) {
 func series(w *bufio.Writer, name, url, reason string, v int64) {
 	w.WriteString(name + "{")
 	if reason != "" {
-		w.WriteString(`reason="` + labelValue.Replace(reason) + `",`)
+		w.WriteString(`reason="` + label(reason) + `",`)
 	}
-	w.WriteString(`url="` + labelValue.Replace(url) + `"} ` + strconv.FormatInt(v, 10) + "\n")
+	w.WriteString(`url="` + label(url) + `"} ` + strconv.FormatInt(v, 10) + "\n")
 }
 
-// labelValue escapes a label value as the text format wants it. A URL
-// comes from the user, and may hold anything.
-var labelValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+// label escapes a label value as the text format wants it: UTF-8, with
+// backslashes, quotes and line breaks escaped. A URL comes from the user,
+// and may hold anything.
+func label(v string) string { return labelEscapes.Replace(strings.ToValidUTF8(v, "\uFFFD")) }
+
+var labelEscapes = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

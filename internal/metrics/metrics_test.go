@@ -138,6 +138,17 @@ func TestHostileURLStaysInItsLabel(t *testing.T) {
 	}
 }
 
+// A URL that is not UTF-8 is written as UTF-8: Prometheus would refuse
+// the whole scrape for one such label.
+func TestURLNotUTF8IsWrittenAsUTF8(t *testing.T) {
+	s := NewSet()
+	s.For("http://127.0.0.1:4096/\xff").Attempts.Inc()
+	got := values(scrape(t, s, nil))
+	if got["mcp_reconnect_connect_attempts_total url=http://127.0.0.1:4096/\uFFFD"] != 1 {
+		t.Errorf("scraped %v, want the URL with U+FFFD for the byte", got)
+	}
+}
+
 // The daemon's own cost is on /metrics under the names the Prometheus
 // client's collectors give it (the benchmark, BENCHMARKS.md and
 // docs/guide.md read these).
@@ -147,7 +158,8 @@ func TestRuntimeAndProcessMetrics(t *testing.T) {
 		"go_memstats_heap_inuse_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes",
 		"go_memstats_sys_bytes", "go_memstats_next_gc_bytes", "go_memstats_alloc_bytes_total"}
 	if runtime.GOOS == "linux" {
-		names = append(names, "process_resident_memory_bytes", "process_cpu_seconds_total", "process_start_time_seconds", "process_open_fds", "process_max_fds", "process_virtual_memory_bytes")
+		names = append(names, "process_resident_memory_bytes", "process_cpu_seconds_total", "process_start_time_seconds", "process_open_fds", "process_max_fds",
+			"process_virtual_memory_bytes", "process_virtual_memory_max_bytes", "process_network_receive_bytes_total", "process_network_transmit_bytes_total")
 	}
 	for _, name := range names {
 		f := families[name]

@@ -60,7 +60,7 @@ func writeRuntime(w *bufio.Writer) {
 	sample(w, "go_gc_gomemlimit_bytes", "The Go runtime's memory limit (GOMEMLIMIT).", "gauge", float64(settings[1].Value.Uint64()))
 	sample(w, "go_goroutines", "Goroutines that exist now.", "gauge", float64(runtime.NumGoroutine()))
 	header(w, "go_info", "The Go version the daemon was built with.", "gauge")
-	w.WriteString(`go_info{version="` + labelValue.Replace(runtime.Version()) + `"} 1` + "\n")
+	w.WriteString(`go_info{version="` + label(runtime.Version()) + `"} 1` + "\n")
 
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -91,6 +91,20 @@ func writeProcess(w *bufio.Writer) {
 	}
 	if l, err := p.Limits(); err == nil {
 		sample(w, "process_max_fds", "The limit of open file descriptors.", "gauge", float64(l.OpenFiles))
+		sample(w, "process_virtual_memory_max_bytes", "The limit of virtual memory, in bytes.", "gauge", float64(l.AddressSpace))
+	}
+	if n, err := p.Netstat(); err == nil {
+		// The network namespace's IP octets, as the Prometheus client
+		// reports them.
+		var in, out float64
+		if n.InOctets != nil {
+			in = *n.InOctets
+		}
+		if n.OutOctets != nil {
+			out = *n.OutOctets
+		}
+		sample(w, "process_network_receive_bytes_total", "Bytes received over the network (of the network namespace).", "counter", in)
+		sample(w, "process_network_transmit_bytes_total", "Bytes sent over the network (of the network namespace).", "counter", out)
 	}
 }
 
