@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
 
@@ -79,7 +80,7 @@ func run() int {
 		}
 	}
 
-	remotePort, err := ochost.FreePort()
+	remotePort, err := loopback.FreePort()
 	if err != nil {
 		return fail(err)
 	}
@@ -109,7 +110,7 @@ func run() int {
 	say("  notes  — stdio, a local process")
 	say("  search — streamable HTTP on port %d, which is NOT running yet", remotePort)
 
-	statusAddr := fmt.Sprintf("127.0.0.1:%d", must(ochost.FreePort()))
+	statusAddr := fmt.Sprintf("127.0.0.1:%d", must(loopback.FreePort()))
 	watch := exec.Command(reconnectBin, "watch", "--url", oc.URL, "--directory", project, "--status-addr", statusAddr)
 	watch.Env = append(os.Environ(), "OPENCODE_SERVER_PASSWORD="+oc.Password)
 	stderr, _ := watch.StderrPipe()

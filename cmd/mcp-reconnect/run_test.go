@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"io"
 	"log/slog"
 	"net"
@@ -20,10 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
 // fakeOpenCode2 writes an "opencode" that says 2.0.21 to --version and
@@ -94,7 +94,7 @@ func TestRunOnOpenCode2ServeWatchesTheServerItStarts(t *testing.T) {
 			state := filepath.Join(home, "state")
 			script, dir := fakeOpenCode2(t, 4*time.Second)
 			if args[len(args)-1] == "" {
-				port, err := ochost.FreePort()
+				port, err := loopback.FreePort()
 				if err != nil {
 					t.Fatal(err)
 				}

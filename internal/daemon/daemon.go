@@ -381,26 +381,29 @@ func PhysicalDir(d string) (string, error) {
 func register(cfg Config, urls []string, serviceFile, bound, token string, log *slog.Logger) (*registration, error) {
 	r := &registration{log: log, entry: registry.Entry{PID: os.Getpid(), URLs: urls, Service: serviceFile, StatusAddr: bound, Token: token,
 		Version: cfg.Version, Started: time.Now()}}
-	r.reg = cfg.Registry
-	if r.reg == nil {
-		var err error
-		if r.reg, err = registry.Default(); err != nil {
-			log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
-			return r, nil
-		}
+	reg, err := cfg.registry()
+	if err == nil {
+		r.remove, err = registerUnique(reg, r.entry, cfg.AllowDuplicate)
 	}
-	remove, err := registerUnique(r.reg, r.entry, cfg.AllowDuplicate)
 	if dup := (*DuplicateError)(nil); errors.As(err, &dup) {
 		return nil, err
 	}
 	if err != nil {
 		log.Warn("not registering this daemon; `mcp-reconnect reconnect` will not find it", "err", err)
-		r.reg = nil
 		return r, nil
 	}
-	r.remove = remove
-	log.Debug("registered", "dir", r.reg.Dir)
+	r.reg = reg
+	log.Debug("registered", "dir", reg.Dir)
 	return r, nil
+}
+
+// registry is where the daemon records itself: cfg.Registry, else the
+// user's default registry.
+func (cfg Config) registry() (*registry.Registry, error) {
+	if cfg.Registry != nil {
+		return cfg.Registry, nil
+	}
+	return registry.Default()
 }
 
 // registration is the daemon's registry entry while it runs. Nil-safe.

@@ -82,12 +82,9 @@ func refuseDuplicate(cfg Config, urls []string, serviceFile string) error {
 	if cfg.AllowDuplicate {
 		return nil
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		var err error
-		if reg, err = registry.Default(); err != nil {
-			return nil // register says why; the daemon still does its job
-		}
+	reg, err := cfg.registry()
+	if err != nil {
+		return nil // register says why; the daemon still does its job
 	}
 	entries, err := reg.List()
 	if err != nil {

@@ -401,12 +401,10 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				exitsEnded.Store(true)
 				p.Look()
 			}()
-		}
-	}
-	if exits != nil {
-		// OpenCode's own end, the moment it comes: the record says when.
-		if err := exits.Add(tab, v.OpenCode()); err != nil {
-			p.log.Debug("cannot watch opencode for its exit; scanning for it", "pid", pid, "err", err)
+			// OpenCode's own end, the moment it comes: the record says when.
+			if err := exits.Add(tab, v.OpenCode()); err != nil {
+				p.log.Debug("cannot watch opencode for its exit; scanning for it", "pid", pid, "err", err)
+			}
 		}
 	}
 	p.log.Debug("watching opencode's MCP processes", "url", p.where(), "pid", pid, "exit_watcher", exits != nil)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"sync"
 	"syscall"
@@ -87,15 +86,9 @@ const serviceURL = "http://127.0.0.1:49374"
 // every servicePoll, and follows one as soon as it answers, as it would
 // have at start.
 func ServiceServer(file string, channels bool, fallback *Target) Target {
-	return followService(file, channels, fallback, nil)
-}
-
-// followService is ServiceServer through transport rt (nil: the
-// default), for tests.
-func followService(file string, channels bool, fallback *Target, rt http.RoundTripper) Target {
-	f := &serviceFollower{file: file, channels: channels, fallback: fallback, opts: opencode.Options{Transport: rt},
+	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
 		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
-	sc := Target{ServiceFile: file, URL: serviceURL, Transport: rt, follow: f}
+	sc := Target{ServiceFile: file, URL: serviceURL, follow: f}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
 	}
@@ -431,5 +424,5 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 // refused its file's password, with that file's Service), or matches
 // fs.ErrNotExist when no file exists.
 func ChooseService(ctx context.Context, file string, channels bool) (opencode.Service, []string, error) {
-	return followService(file, channels, nil, nil).follow.find(ctx)
+	return ServiceServer(file, channels, nil).follow.find(ctx)
 }

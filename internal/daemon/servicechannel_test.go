@@ -26,6 +26,14 @@ import (
 // hashed (service-config.ts: service-<Hash.fast(channel)>.json).
 const previewFile = "service-a1047eab1035d58682a53557e0b2a75edbfd15fd.json"
 
+// followService is ServiceServer with every request (the service files'
+// verification and the server's own) through rt.
+func followService(file string, channels bool, fallback *Target, rt http.RoundTripper) Target {
+	sc := ServiceServer(file, channels, fallback)
+	sc.Transport, sc.follow.opts.Transport = rt, rt
+	return sc
+}
+
 // logBuffer is a log destination safe for concurrent writers.
 type logBuffer struct {
 	mu sync.Mutex

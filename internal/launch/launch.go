@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 )
 
 // The variables OpenCode reads its server credentials from. 1.x reads
@@ -89,7 +91,7 @@ func (p *Plan) NewPort() error {
 	if !p.PortChosen {
 		return errors.New("run: the port was given by the user")
 	}
-	free, err := freePort()
+	free, err := loopback.FreePort()
 	if err != nil {
 		return fmt.Errorf("run: picking a port: %w", err)
 	}
@@ -248,7 +250,7 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 		g = *cred.Grammar
 	}
 	if port == "" && IsOpenCode(command[0]) && g.Kind(command[1:]) != Other {
-		free, err := freePort()
+		free, err := loopback.FreePort()
 		if err != nil {
 			return nil, fmt.Errorf("run: picking a port: %w", err)
 		}
@@ -309,15 +311,6 @@ func newPassword() (string, error) {
 		return "", fmt.Errorf("run: generating a password: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Child is a started command.

@@ -1,10 +1,11 @@
-// Package loopback says whether a host is this machine's loopback: the
-// one test behind every trust decision that depends on it (a password
+// Package loopback is this machine's loopback: whether a host names it,
+// the one test behind every trust decision that depends on it (a password
 // sent over plain http, the status API's Host check and listen address,
 // an OpenCode whose processes and files are this machine's). A name is
 // never resolved: "localhost" (in any case, with or without the trailing
 // dot of a fully qualified name) counts, any other name does not, since
-// it could resolve anywhere.
+// it could resolve anywhere. FreePort picks a port on it, for an
+// OpenCode started here.
 package loopback
 
 import (
@@ -26,4 +27,14 @@ func Host(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

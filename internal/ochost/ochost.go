@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 )
 
 // Version is the OpenCode release the project is built and tested against.
@@ -33,16 +34,6 @@ func Binary(root string) string {
 		return b
 	}
 	return filepath.Join(root, ".cache", "opencode", "node_modules", "opencode-linux-x64", "bin", "opencode")
-}
-
-// FreePort returns a free loopback TCP port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Buffer is a concurrency-safe output buffer.
@@ -124,7 +115,7 @@ func Start(o Options) (*OpenCode, error) {
 	}
 	oc := &OpenCode{Port: o.Port, Home: o.Home, Password: o.Password, Output: &Buffer{}, done: make(chan struct{})}
 	if oc.Port == 0 {
-		p, err := FreePort()
+		p, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}

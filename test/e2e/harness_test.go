@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
 
@@ -75,7 +76,7 @@ func needOpenCode(t testing.TB) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	p, err := ochost.FreePort()
+	p, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
@@ -227,7 +228,7 @@ func (d daemonRun) run(t *testing.T) (statusAddr string, stop func()) {
 	if err := os.WriteFile(cfgFile, []byte(d.config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	free, err := ochost.FreePort()
+	free, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
