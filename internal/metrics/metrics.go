@@ -5,7 +5,7 @@
 // naming the server it is about.
 //
 // The format is written here rather than by the Prometheus client: the
-// client and the protobuf runtime it needs were about 2.5 MB of the
+// client and the protobuf runtime it needs were about 2 MiB of the
 // daemon's binary, and a Go binary's pages are most of what is resident
 // once it runs (BENCHMARKS.md, "Memory at scale, third round"). The
 // package test reads what it writes with Prometheus' own parser.
