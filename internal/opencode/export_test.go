@@ -25,3 +25,7 @@ func ConfigLayers(dir string, env ConfigEnv) []string {
 
 // ParseConfigFile is the parser ReadMCPConfig reads each layer with.
 var ParseConfigFile = parseConfigServers
+
+// RaceParseAllocs is what the race detector adds to a ParseStatus's
+// allocations (0 without it).
+const RaceParseAllocs = raceParseAllocs
