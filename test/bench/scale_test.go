@@ -46,6 +46,7 @@ func BenchmarkScale(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/mcp-reconnect").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
+	speed := hostSpeed(b)
 	for range b.N {
 		specs := map[string]fakeopencode.Spec{}
 		for i := range perDir - 1 {
@@ -152,6 +153,7 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(cpuPct, "idle-CPU-%core")
 		b.ReportMetric(goroutines, "goroutines")
 		b.ReportMetric(perMin(reads), "status-reads/min")
+		b.ReportMetric(float64(speed.Microseconds()), "host-status-read-µs")
 		b.ReportMetric(perMin(connects), "connects/min")
 		b.ReportMetric(perMin(configs), "config-reads/min")
 		b.ReportMetric(float64(p50.Milliseconds()), "event-to-connect-p50-ms")
@@ -167,7 +169,8 @@ func BenchmarkScale(b *testing.B) {
 		fmt.Printf("| mcp.tools.changed → connect p50 | %v | |\n", p50.Round(time.Millisecond))
 		fmt.Printf("| mcp.tools.changed → connect p99 | %v | ≤ 1.1 s (initial-delay + 100 ms) |\n", p99.Round(time.Millisecond))
 		fmt.Printf("| idle window | %v | |\n", window.Round(time.Second))
-		fmt.Printf("| process view | %s | on (BENCH_NO_VIEW=1: off) |\n\n", view)
+		fmt.Printf("| process view | %s | on (BENCH_NO_VIEW=1: off) |\n", view)
+		fmt.Printf("| host speed: a status read in process, one processor | %v | 44–48 µs here when fast, 65–72 µs when slow (BENCHMARKS.md, third round) |\n\n", speed.Round(time.Microsecond))
 		fmt.Printf("| memory at idle (MiB) | heap in use | heap idle (released) | next GC at | goroutine stacks | runtime total (sys) | resident |\n|---|---|---|---|---|---|---|\n")
 		fmt.Printf("| | %.1f | %.1f (%.1f) | %.1f | %.1f | %.1f | %.1f |\n\n", mem["go_memstats_heap_inuse_bytes"], mem["go_memstats_heap_idle_bytes"], mem["go_memstats_heap_released_bytes"],
 			mem["go_memstats_next_gc_bytes"], mem["go_memstats_stack_inuse_bytes"], mem["go_memstats_sys_bytes"], mem["process_resident_memory_bytes"])
