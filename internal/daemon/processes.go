@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -300,20 +301,16 @@ var forwarders = map[string]bool{"ssh": true, "sshd": true, "socat": true, "kube
 // this user in this mount namespace that forwards nothing (a wrapper of
 // OpenCode's that the view does not know), else not at all.
 func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation) opencode.ConfigEnv {
-	port, err := p.loopbackPort()
-	if err != nil {
-		return opencode.ConfigEnv{Generation: gen}
+	if port, err := p.loopbackPort(); err == nil {
+		if pid, err := procview.ListenerPID(port, os.Getuid()); err == nil {
+			proc, err := tab.Read(pid)
+			same, nsErr := procview.SameMountNamespace(pid)
+			if err == nil && nsErr == nil && same && proc.UID == os.Getuid() && !forwarders[proc.Comm] {
+				return opencode.OwnConfigEnv(gen)
+			}
+		}
 	}
-	pid, err := procview.ListenerPID(port, os.Getuid())
-	if err != nil {
-		return opencode.ConfigEnv{Generation: gen}
-	}
-	proc, err := tab.Read(pid)
-	same, nsErr := procview.SameMountNamespace(pid)
-	if err != nil || nsErr != nil || !same || proc.UID != os.Getuid() || forwarders[proc.Comm] {
-		return opencode.ConfigEnv{Generation: gen}
-	}
-	return opencode.OwnConfigEnv(gen)
+	return opencode.ConfigEnv{Generation: gen}
 }
 
 // syncServers gives v the engine's local servers when they changed.
@@ -322,15 +319,12 @@ func (p *procWatch) syncServers(v *procview.View) {
 		return
 	}
 	p.mu.Lock()
-	since := p.gen
+	since, servers := p.gen, p.servers
 	p.mu.Unlock()
 	g, locals, changed := p.eng.LocalServers(since)
 	if !changed {
 		return
 	}
-	p.mu.Lock()
-	servers := p.servers
-	p.mu.Unlock()
 	// Every config read is a new generation, mostly of the same list:
 	// that one is kept (and the view, given it again, builds nothing).
 	same := slices.EqualFunc(servers, locals, func(s procview.LocalServer, l reconnect.LocalServer) bool {
@@ -439,7 +433,6 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			for _, ev := range evs {
 				switch ev.Kind {
 				case procview.Exited:
-					dirty = true
 					p.mu.Lock()
 					at, seen := p.exitAt[ev.Child.PID]
 					delete(p.exitAt, ev.Child.PID)
@@ -457,39 +450,41 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
 					}
 				case procview.Started:
-					dirty = true
 					if p.eng != nil {
 						p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
 					}
 				}
 			}
 			if len(evs) > 0 || s.Gen() != prev.Gen() {
-				// Something new: a child OpenCode started for no armed
-				// server yet (its config not read) is recorded too.
+				// Something new (every event, and a child OpenCode
+				// started for no armed server yet, its config not read):
+				// recorded.
 				dirty = true
 				if !s.Gone {
 					p.forgetBelow(s) // the last save needs what ran below
 				}
 			}
-			p.forgetExits(s)
+			// The exit times of processes s no longer lists, that no
+			// Diff will take (OpenCode's other children, which serve no
+			// armed server).
+			p.mu.Lock()
+			maps.DeleteFunc(p.exitAt, func(pid int, _ time.Time) bool { return !s.Lists(pid) })
+			p.mu.Unlock()
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
 				partial = p.watchExits(exits, tab, s, watched) || partial
 			}
-			if s.Gone {
+			if s.Gone && !prev.At.IsZero() {
 				// What proves its orphans: the last children seen under
-				// it, and when it ended.
-				if !prev.At.IsZero() && !prev.Gone {
-					p.save(prev, v, s.At)
-				}
-				p.mu.Lock()
-				p.last = s
-				p.mu.Unlock()
-				return nil // OpenCode exited: find the next one
+				// it (prev is never a Gone snapshot), and when it ended.
+				p.save(prev, v, s.At)
 			}
-			prev = s
 			p.mu.Lock()
 			p.last = s
 			p.mu.Unlock()
+			if s.Gone {
+				return nil // OpenCode exited: find the next one
+			}
+			prev = s
 			if dirty && time.Since(saved) >= recordEvery {
 				complete := p.save(s, v, time.Time{})
 				saved, dirty = time.Now(), !complete
@@ -508,7 +503,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			t.Stop()
 			// run ends the daemon as soon as OpenCode exits: the record
 			// must say so all the same.
-			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() && !prev.Gone {
+			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() {
 				p.save(prev, v, s.At)
 			}
 			return nil
@@ -539,48 +534,30 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 // child's subtree ending, which its own exit shows.
 func (p *procWatch) watchExits(exits *procview.Exits, tab procview.Table, s procview.Snapshot, watched map[int]uint64) (partial bool) {
 	live := map[int]bool{}
-	add := func(pid int, birth uint64) bool {
-		live[pid] = true
-		if b, ok := watched[pid]; ok && b == birth {
-			return true
+	add := func(c procview.Child) {
+		live[c.PID] = true
+		if b, ok := watched[c.PID]; ok && b == c.Birth {
+			return
 		}
-		if err := exits.Add(tab, procview.Process{PID: pid, Birth: birth}); err != nil {
+		if err := exits.Add(tab, procview.Process{PID: c.PID, Birth: c.Birth}); err != nil {
 			if !partial {
-				p.log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", pid, "err", err)
+				p.log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", c.PID, "err", err)
 			}
 			partial = true
-			return false
+			return
 		}
-		watched[pid] = birth
-		return true
+		watched[c.PID] = c.Birth
 	}
 	for _, cs := range s.Servers {
 		for _, c := range cs {
-			add(c.PID, c.Birth)
+			add(c)
 		}
 	}
 	for _, c := range s.Others {
-		add(c.PID, c.Birth)
+		add(c)
 	}
-	for pid := range watched {
-		if !live[pid] {
-			delete(watched, pid)
-		}
-	}
+	maps.DeleteFunc(watched, func(pid int, _ uint64) bool { return !live[pid] })
 	return partial
-}
-
-// forgetExits drops the exit times of processes s no longer lists and
-// that no Diff will take (OpenCode's other children, which serve no
-// armed server).
-func (p *procWatch) forgetExits(s procview.Snapshot) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for pid := range p.exitAt {
-		if !s.Lists(pid) {
-			delete(p.exitAt, pid)
-		}
-	}
 }
 
 // maxBelowTries bounds how often a child's server process is looked for
@@ -626,11 +603,7 @@ func (p *procWatch) forgetBelow(s procview.Snapshot) {
 			live[ident{c.PID, c.Birth}] = true
 		}
 	}
-	for id := range p.below {
-		if !live[id] {
-			delete(p.below, id)
-		}
-	}
+	maps.DeleteFunc(p.below, func(id ident, _ serverBelow) bool { return !live[id] })
 }
 
 // save writes the record of the OpenCode watched: its identity, and each
@@ -657,14 +630,12 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 	}
 	parents := map[int]procview.Ident{root.PID: procview.IdentOf(root)}
 	parentOf := func(pid int) procview.Ident {
-		parent, ok := parents[pid]
-		if !ok {
+		if _, ok := parents[pid]; !ok {
 			if pp, err := p.table.Stat(pid); err == nil {
-				parent = procview.IdentOf(pp)
-				parents[pid] = parent
+				parents[pid] = procview.IdentOf(pp)
 			}
 		}
-		return parent
+		return parents[pid]
 	}
 	var found []procview.Sighting
 	for k, cs := range s.Servers {
@@ -704,21 +675,16 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 			p.seen[id] = x
 		}
 	}
-	for id, x := range p.seen {
-		if !x.Alive(p.table) {
-			delete(p.seen, id) // it proves nothing any more
-		}
-	}
-	for _, x := range p.seen {
-		rec.Seen = append(rec.Seen, x)
-	}
+	// One that ended proves nothing any more.
+	maps.DeleteFunc(p.seen, func(_ ident, x procview.Sighting) bool { return !x.Alive(p.table) })
+	rec.Seen = slices.Collect(maps.Values(p.seen))
 	p.mu.Unlock()
 	slices.SortFunc(rec.Seen, func(a, b procview.Sighting) int { return a.PID - b.PID })
 	if err := p.record.Save(rec); err != nil {
 		p.log.Debug("could not record the MCP processes", "err", err)
-		return complete
+	} else {
+		p.log.Debug("recorded opencode's MCP processes", "url", p.where(), "pid", root.PID, "processes", len(rec.Seen), "record", p.record.Dir)
 	}
-	p.log.Debug("recorded opencode's MCP processes", "url", p.where(), "pid", root.PID, "processes", len(rec.Seen), "record", p.record.Dir)
 	return complete
 }
 
@@ -785,10 +751,8 @@ func (p *procWatch) info() *reconnect.Processes {
 		p.mu.Unlock()
 	}
 	out.Orphans = orphans
-	for _, o := range out.Orphans {
-		if o.Proven {
-			out.Fix = "mcp-reconnect doctor --reap"
-		}
+	if slices.ContainsFunc(orphans, func(o reconnect.OrphanProcess) bool { return o.Proven }) {
+		out.Fix = "mcp-reconnect doctor --reap"
 	}
 	return out
 }
@@ -797,13 +761,8 @@ func (p *procWatch) info() *reconnect.Processes {
 // OpenCode started, its launcher's name, and the process below it that
 // runs the server, in key order.
 func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot) []reconnect.ServerProcess {
-	keys := make([]procview.Key, 0, len(s.Servers))
-	for k := range s.Servers {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, procview.Key.Compare)
 	var out []reconnect.ServerProcess
-	for _, k := range keys {
+	for _, k := range slices.SortedFunc(maps.Keys(s.Servers), procview.Key.Compare) {
 		c, _ := s.Child(k)
 		l := p.launcher(k)
 		sp := reconnect.ServerProcess{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer, LauncherRunsOn: l.Name != "" && !l.ExitsWithServer}
