@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			}
 		}
 		all = append(all, w)
-		sources = append(sources, w.source())
+		sources = append(sources, source{Engine: w.eng, client: w.client, procs: w.procs, follow: w.follow})
 		urls = append(urls, w.client.URL())
 		if sc.ServiceFile != "" {
 			serviceFile = sc.ServiceFile
@@ -188,23 +188,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		api := &statusapi.API{Sources: sources, Broker: broker, Metrics: set, Version: cfg.Version, Log: log,
 			Token: token, Public: cfg.StatusPublic}
-		var wait func() error
-		bound, wait, err = api.Serve(ctx, cfg.StatusAddr)
+		bound, apiWait, err = api.Serve(ctx, cfg.StatusAddr)
 		if err != nil && cfg.StatusAddrFallback && errors.Is(err, syscall.EADDRINUSE) {
 			log.Info("status address taken; using a free port", "wanted", cfg.StatusAddr)
-			bound, wait, err = api.Serve(ctx, "127.0.0.1:0")
+			bound, apiWait, err = api.Serve(ctx, "127.0.0.1:0")
 		}
 		if err != nil {
 			return fmt.Errorf("%w (is another mcp-reconnect running? pass --status-addr)", err)
 		}
-		apiWait = wait
 		log.Info("status api listening", "addr", bound)
 		if reg, err = register(cfg, urls, serviceFile, bound, token, log); err != nil {
 			stop()
-			_ = wait()
+			_ = apiWait()
 			return err
 		}
-		defer reg.unregister()
+		if reg.remove != nil {
+			defer reg.remove()
+		}
 	}
 
 	// One detection tells a wrong password apart from a server that is
@@ -261,7 +261,7 @@ func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broke
 		w.retry = followRetry // see service2.go
 	}
 	if w.follow != nil {
-		w.follow.setLog(log)
+		w.follow.log = log // before anything runs: nothing reads it yet
 	}
 	w.ann = announce.New(client, log)
 	w.ann.OnToast = func(_ opencode.Toast, err error) {
@@ -433,14 +433,6 @@ func (r *registration) setURL(i int, url string) {
 	}
 }
 
-// unregister removes the entry.
-func (r *registration) unregister() {
-	if r == nil || r.remove == nil {
-		return
-	}
-	r.remove()
-}
-
 // streamLoop feeds OpenCode's event stream (either generation) into the
 // engine and keeps its state. A server found through an OpenCode 2
 // service file may have its subscription ended by its follower (a
@@ -452,8 +444,10 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 	var wasUnauthorized bool
 	for {
 		sctx, cancel := context.WithCancel(ctx)
-		if w.follow != nil {
-			w.follow.setRestream(cancel)
+		if f := w.follow; f != nil {
+			f.mu.Lock()
+			f.restream = cancel
+			f.mu.Unlock()
 		}
 		_ = client.Stream(sctx, opencode.StreamOptions{
 			Log:     log,

@@ -62,10 +62,6 @@ func (s source) Generation() string {
 	return ""
 }
 
-func (w *watched) source() statusapi.Source {
-	return source{Engine: w.eng, client: w.client, procs: w.procs, follow: w.follow}
-}
-
 // supervise tells systemd how the daemon is, when it runs the daemon as a
 // Type=notify service ($NOTIFY_SOCKET): READY=1 once every engine runs
 // (the status API serves by then), then, with a watchdog

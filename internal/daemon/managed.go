@@ -37,8 +37,7 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 		log.Info("started", "command", plan.Args[0], "pid", child.PID(), "url", plan.URL, "generated_password", plan.GeneratedPassword)
 		if plan.URL == "" {
 			// Not a server (opencode mcp auth …, --version): just pass it through.
-			code := child.ExitCode()
-			return code, nil
+			return child.ExitCode(), nil
 		}
 
 		// The child's credentials are the plan's: the user it was told to

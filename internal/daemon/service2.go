@@ -92,12 +92,11 @@ func ServiceServer(file string, channels bool, fallback *Target) Target {
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
 	}
-	if regs, _ := opencode.Registrations(file, channels); len(regs) > 0 {
-		for _, r := range regs {
-			if svc, err := opencode.ReadServiceFile(r.Path); err == nil {
-				sc.URL = svc.URL
-				break
-			}
+	regs, _ := opencode.Registrations(file, channels)
+	for _, r := range regs {
+		if svc, err := opencode.ReadServiceFile(r.Path); err == nil {
+			sc.URL = svc.URL
+			break
 		}
 	}
 	sc.Discover = f.discover
@@ -114,9 +113,10 @@ type serviceFollower struct {
 	fallback *Target
 	opts     opencode.Options // transport; the credentials come from each file
 	alive    func(pid int) bool
+	// log is the daemon's logger, set before anything runs.
+	log *slog.Logger
 
 	mu  sync.Mutex
-	log *slog.Logger
 	cur followed
 	// failed holds the files whose service did not answer, as they were
 	// then: one that has not changed since, whose pid is gone and that
@@ -162,15 +162,14 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 	o := f.opts
 	o.Username, o.Password = fb.Username, fb.Password
 	_, _, _, ferr := opencode.Detect(ctx, fb.URL, o)
-	switch {
-	case ferr == nil:
+	if ferr == nil {
 		f.set(followed{fallback: true})
 		return fb.URL, fb.Password, nil
-	case errors.Is(ferr, opencode.ErrUnauthorized):
-		f.set(followed{})
-		return "", "", fmt.Errorf("%w: %v; and OpenCode at %s refused the credentials (give its password to watch it)", opencode.ErrUnavailable, err, fb.URL)
 	}
 	f.set(followed{})
+	if errors.Is(ferr, opencode.ErrUnauthorized) {
+		return "", "", fmt.Errorf("%w: %v; and OpenCode at %s refused the credentials (give its password to watch it)", opencode.ErrUnavailable, err, fb.URL)
+	}
 	return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fb.URL)
 }
 
@@ -288,8 +287,8 @@ func (f *serviceFollower) set(now followed) {
 		now.others = prev.others // found without asking the rest again
 	}
 	f.cur = now
-	log := f.log
 	f.mu.Unlock()
+	log := f.log
 	if now.same(prev) {
 		return
 	}
@@ -339,20 +338,6 @@ func (f *serviceFollower) watch(ctx context.Context) {
 			restream()
 		}
 	}
-}
-
-// setRestream sets how the daemon ends the event stream's subscription.
-func (f *serviceFollower) setRestream(fn func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.restream = fn
-}
-
-// setLog sets the daemon's logger.
-func (f *serviceFollower) setLog(log *slog.Logger) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.log = log
 }
 
 // pidAlive reports whether a process with this pid exists and this user

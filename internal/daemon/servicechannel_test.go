@@ -214,7 +214,7 @@ func TestOfSeveralServicesTheOneFollowedIsNamed(t *testing.T) {
 
 		logs := &logBuffer{}
 		sc := followService(latest, true, nil, hosts.Transport())
-		sc.follow.setLog(slog.New(slog.NewTextHandler(logs, nil)))
+		sc.follow.log = slog.New(slog.NewTextHandler(logs, nil))
 		ctx := context.Background()
 
 		url, _, err := sc.Discover(ctx)
