@@ -19,8 +19,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -69,11 +70,7 @@ func Parse(b []byte) (*Doc, error) {
 	if !ok {
 		return nil, errors.New(`no "paths" object`)
 	}
-	d := &Doc{root: m, paths: paths, byTemplate: map[string][]string{}}
-	for p := range paths {
-		d.order = append(d.order, p)
-	}
-	sort.Strings(d.order)
+	d := &Doc{root: m, paths: paths, order: slices.Sorted(maps.Keys(paths)), byTemplate: map[string][]string{}}
 	for _, p := range d.order {
 		t := Template(p)
 		d.byTemplate[t] = append(d.byTemplate[t], p)
@@ -182,14 +179,10 @@ func (d *Doc) Answers(method, path string) Schemas {
 		return s
 	}
 	responses, _ := d.op(method, p)["responses"].(map[string]any)
-	codes := make([]string, 0, len(responses))
-	for code := range responses {
-		if strings.HasPrefix(code, "2") {
-			codes = append(codes, code)
+	for _, code := range slices.Sorted(maps.Keys(responses)) {
+		if !strings.HasPrefix(code, "2") {
+			continue
 		}
-	}
-	sort.Strings(codes)
-	for _, code := range codes {
 		resp, _ := d.deref(responses[code]).(map[string]any)
 		content, _ := resp["content"].(map[string]any)
 		s.list = append(s.list, contentSchemas(content)...)
@@ -200,13 +193,8 @@ func (d *Doc) Answers(method, path string) Schemas {
 // contentSchemas returns the schemas of an OpenAPI content map, every
 // media type in order.
 func contentSchemas(content map[string]any) []any {
-	types := make([]string, 0, len(content))
-	for t := range content {
-		types = append(types, t)
-	}
-	sort.Strings(types)
 	var out []any
-	for _, t := range types {
+	for _, t := range slices.Sorted(maps.Keys(content)) {
 		mt, _ := content[t].(map[string]any)
 		for _, k := range []string{"schema", "itemSchema"} {
 			if s, ok := mt[k].(map[string]any); ok {
@@ -228,13 +216,7 @@ func (d *Doc) components() map[string]any {
 
 // ComponentNames lists components.schemas, sorted.
 func (d *Doc) ComponentNames() []string {
-	schemas := d.components()
-	names := make([]string, 0, len(schemas))
-	for n := range schemas {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(d.components()))
 }
 
 // Components returns the named component schemas (those that exist).
