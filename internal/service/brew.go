@@ -68,24 +68,9 @@ func (m *Manager) brew(ctx context.Context) *BrewService {
 	var err error
 	switch p := m.p.(type) {
 	case launchd:
-		target := p.domain() + "/homebrew.mxcl." + BrewFormula
-		out, rerr := m.env.Runner.Run(ctx, []string{"launchctl", "print", target})
-		switch {
-		case rerr != nil && p.notLoaded(out, rerr):
-			run = Running{State: "not loaded", Restarts: -1}
-		case rerr != nil:
-			err = fmt.Errorf("launchctl print %s: %v%s", target, rerr, indentOutput(out))
-		default:
-			run = parseLaunchctlPrint(out)
-		}
+		run, err = p.print(ctx, m.env.Runner, p.domain()+"/homebrew.mxcl."+BrewFormula)
 	case systemd:
-		unit := "homebrew." + BrewFormula + ".service"
-		out, rerr := m.env.Runner.Run(ctx, p.ctl("show", unit, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
-		if rerr != nil {
-			err = fmt.Errorf("systemctl --user show %s: %v%s", unit, rerr, indentOutput(out))
-		} else {
-			run = parseSystemdShow(out)
-		}
+		run, err = p.show(ctx, m.env.Runner, "homebrew."+BrewFormula+".service")
 	}
 	if err != nil {
 		b.RunningError = err.Error()

@@ -79,6 +79,9 @@ func holdsPassword(r io.Reader) (string, error) {
 	return "", sc.Err()
 }
 
+// CheckEnvFile checks the environment file the systemd unit hands the
+// daemon (CheckEnvFileAt): an error refuses it, a warning is for the
+// user. Platforms without one: "", nil.
 func (m *Manager) CheckEnvFile() (warning string, err error) {
 	ef := m.EnvFile()
 	if ef == "" {

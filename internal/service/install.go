@@ -14,6 +14,9 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
+// Install carries out pl. When a command fails on a first install, what
+// was written is removed again (so a failed install leaves nothing); a
+// failed re-install keeps the files and says so.
 func (m *Manager) Install(ctx context.Context, pl *Plan, w io.Writer) error {
 	for _, d := range pl.MkDirs {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -87,9 +90,3 @@ func (m *Manager) readManifest() (*Manifest, error) {
 	}
 	return &mf, nil
 }
-
-// Uninstall stops the service and keeps it from starting at login, then
-// removes the files install wrote and the directories it created (when
-// empty), and nothing else. Without a manifest it removes the service file
-// only when install wrote it (it carries the Marker). It reports what it
-// did on w; installed is false when there was nothing to remove.

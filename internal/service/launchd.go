@@ -127,12 +127,18 @@ func (l launchd) notLoaded(out []byte, err error) bool {
 }
 
 func (l launchd) running(ctx context.Context, r Runner) (Running, error) {
-	out, err := r.Run(ctx, []string{"launchctl", "print", l.target()})
+	return l.print(ctx, r, l.target())
+}
+
+// print asks `launchctl print` about target (the agent's, or brew
+// services' own).
+func (l launchd) print(ctx context.Context, r Runner, target string) (Running, error) {
+	out, err := r.Run(ctx, []string{"launchctl", "print", target})
 	if err != nil {
 		if l.notLoaded(out, err) {
 			return Running{State: "not loaded", Restarts: -1}, nil
 		}
-		return Running{}, fmt.Errorf("launchctl print %s: %v%s", l.target(), err, indentOutput(out))
+		return Running{}, fmt.Errorf("launchctl print %s: %v%s", target, err, indentOutput(out))
 	}
 	return parseLaunchctlPrint(out), nil
 }

@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,12 +110,9 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 	pl.manifest = Manifest{
 		Platform: m.p.kind(), Binary: spec.Binary, Config: spec.Config,
 		Files:     []ManifestFile{{Path: f.Path, SHA256: sha256Hex(f.Content)}},
+		Dirs:      slices.Sorted(maps.Keys(created)),
 		Installed: now.UTC().Truncate(time.Second), Version: version,
 	}
-	for d := range created {
-		pl.manifest.Dirs = append(pl.manifest.Dirs, d)
-	}
-	sort.Strings(pl.manifest.Dirs)
 	b, err := json.MarshalIndent(pl.manifest, "", "  ")
 	if err != nil {
 		return nil, err
@@ -145,19 +143,7 @@ func (m *Manager) checkOurs(path string, prev *Manifest) error {
 // wrote there. A manifest naming the path is not enough: the user may have
 // replaced the file since.
 func ours(b []byte, path string, mf *Manifest) bool {
-	if bytes.Contains(b, []byte(Marker)) {
-		return true
-	}
-	if mf == nil {
-		return false
-	}
-	sum := sha256Hex(b)
-	for _, f := range mf.Files {
-		if f.Path == path && f.SHA256 == sum {
-			return true
-		}
-	}
-	return false
+	return bytes.Contains(b, []byte(Marker)) || mf != nil && slices.Contains(mf.Files, ManifestFile{Path: path, SHA256: sha256Hex(b)})
 }
 
 // sha256Hex is the manifest's record of content b.
@@ -204,7 +190,3 @@ func (pl *Plan) Print(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
-
-// Install carries out pl. When a command fails on a first install, what
-// was written is removed again (so a failed install leaves nothing); a
-// failed re-install keeps the files and says so.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 )
 
 // Report is what Status found.
@@ -92,14 +93,6 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 }
 
 func hashIs(b []byte, mf *Manifest, path string) bool {
-	for _, f := range mf.Files {
-		if f.Path == path {
-			return f.SHA256 == sha256Hex(b)
-		}
-	}
-	return false
+	i := slices.IndexFunc(mf.Files, func(f ManifestFile) bool { return f.Path == path })
+	return i >= 0 && mf.Files[i].SHA256 == sha256Hex(b)
 }
-
-// CheckEnvFile checks the environment file the systemd unit hands the
-// daemon (CheckEnvFileAt): an error refuses it, a warning is for the
-// user. Platforms without one: "", nil.

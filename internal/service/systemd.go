@@ -223,13 +223,17 @@ func (s systemd) notLoaded(out []byte, _ error) bool {
 	return bytes.Contains(out, []byte("does not exist"))
 }
 
-// running asks `systemctl --user show`, which answers for a unit in any
-// state (is-active only says active or not, and exits non-zero for the
-// rest).
 func (s systemd) running(ctx context.Context, r Runner) (Running, error) {
-	out, err := r.Run(ctx, s.ctl("show", UnitName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
+	return s.show(ctx, r, UnitName)
+}
+
+// show asks `systemctl --user show` about unit (the service's, or brew
+// services' own), which answers for a unit in any state (is-active only
+// says active or not, and exits non-zero for the rest).
+func (s systemd) show(ctx context.Context, r Runner, unit string) (Running, error) {
+	out, err := r.Run(ctx, s.ctl("show", unit, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
 	if err != nil {
-		return Running{}, fmt.Errorf("systemctl --user show %s: %v%s", UnitName, err, indentOutput(out))
+		return Running{}, fmt.Errorf("systemctl --user show %s: %v%s", unit, err, indentOutput(out))
 	}
 	return parseSystemdShow(out), nil
 }

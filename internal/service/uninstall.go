@@ -13,6 +13,11 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
+// Uninstall stops the service and keeps it from starting at login, then
+// removes the files install wrote and the directories it created (when
+// empty), and nothing else. Without a manifest it removes the service file
+// only when install wrote it (it carries the Marker). It reports what it
+// did on w; installed is false when there was nothing to remove.
 func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (installed bool, err error) {
 	mf, err := m.readManifest()
 	if err != nil {
@@ -48,19 +53,7 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 	if dryRun {
 		removed = "would remove"
 	}
-	var stopErr error
-	for _, c := range m.p.stopCommands() {
-		if dryRun {
-			fmt.Fprintf(w, "would run: %s\n", shellquote.Join(c))
-			continue
-		}
-		out, err := m.env.Runner.Run(ctx, c)
-		if err != nil && !m.p.notLoaded(out, err) {
-			stopErr = errors.Join(stopErr, fmt.Errorf("%s failed: %v%s", shellquote.Join(c), err, indentOutput(out)))
-			continue
-		}
-		fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
-	}
+	stopErr := m.runAll(ctx, w, m.p.stopCommands(), dryRun, m.p.notLoaded)
 	if mf != nil {
 		files = append(files, m.ManifestPath())
 	}
@@ -87,19 +80,26 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 			fmt.Fprintf(w, "removed directory %s\n", d)
 		}
 	}
-	for _, c := range m.p.afterRemoveCommands() {
-		if dryRun {
-			fmt.Fprintf(w, "would run: %s\n", shellquote.Join(c))
-			continue
-		}
-		if out, err := m.env.Runner.Run(ctx, c); err != nil {
-			stopErr = errors.Join(stopErr, fmt.Errorf("%s failed: %v%s", shellquote.Join(c), err, indentOutput(out)))
-		} else {
-			fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
-		}
-	}
+	stopErr = errors.Join(stopErr, m.runAll(ctx, w, m.p.afterRemoveCommands(), dryRun, nil))
 	if stopErr != nil {
 		return true, fmt.Errorf("service: the files are removed, but the service manager did not answer as expected, so the service may still run:\n%w%s", stopErr, m.hint())
 	}
 	return true, nil
+}
+
+// runAll runs cmds in order, or with dryRun says it would, and joins the
+// errors of those that failed, but for those ok (nil: none) accepts.
+func (m *Manager) runAll(ctx context.Context, w io.Writer, cmds [][]string, dryRun bool, ok func([]byte, error) bool) (errs error) {
+	for _, c := range cmds {
+		if dryRun {
+			fmt.Fprintf(w, "would run: %s\n", shellquote.Join(c))
+			continue
+		}
+		if out, err := m.env.Runner.Run(ctx, c); err != nil && (ok == nil || !ok(out, err)) {
+			errs = errors.Join(errs, fmt.Errorf("%s failed: %v%s", shellquote.Join(c), err, indentOutput(out)))
+		} else {
+			fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
+		}
+	}
+	return errs
 }
