@@ -6,9 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/BurntSushi/toml"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
@@ -72,12 +73,7 @@ func (c *configFile) apply(fset *pflag.FlagSet) error {
 		return nil
 	}
 	path, data := c.path, c.data
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(data)) {
 		if key == "config" {
 			return fmt.Errorf("config file %s: key %q: a config file cannot name another", path, key)
 		}
@@ -160,11 +156,8 @@ func makePrivate(file *os.File) error {
 	if err != nil {
 		return fmt.Errorf("--log-file %s: %w", file.Name(), err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil // /dev/stderr, a fifo: not a file we keep
-	}
-	if fi.Mode().Perm()&0o077 == 0 {
-		return nil
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+		return nil // private already, or /dev/stderr, a fifo: not a file we keep
 	}
 	if err := file.Chmod(0o600); err != nil {
 		return fmt.Errorf("--log-file %s is readable by other users (mode %04o) and cannot be made private (%v); run: chmod 600 %s", file.Name(), fi.Mode().Perm(), err, file.Name())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,10 +24,7 @@ import (
 // (starting one, detached, when the registry holds none) and then gets
 // out of the way: this process becomes the command.
 func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) error {
-	file := f.service
-	if file == "" {
-		file = defaultServiceFile()
-	}
+	file := cmp.Or(f.service, defaultServiceFile())
 	config := ""
 	if cmd.Flags().Changed("config") {
 		config = f.config

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -176,10 +177,7 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Ta
 		}
 	}
 	for _, e := range entries {
-		sc := daemon.Target{URL: e.URL, Username: e.Username, Directories: e.Directory}
-		if sc.Username == "" {
-			sc.Username = f.username
-		}
+		sc := daemon.Target{URL: e.URL, Username: cmp.Or(e.Username, f.username), Directories: e.Directory}
 		if e.PasswordFile != "" {
 			if sc.Password, err = readPasswordFile(e.PasswordFile); err != nil {
 				return nil, err

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,10 +136,8 @@ write and the commands it would run, and changes nothing.`,
 				return err
 			}
 			explicit := cmd.Flags().Changed("config")
-			if !explicit {
-				if v := os.Getenv(envName("config")); v != "" {
-					config, explicit = v, true
-				}
+			if v := os.Getenv(envName("config")); !explicit && v != "" {
+				config, explicit = v, true
 			}
 			spec := service.Spec{Binary: bin}
 			if explicit {
@@ -260,7 +259,7 @@ func shellOnlySettings(m *service.Manager) []string {
 	if len(names) == 0 {
 		return nil
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	where := "the config file"
 	if ef := m.EnvFile(); ef != "" {
 		where += " or " + ef
@@ -433,8 +432,7 @@ func lookupDaemon(ctx context.Context, st *serviceStatus) {
 func viewOf(e registry.Entry) daemonView {
 	v := daemonView{PID: e.PID, URLs: e.URLs, StatusAddr: e.StatusAddr, Version: e.Version}
 	if !e.Started.IsZero() {
-		started := e.Started
-		v.Started = &started
+		v.Started = &e.Started
 	}
 	return v
 }
@@ -519,13 +517,8 @@ func summarize(st statusapi.Status) []string {
 				counts[srv.Status]++
 			}
 		}
-		keys := make([]string, 0, len(counts))
-		for k := range counts {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(counts)) {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 		}
 		servers := "no MCP servers seen yet"

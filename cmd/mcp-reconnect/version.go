@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
@@ -32,12 +33,10 @@ func currentBuild() buildInfo {
 	b := buildInfo{Version: version, Commit: commit, Date: date,
 		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
 	bi, ok := debug.ReadBuildInfo()
-	if ok && b.Version == "" {
-		b.Version = bi.Main.Version
+	if ok {
+		b.Version = cmp.Or(b.Version, bi.Main.Version)
 	}
-	if b.Version == "" {
-		b.Version = "(devel)"
-	}
+	b.Version = cmp.Or(b.Version, "(devel)")
 	if !ok || commit != "" {
 		// A release: its stamped commit and date are the truth.
 		return b
@@ -47,9 +46,7 @@ func currentBuild() buildInfo {
 		case "vcs.revision":
 			b.Commit = s.Value
 		case "vcs.time":
-			if b.Date == "" {
-				b.Date = s.Value
-			}
+			b.Date = cmp.Or(b.Date, s.Value)
 		case "vcs.modified":
 			b.Modified = s.Value == "true"
 		}
@@ -70,12 +67,8 @@ func (b buildInfo) write(w io.Writer) {
 	case b.Modified:
 		c += " (with uncommitted changes)"
 	}
-	d := b.Date
-	if d == "" {
-		d = "unknown"
-	}
 	fmt.Fprintln(w, "commit:", c)
-	fmt.Fprintln(w, "date:  ", d)
+	fmt.Fprintln(w, "date:  ", cmp.Or(b.Date, "unknown"))
 	fmt.Fprintln(w, "go:    ", b.Go)
 }
 
