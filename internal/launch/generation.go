@@ -188,9 +188,7 @@ func (v *Versions) Facts(ctx context.Context, command string, env []string, gram
 	}
 	needVersion := known.Major == 0
 	needHelp := grammar && known.Grammar == nil && idErr == nil
-	if !needVersion {
-		f.Major = known.Major
-	}
+	f.Major = known.Major // 0 when it must be asked
 	switch {
 	case grammar && known.Grammar != nil && known.Grammar.Unreadable != "":
 		f.GrammarErr = fmt.Errorf("%s --help (remembered): %s", command, known.Grammar.Unreadable)

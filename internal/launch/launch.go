@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,14 +276,11 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 // insertBeforeDashes inserts "--port N" before a "--" (or at the end) and
 // returns where N landed.
 func insertBeforeDashes(args []string, flag, value string) ([]string, int) {
-	for i, a := range args {
-		if i > 0 && a == "--" {
-			out := append([]string(nil), args[:i]...)
-			out = append(out, flag, value)
-			return append(out, args[i:]...), i + 1
-		}
+	i := len(args)
+	if j := slices.Index(args[1:], "--"); j >= 0 {
+		i = j + 1
 	}
-	return append(args, flag, value), len(args) + 1
+	return slices.Insert(args, i, flag, value), i + 1
 }
 
 func lookupEnv(env []string, key string) string {
@@ -360,25 +358,23 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 	cmd := exec.Command(p.Path, p.Args[1:]...)
 	cmd.Args = p.Args
 	cmd.Env = p.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdio.Stdin, stdio.Stdout, stdio.Stderr
+	cmd.Stdin = stdio.Stdin
 	if cmd.Stdin == nil {
 		cmd.Stdin = os.Stdin
 	}
 	tail := NewTail(64 << 10)
 	// Keep the last output for the error message when the server never
 	// comes up, unless the stream is a terminal (a TUI needs the real one).
-	if cmd.Stdout == nil {
-		cmd.Stdout = os.Stdout
-		if !isTerminal(os.Stdout) {
-			cmd.Stdout = io.MultiWriter(os.Stdout, tail)
+	output := func(w io.Writer, f *os.File) io.Writer {
+		switch {
+		case w != nil:
+			return w
+		case isTerminal(f):
+			return f
 		}
+		return io.MultiWriter(f, tail)
 	}
-	if cmd.Stderr == nil {
-		cmd.Stderr = os.Stderr
-		if !isTerminal(os.Stderr) {
-			cmd.Stderr = io.MultiWriter(os.Stderr, tail)
-		}
-	}
+	cmd.Stdout, cmd.Stderr = output(stdio.Stdout, os.Stdout), output(stdio.Stderr, os.Stderr)
 	cmd.SysProcAttr = sysProcAttr()
 	// When output is copied through a pipe (not a terminal), a grandchild
 	// that outlives the child can hold the pipe open; do not wait for it.
@@ -476,7 +472,6 @@ func (c *Child) Describe() string {
 // kill(2), and the child from nobody else. (A kill(2) of a foreground
 // wrapper cannot be told from a key, and is not relayed.)
 func (c *Child) Forward() (stop func()) {
-	sigs := c.sigs
 	var wg sync.WaitGroup
 	quit := make(chan struct{})
 	wg.Go(func() {
@@ -486,7 +481,7 @@ func (c *Child) Forward() (stop func()) {
 				return
 			case <-c.done:
 				return
-			case s := <-sigs:
+			case s := <-c.sigs:
 				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
 					continue
 				}
@@ -497,7 +492,7 @@ func (c *Child) Forward() (stop func()) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			signal.Stop(sigs)
+			signal.Stop(c.sigs)
 			close(quit)
 			wg.Wait()
 		})
