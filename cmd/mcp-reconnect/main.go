@@ -76,30 +76,24 @@ never re-enables a server you disabled.`,
 // watchFlags are the flags shared by watch (and, later, run).
 type watchFlags struct {
 	// file is the config file load read (nil: none).
-	file                   *configFile
-	urls                   []string
-	username, password     string
-	directories            []string
-	statusAddr             string
-	statusPublic           bool
-	initialDelay, maxDelay time.Duration
-	idleInterval           time.Duration
-	jitter                 float64
-	maxConcurrent          int
-	fastAttempts           int
-	slowInterval           time.Duration
-	stableAfter            time.Duration
+	file                                 *configFile
+	urls                                 []string
+	username, password                   string
+	directories                          []string
+	statusAddr                           string
+	statusPublic                         bool
+	initialDelay, maxDelay, idleInterval time.Duration
+	slowInterval, stableAfter            time.Duration
+	jitter                               float64
+	maxConcurrent, fastAttempts          int
 	// passwordSource says where the password came from (never the
 	// password): "--password", "env …", "config file …", or "".
 	passwordSource string
 	// service is --service-file: the OpenCode 2 service file to follow.
-	service             string
-	logLevel, logFormat string
-	logFile             string
-	config              string
-	probe               bool
-	toast               bool
-	netwatch            bool
+	service                string
+	logLevel, logFormat    string
+	logFile, config        string
+	probe, toast, netwatch bool
 	// allowDuplicate is watch --allow-duplicate.
 	allowDuplicate bool
 	// allowHTTPPassword is --allow-http-password (watch, doctor).

@@ -142,11 +142,8 @@ func (f *watchFlags) passwordOrigin() string {
 // anywhere.
 func checkPlainHTTP(rawURL string) error {
 	u, err := url.Parse(rawURL)
-	if err != nil || !strings.EqualFold(u.Scheme, "http") {
-		return nil // https, or a URL opencode.New refuses on its own
-	}
-	if loopback.Host(u.Host) {
-		return nil
+	if err != nil || !strings.EqualFold(u.Scheme, "http") || loopback.Host(u.Host) {
+		return nil // https, loopback, or a URL opencode.New refuses on its own
 	}
 	return fmt.Errorf("OpenCode at %s is plain http to another host: the password would cross the network readable by anyone on the way (basic auth is not encrypted); use https, or an SSH tunnel to 127.0.0.1, or pass --allow-http-password to send it anyway", opencode.Redact(rawURL))
 }

@@ -360,10 +360,7 @@ running, 3 when not.`,
 			if err != nil {
 				return err
 			}
-			bin, err := serviceBinary()
-			if err != nil {
-				bin = "" // status still reports; "current" is then false
-			}
+			bin, _ := serviceBinary() // "" on an error: status still reports; "current" is then false
 			rep, err := m.Status(cmd.Context(), bin)
 			if err != nil {
 				return err

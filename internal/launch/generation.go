@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -267,20 +268,13 @@ func identify(path string) (binaryID, error) {
 		return binaryID{}, err
 	}
 	id := binaryID{File: f}
-	inNodeModules := false
-	for dir := filepath.Dir(resolved); ; dir = filepath.Dir(dir) {
-		if filepath.Base(dir) == "node_modules" {
-			inNodeModules = true
-			if lock, err := statID(filepath.Join(dir, ".package-lock.json")); err == nil {
-				id.Lock = lock
-			}
-			break
+	nodeModules := string(filepath.Separator) + "node_modules"
+	if i := strings.LastIndex(resolved, nodeModules+string(filepath.Separator)); i >= 0 {
+		// The innermost node_modules tree the file is in (resolved is clean).
+		if lock, err := statID(filepath.Join(resolved[:i+len(nodeModules)], ".package-lock.json")); err == nil {
+			id.Lock = lock
 		}
-		if parent := filepath.Dir(dir); parent == dir {
-			break
-		}
-	}
-	if !inNodeModules && isScript(resolved) {
+	} else if isScript(resolved) {
 		// A script outside an npm tree may answer differently in every
 		// directory: a version manager's shim (asdf, mise, proto pick the
 		// version per project) or a wrapper of the user's own. Only the
@@ -348,10 +342,7 @@ func (v *Versions) update(id binaryID, fn func(*versionEntry)) error {
 func (v *Versions) store(e versionEntry) error {
 	vf := v.load()
 	vf.Binaries = slices.DeleteFunc(vf.Binaries, func(o versionEntry) bool { return o.ID.File.Path == e.ID.File.Path })
-	vf.Binaries = append([]versionEntry{e}, vf.Binaries...)
-	if len(vf.Binaries) > maxVersionEntries {
-		vf.Binaries = vf.Binaries[:maxVersionEntries]
-	}
+	vf.Binaries = append([]versionEntry{e}, vf.Binaries[:min(len(vf.Binaries), maxVersionEntries-1)]...)
 	b, err := json.MarshalIndent(vf, "", "  ")
 	if err != nil {
 		return err

@@ -294,13 +294,10 @@ func lookupEnv(env []string, key string) string {
 }
 
 func setEnv(env []string, key, value string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != key {
-			out = append(out, kv)
-		}
-	}
-	return append(out, key+"="+value)
+	return append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return k == key
+	}), key+"="+value)
 }
 
 func newPassword() (string, error) {

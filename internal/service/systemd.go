@@ -185,8 +185,7 @@ func unitText(spec Spec, header, envFileShown, envFile, envFileArg string, env [
 // backslash and quote are escaped, "%" is doubled (specifiers), and in
 // ExecStart's arguments "$" is doubled (variable expansion).
 func systemdQuote(v string, args bool) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%")
-	v = r.Replace(v)
+	v = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(v)
 	if args {
 		v = strings.ReplaceAll(v, "$", "$$")
 	}
