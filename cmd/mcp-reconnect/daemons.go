@@ -112,20 +112,16 @@ func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON boo
 		return statusapi.WriteTable(w, st, time.Now())
 	}
 	views := make([]daemonView, 0, len(ds))
-	answered := 0
-	var firstErr error
+	var errs []error
 	for _, d := range ds {
 		v := viewOf(d.entry)
 		v.StatusAddr = d.client.Addr
 		st, err := d.client.Status(ctx)
 		if err != nil {
 			v.Error = err.Error()
-			if firstErr == nil {
-				firstErr = err
-			}
+			errs = append(errs, err)
 		} else {
 			v.Status = &st
-			answered++
 		}
 		views = append(views, v)
 	}
@@ -148,8 +144,8 @@ func showStatus(ctx context.Context, w io.Writer, ds []runningDaemon, asJSON boo
 			}
 		}
 	}
-	if answered == 0 {
-		return firstErr
+	if len(errs) > 0 && len(errs) == len(ds) {
+		return errs[0] // no daemon answered
 	}
 	return nil
 }

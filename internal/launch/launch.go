@@ -325,8 +325,6 @@ type Child struct {
 // not already deliver them to the child, relays.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT}
 
-var catchQuit sync.Once
-
 // CatchQuit keeps SIGQUIT (Ctrl-\) from killing the wrapper for the rest of
 // its life. At a terminal the kernel sends it to the whole foreground
 // process group, the child included, which handles it as it would without
@@ -334,11 +332,7 @@ var catchQuit sync.Once
 // TUI, exit 2, and take the child with it through Pdeathsig. The signal is
 // caught, not ignored: an ignored signal stays ignored in a child across
 // exec, a caught one is reset to its default.
-func CatchQuit() {
-	catchQuit.Do(func() {
-		signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT)
-	})
-}
+var CatchQuit = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT) })
 
 // IO is where the child's standard streams go. The defaults are the
 // wrapper's own, so a TUI gets the terminal itself.
@@ -486,14 +480,11 @@ func (c *Child) Forward() (stop func()) {
 			}
 		}
 	})
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			signal.Stop(c.sigs)
-			close(quit)
-			wg.Wait()
-		})
-	}
+	return sync.OnceFunc(func() {
+		signal.Stop(c.sigs)
+		close(quit)
+		wg.Wait()
+	})
 }
 
 func isTerminal(f *os.File) bool {
