@@ -188,7 +188,8 @@ func ParseHelp(out string) (Grammar, error) {
 			} else if flag == nil {
 				continue // a description wrapped onto its own line
 			}
-			if yargsTakesValue(line) {
+			if strings.Contains(line, "[string]") || strings.Contains(line, "[number]") || strings.Contains(line, "[array]") {
+				// A type that takes a value.
 				for _, n := range flag {
 					g.ValueFlags[n] = true
 				}
@@ -216,12 +217,6 @@ func names(s string) []string {
 		out = append(out, m[1])
 	}
 	return out
-}
-
-// yargsTakesValue reports whether a yargs option line gives a type that
-// takes a value.
-func yargsTakesValue(line string) bool {
-	return strings.Contains(line, "[string]") || strings.Contains(line, "[number]") || strings.Contains(line, "[array]")
 }
 
 // sortedKeys lists a set, for the cache file.

@@ -5,6 +5,7 @@
 package launch
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -209,13 +210,9 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	passwordEnv := PasswordEnv
 	if cred.Major == 2 {
 		p.Major, passwordEnv = 2, PasswordEnv2
-		if password == "" {
-			password = lookupEnv(env, PasswordEnv2)
-		}
+		password = cmp.Or(password, lookupEnv(env, PasswordEnv2))
 	}
-	if password == "" {
-		password = lookupEnv(env, PasswordEnv)
-	}
+	password = cmp.Or(password, lookupEnv(env, PasswordEnv))
 	if password == "" {
 		password, err = newPassword()
 		if err != nil {
@@ -240,9 +237,7 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 		if cred.Username != "" {
 			p.Env = setEnv(p.Env, UsernameEnv, cred.Username)
 		}
-		if u := lookupEnv(p.Env, UsernameEnv); u != "" {
-			p.Username = u
-		}
+		p.Username = cmp.Or(lookupEnv(p.Env, UsernameEnv), DefaultUsername)
 	}
 
 	port, host := portArg(command[1:])
