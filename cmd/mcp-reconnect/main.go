@@ -105,7 +105,7 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (one --password is refused for several: give per-server passwords with [[opencode]] tables and password-file in the config file) [$OPENCODE_URL]")
 	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user [$OPENCODE_SERVER_USERNAME]")
 	fs.StringVar(&f.password, "password", "", "HTTP basic auth password, for one --url only, and refused for a plain-http URL that is not loopback unless --allow-http-password; prefer the environment or --password-file, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
-	registerPasswordFile(fs)
+	fs.String(passwordFileFlag, "", "read the password from this file (only you may read it: chmod 600), e.g. a mounted secret [$MCP_RECONNECT_PASSWORD_FILE]")
 	fs.StringArrayVar(&f.directories, "directory", nil, "project directory to watch from the start (repeatable) [$MCP_RECONNECT_DIRECTORY, colon-separated]")
 	fs.StringVar(&f.statusAddr, "status-addr", "127.0.0.1:4097", "listen address of the daemon's status API; empty disables it [$MCP_RECONNECT_STATUS_ADDR]")
 	fs.BoolVar(&f.statusPublic, "status-public", false, "allow a non-loopback --status-addr [$MCP_RECONNECT_STATUS_PUBLIC]")

@@ -13,10 +13,6 @@ import (
 // image's environment in every `docker inspect`.
 const passwordFileFlag = "password-file"
 
-func registerPasswordFile(fs *pflag.FlagSet) {
-	fs.String(passwordFileFlag, "", "read the password from this file (only you may read it: chmod 600), e.g. a mounted secret [$MCP_RECONNECT_PASSWORD_FILE]")
-}
-
 // applyPasswordFile reads the password file, once the command line, the
 // environment and the config file are applied, into --password. A
 // password given as well is an error: which one is meant cannot be told.

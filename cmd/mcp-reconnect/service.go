@@ -124,7 +124,11 @@ write and the commands it would run, and changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("password") {
-				return fmt.Errorf("service install takes no --password: a password in the unit or plist is readable by every process of yours and ends up in backups; put it in the config file (key password, chmod 600)%s", envFileHint(platform))
+				hint := ""
+				if m, err := serviceManager(platform); err == nil && m.EnvFile() != "" {
+					hint = fmt.Sprintf(" or %s as OPENCODE_SERVER_PASSWORD=… (chmod 600)", m.EnvFile())
+				}
+				return fmt.Errorf("service install takes no --password: a password in the unit or plist is readable by every process of yours and ends up in backups; put it in the config file (key password, chmod 600)%s", hint)
 			}
 			out := cmd.OutOrStdout()
 			m, err := serviceManager(platform)
@@ -191,13 +195,6 @@ write and the commands it would run, and changes nothing.`,
 	_ = cmd.Flags().MarkHidden("password")
 	platformFlag(cmd.Flags(), &platform)
 	return cmd
-}
-
-func envFileHint(platform string) string {
-	if m, err := serviceManager(platform); err == nil && m.EnvFile() != "" {
-		return fmt.Sprintf(" or %s as OPENCODE_SERVER_PASSWORD=… (chmod 600)", m.EnvFile())
-	}
-	return ""
 }
 
 // expandHome is p with a leading ~/ made the home directory; p itself

@@ -214,11 +214,11 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	}
 	password = cmp.Or(password, lookupEnv(env, PasswordEnv))
 	if password == "" {
-		password, err = newPassword()
-		if err != nil {
-			return nil, err
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			return nil, fmt.Errorf("run: generating a password: %w", err)
 		}
-		p.GeneratedPassword = true
+		password, p.GeneratedPassword = base64.RawURLEncoding.EncodeToString(b), true
 	}
 	p.Password = password
 	p.Env = setEnv(env, passwordEnv, password)
@@ -293,14 +293,6 @@ func setEnv(env []string, key, value string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		return k == key
 	}), key+"="+value)
-}
-
-func newPassword() (string, error) {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("run: generating a password: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 // Child is a started command.
