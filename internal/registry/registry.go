@@ -12,6 +12,7 @@
 package registry
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -23,7 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,12 +62,7 @@ type Entry struct {
 // after normalizing scheme and host case and a trailing slash).
 func (e Entry) Watches(u string) bool {
 	n := NormalizeURL(u)
-	for _, w := range e.URLs {
-		if NormalizeURL(w) == n {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(e.URLs, func(w string) bool { return NormalizeURL(w) == n })
 }
 
 // NormalizeURL makes two spellings of one OpenCode URL compare equal:
@@ -272,12 +268,7 @@ func (r *Registry) List() ([]Entry, error) {
 		}
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.Before(out[j].Started)
-		}
-		return out[i].PID < out[j].PID
-	})
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Or(a.Started.Compare(b.Started), cmp.Compare(a.PID, b.PID)) })
 	return out, nil
 }
 
