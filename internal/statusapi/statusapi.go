@@ -165,14 +165,9 @@ func (s *API) loopbackHost(hostport string) bool {
 	if loopback.Host(host) {
 		return true
 	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return false
-	}
-	if b := net.ParseIP(s.BoundHost); b != nil && !b.IsUnspecified() && b.Equal(ip) {
-		return true
-	}
-	return false
+	// An unparsable host (nil) equals no address.
+	b := net.ParseIP(s.BoundHost)
+	return b != nil && !b.IsUnspecified() && b.Equal(net.ParseIP(host))
 }
 
 // authorized lets a mutation (or a profile) through only with the daemon's token, compared
@@ -193,11 +188,8 @@ func (s *API) authorized(next http.HandlerFunc) http.HandlerFunc {
 // origin, so a page cannot drive POST /reconnect or read status.
 func sameOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
-			return
-		}
-		if o := r.Header.Get("Origin"); o != "" && !strings.HasSuffix(o, "://"+r.Host) {
+		site, o := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
+		if site == "cross-site" || site == "same-site" || o != "" && !strings.HasSuffix(o, "://"+r.Host) {
 			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
 			return
 		}
@@ -391,10 +383,7 @@ func CheckAddr(addr string, allowRemote bool) error {
 	if err != nil {
 		return fmt.Errorf("status-addr %q: %w", addr, err)
 	}
-	if allowRemote {
-		return nil
-	}
-	if !loopback.Host(host) {
+	if !allowRemote && !loopback.Host(host) {
 		return fmt.Errorf("status-addr %q is not a loopback address; pass --status-public to serve it beyond this machine", addr)
 	}
 	return nil
