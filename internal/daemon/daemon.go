@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -152,7 +153,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		for _, d := range append(append([]string{}, dirs...), own...) {
+		for _, d := range slices.Concat(dirs, own) {
 			if err := w.eng.Arm(d, reconnect.ArmedByFlag); err != nil {
 				return err
 			}
@@ -172,7 +173,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	var apiWait func() error
+	apiWait := func() error { return nil } // no status API: nothing to wait for
 	var bound string
 	var reg *registration
 	if cfg.StatusAddr != "" {
@@ -214,9 +215,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if len(all) == 1 {
 		if err := all[0].detect(ctx, log); err != nil {
 			stop()
-			if apiWait != nil {
-				_ = apiWait()
-			}
+			_ = apiWait()
 			return err
 		}
 	} else {
@@ -224,7 +223,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			wg.Go(func() { _ = w.detect(ctx, log) })
 		}
 	}
-	if cfg.Ready != nil && apiWait != nil {
+	if cfg.Ready != nil && cfg.StatusAddr != "" {
 		cfg.Ready(bound)
 	}
 
@@ -242,10 +241,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		wg.Go(func() { watchNetwork(ctx, cfg, all, log) })
 	}
 	wg.Wait()
-	if apiWait != nil {
-		return apiWait()
-	}
-	return nil
+	return apiWait()
 }
 
 // newWatched builds the client, engine and announcer of one server.
@@ -468,7 +464,11 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 			},
 			OnDrop: func(err error) {
 				eng.SetStream(false, err)
-				broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL(), Error: errString(err)})
+				ev := reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL()}
+				if err != nil {
+					ev.Error = err.Error()
+				}
+				broker.Publish(ev)
 				if errors.Is(err, opencode.ErrUnauthorized) {
 					if !wasUnauthorized {
 						log.Error("opencode refused the credentials", "err", err)
@@ -497,10 +497,3 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 
 // errFollowService ends the fallback's event stream for a service.
 var errFollowService = errors.New("an OpenCode 2 service started: following it instead of the fallback")
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}

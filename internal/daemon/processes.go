@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -434,12 +435,9 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				switch ev.Kind {
 				case procview.Exited:
 					p.mu.Lock()
-					at, seen := p.exitAt[ev.Child.PID]
+					at := cmp.Or(p.exitAt[ev.Child.PID], ev.At) // the exit watcher's time, when it saw it (never zero)
 					delete(p.exitAt, ev.Child.PID)
 					p.mu.Unlock()
-					if !seen {
-						at = ev.At
-					}
 					p.log.Debug("MCP server process exited", "url", p.where(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
 					// Whether a child started since serves it (OpenCode
 					// started a new one, an older duplicate was ended) is

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -194,26 +195,16 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 	// the one followed, whatever else started meanwhile (every
 	// re-subscribe of its stream looks again; a hiccup must not move the
 	// daemon to another channel's service).
-	f.mu.Lock()
-	cur := f.cur.svc.Path
-	f.mu.Unlock()
-	for i, r := range regs {
-		if i > 0 && cur != "" && r.Path == cur {
-			regs = append([]opencode.Registration{r}, append(regs[:i:i], regs[i+1:]...)...)
-			break
-		}
+	cur := f.following().svc.Path
+	if i := slices.IndexFunc(regs, func(r opencode.Registration) bool { return r.Path == cur }); i > 0 {
+		regs = slices.Concat(regs[i:i+1], regs[:i], regs[i+1:])
 	}
 	var first, refused error
 	var found, refusedSvc opencode.Service
 	var others []string
 	for _, r := range regs {
-		if found.Path != "" {
-			f.mu.Lock()
-			news := !f.cur.svc.Same(found) || f.cur.svc.Path != found.Path
-			f.mu.Unlock()
-			if !news {
-				break
-			}
+		if found.Path != "" && f.following().same(followed{svc: found}) {
+			break // no news
 		}
 		svc, err := f.ask(ctx, r)
 		switch {
