@@ -256,12 +256,9 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	resp := ReconnectResponse{Results: []reconnect.ReconnectResult{}}
 	sources := s.Sources
 	if req.URL != "" {
-		sources = nil
-		for _, src := range s.Sources {
-			if registry.NormalizeURL(sourceURL(src)) == registry.NormalizeURL(req.URL) {
-				sources = append(sources, src)
-			}
-		}
+		sources = slices.DeleteFunc(slices.Clone(s.Sources), func(src Source) bool {
+			return registry.NormalizeURL(sourceURL(src)) != registry.NormalizeURL(req.URL)
+		})
 		if len(sources) == 0 {
 			http.Error(w, "this daemon does not watch "+req.URL, http.StatusNotFound)
 			return

@@ -70,10 +70,7 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 				if sv.Connecting {
 					next = "connecting"
 				}
-				note := sv.Hint
-				if note == "" {
-					note = sv.Error
-				}
+				note := cmp.Or(sv.Hint, sv.Error)
 				if sv.RateLimited {
 					// The server asked for time; the attempt did not count.
 					note = reconnect.ReasonRateLimited
