@@ -139,18 +139,16 @@ func (p *procWatch) where() string {
 }
 
 // replaced tells the watch that OpenCode may be another process now.
-func (p *procWatch) replaced() {
-	select {
-	case p.again <- struct{}{}:
-	default:
-	}
-}
+func (p *procWatch) replaced() { signal(p.again) }
 
 // Look implements reconnect.ProcessView: OpenCode's children may have
 // changed (a connect returned, a status changed, a config was read).
-func (p *procWatch) Look() {
+func (p *procWatch) Look() { signal(p.look) }
+
+// signal wakes the reader of ch, unless a wake-up is pending already.
+func signal(ch chan struct{}) {
 	select {
-	case p.look <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -462,12 +460,6 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					p.forgetBelow(s) // the last save needs what ran below
 				}
 			}
-			// The exit times of processes s no longer lists, that no
-			// Diff will take (OpenCode's other children, which serve no
-			// armed server).
-			p.mu.Lock()
-			maps.DeleteFunc(p.exitAt, func(pid int, _ time.Time) bool { return !s.Lists(pid) })
-			p.mu.Unlock()
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
 				partial = p.watchExits(exits, tab, s, watched) || partial
 			}
@@ -478,6 +470,10 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			p.mu.Lock()
 			p.last = s
+			// The exit times of processes s no longer lists, that no
+			// Diff will take (OpenCode's other children, which serve no
+			// armed server).
+			maps.DeleteFunc(p.exitAt, func(pid int, _ time.Time) bool { return !s.Lists(pid) })
 			p.mu.Unlock()
 			if s.Gone {
 				return nil // OpenCode exited: find the next one
@@ -495,10 +491,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 		if dirty {
 			every = min(every, max(time.Until(saved.Add(recordEvery)), lookGap))
 		}
-		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			// run ends the daemon as soon as OpenCode exits: the record
 			// must say so all the same.
 			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() {
@@ -506,11 +500,9 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			return nil
 		case <-p.again:
-			t.Stop()
 			p.replaced() // for run's loop: look for it now
 			return nil
 		case <-p.look:
-			t.Stop()
 			if wait := lookGap - time.Since(lastScan); wait > 0 {
 				select {
 				case <-ctx.Done():
@@ -518,7 +510,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				case <-time.After(wait):
 				}
 			}
-		case <-t.C:
+		case <-time.After(every):
 		}
 	}
 }

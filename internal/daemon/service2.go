@@ -89,7 +89,7 @@ const serviceURL = "http://127.0.0.1:49374"
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
 		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
-	sc := Target{ServiceFile: file, URL: serviceURL, follow: f}
+	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
 	}
@@ -100,7 +100,6 @@ func ServiceServer(file string, channels bool, fallback *Target) Target {
 			break
 		}
 	}
-	sc.Discover = f.discover
 	return sc
 }
 
