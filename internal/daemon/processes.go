@@ -225,8 +225,7 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 	// namespace, and holds the listener (macOS cannot tell the listener:
 	// there the process and its owner are checked).
 	if pid := p.client.PID(); pid > 0 {
-		err := procview.VerifyServerPID(tab, pid, port, os.Getuid())
-		if err == nil || errors.Is(err, errors.ErrUnsupported) {
+		if err := procview.VerifyServerPID(tab, pid, port, os.Getuid()); err == nil || errors.Is(err, errors.ErrUnsupported) {
 			if proc, err := tab.Read(pid); err == nil && proc.UID == os.Getuid() && procview.IsOpenCode(proc) {
 				return pid, nil
 			}
@@ -381,9 +380,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			p.log.Debug("no exit watcher; scanning for exits", "err", err)
 			exits = nil
 		} else {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				exits.Run(ctx, func(x procview.Exit) {
 					p.mu.Lock()
 					p.exitAt[x.PID] = x.At
@@ -393,7 +390,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				})
 				exitsEnded.Store(true)
 				p.Look()
-			}()
+			})
 			// OpenCode's own end, the moment it comes: the record says when.
 			if err := exits.Add(tab, v.OpenCode()); err != nil {
 				p.log.Debug("cannot watch opencode for its exit; scanning for it", "pid", pid, "err", err)

@@ -278,21 +278,20 @@ func (f *serviceFollower) set(now followed) {
 	}
 	f.cur = now
 	f.mu.Unlock()
-	log := f.log
 	if now.same(prev) {
 		return
 	}
 	switch {
 	case now.svc.Path != "" && len(now.others) > 0:
-		log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version,
+		f.log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version,
 			"also_registered", now.others, "hint", "one daemon follows one service: to watch another too, run mcp-reconnect watch --service-file FILE")
 	case now.svc.Path != "":
-		log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version)
+		f.log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version)
 	case now.fallback:
-		log.Info("no OpenCode 2 service answers; watching OpenCode at the fallback address", "url", f.fallback.URL,
+		f.log.Info("no OpenCode 2 service answers; watching OpenCode at the fallback address", "url", f.fallback.URL,
 			"service_files", f.where(), "looking_every", servicePoll)
 	case prev.svc.Path != "" || prev.fallback:
-		log.Info("no OpenCode 2 service answers; looking for one every few seconds", "service_files", f.where())
+		f.log.Info("no OpenCode 2 service answers; looking for one every few seconds", "service_files", f.where())
 	}
 }
 
