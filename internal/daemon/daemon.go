@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,9 +162,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		all = append(all, w)
 		sources = append(sources, source{Engine: w.eng, client: w.client, procs: w.procs, follow: w.follow})
 		urls = append(urls, w.client.URL())
-		if sc.ServiceFile != "" {
-			serviceFile = sc.ServiceFile
-		}
+		serviceFile = cmp.Or(sc.ServiceFile, serviceFile)
 	}
 
 	if err := refuseDuplicate(cfg, urls, serviceFile); err != nil {

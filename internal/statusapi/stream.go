@@ -24,12 +24,10 @@ func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter
 			_, err := w.WriteString("[]")
 			return err
 		}
-		w.WriteString("[")
+		sep := "["
 		for i, ss := range servers {
-			if i > 0 {
-				w.WriteString(",")
-			}
-			w.WriteString("\n    ")
+			w.WriteString(sep + "\n    ")
+			sep = ","
 			// ServerStatus as its struct encodes: the snapshot's fields,
 			// directories last of them, then the service.
 			obj, err := json.MarshalIndent(ss.Snapshot, "    ", "  ")
