@@ -121,8 +121,7 @@ type watched struct {
 // watches a single server (with several, one refusing the password must
 // not stop the others: it is logged, once, and retried as any outage).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	servers := cfg.Servers
-	if len(servers) == 0 {
+	if len(cfg.Servers) == 0 {
 		return errors.New("no OpenCode server to watch")
 	}
 	dirs, err := PhysicalDirs(cfg.Directories)
@@ -145,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var sources []statusapi.Source
 	var urls []string
 	var serviceFile string
-	for _, sc := range servers {
+	for _, sc := range cfg.Servers {
 		w, err := newWatched(cfg, sc, set, broker, budget, prober, log)
 		if err != nil {
 			return err

@@ -189,15 +189,13 @@ func (p *procWatch) run(ctx context.Context) {
 		if err == nil {
 			err = p.watch(ctx, tab, pid)
 		}
-		if err != nil {
-			p.log.Debug("opencode is not a local process of this user; no process view", "url", p.where(), "err", err)
-		}
 		// Look again when OpenCode may be another process, or a while
 		// later: never in a loop (run's child that exited stays the same
 		// pid until the wrapper ends).
-		wait := time.Minute
-		if err == nil {
-			wait = scanEvery // it exited: its next process comes soon
+		wait := scanEvery // it exited: its next process comes soon
+		if err != nil {
+			p.log.Debug("opencode is not a local process of this user; no process view", "url", p.where(), "err", err)
+			wait = time.Minute
 		}
 		select {
 		case <-ctx.Done():
