@@ -122,8 +122,7 @@ type serverBelow struct {
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
-		gen: ^uint64(0), exitAt: map[int]time.Time{},
-		below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
+		gen: ^uint64(0), exitAt: map[int]time.Time{}, below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
 	if eng != nil {
 		eng.SetProcessView(p)
 	}

@@ -176,12 +176,12 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 // find looks for the first service that answers among the state
 // directory's service files (one ReadDir), preferring the one followed
 // now, then file, then the newest, asking only the files worth asking
-// (see failed). Once one answers, the rest are
-// asked too when that is news (another service than the one followed),
-// so that the log and status can name every service that answers. A
-// refused password is the error only when no file's service answers
-// (a stale file's port may be another OpenCode's); with no file at all
-// the error matches fs.ErrNotExist.
+// (see failed). Once one answers, the rest are asked too when that is
+// news (another service than the one followed), so that the log and
+// status can name every service that answers. A refused password is
+// the error only when no file's service answers (a stale file's port
+// may be another OpenCode's); with no file at all the error matches
+// fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
 	if err != nil {
@@ -372,8 +372,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 	if err := start(); err != nil {
 		return false, fmt.Errorf("starting a daemon for the OpenCode 2 service: %w", err)
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
+	deadline := time.After(wait)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -383,7 +382,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 		select {
 		case <-ctx.Done():
 			return true, ctx.Err()
-		case <-deadline.C:
+		case <-deadline:
 			return true, errors.New("the daemon started for the OpenCode 2 service did not register in time; see its log")
 		case <-tick.C:
 		}
