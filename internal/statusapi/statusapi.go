@@ -264,11 +264,7 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else if req.Directory != "" && len(sources) > 1 {
-		var urls []string
-		for _, src := range sources {
-			urls = append(urls, sourceURL(src))
-		}
-		http.Error(w, "this daemon watches several OpenCode servers ("+strings.Join(urls, ", ")+"); name one with url (reconnect --url)", http.StatusBadRequest)
+		http.Error(w, "this daemon watches several OpenCode servers ("+join(sources, sourceURL)+"); name one with url (reconnect --url)", http.StatusBadRequest)
 		return
 	}
 	for _, src := range sources {
