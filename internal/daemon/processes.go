@@ -424,8 +424,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 		if err == nil {
 			evs := procview.Diff(prev, s)
 			for _, ev := range evs {
-				switch ev.Kind {
-				case procview.Exited:
+				switch {
+				case ev.Kind == procview.Exited:
 					p.mu.Lock()
 					at := cmp.Or(p.exitAt[ev.Child.PID], ev.At) // the exit watcher's time, when it saw it (never zero)
 					delete(p.exitAt, ev.Child.PID)
@@ -439,10 +439,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					if p.eng != nil {
 						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
 					}
-				case procview.Started:
-					if p.eng != nil {
-						p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
-					}
+				case ev.Kind == procview.Started && p.eng != nil:
+					p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
 				}
 			}
 			if len(evs) > 0 || s.Gen() != prev.Gen() {
@@ -474,8 +472,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			prev = s
 			if dirty && time.Since(saved) >= recordEvery {
-				complete := p.save(s, v, time.Time{})
-				saved, dirty = time.Now(), !complete
+				dirty, saved = !p.save(s, v, time.Time{}), time.Now() // saved: when the save ended
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, took)
