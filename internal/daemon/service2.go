@@ -253,10 +253,10 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 		f.failed[r.Path] = r
 	}
 	f.mu.Unlock()
-	if err != nil {
+	if err != nil && !errors.Is(err, opencode.ErrUnauthorized) {
 		return opencode.Service{}, err
 	}
-	return svc, nil
+	return svc, err // a refusal names its file: find may report it
 }
 
 // where names the files looked at, for an error.
