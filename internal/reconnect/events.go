@@ -54,7 +54,7 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 	if e.named[path] {
 		reason = ArmedByFlag // disposed, and used again: still the user's
 	}
-	ev := e.armAtLocked(path, reason, first)
+	ev := e.armLocked(path, reason, first)
 	if d := e.dirs[path]; d != nil {
 		d.byEvent, d.lastEvent = !e.named[path], now
 	}
