@@ -199,8 +199,6 @@ func (e *Engine) holdLocked(d *dir, err error, now time.Time, wait time.Duration
 	d.wakeBy(d.hold)
 }
 
-// attempt is one connect a reconcile decided on, and what caused it: the
-
 // learnKinds reads the directory's MCP config to tell remote servers (and
 // their endpoints) from local ones. A failure leaves the kinds unknown, to
 // be asked again at the next check; until then an unknown server is

@@ -8,6 +8,7 @@ package reconnect
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -67,12 +68,8 @@ func (c dirConfig) without(name string) dirConfig {
 	if _, ok := c[name]; !ok {
 		return c
 	}
-	out := make(dirConfig, len(c)-1)
-	for n, sc := range c {
-		if n != name {
-			out[n] = sc
-		}
-	}
+	out := maps.Clone(c)
+	delete(out, name)
 	return out
 }
 

@@ -1,6 +1,7 @@
 package reconnect
 
 import (
+	"maps"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -175,11 +176,7 @@ func (e *Engine) markGone(path string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := time.Now()
-	for p, t := range e.gone {
-		if now.Sub(t) >= goneQuarantine {
-			delete(e.gone, p)
-		}
-	}
+	maps.DeleteFunc(e.gone, func(_ string, t time.Time) bool { return now.Sub(t) >= goneQuarantine })
 	e.gone[path] = now
 }
 

@@ -121,11 +121,8 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 		dirs, known, err = f.dirs, f.known, f.err
 		break
 	}
-	if err != nil {
+	if err != nil || !known {
 		return false, false, err
-	}
-	if !known {
-		return false, false, nil
 	}
 	return opencode.LocationListed(dirs, dir), true, nil
 }
