@@ -50,11 +50,6 @@ func (e *Engine) endLoop(d *dir) {
 // step holds a check slot for it.
 func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	defer e.releaseHeld(d)
-	defer func() {
-		e.mu.Lock()
-		d.checking = time.Time{}
-		e.mu.Unlock()
-	}()
 	// The step holds one of the maxChecks check slots for it (slotFor,
 	// serveSlots), which the check gives back: a thousand directories
 	// armed together wait for one in the scheduler's slotq rather than
@@ -66,7 +61,13 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	learn := !d.kindsKnown && !d.unauthorized    // a refused password refuses this too
 	byEvent, lastEvent := d.byEvent, d.lastEvent
 	e.mu.Unlock()
-	defer e.releaseSlot()
+	defer func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		d.checking = time.Time{}
+		<-e.checks
+		e.serveSlots()
+	}()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):

@@ -164,17 +164,6 @@ type deadChild struct {
 	at, start time.Time
 }
 
-type connectResult struct {
-	name  string
-	extra bool // the attempt jumped the schedule
-	err   error
-}
-
-type probeResult struct {
-	name string
-	err  error
-}
-
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
 	return &dir{
 		path: path, armedBy: reason, armedAt: now, cancel: cancel,

@@ -122,14 +122,6 @@ func (e *Engine) serveSlots() {
 	}
 }
 
-// releaseSlot gives back a check slot and serves slotq.
-func (e *Engine) releaseSlot() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	<-e.checks
-	e.serveSlots()
-}
-
 // dropSlot gives back the check slot d's step holds for a check that did
 // not run after all, and takes d out of slotq. Caller holds Engine.mu.
 func (e *Engine) dropSlot(d *dir) {
