@@ -74,21 +74,24 @@ func (e *Engine) serverFailed(path, name, reason string) {
 	if name != "" {
 		first = 0
 	}
-	e.armOrWake(path, reason, first, func(d *dir, now time.Time) {
-		s := d.servers[name]
-		if name == "" || s == nil {
-			d.wakeBy(now.Add(e.wakeDelay()))
-			return
-		}
-		if e.firstCrash(d, s, now, false) {
+	e.armOrWake(path, reason, first, func(d *dir, now time.Time) { e.reported(d, name, now, false) })
+}
+
+// reported wakes d for a report about its server name ("": none named):
+// at once for a first crash (firstCrash), else initial-delay later, and
+// not at all for a server in the slow tier or stopped: a permanently
+// broken server must not keep its directory busy. Caller holds Engine.mu.
+func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
+	if s := d.servers[name]; name != "" && s != nil {
+		if e.firstCrash(d, s, now, ambiguous) {
 			return
 		}
 		switch s.ep.Phase(e.cfg.Backoff) {
 		case backoff.Slow, backoff.Stopped:
-			return // a permanently broken server must not keep its directory busy
+			return
 		}
-		d.wakeBy(now.Add(e.wakeDelay()))
-	})
+	}
+	d.wakeBy(now.Add(e.wakeDelay()))
 }
 
 // firstCrash checks d at once when the server s, last seen connected and
@@ -151,19 +154,10 @@ func (e *Engine) serverChanged(path, name, reason string) {
 		return
 	}
 	e.armOrWake(path, reason, e.wakeDelay(), func(d *dir, now time.Time) {
-		if s := d.servers[name]; name != "" && s != nil {
-			if s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial {
-				return
-			}
-			if e.firstCrash(d, s, now, true) {
-				return
-			}
-			switch s.ep.Phase(e.cfg.Backoff) {
-			case backoff.Slow, backoff.Stopped:
-				return
-			}
+		if s := d.servers[name]; name != "" && s != nil && (s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial) {
+			return
 		}
-		d.wakeBy(now.Add(e.wakeDelay()))
+		e.reported(d, name, now, true)
 	})
 }
 
