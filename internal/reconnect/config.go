@@ -112,14 +112,9 @@ func (t *configs) intern(c dirConfig) dirConfig {
 	t.key = t.key[:0]
 	for _, n := range opencode.Names(c) {
 		sc := c[n]
-		t.key = appendField(t.key, n)
-		t.key = appendField(t.key, sc.kind)
-		t.key = appendField(t.key, sc.url)
-		t.key = appendField(t.key, sc.cwd)
+		t.key = appendFields(t.key, n, sc.kind, sc.url, sc.cwd)
 		t.key = binary.AppendUvarint(t.key, uint64(len(sc.command)))
-		for _, w := range sc.command {
-			t.key = appendField(t.key, w)
-		}
+		t.key = appendFields(t.key, sc.command...)
 	}
 	if have, ok := t.byKey[string(t.key)]; ok {
 		return have
@@ -131,7 +126,11 @@ func (t *configs) intern(c dirConfig) dirConfig {
 	return c
 }
 
-// appendField appends s, length first, so no two configs share a key.
-func appendField(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+// appendFields appends each of ss, length first, so no two configs share
+// a key.
+func appendFields(b []byte, ss ...string) []byte {
+	for _, s := range ss {
+		b = append(binary.AppendUvarint(b, uint64(len(s))), s...)
+	}
+	return b
 }

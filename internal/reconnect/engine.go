@@ -160,7 +160,7 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), metrics: cmp.Or(o.Metrics, metrics.New()),
 		budget: cmp.Or(o.Budget, NewBudget(cfg.MaxConcurrent)).Share(), onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{},
-		sched: newScheduler(cfg.IdleInterval)}
+		sched: &scheduler{idle: cfg.IdleInterval, kick: make(chan struct{}, 1), handoff: make(chan *dir)}}
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
@@ -390,9 +390,19 @@ func (e *Engine) NetworkChanged() {
 	now := time.Now()
 	n := 0
 	for _, d := range e.dirs {
-		if at := d.trigger(opencode.StatusFailed, trigNetwork, e.cfg.Backoff, now); !at.IsZero() {
+		var first time.Time // when the first of its failed servers may try
+		for _, s := range d.servers {
+			if s.status != opencode.StatusFailed || s.connecting {
+				continue
+			}
+			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
+				s.trig |= trigNetwork
+				first = earlier(first, later(at, now))
+			}
+		}
+		if !first.IsZero() {
 			n++
-			d.wakeBy(at)
+			d.wakeBy(first)
 		}
 	}
 	e.mu.Unlock()

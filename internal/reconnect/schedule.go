@@ -37,10 +37,6 @@ type scheduler struct {
 	slotq []*dir
 }
 
-func newScheduler(idle time.Duration) *scheduler {
-	return &scheduler{idle: idle, kick: make(chan struct{}, 1), handoff: make(chan *dir)}
-}
-
 // schedule starts each directory's step when it is due, until ctx ends.
 func (e *Engine) schedule(ctx context.Context) {
 	s := e.sched
