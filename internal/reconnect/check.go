@@ -113,8 +113,12 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	succeeded := e.successors(d, st)
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
-	for _, name := range succeeded {
-		e.succeeded(d, name)
+	for _, name := range succeeded { // the evidence of their dead child is void
+		if s := d.servers[name]; s != nil && s.trig&trigDead != 0 {
+			s.trig &^= trigDead
+			e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair",
+				"url", e.url, "directory", d.path, "server", name)
+		}
 	}
 	connects, needKinds, evs := e.reconcile(d, st, now)
 	if needKinds {

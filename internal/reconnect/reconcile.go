@@ -227,15 +227,13 @@ func (e *Engine) settleRateLimit(d *dir, r read, now time.Time) (Event, bool) {
 		return Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(),
 			Tier: tierOf(s.ep.Phase(p)), Next: &held, Reason: ReasonRateLimited, Error: r.cur.Error}, true
 	case !limited:
-		var ev Event
-		var ok bool
-		if r.confirmed && s.rateLimited {
+		after := r.confirmed && s.rateLimited
+		s.rateLimited = false
+		if after {
 			// The attempt's return left its give-up to this read (the one
 			// before was rate limited): it failed, and counts.
-			ev, ok = e.gaveUp(d, s, name, now)
+			return e.gaveUp(d, s, name, now)
 		}
-		s.rateLimited = false
-		return ev, ok
 	}
 	return Event{}, false
 }
