@@ -266,11 +266,8 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 		return false, time.Time{}
 	}
 	at, ok := s.ep.NextAllowed(p, triggerOf(trig))
-	switch {
-	case !ok:
-		return false, time.Time{}
-	case !now.Before(at):
-		return true, time.Time{}
+	if !ok || !now.Before(at) {
+		return ok, time.Time{} // never allowed, or allowed now
 	}
 	s.trig |= trig
 	return false, at
