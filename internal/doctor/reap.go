@@ -79,11 +79,8 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 			if err != nil && line == "" {
 				fmt.Fprintln(prompt)
 			}
-			switch strings.ToLower(strings.TrimSpace(line)) {
-			case "y", "yes":
-				return true
-			}
-			return false
+			answer := strings.ToLower(strings.TrimSpace(line))
+			return answer == "y" || answer == "yes"
 		}
 	}
 	if len(f.Orphans) == 0 {
@@ -112,22 +109,14 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 			fmt.Fprintf(report, "%s had already exited\n", what)
 		case res.Signal == syscall.SIGKILL:
 			fmt.Fprintf(report, "ended %s with SIGKILL after %v (SIGTERM did not end it)\n", what, res.After.Round(time.Millisecond))
+		case res.Signal == syscall.SIGTERM:
+			fmt.Fprintf(report, "ended %s with SIGTERM after %v\n", what, res.After.Round(time.Millisecond))
 		default:
-			fmt.Fprintf(report, "ended %s with %s after %v\n", what, signalName(res.Signal), res.After.Round(time.Millisecond))
+			fmt.Fprintf(report, "ended %s with %v after %v\n", what, res.Signal, res.After.Round(time.Millisecond))
 		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("doctor --reap: %d of %d orphaned MCP processes could not be ended", failed, len(f.Orphans))
 	}
 	return nil
-}
-
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	}
-	return s.String()
 }
