@@ -188,14 +188,15 @@ func (c *conn) dumpOne(t *tracker, typ uint16) (interrupted bool, err error) {
 	binary.NativeEndian.PutUint32(req[8:], c.seq)
 	req[unix.NLMSG_HDRLEN] = unix.AF_UNSPEC
 	var werr error
-	if err := c.raw.Write(func(fd uintptr) bool {
+	err = c.raw.Write(func(fd uintptr) bool {
 		werr = unix.Sendto(int(fd), req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 		return werr != unix.EAGAIN
-	}); err != nil {
-		return false, fmt.Errorf("netwatch: netlink dump: %w", err)
+	})
+	if err == nil {
+		err = werr
 	}
-	if werr != nil {
-		return false, fmt.Errorf("netwatch: netlink dump: %w", werr)
+	if err != nil {
+		return false, fmt.Errorf("netwatch: netlink dump: %w", err)
 	}
 	for {
 		msgs, err := c.read()

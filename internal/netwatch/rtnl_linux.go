@@ -3,7 +3,9 @@ package netwatch
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -68,13 +70,13 @@ func (t *tracker) link(m syscall.NetlinkMessage) {
 	flags := binary.NativeEndian.Uint32(m.Data[8:])
 	if m.Header.Type == unix.RTM_DELLINK {
 		delete(t.links, index)
-		t.dropAddrs(index)
+		maps.DeleteFunc(t.addrs, func(k addrKey, _ struct{}) bool { return k.index == index })
 		t.dropRoutes(index)
 		return
 	}
 	l := t.links[index]
 	if name := attr(m, unix.IFLA_IFNAME); len(name) > 0 {
-		l.name = cstring(name)
+		l.name, _, _ = strings.Cut(string(name), "\x00")
 	}
 	l.up = flags&unix.IFF_UP != 0
 	l.isLoopback = flags&unix.IFF_LOOPBACK != 0
@@ -101,10 +103,7 @@ func (t *tracker) addr(m syscall.NetlinkMessage) {
 		raw = attr(m, unix.IFA_ADDRESS)
 	}
 	ip, ok := netip.AddrFromSlice(raw)
-	if !ok {
-		return
-	}
-	if bits > ip.BitLen() {
+	if !ok || bits > ip.BitLen() {
 		return
 	}
 	k := addrKey{index, netip.PrefixFrom(ip, bits)}
@@ -165,31 +164,15 @@ func (t *tracker) route(m syscall.NetlinkMessage) {
 	if m.Header.Flags&unix.NLM_F_REPLACE != 0 {
 		// "ip route replace default via X" sends only the new route:
 		// the one it replaced (same family, table and metric) is gone.
-		for k := range t.routes {
-			if k.ipv6 == ipv6 && k.metric == metric {
-				delete(t.routes, k)
-			}
-		}
+		maps.DeleteFunc(t.routes, func(k routeKey, _ struct{}) bool { return k.ipv6 == ipv6 && k.metric == metric })
 	}
 	for _, k := range keys {
 		t.routes[k] = struct{}{}
 	}
 }
 
-func (t *tracker) dropAddrs(index int32) {
-	for k := range t.addrs {
-		if k.index == index {
-			delete(t.addrs, k)
-		}
-	}
-}
-
 func (t *tracker) dropRoutes(index int32) {
-	for k := range t.routes {
-		if k.index == index {
-			delete(t.routes, k)
-		}
-	}
+	maps.DeleteFunc(t.routes, func(k routeKey, _ struct{}) bool { return k.index == index })
 }
 
 // state is the State t holds now.
@@ -246,12 +229,3 @@ func findAttr(b []byte, typ uint16) []byte {
 }
 
 func align4(n int) int { return (n + 3) &^ 3 }
-
-func cstring(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
-}
