@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,10 +57,7 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 	if err := ro.Allowed(); err != nil {
 		return err
 	}
-	report := ro.Report
-	if report == nil {
-		report = io.Discard
-	}
+	report := cmp.Or(ro.Report, io.Discard)
 	reap := ro.reap
 	if reap == nil {
 		reap = func(ctx context.Context, r procview.Reaper, o procview.Orphan) (procview.Reaped, error) {
@@ -68,11 +66,7 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 	}
 	r := procview.Reaper{Table: f.table, Scope: f.scope, Grace: ro.Grace}
 	if !ro.Yes {
-		in := bufio.NewReader(ro.In)
-		prompt := ro.Prompt
-		if prompt == nil {
-			prompt = io.Discard
-		}
+		in, prompt := bufio.NewReader(ro.In), cmp.Or(ro.Prompt, io.Discard)
 		r.Confirm = func(o procview.Orphan) bool {
 			fmt.Fprintf(prompt, "end pid %d (%s, cwd %s)? [y/N] ", o.PID, termsafe.Line(o.Command), termsafe.Line(o.Cwd))
 			line, err := in.ReadString('\n')
