@@ -48,20 +48,25 @@ func newTracker() *tracker {
 // apply folds one rtnetlink message into t. Messages that are short or
 // about something State leaves out are ignored.
 func (t *tracker) apply(m syscall.NetlinkMessage) {
+	if len(m.Data) < headerLen[m.Header.Type] {
+		return
+	}
 	switch m.Header.Type {
 	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
-		if len(m.Data) >= unix.SizeofIfInfomsg {
-			t.link(m)
-		}
+		t.link(m)
 	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
-		if len(m.Data) >= unix.SizeofIfAddrmsg {
-			t.addr(m)
-		}
+		t.addr(m)
 	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
-		if len(m.Data) >= unix.SizeofRtMsg {
-			t.route(m)
-		}
+		t.route(m)
 	}
+}
+
+// headerLen is the fixed header before the attributes of each message
+// type the tracker reads.
+var headerLen = map[uint16]int{
+	unix.RTM_NEWLINK: unix.SizeofIfInfomsg, unix.RTM_DELLINK: unix.SizeofIfInfomsg,
+	unix.RTM_NEWADDR: unix.SizeofIfAddrmsg, unix.RTM_DELADDR: unix.SizeofIfAddrmsg,
+	unix.RTM_NEWROUTE: unix.SizeofRtMsg, unix.RTM_DELROUTE: unix.SizeofRtMsg,
 }
 
 func (t *tracker) link(m syscall.NetlinkMessage) {
@@ -198,15 +203,7 @@ func (t *tracker) state() State {
 
 // attr returns the value of m's attribute typ, or nil.
 func attr(m syscall.NetlinkMessage, typ uint16) []byte {
-	var hdr int
-	switch m.Header.Type {
-	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
-		hdr = unix.SizeofIfInfomsg
-	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
-		hdr = unix.SizeofIfAddrmsg
-	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
-		hdr = unix.SizeofRtMsg
-	}
+	hdr := headerLen[m.Header.Type]
 	if len(m.Data) < align4(hdr) {
 		return nil
 	}
