@@ -96,11 +96,8 @@ func (t *tracker) link(m syscall.NetlinkMessage) {
 func (t *tracker) addr(m syscall.NetlinkMessage) {
 	// struct ifaddrmsg: family, prefixlen, flags, scope u8, index u32.
 	bits := int(m.Data[1])
-	flags := uint32(m.Data[2])
+	flags := attr32(m, unix.IFA_FLAGS, uint32(m.Data[2]))
 	index := int32(binary.NativeEndian.Uint32(m.Data[4:]))
-	if f := attr(m, unix.IFA_FLAGS); len(f) == 4 {
-		flags = binary.NativeEndian.Uint32(f)
-	}
 	// IFA_LOCAL is the machine's own address; IFA_ADDRESS is the peer's
 	// on a point-to-point link, and the only one given for IPv6.
 	raw := attr(m, unix.IFA_LOCAL)
@@ -125,20 +122,15 @@ func (t *tracker) addr(m syscall.NetlinkMessage) {
 func (t *tracker) route(m syscall.NetlinkMessage) {
 	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
 	// scope, type (u8 each), flags u32.
-	family, dstLen, table, typ := m.Data[0], m.Data[1], uint32(m.Data[4]), m.Data[7]
+	family, dstLen, typ := m.Data[0], m.Data[1], m.Data[7]
 	rtFlags := binary.NativeEndian.Uint32(m.Data[8:])
-	if a := attr(m, unix.RTA_TABLE); len(a) == 4 {
-		table = binary.NativeEndian.Uint32(a)
-	}
+	table := attr32(m, unix.RTA_TABLE, uint32(m.Data[4]))
 	if (family != unix.AF_INET && family != unix.AF_INET6) || dstLen != 0 ||
 		table != unix.RT_TABLE_MAIN || typ != unix.RTN_UNICAST || rtFlags&unix.RTM_F_CLONED != 0 {
 		return
 	}
 	ipv6 := family == unix.AF_INET6
-	var metric uint32
-	if a := attr(m, unix.RTA_PRIORITY); len(a) == 4 {
-		metric = binary.NativeEndian.Uint32(a)
-	}
+	metric := attr32(m, unix.RTA_PRIORITY, 0)
 	var keys []routeKey
 	if mp := attr(m, unix.RTA_MULTIPATH); mp != nil {
 		for len(mp) >= unix.SizeofRtNexthop {
@@ -153,10 +145,7 @@ func (t *tracker) route(m syscall.NetlinkMessage) {
 			mp = mp[min(align4(n), len(mp)):]
 		}
 	} else {
-		var idx int32
-		if a := attr(m, unix.RTA_OIF); len(a) == 4 {
-			idx = int32(binary.NativeEndian.Uint32(a))
-		}
+		idx := int32(attr32(m, unix.RTA_OIF, 0))
 		gw, _ := netip.AddrFromSlice(attr(m, unix.RTA_GATEWAY))
 		keys = append(keys, routeKey{ipv6, idx, gw, metric})
 	}
@@ -208,6 +197,14 @@ func attr(m syscall.NetlinkMessage, typ uint16) []byte {
 		return nil
 	}
 	return findAttr(m.Data[align4(hdr):], typ)
+}
+
+// attr32 is m's 32-bit attribute typ, or def when m has none.
+func attr32(m syscall.NetlinkMessage, typ uint16, def uint32) uint32 {
+	if a := attr(m, typ); len(a) == 4 {
+		return binary.NativeEndian.Uint32(a)
+	}
+	return def
 }
 
 // findAttr walks a run of struct rtattr (len u16, type u16, value).
