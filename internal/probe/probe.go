@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"sync"
@@ -128,11 +129,7 @@ func (p *Prober) pruneLocked(now time.Time) {
 		return
 	}
 	p.swept = now
-	for u, r := range p.recent {
-		if now.Sub(r.at) >= Fresh {
-			delete(p.recent, u)
-		}
-	}
+	maps.DeleteFunc(p.recent, func(_ string, r result) bool { return now.Sub(r.at) >= Fresh })
 }
 
 // Allow reports whether a probe may run now under the global rate.
