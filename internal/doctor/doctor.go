@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -88,7 +87,7 @@ func CheckDoc(doc []byte, need Needs) []Check {
 
 	statuses := d.Components(statusComponents(d)...).Property("status").Literals()
 	gone, unknown := absent(need.Statuses, statuses), absent(statuses, need.Statuses)
-	sort.Strings(unknown)
+	slices.Sort(unknown)
 	switch {
 	case len(gone) > 0:
 		checks = append(checks, Check{Fail, "mcp statuses", "OpenCode no longer reports " + strings.Join(gone, ", ")})
