@@ -82,8 +82,7 @@ func run() int {
 	if err != nil {
 		return fail(err)
 	}
-	project := filepath.Join(tmp, "demo project")
-	logs := filepath.Join(tmp, "logs")
+	project, logs := filepath.Join(tmp, "demo project"), filepath.Join(tmp, "logs")
 	for _, d := range []string{project, logs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fail(err)
