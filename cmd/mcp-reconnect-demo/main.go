@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,10 +31,7 @@ func say(format string, args ...any) {
 	fmt.Printf("%6.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func main() {
-	code := run()
-	os.Exit(code)
-}
+func main() { os.Exit(run()) }
 
 // cleanup runs its functions in reverse order, once.
 type cleanup struct {
@@ -48,8 +46,8 @@ func (c *cleanup) run() {
 	fns := c.fns
 	c.fns = nil
 	c.mu.Unlock()
-	for i := len(fns) - 1; i >= 0; i-- {
-		fns[i]()
+	for _, f := range slices.Backward(fns) {
+		f()
 	}
 }
 
@@ -84,8 +82,7 @@ func run() int {
 	if err != nil {
 		return fail(err)
 	}
-	project := filepath.Join(tmp, "demo project")
-	logs := filepath.Join(tmp, "logs")
+	project, logs := filepath.Join(tmp, "demo project"), filepath.Join(tmp, "logs")
 	for _, d := range []string{project, logs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fail(err)

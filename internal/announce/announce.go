@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -123,9 +124,5 @@ func (a *Announcer) prune(now time.Time) {
 		return
 	}
 	a.swept = now
-	for k, t := range a.last {
-		if now.Sub(t) >= MinGap {
-			delete(a.last, k)
-		}
-	}
+	maps.DeleteFunc(a.last, func(_ string, t time.Time) bool { return now.Sub(t) >= MinGap })
 }

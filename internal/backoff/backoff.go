@@ -59,9 +59,6 @@ func (p Policy) Validate() error {
 // Base is the un-jittered delay after the n-th attempt of a fast episode
 // (n ≥ 1): Initial·2^(n-1), capped at Max.
 func (p Policy) Base(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
 	d := p.Initial
 	for i := 1; i < n; i++ {
 		if d >= p.Max/2 {

@@ -20,15 +20,8 @@ const (
 )
 
 func (ph Phase) String() string {
-	switch ph {
-	case Healthy:
-		return "healthy"
-	case Fast:
-		return "fast"
-	case Slow:
-		return "slow"
-	case Stopped:
-		return "stopped"
+	if names := [...]string{"healthy", "fast", "slow", "stopped"}; ph >= 0 && int(ph) < len(names) {
+		return names[ph]
 	}
 	return "unknown"
 }
@@ -150,21 +143,16 @@ func (e *Episode) Allow(p Policy, now time.Time, t Trigger) bool {
 func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
 	e = e.or()
 	at := e.hold // zero: at once
-	switch e.Phase(p) {
-	case Stopped:
+	switch ph := e.Phase(p); {
+	case ph == Stopped:
 		return time.Time{}, false
-	case Fast, Slow:
-		if t == Scheduled {
-			return latest(e.next, e.hold), true
-		}
-	}
-	if e.Phase(p) == Slow {
+	case ph != Healthy && t == Scheduled:
+		return latest(e.next, e.hold), true
+	case ph == Slow:
 		at = latest(at, e.last.Add(p.Max))
 	}
 	if t == Network && !e.lastNet.IsZero() {
-		if n := e.lastNet.Add(p.Max); n.After(at) {
-			at = n
-		}
+		at = latest(e.lastNet.Add(p.Max), at)
 	}
 	return at, true
 }
@@ -182,12 +170,10 @@ func (e *Episode) Attempt(p Policy, now time.Time, t Trigger, r float64) time.Ti
 	if t == Network {
 		e.lastNet = now
 	}
-	d, again := p.After(e.n)
-	if !again {
-		e.next = time.Time{}
-		return e.next
+	e.next = time.Time{}
+	if d, again := p.After(e.n); again {
+		e.next = now.Add(p.Apply(d, r))
 	}
-	e.next = now.Add(p.Apply(d, r))
 	return e.next
 }
 

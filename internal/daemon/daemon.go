@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -119,8 +121,7 @@ type watched struct {
 // watches a single server (with several, one refusing the password must
 // not stop the others: it is logged, once, and retried as any outage).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	servers := cfg.Servers
-	if len(servers) == 0 {
+	if len(cfg.Servers) == 0 {
 		return errors.New("no OpenCode server to watch")
 	}
 	dirs, err := PhysicalDirs(cfg.Directories)
@@ -143,7 +144,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var sources []statusapi.Source
 	var urls []string
 	var serviceFile string
-	for _, sc := range servers {
+	for _, sc := range cfg.Servers {
 		w, err := newWatched(cfg, sc, set, broker, budget, prober, log)
 		if err != nil {
 			return err
@@ -152,7 +153,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		for _, d := range append(append([]string{}, dirs...), own...) {
+		for _, d := range slices.Concat(dirs, own) {
 			if err := w.eng.Arm(d, reconnect.ArmedByFlag); err != nil {
 				return err
 			}
@@ -160,9 +161,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		all = append(all, w)
 		sources = append(sources, source{Engine: w.eng, client: w.client, procs: w.procs, follow: w.follow})
 		urls = append(urls, w.client.URL())
-		if sc.ServiceFile != "" {
-			serviceFile = sc.ServiceFile
-		}
+		serviceFile = cmp.Or(sc.ServiceFile, serviceFile)
 	}
 
 	if err := refuseDuplicate(cfg, urls, serviceFile); err != nil {
@@ -172,7 +171,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	var apiWait func() error
+	apiWait := func() error { return nil } // no status API: nothing to wait for
 	var bound string
 	var reg *registration
 	if cfg.StatusAddr != "" {
@@ -214,9 +213,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if len(all) == 1 {
 		if err := all[0].detect(ctx, log); err != nil {
 			stop()
-			if apiWait != nil {
-				_ = apiWait()
-			}
+			_ = apiWait()
 			return err
 		}
 	} else {
@@ -224,7 +221,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			wg.Go(func() { _ = w.detect(ctx, log) })
 		}
 	}
-	if cfg.Ready != nil && apiWait != nil {
+	if cfg.Ready != nil && cfg.StatusAddr != "" {
 		cfg.Ready(bound)
 	}
 
@@ -242,10 +239,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		wg.Go(func() { watchNetwork(ctx, cfg, all, log) })
 	}
 	wg.Wait()
-	if apiWait != nil {
-		return apiWait()
-	}
-	return nil
+	return apiWait()
 }
 
 // newWatched builds the client, engine and announcer of one server.
@@ -468,7 +462,11 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 			},
 			OnDrop: func(err error) {
 				eng.SetStream(false, err)
-				broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL(), Error: errString(err)})
+				ev := reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamDown, URL: client.URL()}
+				if err != nil {
+					ev.Error = err.Error()
+				}
+				broker.Publish(ev)
 				if errors.Is(err, opencode.ErrUnauthorized) {
 					if !wasUnauthorized {
 						log.Error("opencode refused the credentials", "err", err)
@@ -497,10 +495,3 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 
 // errFollowService ends the fallback's event stream for a service.
 var errFollowService = errors.New("an OpenCode 2 service started: following it instead of the fallback")
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}

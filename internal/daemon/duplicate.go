@@ -82,15 +82,12 @@ func refuseDuplicate(cfg Config, urls []string, serviceFile string) error {
 	if cfg.AllowDuplicate {
 		return nil
 	}
-	reg, err := cfg.registry()
-	if err != nil {
-		return nil // register says why; the daemon still does its job
+	if reg, err := cfg.registry(); err == nil {
+		if entries, err := reg.List(); err == nil {
+			return findDuplicate(entries, os.Getpid(), urls, serviceFile)
+		}
 	}
-	entries, err := reg.List()
-	if err != nil {
-		return nil // the same
-	}
-	return findDuplicate(entries, os.Getpid(), urls, serviceFile)
+	return nil // register says why; the daemon still does its job
 }
 
 // registerUnique writes e to reg unless (allow aside) a running daemon

@@ -80,7 +80,7 @@ func supervise(ctx context.Context, all []*watched, log *slog.Logger) {
 	if err != nil {
 		log.Warn("not pinging the service manager's watchdog", "err", err)
 	}
-	s := supervisor{notify: n.Notify, watchdog: wd, servers: len(all), log: log,
+	supervisor{notify: n.Notify, watchdog: wd, servers: len(all), log: log,
 		alive: func(timeout time.Duration) error {
 			for _, w := range all {
 				if err := w.eng.Alive(timeout); err != nil {
@@ -88,8 +88,7 @@ func supervise(ctx context.Context, all []*watched, log *slog.Logger) {
 				}
 			}
 			return nil
-		}}
-	s.run(ctx)
+		}}.run(ctx)
 }
 
 // supervisor is supervise's loop, apart from the process environment.

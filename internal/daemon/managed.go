@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,10 +73,7 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 			return child.ExitCode(), nil
 		}
 		child.Signal(syscall.SIGTERM)
-		code := child.ExitCode()
-		if code == 0 {
-			code = 1
-		}
+		code := cmp.Or(child.ExitCode(), 1)
 		msg := err.Error()
 		if tail := child.Tail.Lines(20); tail != "" {
 			msg += "; its last output:\n" + tail
@@ -126,7 +124,6 @@ const healthTimeout = 700 * time.Millisecond
 // other program.
 func waitHealthy(ctx context.Context, url string, opts opencode.Options, child *launch.Child, plan *launch.Plan, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	var last error
 	for {
 		if plan.PortChosen && launch.PortTaken(child.PID(), plan.Port) {
 			return errPortTaken
@@ -137,9 +134,8 @@ func waitHealthy(ctx context.Context, url string, opts opencode.Options, child *
 		if err == nil {
 			return nil
 		}
-		last = err
 		if time.Now().After(deadline) {
-			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", opencode.Redact(url), timeout, last)
+			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", opencode.Redact(url), timeout, err)
 		}
 		select {
 		case <-child.Done():

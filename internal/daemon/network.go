@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // watchNetwork tells every engine about network changes that matter: a
@@ -15,24 +17,18 @@ import (
 // changes cannot run, wakes are still watched.
 func watchNetwork(ctx context.Context, cfg Config, all []*watched, log *slog.Logger) {
 	changed := func(c netwatch.Change) {
+		tell := (*reconnect.Engine).NetworkChanged
 		if c.Major {
 			log.Info("woke from sleep", "slept", c.Wake.Slept)
+			tell = (*reconnect.Engine).Woke
 		} else {
 			log.Debug("network changed")
 		}
 		for _, w := range all {
-			if c.Major {
-				w.eng.Woke()
-			} else {
-				w.eng.NetworkChanged()
-			}
+			tell(w.eng)
 		}
 	}
-	src := cfg.NetSource
-	if src == nil {
-		src = netwatch.New()
-	}
-	err := netwatch.WatchChanges(ctx, src, cfg.Wake, changed)
+	err := netwatch.WatchChanges(ctx, cmp.Or(cfg.NetSource, netwatch.New()), cfg.Wake, changed)
 	if err == nil || ctx.Err() != nil {
 		return
 	}

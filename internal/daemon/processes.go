@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,8 +122,7 @@ type serverBelow struct {
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
-		gen: ^uint64(0), exitAt: map[int]time.Time{},
-		below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
+		gen: ^uint64(0), exitAt: map[int]time.Time{}, below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
 	if eng != nil {
 		eng.SetProcessView(p)
 	}
@@ -138,18 +138,16 @@ func (p *procWatch) where() string {
 }
 
 // replaced tells the watch that OpenCode may be another process now.
-func (p *procWatch) replaced() {
-	select {
-	case p.again <- struct{}{}:
-	default:
-	}
-}
+func (p *procWatch) replaced() { signal(p.again) }
 
 // Look implements reconnect.ProcessView: OpenCode's children may have
 // changed (a connect returned, a status changed, a config was read).
-func (p *procWatch) Look() {
+func (p *procWatch) Look() { signal(p.look) }
+
+// signal wakes the reader of ch, unless a wake-up is pending already.
+func signal(ch chan struct{}) {
 	select {
-	case p.look <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -190,15 +188,13 @@ func (p *procWatch) run(ctx context.Context) {
 		if err == nil {
 			err = p.watch(ctx, tab, pid)
 		}
-		if err != nil {
-			p.log.Debug("opencode is not a local process of this user; no process view", "url", p.where(), "err", err)
-		}
 		// Look again when OpenCode may be another process, or a while
 		// later: never in a loop (run's child that exited stays the same
 		// pid until the wrapper ends).
-		wait := time.Minute
-		if err == nil {
-			wait = scanEvery // it exited: its next process comes soon
+		wait := scanEvery // it exited: its next process comes soon
+		if err != nil {
+			p.log.Debug("opencode is not a local process of this user; no process view", "url", p.where(), "err", err)
+			wait = time.Minute
 		}
 		select {
 		case <-ctx.Done():
@@ -226,8 +222,7 @@ func (p *procWatch) find(tab procview.Table) (int, error) {
 	// namespace, and holds the listener (macOS cannot tell the listener:
 	// there the process and its owner are checked).
 	if pid := p.client.PID(); pid > 0 {
-		err := procview.VerifyServerPID(tab, pid, port, os.Getuid())
-		if err == nil || errors.Is(err, errors.ErrUnsupported) {
+		if err := procview.VerifyServerPID(tab, pid, port, os.Getuid()); err == nil || errors.Is(err, errors.ErrUnsupported) {
 			if proc, err := tab.Read(pid); err == nil && proc.UID == os.Getuid() && procview.IsOpenCode(proc) {
 				return pid, nil
 			}
@@ -382,9 +377,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			p.log.Debug("no exit watcher; scanning for exits", "err", err)
 			exits = nil
 		} else {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				exits.Run(ctx, func(x procview.Exit) {
 					p.mu.Lock()
 					p.exitAt[x.PID] = x.At
@@ -394,7 +387,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				})
 				exitsEnded.Store(true)
 				p.Look()
-			}()
+			})
 			// OpenCode's own end, the moment it comes: the record says when.
 			if err := exits.Add(tab, v.OpenCode()); err != nil {
 				p.log.Debug("cannot watch opencode for its exit; scanning for it", "pid", pid, "err", err)
@@ -431,15 +424,12 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 		if err == nil {
 			evs := procview.Diff(prev, s)
 			for _, ev := range evs {
-				switch ev.Kind {
-				case procview.Exited:
+				switch {
+				case ev.Kind == procview.Exited:
 					p.mu.Lock()
-					at, seen := p.exitAt[ev.Child.PID]
+					at := cmp.Or(p.exitAt[ev.Child.PID], ev.At) // the exit watcher's time, when it saw it (never zero)
 					delete(p.exitAt, ev.Child.PID)
 					p.mu.Unlock()
-					if !seen {
-						at = ev.At
-					}
 					p.log.Debug("MCP server process exited", "url", p.where(), "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
 					// Whether a child started since serves it (OpenCode
 					// started a new one, an older duplicate was ended) is
@@ -449,10 +439,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					if p.eng != nil {
 						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
 					}
-				case procview.Started:
-					if p.eng != nil {
-						p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
-					}
+				case ev.Kind == procview.Started && p.eng != nil:
+					p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
 				}
 			}
 			if len(evs) > 0 || s.Gen() != prev.Gen() {
@@ -464,12 +452,6 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					p.forgetBelow(s) // the last save needs what ran below
 				}
 			}
-			// The exit times of processes s no longer lists, that no
-			// Diff will take (OpenCode's other children, which serve no
-			// armed server).
-			p.mu.Lock()
-			maps.DeleteFunc(p.exitAt, func(pid int, _ time.Time) bool { return !s.Lists(pid) })
-			p.mu.Unlock()
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
 				partial = p.watchExits(exits, tab, s, watched) || partial
 			}
@@ -480,14 +462,17 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			p.mu.Lock()
 			p.last = s
+			// The exit times of processes s no longer lists, that no
+			// Diff will take (OpenCode's other children, which serve no
+			// armed server).
+			maps.DeleteFunc(p.exitAt, func(pid int, _ time.Time) bool { return !s.Lists(pid) })
 			p.mu.Unlock()
 			if s.Gone {
 				return nil // OpenCode exited: find the next one
 			}
 			prev = s
 			if dirty && time.Since(saved) >= recordEvery {
-				complete := p.save(s, v, time.Time{})
-				saved, dirty = time.Now(), !complete
+				dirty, saved = !p.save(s, v, time.Time{}), time.Now() // saved: when the save ended
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, took)
@@ -497,10 +482,8 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 		if dirty {
 			every = min(every, max(time.Until(saved.Add(recordEvery)), lookGap))
 		}
-		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			// run ends the daemon as soon as OpenCode exits: the record
 			// must say so all the same.
 			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() {
@@ -508,11 +491,9 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			return nil
 		case <-p.again:
-			t.Stop()
 			p.replaced() // for run's loop: look for it now
 			return nil
 		case <-p.look:
-			t.Stop()
 			if wait := lookGap - time.Since(lastScan); wait > 0 {
 				select {
 				case <-ctx.Done():
@@ -520,7 +501,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				case <-time.After(wait):
 				}
 			}
-		case <-t.C:
+		case <-time.After(every):
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -88,7 +89,7 @@ const serviceURL = "http://127.0.0.1:49374"
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
 		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
-	sc := Target{ServiceFile: file, URL: serviceURL, follow: f}
+	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
 	}
@@ -99,7 +100,6 @@ func ServiceServer(file string, channels bool, fallback *Target) Target {
 			break
 		}
 	}
-	sc.Discover = f.discover
 	return sc
 }
 
@@ -176,12 +176,12 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 // find looks for the first service that answers among the state
 // directory's service files (one ReadDir), preferring the one followed
 // now, then file, then the newest, asking only the files worth asking
-// (see failed). Once one answers, the rest are
-// asked too when that is news (another service than the one followed),
-// so that the log and status can name every service that answers. A
-// refused password is the error only when no file's service answers
-// (a stale file's port may be another OpenCode's); with no file at all
-// the error matches fs.ErrNotExist.
+// (see failed). Once one answers, the rest are asked too when that is
+// news (another service than the one followed), so that the log and
+// status can name every service that answers. A refused password is
+// the error only when no file's service answers (a stale file's port
+// may be another OpenCode's); with no file at all the error matches
+// fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
 	if err != nil {
@@ -194,26 +194,16 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 	// the one followed, whatever else started meanwhile (every
 	// re-subscribe of its stream looks again; a hiccup must not move the
 	// daemon to another channel's service).
-	f.mu.Lock()
-	cur := f.cur.svc.Path
-	f.mu.Unlock()
-	for i, r := range regs {
-		if i > 0 && cur != "" && r.Path == cur {
-			regs = append([]opencode.Registration{r}, append(regs[:i:i], regs[i+1:]...)...)
-			break
-		}
+	cur := f.following().svc.Path
+	if i := slices.IndexFunc(regs, func(r opencode.Registration) bool { return r.Path == cur }); i > 0 {
+		regs = slices.Concat(regs[i:i+1], regs[:i], regs[i+1:])
 	}
 	var first, refused error
 	var found, refusedSvc opencode.Service
 	var others []string
 	for _, r := range regs {
-		if found.Path != "" {
-			f.mu.Lock()
-			news := !f.cur.svc.Same(found) || f.cur.svc.Path != found.Path
-			f.mu.Unlock()
-			if !news {
-				break
-			}
+		if found.Path != "" && f.following().same(followed{svc: found}) {
+			break // no news
 		}
 		svc, err := f.ask(ctx, r)
 		switch {
@@ -263,10 +253,10 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 		f.failed[r.Path] = r
 	}
 	f.mu.Unlock()
-	if err != nil {
+	if err != nil && !errors.Is(err, opencode.ErrUnauthorized) {
 		return opencode.Service{}, err
 	}
-	return svc, nil
+	return svc, err // a refusal names its file: find may report it
 }
 
 // where names the files looked at, for an error.
@@ -288,21 +278,20 @@ func (f *serviceFollower) set(now followed) {
 	}
 	f.cur = now
 	f.mu.Unlock()
-	log := f.log
 	if now.same(prev) {
 		return
 	}
 	switch {
 	case now.svc.Path != "" && len(now.others) > 0:
-		log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version,
+		f.log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version,
 			"also_registered", now.others, "hint", "one daemon follows one service: to watch another too, run mcp-reconnect watch --service-file FILE")
 	case now.svc.Path != "":
-		log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version)
+		f.log.Info("following the OpenCode 2 service", "file", now.svc.Path, "url", now.svc.URL, "pid", now.svc.PID, "version", now.svc.Version)
 	case now.fallback:
-		log.Info("no OpenCode 2 service answers; watching OpenCode at the fallback address", "url", f.fallback.URL,
+		f.log.Info("no OpenCode 2 service answers; watching OpenCode at the fallback address", "url", f.fallback.URL,
 			"service_files", f.where(), "looking_every", servicePoll)
 	case prev.svc.Path != "" || prev.fallback:
-		log.Info("no OpenCode 2 service answers; looking for one every few seconds", "service_files", f.where())
+		f.log.Info("no OpenCode 2 service answers; looking for one every few seconds", "service_files", f.where())
 	}
 }
 
@@ -383,8 +372,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 	if err := start(); err != nil {
 		return false, fmt.Errorf("starting a daemon for the OpenCode 2 service: %w", err)
 	}
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
+	deadline := time.After(wait)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -394,7 +382,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 		select {
 		case <-ctx.Done():
 			return true, ctx.Err()
-		case <-deadline.C:
+		case <-deadline:
 			return true, errors.New("the daemon started for the OpenCode 2 service did not register in time; see its log")
 		case <-tick.C:
 		}

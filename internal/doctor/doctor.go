@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -88,7 +87,7 @@ func CheckDoc(doc []byte, need Needs) []Check {
 
 	statuses := d.Components(statusComponents(d)...).Property("status").Literals()
 	gone, unknown := absent(need.Statuses, statuses), absent(statuses, need.Statuses)
-	sort.Strings(unknown)
+	slices.Sort(unknown)
 	switch {
 	case len(gone) > 0:
 		checks = append(checks, Check{Fail, "mcp statuses", "OpenCode no longer reports " + strings.Join(gone, ", ")})
@@ -108,13 +107,7 @@ func CheckDoc(doc []byte, need Needs) []Check {
 
 // absent are the items of want that have lacks, in want's order.
 func absent(want, have []string) []string {
-	var out []string
-	for _, s := range want {
-		if !slices.Contains(have, s) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(want), func(s string) bool { return slices.Contains(have, s) })
 }
 
 // Options for Run.
@@ -342,12 +335,7 @@ func serverCheck(dir, name, status, errText string, attempts int) []Check {
 
 // Healthy reports whether no check failed.
 func Healthy(checks []Check) bool {
-	for _, c := range checks {
-		if c.Severity == Fail {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(checks, func(c Check) bool { return c.Severity == Fail })
 }
 
 // Write prints the checks, one per line. Names and details quote

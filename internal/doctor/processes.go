@@ -80,17 +80,18 @@ type dirSet struct {
 	seen map[string]bool
 }
 
-func (d *dirSet) add(dir string) {
-	if dir == "" || !filepath.IsAbs(dir) {
-		return
-	}
-	dir = filepath.Clean(dir)
+func (d *dirSet) add(dirs ...string) {
 	if d.seen == nil {
 		d.seen = map[string]bool{}
 	}
-	if !d.seen[dir] {
-		d.seen[dir] = true
-		d.list = append(d.list, dir)
+	for _, dir := range dirs {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		if dir = filepath.Clean(dir); !d.seen[dir] {
+			d.seen[dir] = true
+			d.list = append(d.list, dir)
+		}
 	}
 }
 
@@ -110,12 +111,8 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 		return Found{}, []Check{{Warn, "processes", "cannot read the process table: " + err.Error()}}
 	}
 	var dirs dirSet
-	for _, d := range o.Directories {
-		dirs.add(d)
-	}
-	for _, d := range armedDirectories(ctx, o) {
-		dirs.add(d)
-	}
+	dirs.add(o.Directories...)
+	dirs.add(armedDirectories(ctx, o)...)
 	var record []procview.Sightings
 	if o.Record != nil {
 		if all, err := o.Record.Load(); err == nil {
@@ -147,9 +144,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	f.scope.Watched = slices.Clone(f.OpenCodes)
 	// The processes that look left over name their own directories.
 	left, _ := procview.LeftOverDirs(t, f.scope)
-	for _, d := range left {
-		dirs.add(d)
-	}
+	dirs.add(left...)
 	for _, oc := range openCodes {
 		dirs.add(oc.Cwd)
 		kids, _ := t.Children(oc.PID)

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,10 +57,7 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 	if err := ro.Allowed(); err != nil {
 		return err
 	}
-	report := ro.Report
-	if report == nil {
-		report = io.Discard
-	}
+	report := cmp.Or(ro.Report, io.Discard)
 	reap := ro.reap
 	if reap == nil {
 		reap = func(ctx context.Context, r procview.Reaper, o procview.Orphan) (procview.Reaped, error) {
@@ -68,22 +66,15 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 	}
 	r := procview.Reaper{Table: f.table, Scope: f.scope, Grace: ro.Grace}
 	if !ro.Yes {
-		in := bufio.NewReader(ro.In)
-		prompt := ro.Prompt
-		if prompt == nil {
-			prompt = io.Discard
-		}
+		in, prompt := bufio.NewReader(ro.In), cmp.Or(ro.Prompt, io.Discard)
 		r.Confirm = func(o procview.Orphan) bool {
 			fmt.Fprintf(prompt, "end pid %d (%s, cwd %s)? [y/N] ", o.PID, termsafe.Line(o.Command), termsafe.Line(o.Cwd))
 			line, err := in.ReadString('\n')
 			if err != nil && line == "" {
 				fmt.Fprintln(prompt)
 			}
-			switch strings.ToLower(strings.TrimSpace(line)) {
-			case "y", "yes":
-				return true
-			}
-			return false
+			answer := strings.ToLower(strings.TrimSpace(line))
+			return answer == "y" || answer == "yes"
 		}
 	}
 	if len(f.Orphans) == 0 {
@@ -112,22 +103,14 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 			fmt.Fprintf(report, "%s had already exited\n", what)
 		case res.Signal == syscall.SIGKILL:
 			fmt.Fprintf(report, "ended %s with SIGKILL after %v (SIGTERM did not end it)\n", what, res.After.Round(time.Millisecond))
+		case res.Signal == syscall.SIGTERM:
+			fmt.Fprintf(report, "ended %s with SIGTERM after %v\n", what, res.After.Round(time.Millisecond))
 		default:
-			fmt.Fprintf(report, "ended %s with %s after %v\n", what, signalName(res.Signal), res.After.Round(time.Millisecond))
+			fmt.Fprintf(report, "ended %s with %v after %v\n", what, res.Signal, res.After.Round(time.Millisecond))
 		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("doctor --reap: %d of %d orphaned MCP processes could not be ended", failed, len(f.Orphans))
 	}
 	return nil
-}
-
-func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGKILL:
-		return "SIGKILL"
-	}
-	return s.String()
 }

@@ -337,9 +337,5 @@ func quoteList(list []string) string {
 	if len(list) == 0 {
 		return "none"
 	}
-	q := make([]string, len(list))
-	for i, s := range list {
-		q[i] = "`" + s + "`"
-	}
-	return strings.Join(q, ", ")
+	return "`" + strings.Join(list, "`, `") + "`"
 }

@@ -42,11 +42,10 @@ func writeReadiness(w *bufio.Writer, ready []Readiness) {
 	byURL := map[string]Readiness{}
 	for _, r := range ready {
 		prev, seen := byURL[r.URL]
-		switch {
-		case !seen:
+		if !seen {
 			order = append(order, r.URL)
-			byURL[r.URL] = r
-		case prev.Ready && !r.Ready:
+		}
+		if !seen || prev.Ready && !r.Ready {
 			byURL[r.URL] = r
 		}
 	}

@@ -45,8 +45,7 @@ var memstats = []struct {
 
 // writeRuntime writes the Go runtime's metrics (go_*).
 func writeRuntime(w *bufio.Writer) {
-	var gc debug.GCStats
-	gc.PauseQuantiles = make([]time.Duration, 5)
+	gc := debug.GCStats{PauseQuantiles: make([]time.Duration, 5)}
 	debug.ReadGCStats(&gc)
 	header(w, "go_gc_duration_seconds", "Pauses of the garbage collector, in seconds.", "summary")
 	for i, q := range []string{"0", "0.25", "0.5", "0.75", "1"} {

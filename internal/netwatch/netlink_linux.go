@@ -1,6 +1,7 @@
 package netwatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -139,10 +140,7 @@ func (c *conn) read() ([]syscall.NetlinkMessage, error) {
 		n, from, rerr = unix.Recvfrom(int(fd), c.buf, unix.MSG_TRUNC)
 		return rerr != unix.EAGAIN
 	})
-	if err == nil {
-		err = rerr
-	}
-	if err != nil {
+	if err = cmp.Or(err, rerr); err != nil {
 		return nil, err
 	}
 	if n > len(c.buf) {
@@ -188,14 +186,12 @@ func (c *conn) dumpOne(t *tracker, typ uint16) (interrupted bool, err error) {
 	binary.NativeEndian.PutUint32(req[8:], c.seq)
 	req[unix.NLMSG_HDRLEN] = unix.AF_UNSPEC
 	var werr error
-	if err := c.raw.Write(func(fd uintptr) bool {
+	err = c.raw.Write(func(fd uintptr) bool {
 		werr = unix.Sendto(int(fd), req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
 		return werr != unix.EAGAIN
-	}); err != nil {
+	})
+	if err = cmp.Or(err, werr); err != nil {
 		return false, fmt.Errorf("netwatch: netlink dump: %w", err)
-	}
-	if werr != nil {
-		return false, fmt.Errorf("netwatch: netlink dump: %w", werr)
 	}
 	for {
 		msgs, err := c.read()

@@ -31,25 +31,21 @@ func Debounce(ctx context.Context, changes <-chan struct{}, quiet, most time.Dur
 			return
 		case <-changes:
 		}
-		deadline := time.NewTimer(most)
-		settle := time.NewTimer(quiet)
+		// Timers left running are collected (Go 1.23): no Stop needed.
+		deadline, settle := time.After(most), time.NewTimer(quiet)
 	burst:
 		for {
 			select {
 			case <-ctx.Done():
-				deadline.Stop()
-				settle.Stop()
 				return
 			case <-changes:
 				settle.Reset(quiet)
 			case <-settle.C:
 				break burst
-			case <-deadline.C:
+			case <-deadline:
 				break burst
 			}
 		}
-		deadline.Stop()
-		settle.Stop()
 		fn()
 	}
 }

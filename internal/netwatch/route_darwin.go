@@ -124,10 +124,9 @@ func darwinState() (State, error) {
 		if !ok {
 			continue
 		}
+		r.Interface = fmt.Sprintf("#%d", h.Index)
 		if ifc, err := net.InterfaceByIndex(int(h.Index)); err == nil {
 			r.Interface = ifc.Name
-		} else {
-			r.Interface = fmt.Sprintf("#%d", h.Index)
 		}
 		s.DefaultRoutes = append(s.DefaultRoutes, r)
 	}

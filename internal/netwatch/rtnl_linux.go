@@ -3,7 +3,9 @@ package netwatch
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -46,20 +48,25 @@ func newTracker() *tracker {
 // apply folds one rtnetlink message into t. Messages that are short or
 // about something State leaves out are ignored.
 func (t *tracker) apply(m syscall.NetlinkMessage) {
+	if len(m.Data) < headerLen[m.Header.Type] {
+		return
+	}
 	switch m.Header.Type {
 	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
-		if len(m.Data) >= unix.SizeofIfInfomsg {
-			t.link(m)
-		}
+		t.link(m)
 	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
-		if len(m.Data) >= unix.SizeofIfAddrmsg {
-			t.addr(m)
-		}
+		t.addr(m)
 	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
-		if len(m.Data) >= unix.SizeofRtMsg {
-			t.route(m)
-		}
+		t.route(m)
 	}
+}
+
+// headerLen is the fixed header before the attributes of each message
+// type the tracker reads.
+var headerLen = map[uint16]int{
+	unix.RTM_NEWLINK: unix.SizeofIfInfomsg, unix.RTM_DELLINK: unix.SizeofIfInfomsg,
+	unix.RTM_NEWADDR: unix.SizeofIfAddrmsg, unix.RTM_DELADDR: unix.SizeofIfAddrmsg,
+	unix.RTM_NEWROUTE: unix.SizeofRtMsg, unix.RTM_DELROUTE: unix.SizeofRtMsg,
 }
 
 func (t *tracker) link(m syscall.NetlinkMessage) {
@@ -68,13 +75,13 @@ func (t *tracker) link(m syscall.NetlinkMessage) {
 	flags := binary.NativeEndian.Uint32(m.Data[8:])
 	if m.Header.Type == unix.RTM_DELLINK {
 		delete(t.links, index)
-		t.dropAddrs(index)
+		maps.DeleteFunc(t.addrs, func(k addrKey, _ struct{}) bool { return k.index == index })
 		t.dropRoutes(index)
 		return
 	}
 	l := t.links[index]
 	if name := attr(m, unix.IFLA_IFNAME); len(name) > 0 {
-		l.name = cstring(name)
+		l.name, _, _ = strings.Cut(string(name), "\x00")
 	}
 	l.up = flags&unix.IFF_UP != 0
 	l.isLoopback = flags&unix.IFF_LOOPBACK != 0
@@ -89,11 +96,8 @@ func (t *tracker) link(m syscall.NetlinkMessage) {
 func (t *tracker) addr(m syscall.NetlinkMessage) {
 	// struct ifaddrmsg: family, prefixlen, flags, scope u8, index u32.
 	bits := int(m.Data[1])
-	flags := uint32(m.Data[2])
+	flags := attr32(m, unix.IFA_FLAGS, uint32(m.Data[2]))
 	index := int32(binary.NativeEndian.Uint32(m.Data[4:]))
-	if f := attr(m, unix.IFA_FLAGS); len(f) == 4 {
-		flags = binary.NativeEndian.Uint32(f)
-	}
 	// IFA_LOCAL is the machine's own address; IFA_ADDRESS is the peer's
 	// on a point-to-point link, and the only one given for IPv6.
 	raw := attr(m, unix.IFA_LOCAL)
@@ -101,10 +105,7 @@ func (t *tracker) addr(m syscall.NetlinkMessage) {
 		raw = attr(m, unix.IFA_ADDRESS)
 	}
 	ip, ok := netip.AddrFromSlice(raw)
-	if !ok {
-		return
-	}
-	if bits > ip.BitLen() {
+	if !ok || bits > ip.BitLen() {
 		return
 	}
 	k := addrKey{index, netip.PrefixFrom(ip, bits)}
@@ -121,20 +122,15 @@ func (t *tracker) addr(m syscall.NetlinkMessage) {
 func (t *tracker) route(m syscall.NetlinkMessage) {
 	// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
 	// scope, type (u8 each), flags u32.
-	family, dstLen, table, typ := m.Data[0], m.Data[1], uint32(m.Data[4]), m.Data[7]
+	family, dstLen, typ := m.Data[0], m.Data[1], m.Data[7]
 	rtFlags := binary.NativeEndian.Uint32(m.Data[8:])
-	if a := attr(m, unix.RTA_TABLE); len(a) == 4 {
-		table = binary.NativeEndian.Uint32(a)
-	}
+	table := attr32(m, unix.RTA_TABLE, uint32(m.Data[4]))
 	if (family != unix.AF_INET && family != unix.AF_INET6) || dstLen != 0 ||
 		table != unix.RT_TABLE_MAIN || typ != unix.RTN_UNICAST || rtFlags&unix.RTM_F_CLONED != 0 {
 		return
 	}
 	ipv6 := family == unix.AF_INET6
-	var metric uint32
-	if a := attr(m, unix.RTA_PRIORITY); len(a) == 4 {
-		metric = binary.NativeEndian.Uint32(a)
-	}
+	metric := attr32(m, unix.RTA_PRIORITY, 0)
 	var keys []routeKey
 	if mp := attr(m, unix.RTA_MULTIPATH); mp != nil {
 		for len(mp) >= unix.SizeofRtNexthop {
@@ -149,10 +145,7 @@ func (t *tracker) route(m syscall.NetlinkMessage) {
 			mp = mp[min(align4(n), len(mp)):]
 		}
 	} else {
-		var idx int32
-		if a := attr(m, unix.RTA_OIF); len(a) == 4 {
-			idx = int32(binary.NativeEndian.Uint32(a))
-		}
+		idx := int32(attr32(m, unix.RTA_OIF, 0))
 		gw, _ := netip.AddrFromSlice(attr(m, unix.RTA_GATEWAY))
 		keys = append(keys, routeKey{ipv6, idx, gw, metric})
 	}
@@ -165,31 +158,15 @@ func (t *tracker) route(m syscall.NetlinkMessage) {
 	if m.Header.Flags&unix.NLM_F_REPLACE != 0 {
 		// "ip route replace default via X" sends only the new route:
 		// the one it replaced (same family, table and metric) is gone.
-		for k := range t.routes {
-			if k.ipv6 == ipv6 && k.metric == metric {
-				delete(t.routes, k)
-			}
-		}
+		maps.DeleteFunc(t.routes, func(k routeKey, _ struct{}) bool { return k.ipv6 == ipv6 && k.metric == metric })
 	}
 	for _, k := range keys {
 		t.routes[k] = struct{}{}
 	}
 }
 
-func (t *tracker) dropAddrs(index int32) {
-	for k := range t.addrs {
-		if k.index == index {
-			delete(t.addrs, k)
-		}
-	}
-}
-
 func (t *tracker) dropRoutes(index int32) {
-	for k := range t.routes {
-		if k.index == index {
-			delete(t.routes, k)
-		}
-	}
+	maps.DeleteFunc(t.routes, func(k routeKey, _ struct{}) bool { return k.index == index })
 }
 
 // state is the State t holds now.
@@ -215,19 +192,19 @@ func (t *tracker) state() State {
 
 // attr returns the value of m's attribute typ, or nil.
 func attr(m syscall.NetlinkMessage, typ uint16) []byte {
-	var hdr int
-	switch m.Header.Type {
-	case unix.RTM_NEWLINK, unix.RTM_DELLINK:
-		hdr = unix.SizeofIfInfomsg
-	case unix.RTM_NEWADDR, unix.RTM_DELADDR:
-		hdr = unix.SizeofIfAddrmsg
-	case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
-		hdr = unix.SizeofRtMsg
-	}
+	hdr := headerLen[m.Header.Type]
 	if len(m.Data) < align4(hdr) {
 		return nil
 	}
 	return findAttr(m.Data[align4(hdr):], typ)
+}
+
+// attr32 is m's 32-bit attribute typ, or def when m has none.
+func attr32(m syscall.NetlinkMessage, typ uint16, def uint32) uint32 {
+	if a := attr(m, typ); len(a) == 4 {
+		return binary.NativeEndian.Uint32(a)
+	}
+	return def
 }
 
 // findAttr walks a run of struct rtattr (len u16, type u16, value).
@@ -246,12 +223,3 @@ func findAttr(b []byte, typ uint16) []byte {
 }
 
 func align4(n int) int { return (n + 3) &^ 3 }
-
-func cstring(b []byte) string {
-	for i, c := range b {
-		if c == 0 {
-			return string(b[:i])
-		}
-	}
-	return string(b)
-}

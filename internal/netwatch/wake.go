@@ -124,7 +124,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 	changes := make(chan struct{}, 1)
 	wakes := make(chan Wake, 1)
 	var mu sync.Mutex
-	var pending *Wake
+	var pending Change // Major when a wake came since the last fn
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = d.Run(ctx, wakes) })
 	wg.Go(func() {
@@ -134,7 +134,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 				return
 			case w := <-wakes:
 				mu.Lock()
-				pending = &w
+				pending = Change{Major: true, Wake: w}
 				mu.Unlock()
 				notify(changes)
 			}
@@ -143,13 +143,9 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 	wg.Go(func() {
 		Debounce(ctx, changes, 200*time.Millisecond, time.Second, func() {
 			mu.Lock()
-			w := pending
-			pending = nil
+			c := pending
+			pending = Change{}
 			mu.Unlock()
-			c := Change{}
-			if w != nil {
-				c = Change{Major: true, Wake: *w}
-			}
 			fn(c)
 		})
 	})

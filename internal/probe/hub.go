@@ -37,10 +37,9 @@ func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
 	}
 	sh := h.watches[rawURL]
 	if sh == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		sh = &shared{subs: map[chan struct{}]struct{}{}, cancel: cancel}
+		sh = &shared{subs: map[chan struct{}]struct{}{}}
 		h.watches[rawURL] = sh
-		h.start(ctx, rawURL, sh)
+		h.start(rawURL, sh)
 	}
 	ch := make(chan struct{})
 	sh.subs[ch] = struct{}{}
@@ -60,8 +59,11 @@ func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
 	}
 }
 
-// start runs a watch goroutine for sh. Caller holds h.mu.
-func (h *Hub) start(ctx context.Context, rawURL string, sh *shared) {
+// start runs a watch goroutine for sh, which its cancel ends. Caller holds
+// h.mu.
+func (h *Hub) start(rawURL string, sh *shared) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sh.cancel = cancel
 	sh.run++
 	run := sh.run
 	h.wg.Go(func() { h.run(ctx, rawURL, sh, run) })
@@ -81,9 +83,7 @@ func (h *Hub) Renew() {
 	}
 	for rawURL, sh := range h.watches {
 		sh.cancel()
-		ctx, cancel := context.WithCancel(context.Background())
-		sh.cancel = cancel
-		h.start(ctx, rawURL, sh)
+		h.start(rawURL, sh)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"sync"
@@ -128,11 +129,7 @@ func (p *Prober) pruneLocked(now time.Time) {
 		return
 	}
 	p.swept = now
-	for u, r := range p.recent {
-		if now.Sub(r.at) >= Fresh {
-			delete(p.recent, u)
-		}
-	}
+	maps.DeleteFunc(p.recent, func(_ string, r result) bool { return now.Sub(r.at) >= Fresh })
 }
 
 // Allow reports whether a probe may run now under the global rate.
@@ -145,22 +142,17 @@ func Target(rawURL string) (addr string, useTLS bool, err error) {
 	if err != nil || u.Host == "" {
 		return "", false, fmt.Errorf("probe: %q is not a URL with a host", rawURL)
 	}
-	port := u.Port()
-	switch u.Scheme {
-	case "http":
-		if port == "" {
-			port = "80"
-		}
-	case "https":
-		useTLS = true
-		if port == "" {
-			port = "443"
-		}
-	default:
+	port, ok := defaultPorts[u.Scheme]
+	if !ok {
 		return "", false, fmt.Errorf("probe: scheme %q is not http or https", u.Scheme)
 	}
-	return net.JoinHostPort(u.Hostname(), port), useTLS, nil
+	if p := u.Port(); p != "" {
+		port = p
+	}
+	return net.JoinHostPort(u.Hostname(), port), u.Scheme == "https", nil
 }
+
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // Probe reports whether rawURL's endpoint accepts a connection (and a TLS
 // handshake for https) within Timeout.

@@ -1,6 +1,9 @@
 package reconnect
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Budget bounds the connect calls in flight across every directory (and
 // every engine of one daemon). Local connects spawn a process each, so the
@@ -57,16 +60,13 @@ func (b *Budget) Share() *Share {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &Share{b: b}
-	if b.shares == nil {
-		b.shares = map[*Share]*pool{}
-	}
 	b.shares[s] = &pool{}
 	return s
 }
 
 // NewBudget returns a budget of n slots (at least 1).
 func NewBudget(n int) *Budget {
-	return &Budget{max: max(n, 1)}
+	return &Budget{max: max(n, 1), shares: map[*Share]*pool{}}
 }
 
 // Wait takes a slot of this kind if one is free (granted), or else puts a
@@ -76,13 +76,49 @@ func NewBudget(n int) *Budget {
 // reports false when the slot was granted already (grant has run or is
 // running).
 func (s *Share) Wait(remote bool, grant func()) (granted bool, cancel func() bool) {
-	return s.b.wait(s, remote, grant)
+	b, w := s.b, &waiter{share: s, remote: remote, grant: grant}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.free(s, remote) {
+		b.take(s, remote)
+		return true, nil
+	}
+	b.line = append(b.line, w)
+	return false, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if i := slices.Index(b.line, w); i >= 0 {
+			b.line = slices.Delete(b.line, i, i+1)
+			return true
+		}
+		return false
+	}
 }
 
 // Release returns a slot of this kind. If someone waits for a slot that is
 // now free, the slot passes to the first such waiter, whose grant runs
 // (outside the budget's lock).
-func (s *Share) Release(remote bool) { s.b.release(s, remote) }
+func (s *Share) Release(remote bool) {
+	b := s.b
+	b.mu.Lock()
+	b.all.add(remote, -1)
+	b.shares[s].add(remote, -1)
+	var grants []func()
+	for i := 0; i < len(b.line); {
+		w := b.line[i]
+		if !b.free(w.share, w.remote) {
+			i++
+			continue
+		}
+		b.take(w.share, w.remote)
+		grants = append(grants, w.grant)
+		b.line = slices.Delete(b.line, i, i+1)
+	}
+	b.mu.Unlock()
+	for _, g := range grants {
+		g()
+	}
+}
 
 // fits reports whether a pool of n slots holding p may start one more
 // connect of this kind: remote connects hold at most n-1 slots (at least
@@ -129,47 +165,4 @@ func (p *pool) add(remote bool, n int) {
 func (b *Budget) take(s *Share, remote bool) {
 	b.all.add(remote, 1)
 	b.shares[s].add(remote, 1)
-}
-
-func (b *Budget) release(s *Share, remote bool) {
-	b.mu.Lock()
-	b.all.add(remote, -1)
-	b.shares[s].add(remote, -1)
-	var grants []func()
-	for i := 0; i < len(b.line); {
-		w := b.line[i]
-		if !b.free(w.share, w.remote) {
-			i++
-			continue
-		}
-		b.take(w.share, w.remote)
-		grants = append(grants, w.grant)
-		b.line = append(b.line[:i], b.line[i+1:]...)
-	}
-	b.mu.Unlock()
-	for _, g := range grants {
-		g()
-	}
-}
-
-func (b *Budget) wait(s *Share, remote bool, grant func()) (granted bool, cancel func() bool) {
-	w := &waiter{share: s, remote: remote, grant: grant}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.free(s, remote) {
-		b.take(s, remote)
-		return true, nil
-	}
-	b.line = append(b.line, w)
-	return false, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for i, x := range b.line {
-			if x == w {
-				b.line = append(b.line[:i], b.line[i+1:]...)
-				return true
-			}
-		}
-		return false
-	}
 }

@@ -50,11 +50,6 @@ func (e *Engine) endLoop(d *dir) {
 // step holds a check slot for it.
 func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	defer e.releaseHeld(d)
-	defer func() {
-		e.mu.Lock()
-		d.checking = time.Time{}
-		e.mu.Unlock()
-	}()
 	// The step holds one of the maxChecks check slots for it (slotFor,
 	// serveSlots), which the check gives back: a thousand directories
 	// armed together wait for one in the scheduler's slotq rather than
@@ -66,7 +61,13 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	learn := !d.kindsKnown && !d.unauthorized    // a refused password refuses this too
 	byEvent, lastEvent := d.byEvent, d.lastEvent
 	e.mu.Unlock()
-	defer e.releaseSlot()
+	defer func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		d.checking = time.Time{}
+		<-e.checks
+		e.serveSlots()
+	}()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
 		// read only while OpenCode still has it booted (locations.go):
@@ -112,8 +113,12 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	succeeded := e.successors(d, st)
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
-	for _, name := range succeeded {
-		e.succeeded(d, name)
+	for _, name := range succeeded { // the evidence of their dead child is void
+		if s := d.servers[name]; s != nil && s.trig&trigDead != 0 {
+			s.trig &^= trigDead
+			e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair",
+				"url", e.url, "directory", d.path, "server", name)
+		}
 	}
 	connects, needKinds, evs := e.reconcile(d, st, now)
 	if needKinds {
@@ -198,8 +203,6 @@ func (e *Engine) holdLocked(d *dir, err error, now time.Time, wait time.Duration
 	e.log.Debug("opencode not ready yet", "url", e.url, "directory", d.path, "err", err, "retry_in", wait)
 	d.wakeBy(d.hold)
 }
-
-// attempt is one connect a reconcile decided on, and what caused it: the
 
 // learnKinds reads the directory's MCP config to tell remote servers (and
 // their endpoints) from local ones. A failure leaves the kinds unknown, to

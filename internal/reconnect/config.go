@@ -8,6 +8,7 @@ package reconnect
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -67,12 +68,8 @@ func (c dirConfig) without(name string) dirConfig {
 	if _, ok := c[name]; !ok {
 		return c
 	}
-	out := make(dirConfig, len(c)-1)
-	for n, sc := range c {
-		if n != name {
-			out[n] = sc
-		}
-	}
+	out := maps.Clone(c)
+	delete(out, name)
 	return out
 }
 
@@ -115,14 +112,9 @@ func (t *configs) intern(c dirConfig) dirConfig {
 	t.key = t.key[:0]
 	for _, n := range opencode.Names(c) {
 		sc := c[n]
-		t.key = appendField(t.key, n)
-		t.key = appendField(t.key, sc.kind)
-		t.key = appendField(t.key, sc.url)
-		t.key = appendField(t.key, sc.cwd)
+		t.key = appendFields(t.key, n, sc.kind, sc.url, sc.cwd)
 		t.key = binary.AppendUvarint(t.key, uint64(len(sc.command)))
-		for _, w := range sc.command {
-			t.key = appendField(t.key, w)
-		}
+		t.key = appendFields(t.key, sc.command...)
 	}
 	if have, ok := t.byKey[string(t.key)]; ok {
 		return have
@@ -134,7 +126,11 @@ func (t *configs) intern(c dirConfig) dirConfig {
 	return c
 }
 
-// appendField appends s, length first, so no two configs share a key.
-func appendField(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+// appendFields appends each of ss, length first, so no two configs share
+// a key.
+func appendFields(b []byte, ss ...string) []byte {
+	for _, s := range ss {
+		b = append(binary.AppendUvarint(b, uint64(len(s))), s...)
+	}
+	return b
 }

@@ -55,8 +55,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 			err := e.oc.Connect(ctx, d.path, name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
-			r := connectResult{name: name, extra: extra, err: err}
-			e.post(d, func() { e.finishConnect(d, r) })
+			e.post(d, func() { e.finishConnect(d, name, extra, err) })
 		}(a.name, a.trigger != backoff.Scheduled)
 	}
 	e.mu.Unlock()
@@ -67,7 +66,10 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 // the directory while it waited, or a free one. Failing both, the
 // directory waits in line. Caller holds Engine.mu.
 func (e *Engine) takeSlot(d *dir, remote bool) bool {
-	k := kindIndex(remote)
+	k := 0 // d.held and d.waiting's index: 1 for remote
+	if remote {
+		k = 1
+	}
 	if d.held[k] > 0 {
 		d.held[k]--
 		return true
@@ -83,13 +85,6 @@ func (e *Engine) takeSlot(d *dir, remote bool) bool {
 	}
 	d.waiting[k] = cancel
 	return false
-}
-
-func kindIndex(remote bool) int {
-	if remote {
-		return 1
-	}
-	return 0
 }
 
 // granted runs when the budget hands the waiting directory a slot: the
@@ -120,43 +115,43 @@ func (e *Engine) releaseHeld(d *dir) {
 	}
 }
 
-// finishConnect schedules the re-check of a server whose connect returned:
-// at its next scheduled attempt, which also confirms the outcome; sooner
-// when the attempt jumped the schedule (the user should not wait a backoff
-// delay to see a probe's reconnect confirmed).
-func (e *Engine) finishConnect(d *dir, r connectResult) {
+// finishConnect schedules the re-check of a server whose connect returned
+// err: at its next scheduled attempt, which also confirms the outcome;
+// sooner when the attempt jumped the schedule (extra: the user should not
+// wait a backoff delay to see a probe's reconnect confirmed).
+func (e *Engine) finishConnect(d *dir, name string, extra bool, err error) {
 	now := time.Now()
 	var evs []Event
 	e.mu.Lock()
-	s := d.servers[r.name]
+	s := d.servers[name]
 	if s == nil {
 		e.mu.Unlock()
 		return
 	}
 	s.connecting = false
 	s.episode().Returned(now) // stable-after counts from here, not from the attempt's start
-	if errors.Is(r.err, opencode.ErrRefused) {
+	if errors.Is(err, opencode.ErrRefused) {
 		// OpenCode is gone: the server told the engine before the
 		// connect returned (OpenCodeGone), and the directory is forgotten.
 		e.mu.Unlock()
 		return
 	}
 	p := e.cfg.Backoff
-	if wait, ok := opencode.RetryAfter(r.err); ok {
+	if wait, ok := opencode.RetryAfter(err); ok {
 		// OpenCode said "not yet" (starting or stopping: 503 with a
 		// Retry-After): the attempt reached no MCP server, so it does
 		// not count, there is no outcome to confirm, and the directory
 		// waits the Retry-After before it is checked again.
 		s.confirm = false
 		s.episode().Refund(p, wait, rand.Float64())
-		e.holdLocked(d, r.err, now, wait)
+		e.holdLocked(d, err, now, wait)
 		e.mu.Unlock()
 		return
 	}
-	if r.err != nil {
+	if err != nil {
 		// A 404 too is an attempt like any other: only a status read that
 		// no longer lists the server forgets it.
-		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", r.name, "err", r.err)
+		e.log.Debug("connect call failed", "url", e.url, "directory", d.path, "server", name, "err", err)
 	}
 	ph := s.ep.Phase(p)
 	if s.rateLimited {
@@ -164,17 +159,17 @@ func (e *Engine) finishConnect(d *dir, r connectResult) {
 		// too: its outcome (the read) decides whether it counted, so the
 		// read comes soon, and a give-up waits for it (reconcile).
 		d.wakeBy(now.Add(e.wakeDelay()))
-	} else if ev, ok := e.gaveUp(d, s, r.name, now); ok {
+	} else if ev, ok := e.gaveUp(d, s, name, now); ok {
 		evs = append(evs, ev)
 	}
 	if next := s.ep.Next(); !next.IsZero() {
-		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: r.name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
+		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
 		d.wakeBy(next)
 	}
-	if r.extra {
+	if extra {
 		d.wakeBy(now.Add(e.wakeDelay()))
 	}
-	local := d.config.local(r.name)
+	local := d.config.local(name)
 	pv := e.procs
 	e.mu.Unlock()
 	if local && pv != nil {

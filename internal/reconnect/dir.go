@@ -164,17 +164,6 @@ type deadChild struct {
 	at, start time.Time
 }
 
-type connectResult struct {
-	name  string
-	extra bool // the attempt jumped the schedule
-	err   error
-}
-
-type probeResult struct {
-	name string
-	err  error
-}
-
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
 	return &dir{
 		path: path, armedBy: reason, armedAt: now, cancel: cancel,
@@ -260,23 +249,6 @@ func (d *dir) dueAt() time.Time {
 	return later(d.next, d.hold)
 }
 
-// trigger sets trig on every server whose last read showed status and
-// whose episode ever allows the attempt trig would cause, and returns when
-// the earliest of them is allowed (zero when none). Caller holds Engine.mu.
-func (d *dir) trigger(status string, trig int, p backoff.Policy, now time.Time) time.Time {
-	var first time.Time
-	for _, s := range d.servers {
-		if s.status != status || s.connecting {
-			continue
-		}
-		if at, ok := s.ep.NextAllowed(p, triggerOf(trig)); ok {
-			s.trig |= trig
-			first = earlier(first, later(at, now))
-		}
-	}
-	return first
-}
-
 // later returns the later of two times.
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -294,11 +266,8 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 		return false, time.Time{}
 	}
 	at, ok := s.ep.NextAllowed(p, triggerOf(trig))
-	switch {
-	case !ok:
-		return false, time.Time{}
-	case !now.Before(at):
-		return true, time.Time{}
+	if !ok || !now.Before(at) {
+		return ok, time.Time{} // never allowed, or allowed now
 	}
 	s.trig |= trig
 	return false, at

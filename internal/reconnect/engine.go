@@ -13,6 +13,7 @@
 package reconnect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -155,20 +156,11 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, log: o.Log, metrics: o.Metrics, onEvent: o.OnEvent, prober: o.Prober,
+	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
+		log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), metrics: cmp.Or(o.Metrics, metrics.New()),
+		budget: cmp.Or(o.Budget, NewBudget(cfg.MaxConcurrent)).Share(), onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{},
-		sched: newScheduler(cfg.IdleInterval)}
-	if e.log == nil {
-		e.log = slog.New(slog.DiscardHandler)
-	}
-	if e.metrics == nil {
-		e.metrics = metrics.New()
-	}
-	b := o.Budget
-	if b == nil {
-		b = NewBudget(cfg.MaxConcurrent)
-	}
-	e.budget = b.Share()
+		sched: &scheduler{idle: cfg.IdleInterval, kick: make(chan struct{}, 1), handoff: make(chan *dir)}}
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
@@ -195,7 +187,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}()
 	var evs []Event
 	for d, reason := range e.pending {
-		evs = append(evs, e.armLocked(d, reason))
+		evs = append(evs, e.armLocked(d, reason, e.wakeDelay()))
 	}
 	e.pending = nil
 	e.mu.Unlock()
@@ -258,21 +250,16 @@ func (e *Engine) Arm(d, reason string) error {
 		e.mu.Unlock()
 		return nil
 	}
-	ev := e.armLocked(d, reason)
+	ev := e.armLocked(d, reason, e.wakeDelay())
 	e.mu.Unlock()
 	e.publish(ev)
 	return nil
 }
 
-// armLocked arms path if it is not armed; it returns the "armed" event, or
-// a zero Event when path was armed already. Its first check runs
-// initial-delay later.
-func (e *Engine) armLocked(path, reason string) Event {
-	return e.armAtLocked(path, reason, e.wakeDelay())
-}
-
-// armAtLocked is armLocked with the delay of the first check.
-func (e *Engine) armAtLocked(path, reason string, first time.Duration) Event {
+// armLocked arms path if it is not armed, its first check first later
+// (mostly wakeDelay); it returns the "armed" event, or a zero Event when
+// path was armed already.
+func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
 	if _, ok := e.dirs[path]; ok || e.ctx.Err() != nil {
 		return Event{}
 	}
@@ -343,7 +330,7 @@ func (e *Engine) restarted(reason string, first time.Duration) int {
 		named := e.dirs[p].armedBy == ArmedByFlag
 		evs = append(evs, e.disarmLocked(p, reason))
 		if named {
-			evs = append(evs, e.armAtLocked(p, ArmedByFlag, first))
+			evs = append(evs, e.armLocked(p, ArmedByFlag, first))
 		} else {
 			forgotten++
 		}
@@ -403,9 +390,19 @@ func (e *Engine) NetworkChanged() {
 	now := time.Now()
 	n := 0
 	for _, d := range e.dirs {
-		if at := d.trigger(opencode.StatusFailed, trigNetwork, e.cfg.Backoff, now); !at.IsZero() {
+		var first time.Time // when the first of its failed servers may try
+		for _, s := range d.servers {
+			if s.status != opencode.StatusFailed || s.connecting {
+				continue
+			}
+			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
+				s.trig |= trigNetwork
+				first = earlier(first, later(at, now))
+			}
+		}
+		if !first.IsZero() {
 			n++
-			d.wakeBy(at)
+			d.wakeBy(first)
 		}
 	}
 	e.mu.Unlock()
@@ -488,7 +485,7 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 	var evs []Event
 	targets := opencode.Names(e.dirs)
 	if path != "" {
-		evs = append(evs, e.armLocked(path, armedByReconnect))
+		evs = append(evs, e.armLocked(path, armedByReconnect, e.wakeDelay()))
 		targets = []string{path}
 	}
 	now := time.Now()
@@ -542,10 +539,7 @@ func (e *Engine) Stream() StreamState {
 // Snapshot copies the engine's state.
 func (e *Engine) Snapshot() Snapshot {
 	s := e.Summary()
-	s.Directories = []DirSnapshot{}
-	for d := range e.Directories() {
-		s.Directories = append(s.Directories, d)
-	}
+	s.Directories = slices.AppendSeq([]DirSnapshot{}, e.Directories())
 	return s
 }
 
@@ -557,11 +551,7 @@ func (e *Engine) Summary() Snapshot {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Snapshot{URL: e.url, OpenCode: about, Stream: e.stream}
-	if e.current != nil {
-		s.URL = e.current()
-	}
-	return s
+	return Snapshot{URL: e.CurrentURL(), OpenCode: about, Stream: e.stream}
 }
 
 // Directories yields a copy of each armed directory's state, in order of

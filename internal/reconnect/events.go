@@ -1,6 +1,7 @@
 package reconnect
 
 import (
+	"maps"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -54,7 +55,7 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 	if e.named[path] {
 		reason = ArmedByFlag // disposed, and used again: still the user's
 	}
-	ev := e.armAtLocked(path, reason, first)
+	ev := e.armLocked(path, reason, first)
 	if d := e.dirs[path]; d != nil {
 		d.byEvent, d.lastEvent = !e.named[path], now
 	}
@@ -73,21 +74,24 @@ func (e *Engine) serverFailed(path, name, reason string) {
 	if name != "" {
 		first = 0
 	}
-	e.armOrWake(path, reason, first, func(d *dir, now time.Time) {
-		s := d.servers[name]
-		if name == "" || s == nil {
-			d.wakeBy(now.Add(e.wakeDelay()))
-			return
-		}
-		if e.firstCrash(d, s, now, false) {
+	e.armOrWake(path, reason, first, func(d *dir, now time.Time) { e.reported(d, name, now, false) })
+}
+
+// reported wakes d for a report about its server name ("": none named):
+// at once for a first crash (firstCrash), else initial-delay later, and
+// not at all for a server in the slow tier or stopped: a permanently
+// broken server must not keep its directory busy. Caller holds Engine.mu.
+func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
+	if s := d.servers[name]; name != "" && s != nil {
+		if e.firstCrash(d, s, now, ambiguous) {
 			return
 		}
 		switch s.ep.Phase(e.cfg.Backoff) {
 		case backoff.Slow, backoff.Stopped:
-			return // a permanently broken server must not keep its directory busy
+			return
 		}
-		d.wakeBy(now.Add(e.wakeDelay()))
-	})
+	}
+	d.wakeBy(now.Add(e.wakeDelay()))
 }
 
 // firstCrash checks d at once when the server s, last seen connected and
@@ -150,19 +154,10 @@ func (e *Engine) serverChanged(path, name, reason string) {
 		return
 	}
 	e.armOrWake(path, reason, e.wakeDelay(), func(d *dir, now time.Time) {
-		if s := d.servers[name]; name != "" && s != nil {
-			if s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial {
-				return
-			}
-			if e.firstCrash(d, s, now, true) {
-				return
-			}
-			switch s.ep.Phase(e.cfg.Backoff) {
-			case backoff.Slow, backoff.Stopped:
-				return
-			}
+		if s := d.servers[name]; name != "" && s != nil && (s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial) {
+			return
 		}
-		d.wakeBy(now.Add(e.wakeDelay()))
+		e.reported(d, name, now, true)
 	})
 }
 
@@ -175,11 +170,7 @@ func (e *Engine) markGone(path string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := time.Now()
-	for p, t := range e.gone {
-		if now.Sub(t) >= goneQuarantine {
-			delete(e.gone, p)
-		}
-	}
+	maps.DeleteFunc(e.gone, func(_ string, t time.Time) bool { return now.Sub(t) >= goneQuarantine })
 	e.gone[path] = now
 }
 

@@ -37,11 +37,10 @@ const bootedTTL = time.Second
 // bootedCache shares one list of booted locations among the checks of an
 // engine, one request at a time.
 type bootedCache struct {
-	mu    sync.Mutex
-	at    time.Time
-	dirs  []string
-	known bool
-	err   error // the request failed: shared like an answer
+	mu sync.Mutex
+	// last is the last request answered (its err shared like an answer),
+	// nil before one was.
+	last *bootedFlight
 	// flight is the request under way, nil when none: a check that finds
 	// the list stale waits for it instead of sending its own, when it was
 	// sent late enough for that check.
@@ -79,17 +78,16 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 		return false, false, nil
 	}
 	c := &e.bootedList
-	var dirs []string
+	var f *bootedFlight // the answer this check takes
 	for {
 		c.mu.Lock()
 		// A list older than the directory's last event says nothing about
 		// it: the event may be its boot, or its disposal.
-		if !c.at.IsZero() && time.Since(c.at) < bootedTTL && !c.at.Before(since) {
-			dirs, known, err = c.dirs, c.known, c.err
+		if f = c.last; f != nil && time.Since(f.sent) < bootedTTL && !f.sent.Before(since) {
 			c.mu.Unlock()
 			break
 		}
-		if f := c.flight; f != nil {
+		if f = c.flight; f != nil {
 			c.mu.Unlock()
 			select {
 			case <-f.done:
@@ -97,37 +95,32 @@ func (e *Engine) booted(ctx context.Context, dir string, since time.Time) (boote
 				return false, false, ctx.Err()
 			}
 			if !f.cut && !f.sent.Before(since) {
-				dirs, known, err = f.dirs, f.known, f.err
 				break
 			}
 			continue // sent before this directory's event, or cut short
 		}
 		// Stamped when asked, not when answered: a directory booted while
 		// the request was under way may be missing from the answer.
-		f := &bootedFlight{sent: time.Now(), done: make(chan struct{})}
+		f = &bootedFlight{sent: time.Now(), done: make(chan struct{})}
 		c.flight = f
 		c.mu.Unlock()
 		f.dirs, f.known, f.err = l.BootedLocations(ctx)
 		c.mu.Lock()
 		c.flight = nil
 		if f.cut = ctx.Err() != nil; !f.cut {
-			c.at, c.dirs, c.known, c.err = f.sent, f.dirs, f.known, f.err
+			c.last = f
 		}
 		c.mu.Unlock()
 		close(f.done)
 		if f.cut {
 			return false, false, ctx.Err() // this check ends: its answer is no one's
 		}
-		dirs, known, err = f.dirs, f.known, f.err
 		break
 	}
-	if err != nil {
-		return false, false, err
+	if f.err != nil || !f.known {
+		return false, false, f.err
 	}
-	if !known {
-		return false, false, nil
-	}
-	return opencode.LocationListed(dirs, dir), true, nil
+	return opencode.LocationListed(f.dirs, dir), true, nil
 }
 
 // bootedUnknown ends a check that could not learn whether its location

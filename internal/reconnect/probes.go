@@ -96,8 +96,8 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 		work.Add(1)
 		go func() {
 			defer work.Done()
-			r := probeResult{name: name, err: e.prober.Shared(ctx, url)}
-			e.post(d, func() { e.finishProbe(d, r) })
+			err := e.prober.Shared(ctx, url)
+			e.post(d, func() { e.finishProbe(d, name, err) })
 		}()
 	}
 }
@@ -107,11 +107,11 @@ func (e *Engine) startProbes(ctx context.Context, d *dir, work *sync.WaitGroup) 
 // attempt outside its schedule. An endpoint that keeps answering while
 // its server stays failed is left to the backoff: only a change from
 // unreachable to reachable is news.
-func (e *Engine) finishProbe(d *dir, r probeResult) {
+func (e *Engine) finishProbe(d *dir, name string, err error) {
 	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := d.servers[r.name]
+	s := d.servers[name]
 	if s == nil {
 		return
 	}
@@ -121,10 +121,10 @@ func (e *Engine) finishProbe(d *dir, r probeResult) {
 		s.stopProbes()
 		return
 	}
-	up := r.err == nil
+	up := err == nil
 	if up && !w.reachable && !s.connecting {
 		if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Extra); ok {
-			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", r.name, "at", later(at, now))
+			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", name, "at", later(at, now))
 			s.trig |= trigProbe
 			d.wakeBy(later(at, now))
 		}

@@ -79,15 +79,14 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	if s.dead == nil {
 		s.dead = &deadChild{}
 	}
-	if s.trig&trigDead == 0 {
-		s.dead.start = started
-	} else {
+	if s.trig&trigDead != 0 {
 		// Several exits before the check: the newest child's is the one
 		// OpenCode talked to, and a successor must be newer than it (an
 		// older duplicate's exit after it must not pass the one between
 		// for its successor).
-		s.dead.start = later(s.dead.start, started)
+		started = later(s.dead.start, started)
 	}
+	s.dead.start = started
 	s.trig |= trigDead
 	s.dead.at = later(s.dead.at, at)
 	now := time.Now()
@@ -178,15 +177,6 @@ func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []strin
 		}
 	}
 	return out
-}
-
-// succeeded voids the evidence of a dead child that has a successor.
-// Caller holds Engine.mu.
-func (e *Engine) succeeded(d *dir, name string) {
-	if s := d.servers[name]; s != nil && s.trig&trigDead != 0 {
-		s.trig &^= trigDead
-		e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair", "url", e.url, "directory", d.path, "server", name)
-	}
 }
 
 // ChildStarted tells the engine that a process started at at now serves

@@ -6,6 +6,7 @@
 package reconnect
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -28,14 +29,22 @@ type attempt struct {
 // whether server kinds must be learned first, the events to publish, and
 // (in d.next) when to look again. Caller holds Engine.mu.
 func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, needKinds bool, evs []Event) {
-	e.forgetUnlisted(d, st)
+	// A server the read no longer lists is no longer configured: it is
+	// forgotten, and starts afresh if it comes back.
+	for name, s := range d.servers {
+		if _, ok := st[name]; !ok {
+			s.endWatch()
+			delete(d.servers, name)
+			if d.config.local(name) {
+				e.localsGen++
+			}
+			d.config = d.config.without(name)
+		}
+	}
 	next := e.idleAt(now)
 	// In name order (the random draws come in it), sorted in the
 	// directory's own buffer: an idle check copies no names.
-	d.order = d.order[:0]
-	for name := range st {
-		d.order = append(d.order, name)
-	}
+	d.order = slices.AppendSeq(d.order[:0], maps.Keys(st))
 	slices.Sort(d.order)
 	for _, name := range d.order {
 		r := d.observe(name, st[name])
@@ -85,22 +94,6 @@ type outcome struct {
 	connect *attempt
 	evs     []Event
 	next    time.Time
-}
-
-// forgetUnlisted forgets every server the read no longer lists: it is no
-// longer configured, and starts afresh if it comes back. Caller holds
-// Engine.mu.
-func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
-	for name, s := range d.servers {
-		if _, ok := st[name]; !ok {
-			s.endWatch()
-			delete(d.servers, name)
-			if d.config.local(name) {
-				e.localsGen++
-			}
-			d.config = d.config.without(name)
-		}
-	}
 }
 
 // observe folds what the read says of one server into the directory's
@@ -234,15 +227,13 @@ func (e *Engine) settleRateLimit(d *dir, r read, now time.Time) (Event, bool) {
 		return Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(),
 			Tier: tierOf(s.ep.Phase(p)), Next: &held, Reason: ReasonRateLimited, Error: r.cur.Error}, true
 	case !limited:
-		var ev Event
-		var ok bool
-		if r.confirmed && s.rateLimited {
+		after := r.confirmed && s.rateLimited
+		s.rateLimited = false
+		if after {
 			// The attempt's return left its give-up to this read (the one
 			// before was rate limited): it failed, and counts.
-			ev, ok = e.gaveUp(d, s, name, now)
+			return e.gaveUp(d, s, name, now)
 		}
-		s.rateLimited = false
-		return ev, ok
 	}
 	return Event{}, false
 }

@@ -37,10 +37,6 @@ type scheduler struct {
 	slotq []*dir
 }
 
-func newScheduler(idle time.Duration) *scheduler {
-	return &scheduler{idle: idle, kick: make(chan struct{}, 1), handoff: make(chan *dir)}
-}
-
 // schedule starts each directory's step when it is due, until ctx ends.
 func (e *Engine) schedule(ctx context.Context) {
 	s := e.sched
@@ -50,7 +46,9 @@ func (e *Engine) schedule(ctx context.Context) {
 		e.mu.Lock()
 		now := time.Now()
 		for len(s.waiting) > 0 && !s.waiting[0].stepAt.After(now) {
-			e.admit(heap.Pop(&s.waiting).(*dir), now)
+			if d := heap.Pop(&s.waiting).(*dir); e.slotFor(d, now) {
+				e.startStepLocked(d)
+			}
 		}
 		wait := time.Hour
 		if len(s.waiting) > 0 {
@@ -75,14 +73,6 @@ func (e *Engine) schedule(ctx context.Context) {
 // waiters in no order, and a step going on to its next check first).
 // A directory in slotq is queued (d.queued), which Alive does not judge:
 // the checks that hold the slots are judged on their own.
-
-// admit starts the step of d, due and out of the heap, or queues it for a
-// check slot. Caller holds Engine.mu.
-func (e *Engine) admit(d *dir, now time.Time) {
-	if e.slotFor(d, now) {
-		e.startStepLocked(d)
-	}
-}
 
 // slotFor reports whether d's step may run now: its check is not due, or
 // it holds a slot, or it takes a free one no directory waits for before
@@ -128,22 +118,12 @@ func (e *Engine) serveSlots() {
 	}
 }
 
-// releaseSlot gives back a check slot and serves slotq.
-func (e *Engine) releaseSlot() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	<-e.checks
-	e.serveSlots()
-}
-
 // dropSlot gives back the check slot d's step holds for a check that did
 // not run after all, and takes d out of slotq. Caller holds Engine.mu.
 func (e *Engine) dropSlot(d *dir) {
 	if d.inSlotQ {
 		d.inSlotQ = false
-		if i := slices.Index(e.sched.slotq, d); i >= 0 {
-			e.sched.slotq = slices.Delete(e.sched.slotq, i, i+1)
-		}
+		e.sched.slotq = slices.DeleteFunc(e.sched.slotq, func(x *dir) bool { return x == d })
 	}
 	d.queued = time.Time{}
 	if d.slot {

@@ -12,6 +12,7 @@
 package registry
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -23,7 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,12 +62,7 @@ type Entry struct {
 // after normalizing scheme and host case and a trailing slash).
 func (e Entry) Watches(u string) bool {
 	n := NormalizeURL(u)
-	for _, w := range e.URLs {
-		if NormalizeURL(w) == n {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(e.URLs, func(w string) bool { return NormalizeURL(w) == n })
 }
 
 // NormalizeURL makes two spellings of one OpenCode URL compare equal:
@@ -92,12 +88,7 @@ func NormalizeURL(s string) string {
 		host = a.Unmap().String()
 	}
 	if port == "" {
-		switch u.Scheme {
-		case "http":
-			port = "80"
-		case "https":
-			port = "443"
-		}
+		port = defaultPorts[u.Scheme]
 	}
 	u.Host = host
 	if port != "" {
@@ -110,6 +101,8 @@ func NormalizeURL(s string) string {
 	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
 	return u.String()
 }
+
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // Registry is a directory of daemon files.
 type Registry struct {
@@ -183,11 +176,10 @@ func (r *Registry) Lock() (unlock func(), err error) {
 				break
 			}
 		}
-		if err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("registry lock %s: %w", path, err)
+		var locked os.FileInfo
+		if err == nil {
+			locked, err = f.Stat()
 		}
-		locked, err := f.Stat()
 		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("registry lock %s: %w", path, err)
@@ -230,10 +222,10 @@ func (r *Registry) Register(e Entry) (remove func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := private.WriteFile(r.Dir, strconv.Itoa(e.PID)+".json", append(b, '\n')); err != nil {
-		return nil, fmt.Errorf("registry: writing %s: %w", r.path(e.PID), err)
-	}
 	final := r.path(e.PID)
+	if err := private.Replace(final, append(b, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("registry: writing %s: %w", final, err)
+	}
 	return func() { _ = os.Remove(final) }, nil
 }
 
@@ -272,12 +264,7 @@ func (r *Registry) List() ([]Entry, error) {
 		}
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.Before(out[j].Started)
-		}
-		return out[i].PID < out[j].PID
-	})
+	slices.SortFunc(out, func(a, b Entry) int { return cmp.Or(a.Started.Compare(b.Started), cmp.Compare(a.PID, b.PID)) })
 	return out, nil
 }
 
@@ -337,22 +324,19 @@ func (r *Registry) ByStatusAddr(addr string) (Entry, bool, error) {
 }
 
 func sameAddr(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ha, pa, err1 := splitHostPort(a)
-	hb, pb, err2 := splitHostPort(b)
-	return err1 == nil && err2 == nil && pa == pb && ha == hb
+	ha, pa, ok1 := splitHostPort(a)
+	hb, pb, ok2 := splitHostPort(b)
+	return a == b || ok1 && ok2 && pa == pb && ha == hb
 }
 
-func splitHostPort(s string) (string, string, error) {
+func splitHostPort(s string) (host, port string, ok bool) {
 	i := strings.LastIndexByte(s, ':')
 	if i < 0 {
-		return "", "", errors.New("no port")
+		return "", "", false
 	}
 	h := strings.Trim(s[:i], "[]")
 	if strings.EqualFold(h, "localhost") || h == "" {
 		h = "127.0.0.1"
 	}
-	return h, s[i+1:], nil
+	return h, s[i+1:], true
 }

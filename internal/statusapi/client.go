@@ -2,6 +2,7 @@ package statusapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,25 +22,20 @@ type Client struct {
 	HTTP *http.Client
 }
 
-func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
-	return &http.Client{Timeout: 10 * time.Second}
-}
-
-func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
+// do sends the request and decodes the answer.
+func do[T any](ctx context.Context, c *Client, method, path string, body any) (T, error) {
+	var out T
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return out, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, rd)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -47,34 +43,30 @@ func (c *Client) do(ctx context.Context, method, path string, body any, out any)
 	if method != http.MethodGet && c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := cmp.Or(c.HTTP, &http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
-		return fmt.Errorf("no mcp-reconnect daemon answers at %s (start one with `mcp-reconnect watch`, or pass --status-addr): %w", c.Addr, err)
+		return out, fmt.Errorf("no mcp-reconnect daemon answers at %s (start one with `mcp-reconnect watch`, or pass --status-addr): %w", c.Addr, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return fmt.Errorf("reading %s %s: %w", method, path, err)
+		return out, fmt.Errorf("reading %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("mcp-reconnect at %s: %s %s answered %d: %s", c.Addr, method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		return out, fmt.Errorf("mcp-reconnect at %s: %s %s answered %d: %s", c.Addr, method, path, resp.StatusCode, strings.TrimSpace(string(b)))
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("mcp-reconnect at %s: %s %s: %w", c.Addr, method, path, err)
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, fmt.Errorf("mcp-reconnect at %s: %s %s: %w", c.Addr, method, path, err)
 	}
-	return nil
+	return out, nil
 }
 
 // Status reads GET /status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
-	var s Status
-	err := c.do(ctx, "GET", "/status", nil, &s)
-	return s, err
+	return do[Status](ctx, c, "GET", "/status", nil)
 }
 
 // Reconnect calls POST /reconnect.
 func (c *Client) Reconnect(ctx context.Context, req ReconnectRequest) (ReconnectResponse, error) {
-	var r ReconnectResponse
-	err := c.do(ctx, "POST", "/reconnect", req, &r)
-	return r, err
+	return do[ReconnectResponse](ctx, c, "POST", "/reconnect", req)
 }

@@ -165,14 +165,9 @@ func (s *API) loopbackHost(hostport string) bool {
 	if loopback.Host(host) {
 		return true
 	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return false
-	}
-	if b := net.ParseIP(s.BoundHost); b != nil && !b.IsUnspecified() && b.Equal(ip) {
-		return true
-	}
-	return false
+	// An unparsable host (nil) equals no address.
+	b := net.ParseIP(s.BoundHost)
+	return b != nil && !b.IsUnspecified() && b.Equal(net.ParseIP(host))
 }
 
 // authorized lets a mutation (or a profile) through only with the daemon's token, compared
@@ -193,11 +188,8 @@ func (s *API) authorized(next http.HandlerFunc) http.HandlerFunc {
 // origin, so a page cannot drive POST /reconnect or read status.
 func sameOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
-			return
-		}
-		if o := r.Header.Get("Origin"); o != "" && !strings.HasSuffix(o, "://"+r.Host) {
+		site, o := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
+		if site == "cross-site" || site == "same-site" || o != "" && !strings.HasSuffix(o, "://"+r.Host) {
 			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
 			return
 		}
@@ -264,22 +256,15 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	resp := ReconnectResponse{Results: []reconnect.ReconnectResult{}}
 	sources := s.Sources
 	if req.URL != "" {
-		sources = nil
-		for _, src := range s.Sources {
-			if registry.NormalizeURL(sourceURL(src)) == registry.NormalizeURL(req.URL) {
-				sources = append(sources, src)
-			}
-		}
+		sources = slices.DeleteFunc(slices.Clone(s.Sources), func(src Source) bool {
+			return registry.NormalizeURL(sourceURL(src)) != registry.NormalizeURL(req.URL)
+		})
 		if len(sources) == 0 {
 			http.Error(w, "this daemon does not watch "+req.URL, http.StatusNotFound)
 			return
 		}
 	} else if req.Directory != "" && len(sources) > 1 {
-		var urls []string
-		for _, src := range sources {
-			urls = append(urls, sourceURL(src))
-		}
-		http.Error(w, "this daemon watches several OpenCode servers ("+strings.Join(urls, ", ")+"); name one with url (reconnect --url)", http.StatusBadRequest)
+		http.Error(w, "this daemon watches several OpenCode servers ("+join(sources, sourceURL)+"); name one with url (reconnect --url)", http.StatusBadRequest)
 		return
 	}
 	for _, src := range sources {
@@ -391,10 +376,7 @@ func CheckAddr(addr string, allowRemote bool) error {
 	if err != nil {
 		return fmt.Errorf("status-addr %q: %w", addr, err)
 	}
-	if allowRemote {
-		return nil
-	}
-	if !loopback.Host(host) {
+	if !allowRemote && !loopback.Host(host) {
 		return fmt.Errorf("status-addr %q is not a loopback address; pass --status-public to serve it beyond this machine", addr)
 	}
 	return nil

@@ -24,12 +24,10 @@ func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter
 			_, err := w.WriteString("[]")
 			return err
 		}
-		w.WriteString("[")
+		sep := "["
 		for i, ss := range servers {
-			if i > 0 {
-				w.WriteString(",")
-			}
-			w.WriteString("\n    ")
+			w.WriteString(sep + "\n    ")
+			sep = ","
 			// ServerStatus as its struct encodes: the snapshot's fields,
 			// directories last of them, then the service.
 			obj, err := json.MarshalIndent(ss.Snapshot, "    ", "  ")
@@ -62,7 +60,7 @@ func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter
 // its depth in the body.
 func writeDirs(w *bufio.Writer, dirs iter.Seq[reconnect.DirSnapshot]) error {
 	const indent = "        "
-	n := 0
+	sep := "["
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent(indent, "  ")
@@ -71,16 +69,11 @@ func writeDirs(w *bufio.Writer, dirs iter.Seq[reconnect.DirSnapshot]) error {
 		if err := enc.Encode(d); err != nil {
 			return err
 		}
-		if n == 0 {
-			w.WriteString("[")
-		} else {
-			w.WriteString(",")
-		}
-		w.WriteString("\n" + indent)
+		w.WriteString(sep + "\n" + indent)
 		w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-		n++
+		sep = ","
 	}
-	if n == 0 {
+	if sep == "[" { // none
 		_, err := w.WriteString("[]")
 		return err
 	}

@@ -1,6 +1,7 @@
 package statusapi
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -40,11 +41,7 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 		if svc := s.Service; svc != nil {
 			fmt.Fprintf(tw, "  OpenCode 2 service of %s (pid %d)\n", esc(svc.File), svc.PID)
 			if len(svc.AlsoRegistered) > 0 {
-				names := make([]string, len(svc.AlsoRegistered))
-				for i, f := range svc.AlsoRegistered {
-					names[i] = esc(f)
-				}
-				fmt.Fprintf(tw, "  also running, not followed: %s (one watch --service-file FILE each)\n", strings.Join(names, ", "))
+				fmt.Fprintf(tw, "  also running, not followed: %s (one watch --service-file FILE each)\n", join(svc.AlsoRegistered, esc))
 			}
 		}
 		if oc := s.OpenCode; oc != nil {
@@ -73,10 +70,7 @@ func WriteTable(w io.Writer, st Status, now time.Time) error {
 				if sv.Connecting {
 					next = "connecting"
 				}
-				note := sv.Hint
-				if note == "" {
-					note = sv.Error
-				}
+				note := cmp.Or(sv.Hint, sv.Error)
 				if sv.RateLimited {
 					// The server asked for time; the attempt did not count.
 					note = reconnect.ReasonRateLimited
@@ -117,10 +111,6 @@ func mib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// reapFix is the command that ends orphans, shown when the daemon named
-// none.
-const reapFix = "mcp-reconnect doctor --reap"
-
 // writeProcesses shows the MCP process view of a local OpenCode: its pid
 // and children, then each duplicate and each orphan with its masked
 // command (the daemon masks it; it is escaped here all the same, as a
@@ -130,7 +120,11 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 		return
 	}
 	esc := termsafe.Line
-	fmt.Fprintf(w, "  processes: OpenCode pid %d, %d MCP %s\n", p.OpenCodePID, p.Children, plural(p.Children, "child", "children"))
+	children := "children"
+	if p.Children == 1 {
+		children = "child"
+	}
+	fmt.Fprintf(w, "  processes: OpenCode pid %d, %d MCP %s\n", p.OpenCodePID, p.Children, children)
 	for _, s := range p.Servers {
 		fmt.Fprintf(w, "  %s: %s  pid %d  %s", esc(s.Directory), esc(s.Server), s.PID, esc(s.Command))
 		switch {
@@ -147,7 +141,7 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 		fmt.Fprintln(w)
 	}
 	for _, d := range p.Duplicates {
-		fmt.Fprintf(w, "  duplicate %s: %s  pids %s  %s\n", esc(d.Directory), esc(d.Server), pids(d.PIDs), esc(d.Command))
+		fmt.Fprintf(w, "  duplicate %s: %s  pids %s  %s\n", esc(d.Directory), esc(d.Server), join(d.PIDs, strconv.Itoa), esc(d.Command))
 	}
 	proven := false
 	for _, o := range p.Orphans {
@@ -159,27 +153,18 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 		fmt.Fprintf(w, "  %s pid %d  parent %d  cwd %s  %s  (%s)\n", what, o.PID, o.PPID, esc(o.Cwd), esc(o.Command), esc(o.Why))
 	}
 	if proven {
-		fix := p.Fix
-		if fix == "" {
-			fix = reapFix
-		}
-		fmt.Fprintf(w, "  fix: %s\n", esc(fix))
+		// The command that ends orphans, when the daemon named none.
+		fmt.Fprintf(w, "  fix: %s\n", esc(cmp.Or(p.Fix, "mcp-reconnect doctor --reap")))
 	}
 }
 
-func pids(ps []int) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = strconv.Itoa(p)
+// join is each of xs as str makes it, comma-separated.
+func join[T any](xs []T, str func(T) string) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = str(x)
 	}
 	return strings.Join(s, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func ago(now, t time.Time) string {

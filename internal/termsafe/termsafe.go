@@ -48,8 +48,6 @@ func escape(s string, layout bool) string {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i]) // not UTF-8
 		case layout && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
 		case r == '\n':
@@ -58,8 +56,8 @@ func escape(s string, layout bool) string {
 			b.WriteString(`\t`)
 		case r == '\r':
 			b.WriteString(`\r`)
-		case Unsafe(r) && r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, r)
+		case r == utf8.RuneError && n <= 1, Unsafe(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, s[i]) // not UTF-8, or a C0 control or DEL
 		case Unsafe(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
