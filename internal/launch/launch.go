@@ -319,7 +319,9 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, sys
 // TUI, exit 2, and take the child with it through Pdeathsig. The signal is
 // caught, not ignored: an ignored signal stays ignored in a child across
 // exec, a caught one is reset to its default.
-var CatchQuit = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT) })
+func CatchQuit() { catchQuit() }
+
+var catchQuit = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT) })
 
 // IO is where the child's standard streams go. The defaults are the
 // wrapper's own, so a TUI gets the terminal itself.
