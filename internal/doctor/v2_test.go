@@ -21,7 +21,7 @@ import (
 // x-mcp-reconnect-provenance: not a capture).
 func refDocV2(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/opencode-2.0.21-openapi.json")
+	b, err := os.ReadFile("../opencode/fakeopencode/fake2/testdata/opencode-2.0.21-openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +118,56 @@ func TestReferenceDocV2Fits(t *testing.T) {
 	}
 }
 
-// The 2.x fake's own description (no answer schemas, statuses and events
-// only as components) fits too, through the named-component fallbacks.
-func TestFakeDefaultDocFits(t *testing.T) {
-	checks := checkDocV2(t, []byte(fake2.DefaultDoc))
+// componentsOnlyDoc is a 2.x description without answer schemas: the
+// statuses and events only as component schemas, the location parameter
+// flat, as a hand-written description may give them.
+const componentsOnlyDoc = `{
+  "openapi": "3.1.0",
+  "info": {"title": "opencode", "version": "2.0.21"},
+  "paths": {
+    "/api/info": {"get": {"operationId": "server.info", "responses": {"200": {"description": "info"}}}},
+    "/api/mcp": {"get": {"operationId": "mcp.list",
+      "parameters": [{"name": "location[directory]", "in": "query", "required": false, "schema": {"type": "string"}},
+                     {"name": "x-opencode-directory", "in": "header", "required": false, "schema": {"type": "string"}}],
+      "responses": {"200": {"description": "status"}}}},
+    "/api/experimental/mcp/{name}/connect": {"post": {"operationId": "mcp.connect",
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+                     {"name": "location[directory]", "in": "query", "required": false, "schema": {"type": "string"}}],
+      "responses": {"204": {"description": "connected"}, "404": {"description": "McpServerNotFoundError"}}}},
+    "/api/experimental/mcp/{name}/disconnect": {"post": {"operationId": "mcp.disconnect",
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "responses": {"204": {"description": "disconnected"}}}},
+    "/api/config": {"get": {"operationId": "config.get",
+      "parameters": [{"name": "location[directory]", "in": "query", "required": false, "schema": {"type": "string"}}],
+      "responses": {"200": {"description": "config layers"}}}},
+    "/api/event": {"get": {"operationId": "event.subscribe", "responses": {"200": {"description": "event stream"}}}}
+  },
+  "components": {"schemas": {
+    "McpStatus": {"anyOf": [
+      {"type": "object", "properties": {"status": {"const": "connected"}}},
+      {"type": "object", "properties": {"status": {"const": "pending"}}},
+      {"type": "object", "properties": {"status": {"const": "disabled"}}},
+      {"type": "object", "properties": {"status": {"const": "failed"}, "error": {"type": "string"}}},
+      {"type": "object", "properties": {"status": {"const": "needs_auth"}}},
+      {"type": "object", "properties": {"status": {"const": "needs_client_registration"}, "error": {"type": "string"}}}]},
+    "Event": {"anyOf": [
+      {"type": "object", "properties": {"type": {"const": "server.connected"}}},
+      {"type": "object", "properties": {"type": {"const": "mcp.status.changed"}}},
+      {"type": "object", "properties": {"type": {"const": "location.shutdown"}}},
+      {"type": "object", "properties": {"type": {"const": "session.execution.started"}}},
+      {"type": "object", "properties": {"type": {"const": "session.execution.succeeded"}}},
+      {"type": "object", "properties": {"type": {"const": "session.execution.failed"}}},
+      {"type": "object", "properties": {"type": {"const": "session.execution.interrupted"}}}]}
+  }}
+}
+`
+
+// A description without answer schemas fits too, through the
+// named-component fallbacks.
+func TestDescriptionWithoutAnswerSchemasFits(t *testing.T) {
+	checks := checkDocV2(t, []byte(componentsOnlyDoc))
 	if bad := notOK(checks); len(bad) > 0 {
-		t.Fatalf("fake2.DefaultDoc does not fit: %s", describe(bad))
+		t.Fatalf("the description does not fit: %s", describe(bad))
 	}
 	if c := find(checks, "mcp statuses"); len(c) != 1 || c[0].Severity != OK {
 		t.Fatalf("statuses: %s", describe(checks))
@@ -330,7 +374,7 @@ func FuzzCheckDocV2(f *testing.F) {
 		`"/api/event":{"get":{"responses":{"200":{"content":{"text/event-stream":{"schema":{"type":"object","properties":{"data":{"$ref":"#/components/schemas/J"}}}}}}}}}},` +
 		`"components":{"schemas":{"Mcp.Server":{"properties":{"name":{"type":"string"},"status":{"anyOf":[{"$ref":"#/components/schemas/S"}]}}},"S":{"properties":{"status":{"type":"string","enum":["connected"]}}},` +
 		`"J":{"type":"string","contentSchema":{"$ref":"#/components/schemas/E"}},"E":{"anyOf":[{"properties":{"type":{"const":"mcp.status.changed"}}}]}}}}`))
-	f.Add([]byte(fake2.DefaultDoc))
+	f.Add([]byte(componentsOnlyDoc))
 	f.Add([]byte(`{"paths":{"/api/mcp":{"get":{"responses":{"200":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/A"}}}}}}}},"components":{"schemas":{"A":{"anyOf":[{"$ref":"#/components/schemas/A"}],"properties":{"data":{"items":{"prefixItems":[1,{"enum":[2,"x"]}]}}}}}}}`))
 	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -409,7 +453,7 @@ func TestRunAgainstFake2Variants(t *testing.T) {
 		fake, oo := newFake2(t, map[string]fake2.Spec{"a": {}})
 		fake.Version = "2.1.4"
 		fake.SetDevConnectRoute(true)
-		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, "/api/experimental/mcp/{name}/connect", "/api/mcp/{name}/connect", 1)))
+		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, `"/api/experimental/mcp/{server}/connect":`, `"/api/mcp/{server}/connect":`, 1)))
 		fake.SetStatusOverride(func(dir string) (int, string, bool) {
 			return 200, `{"location":{"directory":"` + dir + `"},"data":[{"name":"a","status":{"status":"paused"}}]}`, false
 		})
@@ -421,7 +465,7 @@ func TestRunAgainstFake2Variants(t *testing.T) {
 		if got := notOK(checks); !slices.Equal(got, want) {
 			t.Fatalf("got:\n%swant:\n%s", describe(got), describe(want))
 		}
-		if c := find(checks, "connect route"); len(c) != 1 || !strings.Contains(c[0].Detail, "POST /api/mcp/{name}/connect, the development builds' route") {
+		if c := find(checks, "connect route"); len(c) != 1 || !strings.Contains(c[0].Detail, "POST /api/mcp/{server}/connect, the development builds' route") {
 			t.Fatalf("connect route: %+v", c)
 		}
 	})
@@ -481,7 +525,7 @@ func TestRunAgainstFake2BadDoc(t *testing.T) {
 // Found by a fallback, a verdict says where it was found; a stream schema
 // that is there but unreadable is a warning, not a silent fallback.
 func TestFallbacksSayWhere(t *testing.T) {
-	checks := checkDocV2(t, []byte(fake2.DefaultDoc))
+	checks := checkDocV2(t, []byte(componentsOnlyDoc))
 	if c := find(checks, "mcp statuses"); len(c) != 1 || !strings.HasSuffix(c[0].Detail, "(found in the component schemas McpStatus, since GET /api/mcp describes no answer)") {
 		t.Errorf("statuses: %+v", c)
 	}

@@ -202,7 +202,7 @@ func TestClientV2AgainstFake(t *testing.T) {
 			t.Errorf("info = %+v, %v", info, err)
 		}
 		doc, err := c.Doc(ctx)
-		if err != nil || !strings.Contains(string(doc), "/api/experimental/mcp/{name}/connect") {
+		if err != nil || !strings.Contains(string(doc), `"/api/experimental/mcp/{server}/connect":`) {
 			t.Errorf("doc = %.80s…, %v", doc, err)
 		}
 
@@ -342,7 +342,7 @@ func TestClientV2ConnectFallsBackToDevRoute(t *testing.T) {
 func TestClientV2ConnectFollowsTheDescription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake, c := v2Rig(t, map[string]fake2.Spec{"a": {}})
-		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, "/api/experimental/mcp/{name}/connect", "/api/mcp/{server}/connect", 1)))
+		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, `"/api/experimental/mcp/{server}/connect":`, `"/api/mcp/{server}/connect":`, 1)))
 		fake.SetDevConnectRoute(true)
 		if err := c.Connect(context.Background(), "/p", "a"); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 var descriptions = []struct{ name, file string }{
 	{"1.18.34", "../../internal/doctor/testdata/opencode-1.18.34-openapi.json"},
 	{"preview", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json"},
-	{"2.0.21", "../../internal/doctor/testdata/opencode-2.0.21-openapi.json"},
+	{"2.0.21", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-2.0.21-openapi.json"},
 }
 
 // parsers each read a description into what answers the questions: the

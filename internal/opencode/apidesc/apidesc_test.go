@@ -14,7 +14,7 @@ import (
 var references = map[string]string{
 	"1.18.34": "../../doctor/testdata/opencode-1.18.34-openapi.json",
 	"preview": "../fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json",
-	"2.0.21":  "../../doctor/testdata/opencode-2.0.21-openapi.json",
+	"2.0.21":  "../fakeopencode/fake2/testdata/opencode-2.0.21-openapi.json",
 }
 
 func reference(t testing.TB, name string) []byte {

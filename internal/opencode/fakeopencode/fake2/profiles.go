@@ -63,46 +63,11 @@ const (
 // Profile is the profile the fake was made with.
 func (s *Server) Profile() Profile { return s.profile }
 
-// DefaultDoc is the OpenAPI description the fake serves: the routes,
-// parameters, statuses and event types the 2.x client relies on, in the
-// shape of 2.x's /openapi.json.
-const DefaultDoc = `{
-  "openapi": "3.1.0",
-  "info": {"title": "opencode", "version": "2.0.21"},
-  "paths": {
-    "/api/info": {"get": {"operationId": "server.info", "responses": {"200": {"description": "info"}}}},
-    "/api/mcp": {"get": {"operationId": "mcp.list",
-      "parameters": [{"name": "location[directory]", "in": "query", "required": false, "schema": {"type": "string"}},
-                     {"name": "x-opencode-directory", "in": "header", "required": false, "schema": {"type": "string"}}],
-      "responses": {"200": {"description": "status"}}}},
-    "/api/experimental/mcp/{name}/connect": {"post": {"operationId": "mcp.connect",
-      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
-                     {"name": "location[directory]", "in": "query", "required": false, "schema": {"type": "string"}}],
-      "responses": {"204": {"description": "connected"}, "404": {"description": "McpServerNotFoundError"}}}},
-    "/api/experimental/mcp/{name}/disconnect": {"post": {"operationId": "mcp.disconnect",
-      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
-      "responses": {"204": {"description": "disconnected"}}}},
-    "/api/config": {"get": {"operationId": "config.get",
-      "parameters": [{"name": "location[directory]", "in": "query", "required": false, "schema": {"type": "string"}}],
-      "responses": {"200": {"description": "config layers"}}}},
-    "/api/event": {"get": {"operationId": "event.subscribe", "responses": {"200": {"description": "event stream"}}}}
-  },
-  "components": {"schemas": {
-    "McpStatus": {"anyOf": [
-      {"type": "object", "properties": {"status": {"const": "connected"}}},
-      {"type": "object", "properties": {"status": {"const": "pending"}}},
-      {"type": "object", "properties": {"status": {"const": "disabled"}}},
-      {"type": "object", "properties": {"status": {"const": "failed"}, "error": {"type": "string"}}},
-      {"type": "object", "properties": {"status": {"const": "needs_auth"}}},
-      {"type": "object", "properties": {"status": {"const": "needs_client_registration"}, "error": {"type": "string"}}}]},
-    "Event": {"anyOf": [
-      {"type": "object", "properties": {"type": {"const": "server.connected"}}},
-      {"type": "object", "properties": {"type": {"const": "mcp.status.changed"}}},
-      {"type": "object", "properties": {"type": {"const": "location.shutdown"}}},
-      {"type": "object", "properties": {"type": {"const": "session.execution.started"}}},
-      {"type": "object", "properties": {"type": {"const": "session.execution.succeeded"}}},
-      {"type": "object", "properties": {"type": {"const": "session.execution.failed"}}},
-      {"type": "object", "properties": {"type": {"const": "session.execution.interrupted"}}}]}
-  }}
-}
-`
+// DefaultDoc is the OpenAPI description the Release2021 profile serves:
+// 2.0.21's GET /openapi.json as far as it is known without a 2.0.21
+// binary (hand-built from the v2 HttpApi's generated description and
+// docs/opencode.md; its x-mcp-reconnect-provenance says so), response
+// schemas included. The doctor's 2.x checks read this same file.
+//
+//go:embed testdata/opencode-2.0.21-openapi.json
+var DefaultDoc string

@@ -14,8 +14,7 @@ import (
 // The Preview profile's GET /openapi.json is the real preview build's,
 // byte for byte: the answer recorded from it (testdata), not a copy that
 // could drift. (Release2021 has no such test: no OpenCode 2.0.21 answer
-// was ever recorded; its DefaultDoc and internal/doctor's 2.0.21 file are
-// both hand-built.)
+// was ever recorded; its DefaultDoc is hand-built, see testdata/README.md.)
 func TestPreviewDescriptionIsTheRecordedOne(t *testing.T) {
 	want, err := os.ReadFile("testdata/opencode-v2-preview-openapi.json")
 	if err != nil {
