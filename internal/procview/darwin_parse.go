@@ -48,7 +48,7 @@ func parseKinfoProcs(raw []byte) ([]Process, error) {
 		if i := bytes.IndexByte(comm, 0); i >= 0 {
 			comm = comm[:i]
 		}
-		p := Process{
+		out = append(out, Process{
 			PID:    int(int32(le.Uint32(k[kinfoPID:]))),
 			PPID:   int(int32(le.Uint32(k[kinfoPPID:]))),
 			PGID:   int(int32(le.Uint32(k[kinfoPGID:]))),
@@ -57,8 +57,7 @@ func parseKinfoProcs(raw []byte) ([]Process, error) {
 			Start:  time.Unix(sec, usec*1000),
 			Birth:  uint64(sec)*1_000_000 + uint64(usec),
 			Comm:   string(comm),
-		}
-		out = append(out, p)
+		})
 	}
 	return out, nil
 }

@@ -148,9 +148,7 @@ func quote(a string) string {
 		switch {
 		case r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("_@%+=:,./-*", r)):
 		case r >= 0x80 && unicode.IsGraphic(r) && !unicode.IsSpace(r):
-		case r == ' ':
-			plain = false
-		case unicode.IsGraphic(r):
+		case unicode.IsGraphic(r): // a space too
 			plain = false
 		default:
 			plain, printable = false, false
