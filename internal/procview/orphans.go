@@ -352,11 +352,9 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		if why != ChildOfOtherOpenCode {
 			ev, because = s.prove(t, full)
 		}
-		o := Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
-			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv),
-			Parentage: why, Evidence: ev, Why: because, Servers: keys, cmd: newCommand(full.Argv)}
-		o.Below = below(byPID, kids, full.PID)
-		out = append(out, o)
+		out = append(out, Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
+			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
+			Evidence: ev, Why: because, Servers: keys, Below: below(byPID, kids, full.PID), cmd: newCommand(full.Argv)})
 	})
 	// A process below another listed one goes with it.
 	inside := map[int]bool{}
