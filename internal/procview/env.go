@@ -77,11 +77,7 @@ func findEnv(r io.Reader, name string) (string, bool, error) {
 					whole = append(whole, entry...)
 				}
 			}
-			if long {
-				entry = whole
-			} else {
-				entry = nil
-			}
+			entry = whole // nil unless long
 		}
 		if v, ok := bytes.CutPrefix(bytes.TrimSuffix(entry, []byte{0}), prefix); ok && entry != nil {
 			val, found = string(v), true

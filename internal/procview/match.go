@@ -37,14 +37,7 @@ func (k Key) Compare(o Key) int {
 // WorkDir is the directory OpenCode starts s in: the configured cwd,
 // resolved against the directory, else the directory itself.
 func (s LocalServer) WorkDir() string {
-	switch {
-	case s.Cwd == "":
-		return filepath.Clean(s.Directory)
-	case filepath.IsAbs(s.Cwd):
-		return filepath.Clean(s.Cwd)
-	default:
-		return filepath.Join(s.Directory, s.Cwd)
-	}
+	return filepath.Clean(joinDir(s.Directory, s.Cwd))
 }
 
 // resolve resolves symbolic links the way the kernel reports a working
@@ -111,10 +104,8 @@ func newMatcher(servers []LocalServer) *matcher { return buildMatcher(servers, n
 // replace, whose resolved directories are taken as they are (a symbolic
 // link changed while its directory stays configured is not seen).
 func buildMatcher(servers []LocalServer, prev *matcher) *matcher {
-	m := &matcher{servers: unique(servers), places: map[string]int32{}, resolved: map[string]resolved{}}
-	for i := range m.forms {
-		m.forms[i] = map[string]*sites{}
-	}
+	m := &matcher{servers: unique(servers), forms: [2]map[string]*sites{{}, {}}, places: map[string]int32{},
+		resolved: map[string]resolved{}}
 	var forms []form
 	var key []byte
 	for i, s := range m.servers {

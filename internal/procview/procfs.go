@@ -199,11 +199,8 @@ func retitled(argv []string) []string {
 
 // parseUID reads the real uid from /proc/PID/status ("Uid:\tR\tE\tS\tF").
 func parseUID(status []byte) (int, error) {
-	i := bytes.Index(status, []byte("\nUid:"))
-	if i < 0 {
-		return 0, errors.New("procview: status without Uid")
-	}
-	f := bytes.Fields(status[i+len("\nUid:"):])
+	_, rest, _ := bytes.Cut(status, []byte("\nUid:"))
+	f := bytes.Fields(rest)
 	if len(f) == 0 {
 		return 0, errors.New("procview: status without Uid")
 	}
