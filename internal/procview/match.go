@@ -280,26 +280,28 @@ func titleKey(b []byte, title string) []byte {
 	return append(b, title...)
 }
 
-// lookup finds the forms of argv in tab: as it is, behind one or two
-// words of an interpreter, or as a title; found returns the servers of a
-// form that count (nil: look on). The keys are built in one buffer:
-// this runs for every new child.
-func lookup(tab map[string]*sites, argv []string, found func(*sites) []Key) []Key {
+// lookup finds the forms of argv, among the commands as configured
+// first: as it is, behind one or two words of an interpreter, or as a
+// title; found returns the servers of a form that count (nil: look on).
+// The keys are built in one buffer: this runs for every new child.
+func (m *matcher) lookup(argv []string, found func(*sites) []Key) []Key {
 	var arr [256]byte
 	b := arr[:0]
-	for drop := 0; drop <= 2 && drop < len(argv); drop++ {
-		b = argvKey(b[:0], argv[drop:])
-		if s := tab[string(b)]; s != nil {
-			if ks := found(s); len(ks) > 0 {
-				return ks
+	for _, tab := range m.forms {
+		for drop := 0; drop <= 2 && drop < len(argv); drop++ {
+			b = argvKey(b[:0], argv[drop:])
+			if s := tab[string(b)]; s != nil {
+				if ks := found(s); len(ks) > 0 {
+					return ks
+				}
 			}
 		}
-	}
-	if len(argv) == 1 {
-		b = titleKey(b[:0], argv[0])
-		if s := tab[string(b)]; s != nil {
-			if ks := found(s); len(ks) > 0 {
-				return ks
+		if len(argv) == 1 {
+			b = titleKey(b[:0], argv[0])
+			if s := tab[string(b)]; s != nil {
+				if ks := found(s); len(ks) > 0 {
+					return ks
+				}
 			}
 		}
 	}
@@ -317,12 +319,7 @@ func (m *matcher) serving(p Process) []Key {
 	if !ok {
 		return nil
 	}
-	for _, tab := range m.forms {
-		if ks := lookup(tab, p.Argv, func(s *sites) []Key { return s.in(place) }); ks != nil {
-			return ks
-		}
-	}
-	return nil
+	return m.lookup(p.Argv, func(s *sites) []Key { return s.in(place) })
 }
 
 // runs returns the servers whose command p runs, wherever it runs it, in
@@ -331,12 +328,7 @@ func (m *matcher) runs(p Process) []Key {
 	if len(p.Argv) == 0 {
 		return nil
 	}
-	for _, tab := range m.forms {
-		if ks := lookup(tab, p.Argv, m.everywhere); ks != nil {
-			return ks
-		}
-	}
-	return nil
+	return m.lookup(p.Argv, m.everywhere)
 }
 
 // everywhere is the servers of s, wherever they are started, each once.

@@ -62,20 +62,17 @@ func Redact(argv []string) []string {
 			out[i] = a
 			i++
 			out[i] = maskHeader(argv[i])
-			continue
 		case hasValue && headerFlag[name]:
 			out[i] = name + "=" + maskHeader(value)
-			continue
 		case isOption(a) && !hasValue && secretName.MatchString(a) && i+1 < len(argv) && !isOption(argv[i+1]):
 			out[i] = a
 			i++
 			out[i] = mask
-			continue
 		case isOption(a) && hasValue && secretName.MatchString(name):
 			out[i] = name + "=" + mask
-			continue
+		default:
+			out[i] = redactWord(a)
 		}
-		out[i] = redactWord(a)
 	}
 	return out
 }
