@@ -170,10 +170,8 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 // the OpenCode it was seen under.
 func (s Scope) sighting(p Process) (Sighting, bool) {
 	for _, r := range s.Record {
-		for _, x := range r.Seen {
-			if x.is(p) {
-				return x, true
-			}
+		if i := slices.IndexFunc(r.Seen, func(x Sighting) bool { return x.is(p) }); i >= 0 {
+			return r.Seen[i], true
 		}
 	}
 	return Sighting{}, false

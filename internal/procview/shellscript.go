@@ -157,7 +157,7 @@ func readScript(script string) shellScript {
 	var out shellScript
 	var cmds [][]shellToken
 	var cur []shellToken
-	for _, t := range toks {
+	for _, t := range append(toks, shellToken{op: ";"}) { // the last ";" ends the last command
 		switch t.op {
 		case "":
 			cur = append(cur, t)
@@ -171,9 +171,6 @@ func readScript(script string) shellScript {
 		default: // a pipe, a background job, a subshell, a here-document
 			return shellScript{}
 		}
-	}
-	if len(cur) > 0 {
-		cmds = append(cmds, cur)
 	}
 	if len(cmds) == 0 {
 		return shellScript{}
