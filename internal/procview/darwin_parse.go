@@ -44,11 +44,8 @@ func parseKinfoProcs(raw []byte) ([]Process, error) {
 		k := raw[off : off+kinfoSize]
 		sec := int64(le.Uint64(k[kinfoStartSec:]))
 		usec := int64(int32(le.Uint32(k[kinfoStartUsec:])))
-		comm := k[kinfoComm : kinfoComm+kinfoCommLen]
-		if i := bytes.IndexByte(comm, 0); i >= 0 {
-			comm = comm[:i]
-		}
-		p := Process{
+		comm, _, _ := bytes.Cut(k[kinfoComm:kinfoComm+kinfoCommLen], []byte{0})
+		out = append(out, Process{
 			PID:    int(int32(le.Uint32(k[kinfoPID:]))),
 			PPID:   int(int32(le.Uint32(k[kinfoPPID:]))),
 			PGID:   int(int32(le.Uint32(k[kinfoPGID:]))),
@@ -57,8 +54,7 @@ func parseKinfoProcs(raw []byte) ([]Process, error) {
 			Start:  time.Unix(sec, usec*1000),
 			Birth:  uint64(sec)*1_000_000 + uint64(usec),
 			Comm:   string(comm),
-		}
-		out = append(out, p)
+		})
 	}
 	return out, nil
 }
@@ -89,10 +85,7 @@ func splitProcArgs2(buf []byte) (exe string, argv []string, env []byte, err erro
 	if i < 0 {
 		return "", nil, nil, errArgs
 	}
-	exe, rest = string(rest[:i]), rest[i:]
-	for len(rest) > 0 && rest[0] == 0 {
-		rest = rest[1:]
-	}
+	exe, rest = string(rest[:i]), bytes.TrimLeft(rest[i:], "\x00")
 	argv = make([]string, 0, argc)
 	for range argc {
 		i := bytes.IndexByte(rest, 0)

@@ -66,22 +66,17 @@ func findEnv(r io.Reader, name string) (string, bool, error) {
 		entry, err := br.ReadSlice(0)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A long entry: not ours unless it starts with the name.
-			long := bytes.HasPrefix(entry, prefix)
-			var whole []byte
-			if long {
-				whole = append(whole, entry...)
+			var whole []byte // nil unless it is the one asked
+			if bytes.HasPrefix(entry, prefix) {
+				whole = bytes.Clone(entry)
 			}
 			for errors.Is(err, bufio.ErrBufferFull) {
 				entry, err = br.ReadSlice(0)
-				if long && len(whole) < 64<<10 {
+				if whole != nil && len(whole) < 64<<10 {
 					whole = append(whole, entry...)
 				}
 			}
-			if long {
-				entry = whole
-			} else {
-				entry = nil
-			}
+			entry = whole
 		}
 		if v, ok := bytes.CutPrefix(bytes.TrimSuffix(entry, []byte{0}), prefix); ok && entry != nil {
 			val, found = string(v), true

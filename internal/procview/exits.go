@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,10 +177,8 @@ func (e *Exits) Add(t Table, p Process) error {
 		delete(e.watched, p.PID)
 		watchedHere.Add(-1)
 	}
-	for _, x := range e.pending {
-		if x.PID == p.PID && x.Birth == p.Birth {
-			return nil // reported soon
-		}
+	if slices.ContainsFunc(e.pending, func(x Exit) bool { return x.PID == p.PID && x.Birth == p.Birth }) {
+		return nil // reported soon
 	}
 	if n := watchedHere.Load(); n >= int64(e.max) {
 		return fmt.Errorf("procview: watch pid %d: %d watched by this daemon, the most that leaves descriptors for the rest of it: %w", p.PID, n, ErrNoWatch)

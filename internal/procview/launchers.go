@@ -358,10 +358,7 @@ func serverChild(t Table, p Process, l launch) (Process, error) {
 // "npm", which names no server (about 0.15 s of an npx's life): read
 // such a child again later.
 func settled(p Process) bool {
-	if p.Zombie {
-		return true
-	}
-	return len(p.Argv) > 0 && !(len(p.Argv) == 1 && p.Argv[0] == "npm")
+	return p.Zombie || len(p.Argv) > 0 && !(len(p.Argv) == 1 && p.Argv[0] == "npm")
 }
 
 // isOption: a word starting with "-" (not "-" alone).
@@ -490,7 +487,10 @@ func npxRemain(args []string) []string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || !isOption(a) {
-			return append(npmRemain(opts), positional(args[i:])...)
+			if a == "--" {
+				i++
+			}
+			return append(npmRemain(opts), args[i:]...)
 		}
 		key, value, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		removed := false
@@ -511,7 +511,7 @@ func npxRemain(args []string) []string {
 		if !removed {
 			opts = append(opts, a)
 		}
-		if eq || npmBooleans[key] || npxSwitches[key] || npmShorthands[key] == "" && isShorthand(key) {
+		if long, short := npmShorthands[key]; eq || npmBooleans[key] || npxSwitches[key] || short && long == "" {
 			continue
 		}
 		if npxValues[key] || npmValues[key] || i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
@@ -526,24 +526,12 @@ func npxRemain(args []string) []string {
 	return npmRemain(opts)
 }
 
-// isShorthand: one of npm's shorthands.
-func isShorthand(key string) bool { _, ok := npmShorthands[key]; return ok }
-
-// positional drops a leading "--".
-func positional(args []string) []string {
-	if len(args) > 0 && args[0] == "--" {
-		return args[1:]
-	}
-	return args
-}
-
 // npmTitle is the title npm sets: "npm" and its positional words, masked
 // as @npmcli/redact 4 masks them, joined by spaces (lib/npm.js).
 func npmTitle(remain []string) string {
-	words := make([]string, 0, len(remain)+1)
-	words = append(words, "npm")
-	for _, w := range remain {
-		words = append(words, npmRedact(w))
+	words := append([]string{"npm"}, remain...)
+	for i, w := range remain {
+		words[i+1] = npmRedact(w)
 	}
 	return strings.TrimSpace(strings.Join(words, " "))
 }

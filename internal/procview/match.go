@@ -37,14 +37,7 @@ func (k Key) Compare(o Key) int {
 // WorkDir is the directory OpenCode starts s in: the configured cwd,
 // resolved against the directory, else the directory itself.
 func (s LocalServer) WorkDir() string {
-	switch {
-	case s.Cwd == "":
-		return filepath.Clean(s.Directory)
-	case filepath.IsAbs(s.Cwd):
-		return filepath.Clean(s.Cwd)
-	default:
-		return filepath.Join(s.Directory, s.Cwd)
-	}
+	return filepath.Clean(joinDir(s.Directory, s.Cwd))
 }
 
 // resolve resolves symbolic links the way the kernel reports a working
@@ -111,10 +104,8 @@ func newMatcher(servers []LocalServer) *matcher { return buildMatcher(servers, n
 // replace, whose resolved directories are taken as they are (a symbolic
 // link changed while its directory stays configured is not seen).
 func buildMatcher(servers []LocalServer, prev *matcher) *matcher {
-	m := &matcher{servers: unique(servers), places: map[string]int32{}, resolved: map[string]resolved{}}
-	for i := range m.forms {
-		m.forms[i] = map[string]*sites{}
-	}
+	m := &matcher{servers: unique(servers), forms: [2]map[string]*sites{{}, {}}, places: map[string]int32{},
+		resolved: map[string]resolved{}}
 	var forms []form
 	var key []byte
 	for i, s := range m.servers {
@@ -289,26 +280,28 @@ func titleKey(b []byte, title string) []byte {
 	return append(b, title...)
 }
 
-// lookup finds the forms of argv in tab: as it is, behind one or two
-// words of an interpreter, or as a title; found returns the servers of a
-// form that count (nil: look on). The keys are built in one buffer:
-// this runs for every new child.
-func lookup(tab map[string]*sites, argv []string, found func(*sites) []Key) []Key {
+// lookup finds the forms of argv, among the commands as configured
+// first: as it is, behind one or two words of an interpreter, or as a
+// title; found returns the servers of a form that count (nil: look on).
+// The keys are built in one buffer: this runs for every new child.
+func (m *matcher) lookup(argv []string, found func(*sites) []Key) []Key {
 	var arr [256]byte
 	b := arr[:0]
-	for drop := 0; drop <= 2 && drop < len(argv); drop++ {
-		b = argvKey(b[:0], argv[drop:])
-		if s := tab[string(b)]; s != nil {
-			if ks := found(s); len(ks) > 0 {
-				return ks
+	for _, tab := range m.forms {
+		for drop := 0; drop <= 2 && drop < len(argv); drop++ {
+			b = argvKey(b[:0], argv[drop:])
+			if s := tab[string(b)]; s != nil {
+				if ks := found(s); len(ks) > 0 {
+					return ks
+				}
 			}
 		}
-	}
-	if len(argv) == 1 {
-		b = titleKey(b[:0], argv[0])
-		if s := tab[string(b)]; s != nil {
-			if ks := found(s); len(ks) > 0 {
-				return ks
+		if len(argv) == 1 {
+			b = titleKey(b[:0], argv[0])
+			if s := tab[string(b)]; s != nil {
+				if ks := found(s); len(ks) > 0 {
+					return ks
+				}
 			}
 		}
 	}
@@ -326,12 +319,7 @@ func (m *matcher) serving(p Process) []Key {
 	if !ok {
 		return nil
 	}
-	for _, tab := range m.forms {
-		if ks := lookup(tab, p.Argv, func(s *sites) []Key { return s.in(place) }); ks != nil {
-			return ks
-		}
-	}
-	return nil
+	return m.lookup(p.Argv, func(s *sites) []Key { return s.in(place) })
 }
 
 // runs returns the servers whose command p runs, wherever it runs it, in
@@ -340,12 +328,7 @@ func (m *matcher) runs(p Process) []Key {
 	if len(p.Argv) == 0 {
 		return nil
 	}
-	for _, tab := range m.forms {
-		if ks := lookup(tab, p.Argv, m.everywhere); ks != nil {
-			return ks
-		}
-	}
-	return nil
+	return m.lookup(p.Argv, m.everywhere)
 }
 
 // everywhere is the servers of s, wherever they are started, each once.

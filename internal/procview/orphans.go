@@ -170,10 +170,8 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 // the OpenCode it was seen under.
 func (s Scope) sighting(p Process) (Sighting, bool) {
 	for _, r := range s.Record {
-		for _, x := range r.Seen {
-			if x.is(p) {
-				return x, true
-			}
+		if i := slices.IndexFunc(r.Seen, func(x Sighting) bool { return x.is(p) }); i >= 0 {
+			return r.Seen[i], true
 		}
 	}
 	return Sighting{}, false
@@ -352,11 +350,9 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		if why != ChildOfOtherOpenCode {
 			ev, because = s.prove(t, full)
 		}
-		o := Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
-			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv),
-			Parentage: why, Evidence: ev, Why: because, Servers: keys, cmd: newCommand(full.Argv)}
-		o.Below = below(byPID, kids, full.PID)
-		out = append(out, o)
+		out = append(out, Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
+			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
+			Evidence: ev, Why: because, Servers: keys, Below: below(byPID, kids, full.PID), cmd: newCommand(full.Argv)})
 	})
 	// A process below another listed one goes with it.
 	inside := map[int]bool{}

@@ -80,20 +80,11 @@ func bootOf(t Table) (time.Time, bool) {
 // install script and its build give it), or the npm package's node or bun
 // wrapper around it.
 func IsOpenCode(p Process) bool {
-	if openCodeName(p.Comm) {
+	if openCodeName(p.Comm) || len(p.Argv) > 0 && openCodeName(filepath.Base(p.Argv[0])) {
 		return true
 	}
-	if len(p.Argv) == 0 {
-		return false
-	}
-	if openCodeName(filepath.Base(p.Argv[0])) {
-		return true
-	}
-	switch filepath.Base(p.Argv[0]) {
-	case "node", "nodejs", "bun":
-		return len(p.Argv) > 1 && openCodeName(filepath.Base(p.Argv[1]))
-	}
-	return false
+	// The wrapper: node, nodejs or bun running opencode.
+	return len(p.Argv) > 1 && MayBeOpenCode(filepath.Base(p.Argv[0])) && openCodeName(filepath.Base(p.Argv[1]))
 }
 
 func openCodeName(name string) bool { return name == "opencode" || name == "opencode2" }
@@ -102,9 +93,5 @@ func openCodeName(name string) bool { return name == "opencode" || name == "open
 // run OpenCode, so that its argv is worth reading for IsOpenCode: the
 // native binary's names, or an interpreter of the npm package's wrapper.
 func MayBeOpenCode(comm string) bool {
-	switch comm {
-	case "node", "nodejs", "bun":
-		return true
-	}
-	return openCodeName(comm)
+	return comm == "node" || comm == "nodejs" || comm == "bun" || openCodeName(comm)
 }

@@ -40,9 +40,7 @@ type procTable struct {
 func (t *procTable) Boot() (time.Time, bool) { return t.boot, !t.boot.IsZero() }
 
 // ProcFS reads the /proc tree mounted or recorded at root.
-func ProcFS(root string) (Table, error) {
-	return newProcTable(root)
-}
+func ProcFS(root string) (Table, error) { return newProcTable(root) }
 
 func newProcTable(root string) (*procTable, error) {
 	pfs, err := procfs.NewFS(root)
@@ -193,24 +191,16 @@ func parseCmdline(b []byte) []string {
 // (prog with two empty arguments) reads the same way and loses them: no
 // process tells the two apart.
 func retitled(argv []string) []string {
-	if len(argv) < 2 || argv[0] == "" {
+	if len(argv) < 2 || argv[0] == "" || slices.ContainsFunc(argv[1:], func(a string) bool { return a != "" }) {
 		return argv
-	}
-	for _, a := range argv[1:] {
-		if a != "" {
-			return argv
-		}
 	}
 	return argv[:1]
 }
 
 // parseUID reads the real uid from /proc/PID/status ("Uid:\tR\tE\tS\tF").
 func parseUID(status []byte) (int, error) {
-	i := bytes.Index(status, []byte("\nUid:"))
-	if i < 0 {
-		return 0, errors.New("procview: status without Uid")
-	}
-	f := bytes.Fields(status[i+len("\nUid:"):])
+	_, rest, _ := bytes.Cut(status, []byte("\nUid:"))
+	f := bytes.Fields(rest)
 	if len(f) == 0 {
 		return 0, errors.New("procview: status without Uid")
 	}
@@ -274,18 +264,14 @@ func childrenIn(t Table, pid int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !slices.ContainsFunc(all, func(p Process) bool { return p.PID == pid }) {
+		return nil, fmt.Errorf("procview: pid %d: %w", pid, ErrGone)
+	}
 	var out []int
-	found := false
 	for _, p := range all {
-		if p.PID == pid {
-			found = true
-		}
 		if p.PPID == pid {
 			out = append(out, p.PID)
 		}
-	}
-	if !found {
-		return nil, fmt.Errorf("procview: pid %d: %w", pid, ErrGone)
 	}
 	return out, nil
 }

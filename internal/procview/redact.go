@@ -62,20 +62,17 @@ func Redact(argv []string) []string {
 			out[i] = a
 			i++
 			out[i] = maskHeader(argv[i])
-			continue
 		case hasValue && headerFlag[name]:
 			out[i] = name + "=" + maskHeader(value)
-			continue
 		case isOption(a) && !hasValue && secretName.MatchString(a) && i+1 < len(argv) && !isOption(argv[i+1]):
 			out[i] = a
 			i++
 			out[i] = mask
-			continue
 		case isOption(a) && hasValue && secretName.MatchString(name):
 			out[i] = name + "=" + mask
-			continue
+		default:
+			out[i] = redactWord(a)
 		}
-		out[i] = redactWord(a)
 	}
 	return out
 }
@@ -148,9 +145,7 @@ func quote(a string) string {
 		switch {
 		case r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("_@%+=:,./-*", r)):
 		case r >= 0x80 && unicode.IsGraphic(r) && !unicode.IsSpace(r):
-		case r == ' ':
-			plain = false
-		case unicode.IsGraphic(r):
+		case unicode.IsGraphic(r): // a space too
 			plain = false
 		default:
 			plain, printable = false, false

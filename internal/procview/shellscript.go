@@ -1,9 +1,6 @@
 package procview
 
-import (
-	"path/filepath"
-	"strings"
-)
+import "strings"
 
 // What procview reads of a `sh -c` script: the words of its commands
 // when they are literal, the `cd`s before the last one, and whether the
@@ -160,7 +157,7 @@ func readScript(script string) shellScript {
 	var out shellScript
 	var cmds [][]shellToken
 	var cur []shellToken
-	for _, t := range toks {
+	for _, t := range append(toks, shellToken{op: ";"}) { // the last ";" ends the last command
 		switch t.op {
 		case "":
 			cur = append(cur, t)
@@ -174,9 +171,6 @@ func readScript(script string) shellScript {
 		default: // a pipe, a background job, a subshell, a here-document
 			return shellScript{}
 		}
-	}
-	if len(cur) > 0 {
-		cmds = append(cmds, cur)
 	}
 	if len(cmds) == 0 {
 		return shellScript{}
@@ -206,13 +200,10 @@ func readScript(script string) shellScript {
 			return shellScript{} // two programs: which is the server?
 		}
 		if words[0] == "cd" {
-			switch {
-			case !known || len(words) != 2 || words[1] == "-":
+			if !known || len(words) != 2 || words[1] == "-" {
 				out.dirUnknown = true
-			case filepath.IsAbs(words[1]):
-				out.dir = filepath.Clean(words[1])
-			default:
-				out.dir = filepath.Join(out.dir, words[1])
+			} else {
+				out.dir = joinDir(out.dir, words[1])
 			}
 		}
 	}

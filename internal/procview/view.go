@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -100,14 +101,13 @@ func (s Snapshot) Gen() uint64 { return s.gen }
 
 // Lists reports whether pid is one of the live children s lists.
 func (s Snapshot) Lists(pid int) bool {
+	is := func(c Child) bool { return c.PID == pid }
 	for _, cs := range s.Servers {
-		for _, c := range cs {
-			if c.PID == pid {
-				return true
-			}
+		if slices.ContainsFunc(cs, is) {
+			return true
 		}
 	}
-	return slices.ContainsFunc(s.Others, func(c Child) bool { return c.PID == pid })
+	return slices.ContainsFunc(s.Others, is)
 }
 
 // Child returns the live child serving k, the newest if several do.
@@ -223,14 +223,7 @@ func Diff(prev, next Snapshot) []Event {
 	return out
 }
 
-func sortedKeys[V any](m map[Key]V) []Key {
-	ks := make([]Key, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.SortFunc(ks, Key.Compare)
-	return ks
-}
+func sortedKeys[V any](m map[Key]V) []Key { return slices.SortedFunc(maps.Keys(m), Key.Compare) }
 
 // View follows the children of one OpenCode process across scans. A scan
 // reads only the list of OpenCode's children and the processes it has not
@@ -365,9 +358,7 @@ func (v *View) Scan() (Snapshot, error) {
 	}
 
 	parents := map[int]bool{v.root.PID: true}
-	for pid := range v.wrapped {
-		parents[pid] = true
-	}
+	maps.Copy(parents, v.wrapped)
 	v.scans++
 	hits := 0
 	added := false
@@ -432,11 +423,7 @@ func (v *View) Scan() (Snapshot, error) {
 			}
 		}
 	}
-	for pid, seen := range v.dead {
-		if seen != v.scans {
-			delete(v.dead, pid)
-		}
-	}
+	maps.DeleteFunc(v.dead, func(_ int, seen uint64) bool { return seen != v.scans })
 	exited := false
 	// An exit watcher's word beats the list: OpenCode reaps a dead child
 	// a few milliseconds after it exits, and lists it until then.
@@ -488,11 +475,7 @@ func (v *View) snapshot(now time.Time) *Snapshot {
 	v.snaps++
 	s := &Snapshot{At: now, OpenCode: childOf(v.root), Servers: map[Key][]Child{},
 		live: make(map[ident]bool, len(v.known)), alike: map[Key][]Key{}, gen: v.snaps}
-	kids := make([]*known, 0, len(v.known))
-	for _, k := range v.known {
-		kids = append(kids, k)
-	}
-	slices.SortFunc(kids, func(a, b *known) int {
+	kids := slices.SortedFunc(maps.Values(v.known), func(a, b *known) int {
 		return cmp.Or(cmp.Compare(a.p.Birth, b.p.Birth), a.p.PID-b.p.PID)
 	})
 	for _, k := range kids {
@@ -537,15 +520,7 @@ func (v *View) Exited(pid int, birth uint64) {
 // fresh scan of OpenCode's children, not the last one.
 func (v *View) Successor(k Key, after time.Time) bool {
 	s, err := v.Scan()
-	if err != nil || s.Gone {
-		return false
-	}
-	for _, c := range s.Servers[k] {
-		if c.Start.After(after) {
-			return true
-		}
-	}
-	return false
+	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[k], func(c Child) bool { return c.Start.After(after) })
 }
 
 // ScanPeriod is how long to wait after a scan that took took, for a
