@@ -7,7 +7,8 @@ import (
 
 // Budget bounds the connect calls in flight across every directory (and
 // every engine of one daemon). Local connects spawn a process each, so the
-// bound is real work saved.
+// bound is real work saved. Make one with NewBudget (the zero Budget has
+// no slots).
 //
 // Several engines (one daemon watching several OpenCode servers) each take
 // a Share. While n servers share the budget, one may hold at most all slots

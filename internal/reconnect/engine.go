@@ -13,7 +13,6 @@
 package reconnect
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,9 +155,18 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The defaults are built only when not given (cmp.Or would build them always).
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.Budget == nil {
+		o.Budget = NewBudget(cfg.MaxConcurrent)
+	}
 	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
-		log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), metrics: cmp.Or(o.Metrics, metrics.New()),
-		budget: cmp.Or(o.Budget, NewBudget(cfg.MaxConcurrent)).Share(), onEvent: o.OnEvent, prober: o.Prober,
+		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{},
 		sched: &scheduler{idle: cfg.IdleInterval, kick: make(chan struct{}, 1), handoff: make(chan *dir)}}
 	if e.onEvent == nil {

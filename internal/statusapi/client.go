@@ -2,7 +2,6 @@ package statusapi
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,7 +42,11 @@ func do[T any](ctx context.Context, c *Client, method, path string, body any) (T
 	if method != http.MethodGet && c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := cmp.Or(c.HTTP, &http.Client{Timeout: 10 * time.Second}).Do(req)
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return out, fmt.Errorf("no mcp-reconnect daemon answers at %s (start one with `mcp-reconnect watch`, or pass --status-addr): %w", c.Addr, err)
 	}
