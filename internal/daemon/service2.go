@@ -273,7 +273,7 @@ func (f *serviceFollower) where() string {
 func (f *serviceFollower) set(now followed) {
 	f.mu.Lock()
 	prev := f.cur
-	if now.svc.Path != "" && prev.svc.Path == now.svc.Path && prev.svc.Same(now.svc) && now.others == nil {
+	if now.same(prev) && now.others == nil {
 		now.others = prev.others // found without asking the rest again
 	}
 	f.cur = now
