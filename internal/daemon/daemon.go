@@ -416,7 +416,7 @@ func (r *registration) setURL(i int, url string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.reg == nil || i >= len(r.entry.URLs) || r.entry.URLs[i] == url {
+	if r.reg == nil || r.entry.URLs[i] == url { // i < len: the entry has one URL per server
 		return
 	}
 	r.entry.URLs = slices.Replace(slices.Clone(r.entry.URLs), i, i+1, url)

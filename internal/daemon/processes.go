@@ -647,8 +647,7 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 	}
 	p.mu.Lock()
 	for _, x := range found {
-		id := ident{x.PID, x.Birth}
-		if old, ok := p.seen[id]; !ok || old.Server == "" {
+		if id := (ident{x.PID, x.Birth}); p.seen[id].Server == "" { // unseen, or seen serving none
 			p.seen[id] = x
 		}
 	}

@@ -247,15 +247,12 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 	}
 	_, err = svc.Verify(ctx, f.opts)
 	f.mu.Lock()
-	if err == nil || errors.Is(err, opencode.ErrUnauthorized) {
-		delete(f.failed, r.Path)
-	} else {
-		f.failed[r.Path] = r
-	}
-	f.mu.Unlock()
+	defer f.mu.Unlock()
 	if err != nil && !errors.Is(err, opencode.ErrUnauthorized) {
+		f.failed[r.Path] = r
 		return opencode.Service{}, err
 	}
+	delete(f.failed, r.Path)
 	return svc, err // a refusal names its file: find may report it
 }
 
