@@ -353,17 +353,16 @@ func PhysicalDirs(dirs []string) ([]string, error) {
 // is only made absolute.
 func PhysicalDir(d string) (string, error) {
 	abs, err := filepath.Abs(d)
+	var p string
+	if err == nil {
+		if p, err = filepath.EvalSymlinks(abs); errors.Is(err, fs.ErrNotExist) {
+			p, err = abs, nil
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("--directory %q: %w", d, err)
 	}
-	p, err := filepath.EvalSymlinks(abs)
-	switch {
-	case err == nil:
-		return p, nil
-	case errors.Is(err, fs.ErrNotExist):
-		return abs, nil
-	}
-	return "", fmt.Errorf("--directory %q: %w", d, err)
+	return p, nil
 }
 
 // register records the daemon in the registry so `status` and `reconnect`
@@ -417,11 +416,10 @@ func (r *registration) setURL(i int, url string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.reg == nil || i >= len(r.entry.URLs) || r.entry.URLs[i] == url {
+	if r.reg == nil || r.entry.URLs[i] == url { // i < len: the entry has one URL per server
 		return
 	}
-	r.entry.URLs = append([]string(nil), r.entry.URLs...)
-	r.entry.URLs[i] = url
+	r.entry.URLs = slices.Replace(slices.Clone(r.entry.URLs), i, i+1, url)
 	if _, err := r.reg.Register(r.entry); err != nil {
 		r.log.Warn("could not update this daemon's registry entry", "err", err)
 	}

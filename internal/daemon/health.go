@@ -105,15 +105,14 @@ const readyPoll = 10 * time.Millisecond
 
 func (s supervisor) run(ctx context.Context) {
 	poll := time.NewTicker(readyPoll)
+	defer poll.Stop()
 	for errors.Is(s.alive(time.Second), reconnect.ErrNotStarted) {
 		select {
 		case <-ctx.Done():
-			poll.Stop()
 			return
 		case <-poll.C:
 		}
 	}
-	poll.Stop()
 	status := fmt.Sprintf("STATUS=watching %d OpenCode server(s)", s.servers)
 	s.send(sdnotify.Ready, status)
 	defer s.send(sdnotify.Stopping)

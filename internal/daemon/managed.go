@@ -48,8 +48,7 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 			child.Signal(syscall.SIGTERM)
 			return child.ExitCode(), err
 		}
-		opts := opencode.Options{Username: plan.Username, Password: plan.Password, Timeout: healthTimeout}
-		err = waitHealthy(ctx, plan.URL, opts, child, plan, startTimeout)
+		err = waitHealthy(ctx, child, plan, startTimeout)
 		if errors.Is(err, errPortTaken) && attempt < maxPortRetries {
 			// Another program took the port the wrapper chose before
 			// OpenCode could listen on it: the user asked for no port, so
@@ -114,28 +113,29 @@ const maxPortRetries = 2
 // second after the port opens can hang (docs/opencode.md#the-first-half-second-after-the-port-opens).
 const healthTimeout = 700 * time.Millisecond
 
-// waitHealthy asks the server which OpenCode it is (opencode.Detect, either
-// generation: the plan's generation came from `--version`, which a
+// waitHealthy asks the plan's server which OpenCode it is (opencode.Detect,
+// either generation: the plan's generation came from `--version`, which a
 // wrapper script may not tell truly) with short timeouts until it
 // answers, the child exits, or timeout passes. When the wrapper chose the
 // port, it first checks that no other program holds it: `opencode serve`
 // exits 1 then (after about 1.5 s), and the TUI waits forever without
 // drawing (both measured with 1.18.34), while the probe would reach the
 // other program.
-func waitHealthy(ctx context.Context, url string, opts opencode.Options, child *launch.Child, plan *launch.Plan, timeout time.Duration) error {
+func waitHealthy(ctx context.Context, child *launch.Child, plan *launch.Plan, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	opts := opencode.Options{Username: plan.Username, Password: plan.Password, Timeout: healthTimeout}
 	for {
 		if plan.PortChosen && launch.PortTaken(child.PID(), plan.Port) {
 			return errPortTaken
 		}
 		hctx, cancel := context.WithTimeout(ctx, healthTimeout)
-		_, _, _, err := opencode.Detect(hctx, url, opts)
+		_, _, _, err := opencode.Detect(hctx, plan.URL, opts)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", opencode.Redact(url), timeout, err)
+			return fmt.Errorf("opencode at %s did not become healthy within %v (last: %v); raise --start-timeout if it is just slow", opencode.Redact(plan.URL), timeout, err)
 		}
 		select {
 		case <-child.Done():

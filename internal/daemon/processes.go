@@ -122,7 +122,8 @@ type serverBelow struct {
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
 	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1), look: make(chan struct{}, 1),
-		gen: ^uint64(0), exitAt: map[int]time.Time{}, below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
+		gen: ^uint64(0), exitAt: map[int]time.Time{}, launchers: map[procview.Key]procview.Launcher{},
+		below: map[ident]serverBelow{}, seen: map[ident]procview.Sighting{}}
 	if eng != nil {
 		eng.SetProcessView(p)
 	}
@@ -354,9 +355,6 @@ func (p *procWatch) launcher(k procview.Key) procview.Launcher {
 	if i, ok := slices.BinarySearchFunc(p.servers, k, func(s procview.LocalServer, k procview.Key) int { return s.Key().Compare(k) }); ok {
 		l = procview.LauncherOf(p.servers[i].Command)
 	}
-	if p.launchers == nil {
-		p.launchers = map[procview.Key]procview.Launcher{}
-	}
 	p.launchers[k] = l
 	return l
 }
@@ -374,8 +372,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	var exitsEnded atomic.Bool // Run returned before the watch ended: scans find exits again
 	if p.newExits != nil {
 		if exits, err = p.newExits(); err != nil {
-			p.log.Debug("no exit watcher; scanning for exits", "err", err)
-			exits = nil
+			p.log.Debug("no exit watcher; scanning for exits", "err", err) // exits is nil (NewExits)
 		} else {
 			wg.Go(func() {
 				exits.Run(ctx, func(x procview.Exit) {
@@ -419,7 +416,6 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 		p.syncServers(v)
 		start := time.Now()
 		s, err := v.Scan()
-		took := time.Since(start)
 		lastScan = time.Now()
 		if err == nil {
 			evs := procview.Diff(prev, s)
@@ -475,7 +471,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 				dirty, saved = !p.save(s, v, time.Time{}), time.Now() // saved: when the save ended
 			}
 		}
-		every := procview.ScanPeriod(scanEvery, took)
+		every := procview.ScanPeriod(scanEvery, lastScan.Sub(start))
 		if exits != nil && !partial && !exitsEnded.Load() {
 			every = slowScanEvery
 		}
@@ -550,20 +546,20 @@ const maxBelowTries = 5
 func (p *procWatch) serverBelow(tab procview.Table, c procview.Child) serverBelow {
 	id := ident{c.PID, c.Birth}
 	p.mu.Lock()
-	b, ok := p.below[id]
+	b := p.below[id] // none: the zero serverBelow, not known, never tried
 	p.mu.Unlock()
-	if ok && b.known && !procview.IdentOf(b.proc).Alive(tab) {
+	if b.known && !procview.IdentOf(b.proc).Alive(tab) {
 		// A step that ended (a build before the server, a shell's
 		// first command): what runs below the launcher now is another.
-		b, ok = serverBelow{}, false
+		b = serverBelow{}
 	}
-	if ok && (b.known || b.tries >= maxBelowTries) {
+	if b.known || b.tries >= maxBelowTries {
 		return b
 	}
 	proc, inContainer, err := procview.ServerProcess(tab, procview.Process{PID: c.PID, Birth: c.Birth})
 	b.tries++
 	if err == nil {
-		b = serverBelow{proc: proc, inContainer: inContainer, known: true, tries: b.tries}
+		b.proc, b.inContainer, b.known = proc, inContainer, true
 	}
 	p.mu.Lock()
 	p.below[id] = b
@@ -651,8 +647,7 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 	}
 	p.mu.Lock()
 	for _, x := range found {
-		id := ident{x.PID, x.Birth}
-		if old, ok := p.seen[id]; !ok || old.Server == "" {
+		if id := (ident{x.PID, x.Birth}); p.seen[id].Server == "" { // unseen, or seen serving none
 			p.seen[id] = x
 		}
 	}
@@ -692,22 +687,19 @@ func (p *procWatch) info() *reconnect.Processes {
 		}
 	}
 	p.mu.Lock()
-	last, tab := p.last, p.table
+	last, root, tab := p.last, p.root, p.table
 	p.mu.Unlock()
-	var servers []reconnect.ServerProcess
-	if tab != nil && !last.Gone {
-		servers = p.serverProcesses(tab, last)
-	}
-	p.mu.Lock()
-	if p.root == 0 || p.last.At.IsZero() || p.last.Gone {
-		p.mu.Unlock()
+	if root == 0 || last.At.IsZero() || last.Gone {
 		return nil
 	}
-	out := &reconnect.Processes{OpenCodePID: p.root, Servers: servers}
-	for _, cs := range p.last.Servers {
+	out := &reconnect.Processes{OpenCodePID: root}
+	if tab != nil {
+		out.Servers = p.serverProcesses(tab, last)
+	}
+	for _, cs := range last.Servers {
 		out.Children += len(cs)
 	}
-	for _, d := range p.last.Duplicates() {
+	for _, d := range last.Duplicates() {
 		for _, k := range d.Keys {
 			g := reconnect.ProcessGroup{Directory: k.Directory, Server: k.Name}
 			for _, c := range d.Children {
@@ -717,16 +709,17 @@ func (p *procWatch) info() *reconnect.Processes {
 			out.Duplicates = append(out.Duplicates, g)
 		}
 	}
-	look := time.Since(p.orphansAt) >= orphansEvery && p.table != nil
+	p.mu.Lock()
+	look := time.Since(p.orphansAt) >= orphansEvery && tab != nil
 	if look {
 		p.orphansAt = time.Now()
 	}
-	orphans, scope, table, configured := p.orphans, procview.Scope{UID: os.Getuid(), Watched: []int{p.root}}, p.table, p.servers
+	orphans, configured := p.orphans, p.servers
 	p.mu.Unlock()
 	if look {
 		// It reads the whole process table: never with the lock the
 		// exit path takes.
-		orphans = p.findOrphans(table, configured, scope)
+		orphans = p.findOrphans(tab, configured, procview.Scope{UID: os.Getuid(), Watched: []int{root}})
 		p.mu.Lock()
 		p.orphans = orphans
 		p.mu.Unlock()

@@ -247,15 +247,12 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 	}
 	_, err = svc.Verify(ctx, f.opts)
 	f.mu.Lock()
-	if err == nil || errors.Is(err, opencode.ErrUnauthorized) {
-		delete(f.failed, r.Path)
-	} else {
-		f.failed[r.Path] = r
-	}
-	f.mu.Unlock()
+	defer f.mu.Unlock()
 	if err != nil && !errors.Is(err, opencode.ErrUnauthorized) {
+		f.failed[r.Path] = r
 		return opencode.Service{}, err
 	}
+	delete(f.failed, r.Path)
 	return svc, err // a refusal names its file: find may report it
 }
 
@@ -273,7 +270,7 @@ func (f *serviceFollower) where() string {
 func (f *serviceFollower) set(now followed) {
 	f.mu.Lock()
 	prev := f.cur
-	if now.svc.Path != "" && prev.svc.Path == now.svc.Path && prev.svc.Same(now.svc) && now.others == nil {
+	if now.same(prev) && now.others == nil {
 		now.others = prev.others // found without asking the rest again
 	}
 	f.cur = now

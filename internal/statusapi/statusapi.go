@@ -403,14 +403,13 @@ func (s *API) Serve(ctx context.Context, addr string) (bound string, wait func()
 		errc <- err
 	}()
 	stopped := make(chan struct{})
-	go func() {
+	context.AfterFunc(ctx, func() {
 		defer close(stopped)
-		<-ctx.Done()
 		s.Broker.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
-	}()
+	})
 	return ln.Addr().String(), func() error {
 		<-stopped
 		return <-errc
