@@ -55,7 +55,7 @@ func TestStatusDoesNotListAnotherTUIsLiveServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &procWatch{log: slog.New(slog.DiscardHandler), table: tab, root: 2000,
+	p := &procWatch{log: slog.New(slog.DiscardHandler), table: tab, root: 2000, launchers: map[procview.Key]procview.Launcher{},
 		last:    procview.Snapshot{At: time.Now()},
 		servers: []procview.LocalServer{{Directory: "/home/ana/a", Name: "memory", Command: srv}}}
 	info := p.info()
