@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -220,7 +221,7 @@ func worktreeV1(dir string) string {
 
 // managedDirV1 is OpenCode 1.x's managed config directory.
 func (env ConfigEnv) managedDirV1() string {
-	if d := env.getenv("OPENCODE_TEST_MANAGED_CONFIG_DIR"); d != "" {
+	if env.getenv("OPENCODE_TEST_MANAGED_CONFIG_DIR") != "" {
 		return env.absVar("OPENCODE_TEST_MANAGED_CONFIG_DIR")
 	}
 	switch runtime.GOOS {
@@ -390,17 +391,12 @@ func readMCPConfig(dir string, env ConfigEnv, trust private.Trust) (map[string]M
 			return l
 		}
 		var b []byte
-		if s.Inline {
-			if c := env.getenv("OPENCODE_CONFIG_CONTENT"); len(c) <= maxConfigFile {
-				b = []byte(c)
-			}
-		} else {
+		if !s.Inline {
 			b, _ = readConfigFile(s.Path, trust)
+		} else if c := env.getenv("OPENCODE_CONFIG_CONTENT"); len(c) <= maxConfigFile {
+			b = []byte(c)
 		}
-		var l map[string]configServer
-		if len(b) > 0 {
-			l, _ = parseConfigServers(b)
-		}
+		l, _ := parseConfigServers(b) // nil for an empty or missing file
 		layers[s] = l
 		return l
 	}
@@ -431,9 +427,7 @@ func readMCPConfig(dir string, env ConfigEnv, trust private.Trust) (map[string]M
 		return v2(), nil
 	}
 	out := v2()
-	for name, e := range v1() {
-		out[name] = e
-	}
+	maps.Copy(out, v1())
 	return out, nil
 }
 
