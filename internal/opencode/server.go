@@ -30,7 +30,6 @@ type Server struct {
 	v1      *Client
 	v2      *ClientV2
 	options Options // the credentials in use (from Discover, or o.Client)
-	toastOK bool    // a toast route exists (1.x)
 	// down is set once a request was refused (nothing listened) and
 	// cleared by the next answer: that answer comes from a new process.
 	down bool
@@ -276,7 +275,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	prev := s.id
-	s.id, s.v1, s.v2, s.options, s.toastOK = id, v1, v2, opts, gen == V1
+	s.id, s.v1, s.v2, s.options = id, v1, v2, opts
 	// Another process answers where the last detection found one: its
 	// instances are not the old one's, even if no request was refused in
 	// between (a 2.x service replaced within one backoff step).
@@ -371,13 +370,12 @@ func (s *Server) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry
 // ShowToast shows t in an attached TUI. OpenCode 2.0.x has no toast route:
 // then it returns ErrNoToast without a request.
 func (s *Server) ShowToast(ctx context.Context, t Toast) error {
-	if _, err := s.current(ctx); err != nil {
+	c, err := s.current(ctx)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	v1, ok := s.v1, s.toastOK
-	s.mu.Unlock()
-	if !ok || v1 == nil {
+	v1, ok := c.(*Client) // only 1.x has a toast route
+	if !ok {
 		return ErrNoToast
 	}
 	return s.observe(v1.ShowToast(ctx, t))
