@@ -152,12 +152,10 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 			d = max(d, after) // OpenCode said when it may be ready
 		}
 		log.Debug("event stream ended", "url", f.urlOr(id.url), "err", err, "lasted", lasted, "retry_in", d)
-		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
-		case <-t.C:
+		case <-time.After(d):
 		}
 	}
 }
@@ -213,13 +211,7 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 			case <-done:
 				return
 			case <-alive:
-				if !t.Stop() {
-					select {
-					case <-t.C:
-					default:
-					}
-				}
-				t.Reset(silence)
+				t.Reset(silence) // since Go 1.23 no stale tick survives a Reset
 				why = errSilent
 			case <-t.C:
 				cancel(why)
