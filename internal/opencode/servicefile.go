@@ -272,8 +272,7 @@ func Registrations(file string, channels bool) ([]Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	var first []Registration
-	var others []Registration
+	var first, others []Registration
 	for _, de := range ents {
 		name := de.Name()
 		mine := name == base
