@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,12 +159,7 @@ func (env ConfigEnv) getenv(name string) string {
 }
 
 // home is OpenCode's os.homedir().
-func (env ConfigEnv) home() string {
-	if h := env.getenv("HOME"); h != "" {
-		return h
-	}
-	return env.Home
-}
+func (env ConfigEnv) home() string { return cmp.Or(env.getenv("HOME"), env.Home) }
 
 // absVar is the variable name when it is an absolute path: a relative one
 // is OpenCode's working directory's, unknown here.
@@ -272,10 +268,7 @@ func sourcesV1(dir string, env ConfigEnv) []configSource {
 			add(filepath.Join(d, ".opencode"))
 		}
 	}
-	home := env.home()
-	if h := env.getenv("OPENCODE_TEST_HOME"); h != "" {
-		home = h
-	}
+	home := cmp.Or(env.getenv("OPENCODE_TEST_HOME"), env.home())
 	if filepath.IsAbs(home) {
 		add(filepath.Join(filepath.Clean(home), ".opencode"))
 	}
@@ -326,10 +319,7 @@ func sourcesV2(dir string, env ConfigEnv) []configSource {
 	if f := env.absVar("OPENCODE_CONFIG"); f != "" {
 		file(f)
 	}
-	disable := env.getenv("OPENCODE_CONFIG_PROJECT_DISABLE")
-	if disable == "" {
-		disable = env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG")
-	}
+	disable := cmp.Or(env.getenv("OPENCODE_CONFIG_PROJECT_DISABLE"), env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG"))
 	if !truthy(disable) && (global == "" || resolved(dir) != resolved(global)) {
 		walk := up(dir, "")
 		for i := len(walk) - 1; i >= 0; i-- {

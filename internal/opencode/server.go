@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,12 +179,8 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if _, err := New(o.URL, o.Client); err != nil && o.Discover == nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, options: o.Client, mem: newProcessMemory()}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	s.id.url = o.URL
-	return s, nil
+	return &Server{o: o, log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), options: o.Client, mem: newProcessMemory(),
+		id: identity{url: o.URL}}, nil
 }
 
 // SetConfigEnv tells the server how the OpenCode process behind it

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,9 +55,7 @@ func (o *StreamOptions) defaults() {
 	if o.Stable <= 0 {
 		o.Stable = 30 * time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 }
 
 // Connected describes a successful subscribe.
@@ -125,9 +124,8 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 			lasted, err = subscribe(ctx, f, opts, func() {
 				wasUp = true
 				connects++
-				info := Connected{N: connects, Generation: id.gen, Version: id.version}
 				if opts.OnConnect != nil {
-					opts.OnConnect(info)
+					opts.OnConnect(Connected{N: connects, Generation: id.gen, Version: id.version})
 				}
 			}, fn)
 		}
