@@ -3,6 +3,7 @@ package opencode
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -192,15 +193,9 @@ func jsonString(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
-	plain := true
-	for _, c := range raw[1 : len(raw)-1] {
-		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return string(raw[1 : len(raw)-1]), true
+	inner := raw[1 : len(raw)-1]
+	if !slices.ContainsFunc(inner, func(c byte) bool { return c < 0x20 || c == '\\' || c >= utf8.RuneSelf }) {
+		return string(inner), true
 	}
 	var v string
 	if json.Unmarshal(raw, &v) != nil {

@@ -169,13 +169,10 @@ func ParseServiceFile(file string, b []byte) (Service, error) {
 	}
 	s := Service{Path: file}
 	str := func(name string, m json.RawMessage, dst *string) error {
-		if len(m) == 0 || string(m) == "null" {
+		if len(m) == 0 || string(m) == "null" || json.Unmarshal(m, dst) == nil {
 			return nil
 		}
-		if json.Unmarshal(m, dst) != nil {
-			return fmt.Errorf("%s: %q is not a string", file, name)
-		}
-		return nil
+		return fmt.Errorf("%s: %q is not a string", file, name)
 	}
 	var pw string
 	for _, err := range []error{
