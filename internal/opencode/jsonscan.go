@@ -60,21 +60,17 @@ func (s *jscan) member(first *bool) ([]byte, bool) {
 	if s.bad {
 		return nil, false
 	}
-	switch s.peek() {
-	case '}':
+	c := s.peek()
+	if c == '}' {
 		s.i++
 		return nil, false
-	case ',':
-		if *first {
-			s.bad = true
-			return nil, false
-		}
+	}
+	if (c == ',') == *first { // a comma before the first member, or none before a later one
+		s.bad = true
+		return nil, false
+	}
+	if c == ',' {
 		s.i++
-	default:
-		if !*first {
-			s.bad = true
-			return nil, false
-		}
 	}
 	*first = false
 	if s.peek() != '"' {

@@ -327,11 +327,9 @@ func (s *Server) current(ctx context.Context) (api, error) {
 // currentV2 is the OpenCode 2 client, detecting first when nothing was
 // found yet; nil for 1.x.
 func (s *Server) currentV2(ctx context.Context) (*ClientV2, error) {
-	if _, err := s.current(ctx); err != nil {
-		return nil, err
-	}
-	_, v2, _ := s.clients()
-	return v2, nil
+	c, err := s.current(ctx)
+	v2, _ := c.(*ClientV2)
+	return v2, err
 }
 
 // MCPStatus reads the MCP status of dir (which boots dir's instance and

@@ -149,20 +149,17 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 		if after, ok := RetryAfter(err); ok {
 			d = max(d, after) // OpenCode said when it may be ready
 		}
-		log.Debug("event stream ended", "url", f.urlOr(id.url), "err", err, "lasted", lasted, "retry_in", d)
+		u := id.url
+		if f.client != nil {
+			u = f.client.URL()
+		}
+		log.Debug("event stream ended", "url", u, "err", err, "lasted", lasted, "retry_in", d)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(d):
 		}
 	}
-}
-
-func (f feed) urlOr(u string) string {
-	if f.client != nil {
-		return f.client.URL()
-	}
-	return u
 }
 
 // errSilent ends a subscription that stayed quiet too long.
