@@ -8,6 +8,7 @@ package opencode
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -92,13 +93,12 @@ const (
 
 // Client talks to one OpenCode server. Its zero value is not usable; use New.
 type Client struct {
-	base           *url.URL
-	username       string
-	password       string
-	http           *http.Client // status, health, config
-	long           *http.Client // connect and the event stream
-	timeout        time.Duration
-	connectTimeout time.Duration
+	base     *url.URL
+	username string
+	password string
+	http     *http.Client // status, health, config
+	long     *http.Client // connect and the event stream
+	timeout  time.Duration
 }
 
 // Options configure a Client. Zero fields take the defaults.
@@ -124,16 +124,7 @@ func New(rawURL string, o Options) (*Client, error) {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""
-	c := &Client{
-		base:           u,
-		username:       o.Username,
-		password:       o.Password,
-		timeout:        o.Timeout,
-		connectTimeout: DefaultConnectTimeout,
-	}
-	if c.username == "" {
-		c.username = "opencode"
-	}
+	c := &Client{base: u, username: cmp.Or(o.Username, "opencode"), password: o.Password, timeout: o.Timeout}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}

@@ -1,10 +1,12 @@
 package opencode
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -157,12 +159,7 @@ func (env ConfigEnv) getenv(name string) string {
 }
 
 // home is OpenCode's os.homedir().
-func (env ConfigEnv) home() string {
-	if h := env.getenv("HOME"); h != "" {
-		return h
-	}
-	return env.Home
-}
+func (env ConfigEnv) home() string { return cmp.Or(env.getenv("HOME"), env.Home) }
 
 // absVar is the variable name when it is an absolute path: a relative one
 // is OpenCode's working directory's, unknown here.
@@ -220,7 +217,7 @@ func worktreeV1(dir string) string {
 
 // managedDirV1 is OpenCode 1.x's managed config directory.
 func (env ConfigEnv) managedDirV1() string {
-	if d := env.getenv("OPENCODE_TEST_MANAGED_CONFIG_DIR"); d != "" {
+	if env.getenv("OPENCODE_TEST_MANAGED_CONFIG_DIR") != "" {
 		return env.absVar("OPENCODE_TEST_MANAGED_CONFIG_DIR")
 	}
 	switch runtime.GOOS {
@@ -271,10 +268,7 @@ func sourcesV1(dir string, env ConfigEnv) []configSource {
 			add(filepath.Join(d, ".opencode"))
 		}
 	}
-	home := env.home()
-	if h := env.getenv("OPENCODE_TEST_HOME"); h != "" {
-		home = h
-	}
+	home := cmp.Or(env.getenv("OPENCODE_TEST_HOME"), env.home())
 	if filepath.IsAbs(home) {
 		add(filepath.Join(filepath.Clean(home), ".opencode"))
 	}
@@ -325,10 +319,7 @@ func sourcesV2(dir string, env ConfigEnv) []configSource {
 	if f := env.absVar("OPENCODE_CONFIG"); f != "" {
 		file(f)
 	}
-	disable := env.getenv("OPENCODE_CONFIG_PROJECT_DISABLE")
-	if disable == "" {
-		disable = env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG")
-	}
+	disable := cmp.Or(env.getenv("OPENCODE_CONFIG_PROJECT_DISABLE"), env.getenv("OPENCODE_DISABLE_PROJECT_CONFIG"))
 	if !truthy(disable) && (global == "" || resolved(dir) != resolved(global)) {
 		walk := up(dir, "")
 		for i := len(walk) - 1; i >= 0; i-- {
@@ -390,17 +381,12 @@ func readMCPConfig(dir string, env ConfigEnv, trust private.Trust) (map[string]M
 			return l
 		}
 		var b []byte
-		if s.Inline {
-			if c := env.getenv("OPENCODE_CONFIG_CONTENT"); len(c) <= maxConfigFile {
-				b = []byte(c)
-			}
-		} else {
+		if !s.Inline {
 			b, _ = readConfigFile(s.Path, trust)
+		} else if c := env.getenv("OPENCODE_CONFIG_CONTENT"); len(c) <= maxConfigFile {
+			b = []byte(c)
 		}
-		var l map[string]configServer
-		if len(b) > 0 {
-			l, _ = parseConfigServers(b)
-		}
+		l, _ := parseConfigServers(b) // nil for an empty or missing file
 		layers[s] = l
 		return l
 	}
@@ -431,9 +417,7 @@ func readMCPConfig(dir string, env ConfigEnv, trust private.Trust) (map[string]M
 		return v2(), nil
 	}
 	out := v2()
-	for name, e := range v1() {
-		out[name] = e
-	}
+	maps.Copy(out, v1())
 	return out, nil
 }
 

@@ -178,14 +178,8 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		return GenUnknown, "", 0, err
 	}
 	if status == http.StatusOK {
-		var s struct {
-			Version *string         `json:"version"`
-			PID     json.RawMessage `json:"pid"`
-		}
-		if json.Unmarshal(body, &s) == nil && s.Version != nil && Major(*s.Version) == 2 {
-			var pid int
-			_ = json.Unmarshal(s.PID, &pid)
-			return V2, *s.Version, max(pid, 0), nil
+		if info, err := parseStatusOld(body); err == nil && Major(info.Version) == 2 {
+			return V2, info.Version, info.PID, nil
 		}
 	}
 

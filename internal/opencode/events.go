@@ -78,10 +78,8 @@ func ParseEvent(data []byte) (Event, error) {
 		}
 		switch string(key) {
 		case "directory":
-			if !hasDir {
-				dirRaw, hasDir = s.skip(), true
-			} else {
-				s.skip()
+			if v := s.skip(); !hasDir {
+				dirRaw, hasDir = v, true
 			}
 		case "payload":
 			if s.peek() != '{' || typ != "" {
@@ -104,10 +102,8 @@ func ParseEvent(data []byte) (Event, error) {
 						typ = t
 					}
 				case "properties":
-					if props == nil {
-						props = s.skip()
-					} else {
-						s.skip()
+					if v := s.skip(); props == nil {
+						props = v
 					}
 				default:
 					s.skip()
@@ -129,22 +125,19 @@ func ParseEvent(data []byte) (Event, error) {
 	}
 	ev := Event{Type: typ}
 	// A non-string directory is ignored, not fatal.
-	dir, _ := jsonString(dirRaw)
+	ev.Directory, _ = jsonString(dirRaw)
 	switch {
 	case typ == EventToolsChanged:
-		ev.Kind, ev.Directory = KindServerFailed, dir
-		ev.Server = stringProperty(props, "server")
+		ev.Kind, ev.Server = KindServerFailed, stringProperty(props, "server")
 	case typ == EventInstanceDisposed:
-		ev.Kind, ev.Directory = KindInstanceGone, dir
+		ev.Kind = KindInstanceGone
 		if pd := stringProperty(props, "directory"); pd != "" {
 			ev.Directory = pd
 		}
 	case typ == EventGlobalDisposed:
-		ev.Kind = KindAllGone
+		ev.Kind, ev.Directory = KindAllGone, ""
 	case strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "message."):
-		ev.Kind, ev.Directory = KindActivity, dir
-	default:
-		ev.Directory = dir
+		ev.Kind = KindActivity
 	}
 	if ev.Directory == "global" {
 		ev.Directory = ""

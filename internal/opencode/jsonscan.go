@@ -3,6 +3,7 @@ package opencode
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -59,21 +60,17 @@ func (s *jscan) member(first *bool) ([]byte, bool) {
 	if s.bad {
 		return nil, false
 	}
-	switch s.peek() {
-	case '}':
+	c := s.peek()
+	if c == '}' {
 		s.i++
 		return nil, false
-	case ',':
-		if *first {
-			s.bad = true
-			return nil, false
-		}
+	}
+	if (c == ',') == *first { // a comma before the first member, or none before a later one
+		s.bad = true
+		return nil, false
+	}
+	if c == ',' {
 		s.i++
-	default:
-		if !*first {
-			s.bad = true
-			return nil, false
-		}
 	}
 	*first = false
 	if s.peek() != '"' {
@@ -192,15 +189,9 @@ func jsonString(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
-	plain := true
-	for _, c := range raw[1 : len(raw)-1] {
-		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return string(raw[1 : len(raw)-1]), true
+	inner := raw[1 : len(raw)-1]
+	if !slices.ContainsFunc(inner, func(c byte) bool { return c < 0x20 || c == '\\' || c >= utf8.RuneSelf }) {
+		return string(inner), true
 	}
 	var v string
 	if json.Unmarshal(raw, &v) != nil {

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -243,20 +242,14 @@ func internText(b []byte) string {
 	if utf8.Valid(b) {
 		return intern(b)
 	}
-	var sb strings.Builder
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		sb.WriteRune(r) // RuneError for a bad byte
-		b = b[n:]
-	}
-	return intern(sb.String())
+	return intern(string([]rune(string(b)))) // RuneError for each bad byte
 }
 
 // Connect asks OpenCode to connect one MCP server in dir. OpenCode answers
 // when its attempt is over, whether or not the server came up: read
 // MCPStatus for the outcome. An unknown name gives ErrNotFound.
 func (c *Client) Connect(ctx context.Context, dir, name string) error {
-	_, err := c.do(ctx, c.long, c.connectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir), nil)
+	_, err := c.do(ctx, c.long, DefaultConnectTimeout, "POST /mcp/{name}/connect", "POST", "/mcp/"+url.PathEscape(name)+"/connect", dirQuery(dir), nil)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,6 @@ type Server struct {
 	v1      *Client
 	v2      *ClientV2
 	options Options // the credentials in use (from Discover, or o.Client)
-	toastOK bool    // a toast route exists (1.x)
 	// down is set once a request was refused (nothing listened) and
 	// cleared by the next answer: that answer comes from a new process.
 	down bool
@@ -179,12 +179,8 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if _, err := New(o.URL, o.Client); err != nil && o.Discover == nil {
 		return nil, err
 	}
-	s := &Server{o: o, log: o.Log, options: o.Client, mem: newProcessMemory()}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	s.id.url = o.URL
-	return s, nil
+	return &Server{o: o, log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), options: o.Client, mem: newProcessMemory(),
+		id: identity{url: o.URL}}, nil
 }
 
 // SetConfigEnv tells the server how the OpenCode process behind it
@@ -276,7 +272,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	prev := s.id
-	s.id, s.v1, s.v2, s.options, s.toastOK = id, v1, v2, opts, gen == V1
+	s.id, s.v1, s.v2, s.options = id, v1, v2, opts
 	// Another process answers where the last detection found one: its
 	// instances are not the old one's, even if no request was refused in
 	// between (a 2.x service replaced within one backoff step).
@@ -331,11 +327,9 @@ func (s *Server) current(ctx context.Context) (api, error) {
 // currentV2 is the OpenCode 2 client, detecting first when nothing was
 // found yet; nil for 1.x.
 func (s *Server) currentV2(ctx context.Context) (*ClientV2, error) {
-	if _, err := s.current(ctx); err != nil {
-		return nil, err
-	}
-	_, v2, _ := s.clients()
-	return v2, nil
+	c, err := s.current(ctx)
+	v2, _ := c.(*ClientV2)
+	return v2, err
 }
 
 // MCPStatus reads the MCP status of dir (which boots dir's instance and
@@ -371,13 +365,12 @@ func (s *Server) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry
 // ShowToast shows t in an attached TUI. OpenCode 2.0.x has no toast route:
 // then it returns ErrNoToast without a request.
 func (s *Server) ShowToast(ctx context.Context, t Toast) error {
-	if _, err := s.current(ctx); err != nil {
+	c, err := s.current(ctx)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	v1, ok := s.v1, s.toastOK
-	s.mu.Unlock()
-	if !ok || v1 == nil {
+	v1, ok := c.(*Client) // only 1.x has a toast route
+	if !ok {
 		return ErrNoToast
 	}
 	return s.observe(v1.ShowToast(ctx, t))

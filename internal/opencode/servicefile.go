@@ -169,13 +169,10 @@ func ParseServiceFile(file string, b []byte) (Service, error) {
 	}
 	s := Service{Path: file}
 	str := func(name string, m json.RawMessage, dst *string) error {
-		if len(m) == 0 || string(m) == "null" {
+		if len(m) == 0 || string(m) == "null" || json.Unmarshal(m, dst) == nil {
 			return nil
 		}
-		if json.Unmarshal(m, dst) != nil {
-			return fmt.Errorf("%s: %q is not a string", file, name)
-		}
-		return nil
+		return fmt.Errorf("%s: %q is not a string", file, name)
 	}
 	var pw string
 	for _, err := range []error{
@@ -272,8 +269,7 @@ func Registrations(file string, channels bool) ([]Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	var first []Registration
-	var others []Registration
+	var first, others []Registration
 	for _, de := range ents {
 		name := de.Name()
 		mine := name == base

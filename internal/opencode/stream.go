@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,9 +55,7 @@ func (o *StreamOptions) defaults() {
 	if o.Stable <= 0 {
 		o.Stable = 30 * time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 }
 
 // Connected describes a successful subscribe.
@@ -125,9 +124,8 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 			lasted, err = subscribe(ctx, f, opts, func() {
 				wasUp = true
 				connects++
-				info := Connected{N: connects, Generation: id.gen, Version: id.version}
 				if opts.OnConnect != nil {
-					opts.OnConnect(info)
+					opts.OnConnect(Connected{N: connects, Generation: id.gen, Version: id.version})
 				}
 			}, fn)
 		}
@@ -151,22 +149,17 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 		if after, ok := RetryAfter(err); ok {
 			d = max(d, after) // OpenCode said when it may be ready
 		}
-		log.Debug("event stream ended", "url", f.urlOr(id.url), "err", err, "lasted", lasted, "retry_in", d)
-		t := time.NewTimer(d)
+		u := id.url
+		if f.client != nil {
+			u = f.client.URL()
+		}
+		log.Debug("event stream ended", "url", u, "err", err, "lasted", lasted, "retry_in", d)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
-		case <-t.C:
+		case <-time.After(d):
 		}
 	}
-}
-
-func (f feed) urlOr(u string) string {
-	if f.client != nil {
-		return f.client.URL()
-	}
-	return u
 }
 
 // errSilent ends a subscription that stayed quiet too long.
@@ -213,13 +206,7 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 			case <-done:
 				return
 			case <-alive:
-				if !t.Stop() {
-					select {
-					case <-t.C:
-					default:
-					}
-				}
-				t.Reset(silence)
+				t.Reset(silence) // since Go 1.23 no stale tick survives a Reset
 				why = errSilent
 			case <-t.C:
 				cancel(why)

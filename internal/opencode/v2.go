@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,12 +125,10 @@ func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]Server
 		again := !v.empty[dir]
 		v.mu.Unlock()
 		if again {
-			t := time.NewTimer(EmptyRereadDelay)
 			select {
 			case <-ctx.Done():
-				t.Stop()
 				return nil, &Error{Op: opMCPStatusV2, URL: v.URL(), Detail: ctx.Err().Error(), kind: ErrUnavailable, cause: ctx.Err()}
-			case <-t.C:
+			case <-time.After(EmptyRereadDelay):
 			}
 			if st, err = v.readStatus(ctx, dir); err != nil {
 				return nil, err
@@ -207,7 +206,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 		// or not: the request would reach another route.
 		return &Error{Op: "POST " + routeConnectExp, URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
 	}
-	_, _, _, err := v.call(ctx, CapConnect, "POST "+routeConnectExp, v.c.long, v.c.connectTimeout, name, locQuery(dir), func(op string, status int, body []byte) error {
+	_, _, _, err := v.call(ctx, CapConnect, "POST "+routeConnectExp, v.c.long, DefaultConnectTimeout, name, locQuery(dir), func(op string, status int, body []byte) error {
 		if status == http.StatusNotFound && errorTag(body) != tagMCPNotFound {
 			// The route exists but something else is missing (the
 			// location's directory): not "no such server", which would
@@ -302,12 +301,7 @@ func (v *ClientV2) Doc(ctx context.Context) ([]byte, error) {
 // compared as cleaned paths (a trailing slash is the same location).
 func LocationListed(locs []string, dir string) bool {
 	want := path.Clean(dir)
-	for _, l := range locs {
-		if path.Clean(l) == want {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(locs, func(l string) bool { return path.Clean(l) == want })
 }
 
 // BootedLocations lists the directories of the booted locations, without

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,12 +208,7 @@ func (v *ClientV2) routes(ctx context.Context) *routeSet {
 // offersAPI reports whether a description lists a route under /api/, as
 // OpenCode 2's do.
 func offersAPI(d *apidesc.Doc) bool {
-	for _, p := range d.Paths() {
-		if strings.HasPrefix(p, "/api/") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(d.Paths(), func(p string) bool { return strings.HasPrefix(p, "/api/") })
 }
 
 // Description returns the server's API description as the client read it
@@ -296,16 +292,6 @@ func (v *ClientV2) capabilities(rs *routeSet) []Capability {
 		out = append(out, cp)
 	}
 	return out
-}
-
-// capability is one capability's state.
-func (v *ClientV2) capability(ctx context.Context, name string) Capability {
-	for _, c := range v.Capabilities(ctx) {
-		if c.Name == name {
-			return c
-		}
-	}
-	return Capability{Name: name, Missing: "unknown capability"}
 }
 
 // patienceOver reports whether the description failed

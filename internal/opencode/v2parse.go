@@ -39,10 +39,8 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 	if raw.Data == nil || *raw.Data == nil {
 		return "", nil, errors.New("status has no \"data\" array")
 	}
-	if raw.Location != nil && len(raw.Location.Directory) > 0 {
-		if json.Unmarshal(raw.Location.Directory, &location) != nil {
-			return "", nil, errors.New("status location.directory is not a string")
-		}
+	if raw.Location != nil && len(raw.Location.Directory) > 0 && json.Unmarshal(raw.Location.Directory, &location) != nil {
+		return "", nil, errors.New("status location.directory is not a string")
 	}
 	out := make(map[string]ServerStatus, len(*raw.Data))
 	for i, item := range *raw.Data {
@@ -53,10 +51,8 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 			return "", nil, fmt.Errorf("status of server %q has no string \"status.status\"", *item.Name)
 		}
 		st := ServerStatus{Status: *item.Status.Status}
-		if e := item.Status.Error; len(e) > 0 && string(e) != "null" {
-			if json.Unmarshal(e, &st.Error) != nil {
-				st.Error = string(e) // not a string: keep it readable
-			}
+		if e := item.Status.Error; len(e) > 0 && string(e) != "null" && json.Unmarshal(e, &st.Error) != nil {
+			st.Error = string(e) // not a string: keep it readable
 		}
 		_ = json.Unmarshal(item.IntegrationID, &st.IntegrationID)
 		st.RateLimited = st.Status == StatusFailed && rateLimited(st.Error)

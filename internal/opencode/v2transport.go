@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,8 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 // usable returns the candidates of a capability that are not waiting out
 // the backoff of a 404, best first.
 func (v *ClientV2) usable(ctx context.Context, name string) (method string, paths []string) {
-	c := v.routes(ctx).get(name)
+	rs := v.routes(ctx)
+	c := rs.choices[slices.IndexFunc(rs.choices, func(c choice) bool { return c.name == name })]
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := time.Now()
@@ -122,18 +124,16 @@ func (v *ClientV2) found(method, p string) {
 
 // errNoRoute is the error of a call whose capability the server lacks.
 func (v *ClientV2) errNoRoute(ctx context.Context, op, name string) error {
-	c := v.capability(ctx, name)
+	c, caps := Capability{Name: name, Missing: "unknown capability"}, v.Capabilities(ctx)
+	if i := slices.IndexFunc(caps, func(c Capability) bool { return c.Name == name }); i >= 0 {
+		c = caps[i]
+	}
 	return &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no route for it: " + c.Missing + "; " + c.Without, kind: ErrUnavailable}
-}
-
-// send is one request of a capability's route.
-func (v *ClientV2) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string) (int, []byte, error) {
-	return v.c.send(ctx, hc, timeout, op, method, escPath, query, nil)
 }
 
 // get is a GET of a 2.x JSON route; it returns the 2xx body.
 func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, error) {
-	status, body, err := v.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query)
+	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (v *ClientV2) call(ctx context.Context, capName, op string, hc *http.Client
 	for _, p := range paths {
 		rop := method + " " + p
 		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(arg), 1)
-		status, body, err := v.send(ctx, hc, timeout, rop, method, esc, query)
+		status, body, err := v.c.send(ctx, hc, timeout, rop, method, esc, query, nil)
 		if err != nil {
 			return p, nil, false, err
 		}
