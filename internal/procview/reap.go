@@ -87,13 +87,18 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 		// What is below it may outlive it (a shell that dies on SIGTERM
 		// leaves its sleeping child): each is ended too, on its own
 		// check.
-		left = slices.DeleteFunc(left, func(id Ident) bool {
-			// An error: gone, or no longer the process listed.
-			return send(id.PID, step.sig, func() error { return r.Scope.checkBelow(r.Table, id) }) != nil
-		})
-		if i == 0 {
-			res.Below = len(left)
+		kept := left[:0]
+		for _, id := range left {
+			err := send(id.PID, step.sig, func() error { return r.Scope.checkBelow(r.Table, id) })
+			if err != nil {
+				continue // gone, or no longer the process listed
+			}
+			if i == 0 {
+				res.Below++
+			}
+			kept = append(kept, id)
 		}
+		left = kept
 		ended, err := r.waitExit(ctx, o, &left, orphanLeft, step.wait)
 		if err != nil {
 			return Reaped{}, err

@@ -56,11 +56,11 @@ func (n *Notifier) Notify(states ...string) error {
 		return nil
 	}
 	c, err := net.DialUnix("unixgram", nil, n.addr)
-	if err == nil {
-		defer c.Close()
-		_, err = c.Write([]byte(strings.Join(states, "\n")))
-	}
 	if err != nil {
+		return fmt.Errorf("sd_notify %s: %w", n.addr.Name, err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(strings.Join(states, "\n"))); err != nil {
 		return fmt.Errorf("sd_notify %s: %w", n.addr.Name, err)
 	}
 	return nil
