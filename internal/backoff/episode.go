@@ -20,8 +20,15 @@ const (
 )
 
 func (ph Phase) String() string {
-	if names := [...]string{"healthy", "fast", "slow", "stopped"}; ph >= 0 && int(ph) < len(names) {
-		return names[ph]
+	switch ph {
+	case Healthy:
+		return "healthy"
+	case Fast:
+		return "fast"
+	case Slow:
+		return "slow"
+	case Stopped:
+		return "stopped"
 	}
 	return "unknown"
 }
@@ -146,7 +153,7 @@ func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
 	switch ph := e.Phase(p); {
 	case ph == Stopped:
 		return time.Time{}, false
-	case ph != Healthy && t == Scheduled:
+	case (ph == Fast || ph == Slow) && t == Scheduled:
 		return latest(e.next, e.hold), true
 	case ph == Slow:
 		at = latest(at, e.last.Add(p.Max))

@@ -353,16 +353,17 @@ func PhysicalDirs(dirs []string) ([]string, error) {
 // is only made absolute.
 func PhysicalDir(d string) (string, error) {
 	abs, err := filepath.Abs(d)
-	var p string
-	if err == nil {
-		if p, err = filepath.EvalSymlinks(abs); errors.Is(err, fs.ErrNotExist) {
-			p, err = abs, nil
-		}
-	}
 	if err != nil {
 		return "", fmt.Errorf("--directory %q: %w", d, err)
 	}
-	return p, nil
+	p, err := filepath.EvalSymlinks(abs)
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return abs, nil
+	}
+	return "", fmt.Errorf("--directory %q: %w", d, err)
 }
 
 // register records the daemon in the registry so `status` and `reconnect`
@@ -436,10 +437,8 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 	var wasUnauthorized bool
 	for {
 		sctx, cancel := context.WithCancel(ctx)
-		if f := w.follow; f != nil {
-			f.mu.Lock()
-			f.restream = cancel
-			f.mu.Unlock()
+		if w.follow != nil {
+			w.follow.setRestream(cancel)
 		}
 		_ = client.Stream(sctx, opencode.StreamOptions{
 			Log:     log,

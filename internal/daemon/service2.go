@@ -326,6 +326,13 @@ func (f *serviceFollower) watch(ctx context.Context) {
 	}
 }
 
+// setRestream sets how the daemon ends the event stream's subscription.
+func (f *serviceFollower) setRestream(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restream = fn
+}
+
 // pidAlive reports whether a process with this pid exists and this user
 // may signal it (a service of this user's would be).
 func pidAlive(pid int) bool {

@@ -98,6 +98,15 @@ type routeSet struct {
 	choices     []choice
 }
 
+func (rs *routeSet) get(name string) *choice {
+	for i := range rs.choices {
+		if rs.choices[i].name == name {
+			return &rs.choices[i]
+		}
+	}
+	return nil
+}
+
 // What the daemon does without each capability.
 var withoutCap = map[string]string{
 	CapVersion:   "the version found at detection is kept",

@@ -294,6 +294,16 @@ func (v *ClientV2) capabilities(rs *routeSet) []Capability {
 	return out
 }
 
+// capability is one capability's state.
+func (v *ClientV2) capability(ctx context.Context, name string) Capability {
+	for _, c := range v.Capabilities(ctx) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Capability{Name: name, Missing: "unknown capability"}
+}
+
 // patienceOver reports whether the description failed
 // descriptionPatience reads in a row, and warns the first time.
 func (v *ClientV2) patienceOver() bool {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -73,8 +72,7 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 // usable returns the candidates of a capability that are not waiting out
 // the backoff of a 404, best first.
 func (v *ClientV2) usable(ctx context.Context, name string) (method string, paths []string) {
-	rs := v.routes(ctx)
-	c := rs.choices[slices.IndexFunc(rs.choices, func(c choice) bool { return c.name == name })]
+	c := v.routes(ctx).get(name)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := time.Now()
@@ -124,10 +122,7 @@ func (v *ClientV2) found(method, p string) {
 
 // errNoRoute is the error of a call whose capability the server lacks.
 func (v *ClientV2) errNoRoute(ctx context.Context, op, name string) error {
-	c, caps := Capability{Name: name, Missing: "unknown capability"}, v.Capabilities(ctx)
-	if i := slices.IndexFunc(caps, func(c Capability) bool { return c.Name == name }); i >= 0 {
-		c = caps[i]
-	}
+	c := v.capability(ctx, name)
 	return &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no route for it: " + c.Missing + "; " + c.Without, kind: ErrUnavailable}
 }
 

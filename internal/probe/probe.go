@@ -142,17 +142,22 @@ func Target(rawURL string) (addr string, useTLS bool, err error) {
 	if err != nil || u.Host == "" {
 		return "", false, fmt.Errorf("probe: %q is not a URL with a host", rawURL)
 	}
-	port, ok := defaultPorts[u.Scheme]
-	if !ok {
+	port := u.Port()
+	switch u.Scheme {
+	case "http":
+		if port == "" {
+			port = "80"
+		}
+	case "https":
+		useTLS = true
+		if port == "" {
+			port = "443"
+		}
+	default:
 		return "", false, fmt.Errorf("probe: scheme %q is not http or https", u.Scheme)
 	}
-	if p := u.Port(); p != "" {
-		port = p
-	}
-	return net.JoinHostPort(u.Hostname(), port), u.Scheme == "https", nil
+	return net.JoinHostPort(u.Hostname(), port), useTLS, nil
 }
-
-var defaultPorts = map[string]string{"http": "80", "https": "443"}
 
 // Probe reports whether rawURL's endpoint accepts a connection (and a TLS
 // handshake for https) within Timeout.

@@ -511,7 +511,7 @@ func npxRemain(args []string) []string {
 		if !removed {
 			opts = append(opts, a)
 		}
-		if long, short := npmShorthands[key]; eq || npmBooleans[key] || npxSwitches[key] || short && long == "" {
+		if expansion, isShorthand := npmShorthands[key]; eq || npmBooleans[key] || npxSwitches[key] || (isShorthand && expansion == "") {
 			continue
 		}
 		if npxValues[key] || npmValues[key] || i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {

@@ -1,16 +1,22 @@
 package procview
 
-import "strings"
-
 // openCodeConfigVars are the variables OpenCode finds its config files
 // with (opencode.ConfigEnv says how each one is used). OpenCode reads its
 // own environment, so a daemon that resolves those files for an OpenCode
 // it did not start must take them from that process, not from its own:
 // a TUI started with OPENCODE_CONFIG_DIR set, or by another login with
 // another HOME, reads other files than the daemon would.
-var openCodeConfigVars = strings.Fields(`HOME XDG_CONFIG_HOME OPENCODE_CONFIG OPENCODE_CONFIG_DIR
-	OPENCODE_CONFIG_CONTENT OPENCODE_DISABLE_PROJECT_CONFIG OPENCODE_CONFIG_PROJECT_DISABLE
-	OPENCODE_TEST_HOME OPENCODE_TEST_MANAGED_CONFIG_DIR`)
+var openCodeConfigVars = []string{
+	"HOME",
+	"XDG_CONFIG_HOME",
+	"OPENCODE_CONFIG",
+	"OPENCODE_CONFIG_DIR",
+	"OPENCODE_CONFIG_CONTENT",
+	"OPENCODE_DISABLE_PROJECT_CONFIG",
+	"OPENCODE_CONFIG_PROJECT_DISABLE",
+	"OPENCODE_TEST_HOME",
+	"OPENCODE_TEST_MANAGED_CONFIG_DIR",
+}
 
 // OpenCodeEnv reads, of the environment of process pid (an OpenCode),
 // only the variables its config files depend on, and returns them as a

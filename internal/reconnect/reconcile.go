@@ -29,18 +29,7 @@ type attempt struct {
 // whether server kinds must be learned first, the events to publish, and
 // (in d.next) when to look again. Caller holds Engine.mu.
 func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, needKinds bool, evs []Event) {
-	// A server the read no longer lists is no longer configured: it is
-	// forgotten, and starts afresh if it comes back.
-	for name, s := range d.servers {
-		if _, ok := st[name]; !ok {
-			s.endWatch()
-			delete(d.servers, name)
-			if d.config.local(name) {
-				e.localsGen++
-			}
-			d.config = d.config.without(name)
-		}
-	}
+	e.forgetUnlisted(d, st)
 	next := e.idleAt(now)
 	// In name order (the random draws come in it), sorted in the
 	// directory's own buffer: an idle check copies no names.
@@ -94,6 +83,22 @@ type outcome struct {
 	connect *attempt
 	evs     []Event
 	next    time.Time
+}
+
+// forgetUnlisted forgets every server the read no longer lists: it is no
+// longer configured, and starts afresh if it comes back. Caller holds
+// Engine.mu.
+func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
+	for name, s := range d.servers {
+		if _, ok := st[name]; !ok {
+			s.endWatch()
+			delete(d.servers, name)
+			if d.config.local(name) {
+				e.localsGen++
+			}
+			d.config = d.config.without(name)
+		}
+	}
 }
 
 // observe folds what the read says of one server into the directory's

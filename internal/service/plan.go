@@ -143,7 +143,11 @@ func (m *Manager) checkOurs(path string, prev *Manifest) error {
 // wrote there. A manifest naming the path is not enough: the user may have
 // replaced the file since.
 func ours(b []byte, path string, mf *Manifest) bool {
-	return bytes.Contains(b, []byte(Marker)) || mf != nil && slices.Contains(mf.Files, ManifestFile{Path: path, SHA256: sha256Hex(b)})
+	if bytes.Contains(b, []byte(Marker)) {
+		return true
+	}
+	sum := sha256Hex(b)
+	return mf != nil && slices.ContainsFunc(mf.Files, func(f ManifestFile) bool { return f.Path == path && f.SHA256 == sum })
 }
 
 // sha256Hex is the manifest's record of content b.

@@ -189,7 +189,7 @@ func (s *API) authorized(next http.HandlerFunc) http.HandlerFunc {
 func sameOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		site, o := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
-		if site == "cross-site" || site == "same-site" || o != "" && !strings.HasSuffix(o, "://"+r.Host) {
+		if site == "cross-site" || site == "same-site" || (o != "" && !strings.HasSuffix(o, "://"+r.Host)) {
 			http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
 			return
 		}
