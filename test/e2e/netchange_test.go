@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,6 +185,8 @@ type nsOpenCodeGen struct {
 	configure func(t *testing.T, dir, modelURL, remoteURL string)
 	// ready is the route that answers 200 once the server is up.
 	ready string
+	// status reads the MCP status of dir, by server name.
+	status func(t *testing.T, c *http.Client, base, password, dir string) map[string]string
 	// prompt sends one prompt in a new session in dir and returns the
 	// state and output of the tool part it recorded.
 	prompt func(t *testing.T, c *http.Client, base, password, dir string) (status, output string)
@@ -209,7 +212,16 @@ var nsOpenCode1 = nsOpenCodeGen{
 			t.Fatal(err)
 		}
 	},
-	ready:  "/global/health",
+	ready: "/global/health",
+	status: func(t *testing.T, c *http.Client, base, password, dir string) map[string]string {
+		var st map[string]struct{ Status string }
+		_ = json.Unmarshal(nsOpenCode(t, c, "GET", base, "/mcp", dir, password), &st)
+		out := map[string]string{}
+		for name, s := range st {
+			out[name] = s.Status
+		}
+		return out
+	},
 	prompt: nsPrompt1,
 }
 
@@ -262,6 +274,136 @@ func nsPrompt1(t *testing.T, c *http.Client, base, password, dir string) (status
 	return "", ""
 }
 
+// opencode2Bin is the released OpenCode 2.1.2 ($OPENCODE2_BIN, else the
+// repository's .cache/opencode-2.1.2): npm's @opencode/cli-linux-x64.
+// Without it the test skips, except in CI.
+func opencode2Bin(t *testing.T) string {
+	t.Helper()
+	needOpenCode(t) // the binaries this test builds
+	bin := os.Getenv("OPENCODE2_BIN")
+	if bin == "" {
+		bin = filepath.Join(repoRoot(), ".cache", "opencode-2.1.2", "node_modules", "@opencode", "cli-linux-x64", "bin", "opencode")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("OpenCode 2.1.2 missing at %s under CI: npm install --prefix .cache/opencode-2.1.2 @opencode/cli-linux-x64@2.1.2", bin)
+		}
+		t.Skipf("OpenCode 2.1.2 missing at %s: npm install --prefix .cache/opencode-2.1.2 @opencode/cli-linux-x64@2.1.2", bin)
+	}
+	return bin
+}
+
+var nsOpenCode2 = nsOpenCodeGen{
+	name: "2.1.2",
+	bin:  opencode2Bin,
+	env: func(home, password string) []string {
+		return append(ochost.Env(home), "OPENCODE_PASSWORD="+password, "OPENCODE_SERVER_PASSWORD="+password)
+	},
+	// opencode-v2-facts.md §7.2. Code Mode off: the model sees the MCP
+	// tools themselves.
+	configure: func(t *testing.T, dir, modelURL, remoteURL string) {
+		cfg := map[string]any{
+			"providers": map[string]any{"fake": map[string]any{"name": "Fake", "package": "@ai-sdk/openai-compatible",
+				"settings": map[string]any{"baseURL": modelURL + "/v1", "apiKey": "x"},
+				"models":   map[string]any{"m": map[string]any{"name": "m", "capabilities": map[string]any{"tools": true}}}}},
+			"model":       "fake/m",
+			"permissions": []any{map[string]any{"action": "*", "resource": "*", "effect": "allow"}},
+			"mcp":         map[string]any{"servers": map[string]any{"rem": map[string]any{"type": "remote", "url": remoteURL, "codemode": false}}},
+		}
+		b, _ := json.MarshalIndent(cfg, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, "opencode.jsonc"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	},
+	ready: "/api/info",
+	status: func(t *testing.T, c *http.Client, base, password, dir string) map[string]string {
+		req, _ := http.NewRequest("GET", base+"/api/mcp?location%5Bdirectory%5D="+url.QueryEscape(dir), nil)
+		req.SetBasicAuth("opencode", password)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET /api/mcp: %v", err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Data []struct {
+				Name   string
+				Status struct{ Status string }
+			}
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&st)
+		out := map[string]string{}
+		for _, s := range st.Data {
+			out[s.Name] = s.Status.Status
+		}
+		return out
+	},
+	prompt: nsPrompt2,
+}
+
+// nsPrompt2 drives one prompt on OpenCode 2.1.2 (opencode-v2-facts.md
+// §7.2): a session, its prompt, a wait for the turn, then its messages.
+func nsPrompt2(t *testing.T, c *http.Client, base, password, dir string) (status, output string) {
+	t.Helper()
+	q := "?location%5Bdirectory%5D=" + url.QueryEscape(dir)
+	do := func(method, path, extra string, body any) []byte {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(method, base+path+q+extra, bytes.NewReader(b))
+		if body == nil {
+			req, _ = http.NewRequest(method, base+path+q+extra, nil)
+		}
+		req.SetBasicAuth("opencode", password)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
+		}
+		return out
+	}
+	var sess struct {
+		Data struct{ ID string } `json:"data"`
+	}
+	_ = json.Unmarshal(do("POST", "/api/session", "", map[string]any{"title": "e2e", "location": map[string]any{"directory": dir}}), &sess)
+	do("POST", "/api/session/"+sess.Data.ID+"/prompt", "", map[string]any{"text": "echo hello"})
+	do("POST", "/api/experimental/session/"+sess.Data.ID+"/wait", "", map[string]any{})
+	raw := do("GET", "/api/session/"+sess.Data.ID+"/message", "&order=asc&limit=200", nil)
+	var msgs struct {
+		Data []struct {
+			Content []struct {
+				Type  string `json:"type"`
+				State struct {
+					Status  string `json:"status"`
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+					Error any `json:"error"`
+				} `json:"state"`
+			} `json:"content"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(raw, &msgs)
+	for _, m := range msgs.Data {
+		for _, p := range m.Content {
+			if p.Type == "tool" {
+				var text strings.Builder
+				for _, c := range p.State.Content {
+					text.WriteString(c.Text)
+				}
+				if p.State.Error != nil {
+					fmt.Fprint(&text, p.State.Error)
+				}
+				return p.State.Status, text.String()
+			}
+		}
+	}
+	t.Fatalf("no tool item in the session: %s", raw)
+	return "", ""
+}
+
 // The seed report's failure: a remote MCP server behind a route that a
 // network change (a VPN joining) resets, while the server stays up.
 // OpenCode keeps calling it connected, and its next tool call fails ("The
@@ -273,7 +415,7 @@ func nsPrompt1(t *testing.T, c *http.Client, base, password, dir string) (status
 // own: OpenCode, the MCP server, the proxy that resets, the scripted
 // model and the daemon.
 func TestNetworkChangeFirstToolCallWorks(t *testing.T) {
-	for _, g := range []nsOpenCodeGen{nsOpenCode1} {
+	for _, g := range []nsOpenCodeGen{nsOpenCode1, nsOpenCode2} {
 		t.Run(g.name, func(t *testing.T) { networkChangeFirstToolCall(t, g) })
 	}
 }
@@ -326,6 +468,12 @@ func networkChangeFirstToolCall(t *testing.T, g nsOpenCodeGen) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	waitFor(t, 30*time.Second, "the remote MCP server connected", func() bool {
+		return g.status(t, c, base, password, p.Dir)["rem"] == "connected"
+	})
+	// 2.1.2 registers the tools about 0.25 s after it says connected
+	// (opencode-v2-facts.md §7.2).
+	time.Sleep(time.Second)
 	call := func(what string) (string, string) {
 		t.Helper()
 		st, out := g.prompt(t, c, base, password, p.Dir)
