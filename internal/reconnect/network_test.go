@@ -70,9 +70,9 @@ func TestNetworkChangeRenewsConnectedRemoteSessions(t *testing.T) {
 	})
 }
 
-// The change only makes the directory due: a server the user disabled (or
-// that came to need auth) after the last read is left alone, as the
-// check's fresh read shows it.
+// Rule 7: the change only makes the directory due; a server the user
+// disabled (or that came to need auth) after the last read is left alone,
+// as the check's fresh read shows it (rule 1).
 func TestNetworkChangeDecidesFromAFreshRead(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{
