@@ -80,16 +80,28 @@ func Binary2(root string) string {
 }
 
 // GenerationOf asks bin for its version (`--version`: 1.x prints
-// "1.18.34", 2.x "opencode v2.1.2") and returns its generation.
+// "1.18.34", 2.x "opencode v2.1.2") and returns its generation. The
+// answer is kept for the life of the process: a loaded machine takes
+// seconds to start 1.x only to print its version.
 func GenerationOf(bin string) (Generation, string, error) {
+	if v, ok := versions.Load(bin); ok {
+		return parseVersion(v.(string))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "--version").Output()
 	if err != nil {
 		return 0, "", fmt.Errorf("%s --version: %w", bin, err)
 	}
-	return parseVersion(string(out))
+	g, v, err := parseVersion(string(out))
+	if err == nil {
+		versions.Store(bin, string(out))
+	}
+	return g, v, err
 }
+
+// versions caches GenerationOf: binary path → what --version printed.
+var versions sync.Map
 
 func parseVersion(out string) (Generation, string, error) {
 	v := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(out), "opencode "), "v")
