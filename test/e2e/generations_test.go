@@ -41,8 +41,9 @@ import (
 //
 // A test that needs a word of its own adds a field here rather than an
 // if on g in its body: a branch that asserts less on one generation is a
-// skip in disguise. 2.x's own behaviour (the background service, its
-// service.json) has ochost.Options.Service.
+// skip in disguise. What only one generation has (2.x's background
+// service and its service.json) is started with g.start and
+// ochost.Options.
 
 // gen is one OpenCode release the e2e tests run on, and the words in
 // which it differs from the other.
@@ -89,13 +90,24 @@ func forEachGeneration(t *testing.T, body func(t *testing.T, g gen)) {
 	}
 }
 
-// startOpenCode starts a hermetic OpenCode of this release on port (0: a
-// free one) in home ("": a new one, see newHome), and ends it when the
-// test ends.
+// startOpenCode starts a hermetic OpenCode server of this release on
+// port (0: a free one) in home ("": a new one, see newHome), and ends it
+// when the test ends.
 func (g gen) startOpenCode(t testing.TB, port int, home string) *OpenCode {
 	t.Helper()
+	return g.start(t, ochost.Options{Port: port, Home: home})
+}
+
+// start starts a hermetic OpenCode of this release with options o (its
+// Binary and Generation are g's), and ends it when the test ends. 2.x's
+// background service, which every 2.x CLI command starts, is
+// generations[1].start(t, ochost.Options{Service: true, Home: home}): its
+// service.json is oc.ServiceFile().
+func (g gen) start(t testing.TB, o ochost.Options) *OpenCode {
+	t.Helper()
 	needBinary(t, g.Bin, g.Name)
-	oc, err := ochost.Start(ochost.Options{Binary: g.Bin, Generation: g.Gen, Port: port, Home: home})
+	o.Binary, o.Generation = g.Bin, g.Gen
+	oc, err := ochost.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
