@@ -158,13 +158,14 @@ type Options struct {
 	Env []string
 }
 
-// OpenCode is a running hermetic OpenCode server.
+// OpenCode is a running hermetic OpenCode server, or one a test names by
+// URL and password (its methods but Kill and PID work on such a value).
 type OpenCode struct {
 	URL      string
 	Port     int
 	Password string
 	Home     string
-	// Gen is the server's generation.
+	// Gen is the server's generation; 0 is 1.x.
 	Gen Generation
 	// Service: it is the 2.x background service (Options.Service).
 	Service bool
@@ -411,9 +412,7 @@ func (o *OpenCode) read(dir string) (map[string]MCPStatus, error) {
 		return nil, fmt.Errorf("GET %s for %s answered %d: %s", route, dir, code, body)
 	}
 	st := map[string]MCPStatus{}
-	if o.Gen == Gen1 {
-		err = json.Unmarshal(body, &st)
-	} else {
+	if o.Gen == Gen2 {
 		var list struct {
 			Data []struct {
 				Name   string    `json:"name"`
@@ -424,6 +423,8 @@ func (o *OpenCode) read(dir string) (map[string]MCPStatus, error) {
 		for _, s := range list.Data {
 			st[s.Name] = s.Status
 		}
+	} else {
+		err = json.Unmarshal(body, &st)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("GET %s body %q: %w", route, body, err)
@@ -440,7 +441,7 @@ func (o *OpenCode) read(dir string) (map[string]MCPStatus, error) {
 // config tells the empty list of a booting location from a location
 // without servers).
 func (o *OpenCode) Status(dir string) (map[string]MCPStatus, error) {
-	if o.Gen == Gen1 {
+	if o.Gen != Gen2 {
 		return o.read(dir)
 	}
 	names, err := o.configured(dir)

@@ -2,9 +2,12 @@ package ochost
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 )
 
@@ -80,5 +83,56 @@ func TestSettled(t *testing.T) {
 		if got := settled(c.st, c.names); got != c.want {
 			t.Errorf("settled(%v, %v) = %v, want %v", c.st, c.names, got, c.want)
 		}
+	}
+}
+
+// A value a test makes by hand (no generation) reads 1.x's map.
+func TestStatusOfAHandMadeValueIsOneX(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/mcp" || r.URL.Query().Get("directory") != "/p q" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"s":{"status":"failed","error":"boom"}}`))
+	}))
+	defer srv.Close()
+	st, err := (&OpenCode{URL: srv.URL}).Status("/p q")
+	if err != nil || st["s"] != (MCPStatus{"failed", "boom"}) {
+		t.Fatalf("Status = %+v, %v", st, err)
+	}
+}
+
+// 2.x answers a booting location with an empty list, then "pending":
+// Status reads on until the servers the config names are listed and
+// tried, as 1.x's read answers only then.
+func TestStatusWaitsOutABootingLocation(t *testing.T) {
+	reads := [][]byte{
+		[]byte(`{"location":{"directory":"/p"},"data":[]}`),
+		[]byte(`{"location":{"directory":"/p"},"data":[{"name":"a","status":{"status":"pending"}},{"name":"b","status":{"status":"disabled"}}]}`),
+		[]byte(`{"location":{"directory":"/p"},"data":[{"name":"a","status":{"status":"connected"}},{"name":"b","status":{"status":"disabled"}}]}`),
+	}
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("location[directory]") != "/p" {
+			http.NotFound(w, r)
+			return
+		}
+		switch r.URL.Path {
+		case "/api/config":
+			_, _ = w.Write([]byte(`[{"type":"directory","path":"/c"},{"type":"document","path":"/p/opencode.jsonc","info":{"mcp":{"servers":{"a":{},"b":{}}}}}]`))
+		case "/api/mcp":
+			mu.Lock()
+			defer mu.Unlock()
+			_, _ = w.Write(reads[min(n, len(reads)-1)])
+			n++
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	st, err := (&OpenCode{URL: srv.URL, Gen: Gen2}).Status("/p")
+	if err != nil || st["a"].Status != "connected" || st["b"].Status != "disabled" || n != 3 {
+		t.Fatalf("Status = %+v, %v after %d reads", st, err, n)
 	}
 }
