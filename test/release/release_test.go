@@ -3,10 +3,11 @@
 // commit and date, free of local paths; the archives (archive_test.go) and
 // the .deb and .rpm packages (packages_test.go), opened, their binary run
 // or its architecture read; the container image (an OCI archive of the
-// linux binaries, image_test.go); the SBOM (sbom_test.go); the Homebrew
-// formula (formula_test.go); every one of them in SHA256SUMS, and the
-// same bytes when the whole release is rebuilt from a copy of the tree in
-// another directory.
+// linux binaries, image_test.go); the SBOM (sbom_test.go) and the
+// licences of what the binaries link, in every archive and package
+// (notices_test.go); the Homebrew formula (formula_test.go); every one
+// of them in SHA256SUMS, and the same bytes when the whole release is
+// rebuilt from a copy of the tree in another directory.
 //
 // It is a module of its own (go.mod), so that the RPM reader it needs is
 // not a dependency of mcp-reconnect. It needs the release, which takes
