@@ -10,6 +10,10 @@
 #   mcp-reconnect-linux-ARCH.rpm     /usr/bin/mcp-reconnect, completions and man pages
 #                                    in their system places, the systemd user unit in
 #                                    /usr/lib/systemd/user (tools/distpkg)
+#   mcp-reconnect-npm.tgz            the npm package mcp-reconnect, whose command runs
+#                                    the binary of one of:
+#   mcp-reconnect-npm-OS-CPU.tgz     the npm package @mcp-reconnect/OS-CPU of each
+#                                    binary, in npm's names (linux-x64; tools/distpkg)
 #   mcp-reconnect-image.oci.tar      the container image of the linux binaries, an
 #                                    OCI archive (tools/ociimage)
 #   mcp-reconnect.spdx.json          the software bill of materials: each binary

@@ -76,7 +76,8 @@ func (o Options) validate() error {
 // NoticesFile is the name the notices are shipped as.
 const NoticesFile = "THIRD_PARTY_NOTICES"
 
-// Build writes every archive and package, and returns their paths.
+// Build writes every archive and package, and the npm packages, and
+// returns their paths.
 func Build(o Options) ([]string, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -104,6 +105,22 @@ func Build(o Options) ([]string, error) {
 			}
 			written = append(written, out)
 		}
+	}
+	npm, err := o.npmPackages(bins, func(b Binary) ([]byte, error) { return os.ReadFile(b.Path) })
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(npm))
+	for name := range npm {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out := filepath.Join(o.Out, name)
+		if err := writeFile(out, func() ([]byte, error) { return npm[name], nil }); err != nil {
+			return nil, err
+		}
+		written = append(written, out)
 	}
 	return written, nil
 }

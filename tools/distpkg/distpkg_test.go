@@ -133,11 +133,12 @@ func TestBuildIsReproducible(t *testing.T) {
 	for _, w := range wa {
 		names = append(names, filepath.Base(w))
 	}
-	if got := strings.Join(names, " "); got != "mcp-reconnect-darwin-arm64.tar.gz mcp-reconnect-linux-amd64.tar.gz mcp-reconnect-linux-amd64.deb mcp-reconnect-linux-amd64.rpm mcp-reconnect-linux-arm64.tar.gz mcp-reconnect-linux-arm64.deb mcp-reconnect-linux-arm64.rpm" {
+	if got := strings.Join(names, " "); got != "mcp-reconnect-darwin-arm64.tar.gz mcp-reconnect-linux-amd64.tar.gz mcp-reconnect-linux-amd64.deb mcp-reconnect-linux-amd64.rpm mcp-reconnect-linux-arm64.tar.gz mcp-reconnect-linux-arm64.deb mcp-reconnect-linux-arm64.rpm "+
+		"mcp-reconnect-npm-darwin-arm64.tgz mcp-reconnect-npm-linux-arm64.tgz mcp-reconnect-npm-linux-x64.tgz mcp-reconnect-npm.tgz" {
 		t.Errorf("written: %s", got)
 	}
 	sa, sb := assets(t, oa.Out), assets(t, ob.Out)
-	if len(sa) != 7 {
+	if len(sa) != 11 {
 		t.Errorf("%d files in out: %v", len(sa), sa)
 	}
 	for name, sum := range sa {

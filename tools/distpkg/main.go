@@ -6,7 +6,15 @@
 // directory (what the Homebrew formula installs from); for each Linux
 // CPU a .deb and an .rpm, mcp-reconnect-linux-ARCH.deb and .rpm, with the
 // same files in their system places and the systemd user unit for every
-// user (internal/service's PackageUnit, in /usr/lib/systemd/user).
+// user (internal/service's PackageUnit, in /usr/lib/systemd/user); and the
+// npm packages (npm.go): mcp-reconnect-npm.tgz, the package mcp-reconnect,
+// and mcp-reconnect-npm-OS-CPU.tgz, @mcp-reconnect/OS-CPU, one per binary
+// in npm's names (linux-x64). They are published platform packages first
+// (npm wants --tag for a pre-release version; latest is what `npm install
+// mcp-reconnect` installs):
+//
+//	for f in dist/mcp-reconnect-npm-*-*.tgz; do npm publish --access public --tag latest "$f"; done
+//	npm publish --tag latest dist/mcp-reconnect-npm.tgz
 //
 // The completions and manual pages come from the binary itself, run on
 // this machine (--docs-binary, one of this machine's platform): with a
