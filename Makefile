@@ -1,6 +1,11 @@
 # The two commands a new user needs: `make demo` and `make test`.
 GO ?= go
+# The two OpenCode releases the e2e tests run on (1.18.34, the demo's,
+# and 2.1.2), pinned as in scripts/install-opencode.sh and internal/ochost.
 OPENCODE_BIN ?= $(CURDIR)/.cache/opencode/node_modules/opencode-linux-x64/bin/opencode
+OPENCODE2_VERSION = 2.1.2
+OPENCODE2_BIN ?= $(CURDIR)/.cache/opencode-$(OPENCODE2_VERSION)/node_modules/@opencode/cli-linux-x64/bin/opencode
+OPENCODE_ENV = OPENCODE_BIN=$(OPENCODE_BIN) OPENCODE2_BIN=$(OPENCODE2_BIN)
 
 .PHONY: all build test unit e2e lint demo bench opencode clean release release-check
 
@@ -9,14 +14,16 @@ all: build
 build:
 	$(GO) build -o bin/mcp-reconnect ./cmd/mcp-reconnect
 
-# opencode installs the pinned OpenCode binary into .cache/ (npm).
+# opencode installs the pinned OpenCode binaries, 1.x and 2.x, into
+# .cache/ (npm).
 opencode:
 	./scripts/install-opencode.sh >/dev/null
+	./scripts/install-opencode.sh $(OPENCODE2_VERSION) >/dev/null
 
 # test is the whole suite: formatting, vet, unit and end-to-end tests with
-# the race detector, against the real OpenCode binary.
+# the race detector, the latter against both real OpenCode releases.
 test: opencode lint
-	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -timeout 20m ./...
+	$(OPENCODE_ENV) $(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) -C tools test -race -count=1 ./...
 
 unit: lint
@@ -24,7 +31,7 @@ unit: lint
 	$(GO) -C tools test -race -count=1 ./...
 
 e2e: opencode
-	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -race -count=1 -v ./test/e2e/
+	$(OPENCODE_ENV) $(GO) test -race -count=1 -timeout 30m -v ./test/e2e/
 
 # lint also vets and builds for macOS, a release target, and vets the
 # release's tools and checks (tools/, test/release/: modules of their own,
@@ -46,22 +53,26 @@ demo: opencode
 # recovery times on the real opencode (about four minutes); see BENCHMARKS.md.
 bench: opencode
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/
-	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) test -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./test/e2e/
+	$(OPENCODE_ENV) $(GO) test -run '^$$' -bench Recovery -benchtime 1x -timeout 30m ./test/e2e/
 
 # release builds what users download into dist/, reproducibly
 # (scripts/release.sh says how): the binaries, one per target, stamped with
 # version, commit and date; an archive of each (binary, completions, man
-# pages, LICENSE, README.md); a .deb and an .rpm of each linux one; the
-# container image of the linux ones as an OCI archive; the SBOM (SPDX
-# JSON); the Homebrew formula for the tap, installing from the archives;
-# SHA256SUMS of them all. release-check builds them and checks them
-# (test/release): architecture, stamped version, no local paths; every
-# archive and package opened, its files, modes and metadata read, its
-# binary run (this machine's) or its CPU read; the image's platforms,
-# binaries, user, entrypoint and labels; the SBOM against the binaries'
-# build records; the formula's URLs and sha256 (loaded by Ruby where it is
-# installed); and the whole release rebuilt from a copy of the tree
-# elsewhere, the same bytes.
+# pages, LICENSE, THIRD_PARTY_NOTICES, README.md); a .deb and an .rpm of
+# each linux one; the npm packages (mcp-reconnect, and the binary of each
+# target as @mcp-reconnect/OS-CPU); the container image of the linux ones
+# as an OCI archive; the SBOM (SPDX JSON); the Homebrew formula for the
+# tap, installing from the archives; SHA256SUMS of them all. release-check
+# builds them and checks them (test/release): architecture, stamped
+# version, no local paths; every archive and package opened, its files,
+# modes and metadata read, its binary run (this machine's) or its CPU
+# read; the notices against the SBOM; the npm packages published to a
+# registry of the test's own on loopback (verdaccio, installed into .cache/
+# by the test), installed from it with npm and npx and run; the image's
+# platforms, binaries, user, entrypoint and labels; the SBOM against the
+# binaries' build records; the formula's URLs and sha256 (loaded by Ruby
+# where it is installed); and the whole release rebuilt from a copy of
+# the tree elsewhere, the same bytes.
 RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 # Where the release is published: the repository (formula homepage, image

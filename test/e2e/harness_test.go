@@ -1,11 +1,14 @@
-// Package e2e tests mcp-reconnect against the real opencode binary (npm
-// opencode-linux-x64, pinned in scripts/install-opencode.sh) and real MCP
-// servers built from test/mcpserver. Each test runs its own hermetic
-// OpenCode (temp HOME and XDG dirs, a password, its own port and project
-// directories).
+// Package e2e tests mcp-reconnect against the real OpenCode binaries and
+// real MCP servers built from test/mcpserver: OpenCode 1.18.34 (npm
+// opencode-linux-x64) and 2.1.2 (npm @opencode/cli-linux-x64), both pinned
+// in scripts/install-opencode.sh. Each capability's test runs on both
+// with the same assertions (forEachGeneration, generations_test.go). Each
+// test runs its own hermetic OpenCode (temp HOME and XDG dirs, a
+// password, its own port and project directories).
 //
-// The binary is found through $OPENCODE_BIN or the repo's .cache/opencode.
-// Without it the tests skip, except under CI=true, where they fail.
+// The binaries are found through $OPENCODE_BIN and $OPENCODE2_BIN, else
+// in the repo's .cache. Without one the tests that need it skip, except
+// under CI=true, where they fail.
 package e2e
 
 import (
@@ -54,23 +57,30 @@ func TestMain(m *testing.M) {
 			buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	opencodeBin = ochost.Binary(repoRoot())
+	findBinaries(repoRoot())
 	code := m.Run()
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }
 
-// needOpenCode skips when the binary is absent, unless CI is set.
+// needOpenCode skips when the 1.18.34 binary is absent, unless CI is set.
 func needOpenCode(t testing.TB) {
+	t.Helper()
+	needBinary(t, opencodeBin, ochost.Version)
+}
+
+// needBinary skips when the binary of OpenCode release v is absent,
+// unless CI is set; it fails when the test binaries did not build.
+func needBinary(t testing.TB, bin, v string) {
 	t.Helper()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	if _, err := os.Stat(opencodeBin); err != nil {
+	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("opencode binary missing at %s under CI: run scripts/install-opencode.sh (make test does)", opencodeBin)
+			t.Fatalf("opencode %s binary missing at %s under CI: run scripts/install-opencode.sh %s (make test does)", v, bin, v)
 		}
-		t.Skipf("opencode binary missing at %s: run `make test`, which installs it", opencodeBin)
+		t.Skipf("opencode %s binary missing at %s: run `make test`, which installs it", v, bin)
 	}
 }
 
@@ -83,39 +93,42 @@ func freePort(t testing.TB) int {
 	return p
 }
 
-// OpenCode wraps a hermetic opencode serve with test helpers.
+// OpenCode wraps a hermetic OpenCode server with test helpers.
 type OpenCode struct {
 	*ochost.OpenCode
+	// bin is its binary ("": 1.18.34's).
+	bin string
 }
 
-// startOpenCode starts `opencode serve` on port (0: a free one) in home
-// ("": a new one), and ends it when the test ends.
+// startOpenCode starts a hermetic OpenCode 1.18.34: the form of tests
+// that do not run on both generations yet (see forEachGeneration; a
+// converted test calls g.startOpenCode).
 func startOpenCode(t testing.TB, port int, home string) *OpenCode {
 	t.Helper()
-	needOpenCode(t)
-	oc, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: port, Home: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(oc.Kill)
-	return &OpenCode{OpenCode: oc}
+	return generations[0].startOpenCode(t, port, home)
 }
 
-// restartOpenCode kills oc and starts a new opencode serve on its port,
-// with the same home and password (an upgrade, a crash and a supervisor).
+// restartOpenCode kills oc and starts a new one of the same release on
+// its port, with the same home and password (an upgrade, a crash and a
+// supervisor).
 func restartOpenCode(t testing.TB, oc *OpenCode, home string) *OpenCode {
 	t.Helper()
 	oc.Kill()
 	time.Sleep(time.Second)
-	next, err := ochost.Start(ochost.Options{Binary: opencodeBin, Port: oc.Port, Home: home, Password: oc.Password})
+	bin := oc.bin
+	if bin == "" {
+		bin = opencodeBin
+	}
+	next, err := ochost.Start(ochost.Options{Binary: bin, Generation: oc.Gen, Port: oc.Port, Home: home, Password: oc.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(next.Kill)
-	return &OpenCode{OpenCode: next}
+	return &OpenCode{OpenCode: next, bin: bin}
 }
 
-// Status reads GET /mcp for dir (which starts its MCP servers, like a client).
+// Status reads dir's MCP servers as a client does (which starts them),
+// once each has had its first connect (ochost.OpenCode.Status).
 func (o *OpenCode) Status(t testing.TB, dir string) map[string]ochost.MCPStatus {
 	t.Helper()
 	st, err := o.OpenCode.Status(dir)
@@ -136,28 +149,20 @@ func (o *OpenCode) WaitStatus(t testing.TB, dir, name, want string, timeout time
 	return d
 }
 
-// Project is a project directory with an opencode.json.
+// Project is a project directory with an OpenCode config file of one
+// generation, and a directory for its test servers' logs.
 type Project struct {
 	Dir    string
 	LogDir string
+	gen    ochost.Generation
 }
 
-// newProject writes opencode.json with the given MCP section into a new
-// directory whose name has a space and a non-ASCII letter.
+// newProject makes a project for OpenCode 1.18.34: the form of tests
+// that do not run on both generations yet (a converted test calls
+// g.newProject).
 func newProject(t testing.TB, mcp map[string]any) *Project {
 	t.Helper()
-	root := t.TempDir()
-	p := &Project{Dir: filepath.Join(root, "my projéct"), LogDir: filepath.Join(root, "logs")}
-	for _, d := range []string{p.Dir, p.LogDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, _ := json.MarshalIndent(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": mcp}, "", "  ")
-	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return generations[0].newProject(t, mcp)
 }
 
 // StdioServer is the config of a local test server logging to the project.
@@ -309,12 +314,15 @@ func killPID(t testing.TB, pid int) {
 	}
 }
 
-// rewriteProject replaces the project's MCP section (servers need the
-// project's log paths, known only after newProject).
+// rewriteProject replaces the project's MCP servers (servers need the
+// project's log paths, known only after newProject): name → server
+// config, p.StdioServer, RemoteServer or any object both generations
+// read alike ({"type": "local", "command": [...]}), marked disabled with
+// p.Disabled. The config is written in the project's generation's file
+// and shape (ochost.Generation.WriteConfig).
 func rewriteProject(t testing.TB, p *Project, mcp map[string]any) *Project {
 	t.Helper()
-	b, _ := json.MarshalIndent(map[string]any{"$schema": "https://opencode.ai/config.json", "mcp": mcp}, "", "  ")
-	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.json"), b, 0o600); err != nil {
+	if err := p.gen.WriteConfig(p.Dir, mcp); err != nil {
 		t.Fatal(err)
 	}
 	return p

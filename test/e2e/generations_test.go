@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+)
+
+// Every capability's e2e test runs on both OpenCode generations with the
+// same assertions: a test states them once, in a body that
+// forEachGeneration runs as two subtests, named after the releases:
+//
+//	func TestWatchRecoversX(t *testing.T) {
+//		forEachGeneration(t, func(t *testing.T, g gen) {
+//			oc := g.startOpenCode(t, 0, "")          // 1.18.34 or 2.1.2, hermetic
+//			p := g.newProject(t, nil)                // opencode.json or opencode.jsonc
+//			rewriteProject(t, p, map[string]any{
+//				"s":   p.StdioServer("s"),
+//				"off": p.Disabled(p.StdioServer("off")),
+//				"r":   RemoteServer(url),
+//			})
+//			w := startWatch(t, oc, oc.Password)
+//			oc.Status(t, p.Dir)                       // a client reads: MCP starts
+//			oc.Dispose(t, p.Dir)                      // a client disposes the directory
+//			w.WaitLog(t, "reason="+g.CrashEvent, 10*time.Second)
+//		})
+//	}
+//
+// (`go test -run 'TestWatchRecoversX/2.1.2'` runs one generation.) What
+// differs between the generations is said in one place, never in a test:
+//
+//   - how OpenCode is started, made ready, read, and disposed of, and the
+//     shape and name of a project's config: internal/ochost, behind
+//     g.startOpenCode, g.newProject, rewriteProject, p.Disabled,
+//     OpenCode.Status, WaitStatus, Dispose and Do (whose directory query
+//     is the generation's own);
+//   - the words a test asserts that differ (an event's name the daemon
+//     logs): the fields of gen, filled in below.
+//
+// A test that needs a word of its own adds a field here rather than an
+// if on g in its body: a branch that asserts less on one generation is a
+// skip in disguise. What only one generation has (2.x's background
+// service and its service.json) is started with g.start and
+// ochost.Options.
+
+// gen is one OpenCode release the e2e tests run on, and the words in
+// which it differs from the other.
+type gen struct {
+	// Name is the release, and the subtest's name.
+	Name string
+	// Gen is its API generation.
+	Gen ochost.Generation
+	// Bin is its binary (filled by TestMain: $OPENCODE_BIN and
+	// $OPENCODE2_BIN, else what scripts/install-opencode.sh installs).
+	Bin string
+	// CrashEvent is the event by which OpenCode reports that an MCP
+	// server it had connected is gone (a stdio child died), and so the
+	// reason the daemon logs when that arms or wakes a directory: 1.x
+	// publishes mcp.tools.changed; 2.x has no such event on its stream and
+	// publishes mcp.status.changed on every status transition instead.
+	CrashEvent string
+}
+
+// generations are the releases every capability's e2e test runs on: the
+// pinned 1.x and 2.x releases.
+var generations = []gen{
+	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed"},
+	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed"},
+}
+
+// findBinaries fills each generation's binary.
+func findBinaries(root string) {
+	generations[0].Bin = ochost.Binary(root)
+	generations[1].Bin = ochost.Binary2(root)
+	opencodeBin = generations[0].Bin
+}
+
+// forEachGeneration runs body once per generation, each as a subtest
+// named after its release ("1.18.34", "2.1.2"), in that order. A missing
+// binary skips its subtest, and fails it under CI=true.
+func forEachGeneration(t *testing.T, body func(t *testing.T, g gen)) {
+	t.Helper()
+	for _, g := range generations {
+		t.Run(g.Name, func(t *testing.T) {
+			needBinary(t, g.Bin, g.Name)
+			body(t, g)
+		})
+	}
+}
+
+// startOpenCode starts a hermetic OpenCode server of this release on
+// port (0: a free one) in home ("": a new one, see newHome), and ends it
+// when the test ends.
+func (g gen) startOpenCode(t testing.TB, port int, home string) *OpenCode {
+	t.Helper()
+	return g.start(t, ochost.Options{Port: port, Home: home})
+}
+
+// start starts a hermetic OpenCode of this release with options o (its
+// Binary and Generation are g's), and ends it when the test ends. 2.x's
+// background service, which every 2.x CLI command starts, is
+// generations[1].start(t, ochost.Options{Service: true, Home: home}): its
+// service.json is oc.ServiceFile().
+func (g gen) start(t testing.TB, o ochost.Options) *OpenCode {
+	t.Helper()
+	needBinary(t, g.Bin, g.Name)
+	o.Binary, o.Generation = g.Bin, g.Gen
+	oc, err := ochost.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.Kill)
+	return &OpenCode{OpenCode: oc, bin: g.Bin}
+}
+
+// newHome makes a hermetic home that outlives one OpenCode (a restart on
+// the same home), prepared as ochost prepares its own: 1.x's config
+// directory seeded against its hidden npm install.
+func (g gen) newHome(t testing.TB) string {
+	t.Helper()
+	home := t.TempDir()
+	if g.Gen == ochost.Gen1 {
+		if err := ochost.SeedConfigDir(filepath.Join(home, "config", "opencode")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+// newProject makes a project directory (its name has a space and a
+// non-ASCII letter) whose config, in this release's file and shape,
+// names the MCP servers mcp (name → server config; see rewriteProject).
+func (g gen) newProject(t testing.TB, mcp map[string]any) *Project {
+	t.Helper()
+	root := t.TempDir()
+	p := &Project{Dir: filepath.Join(root, "my projéct"), LogDir: filepath.Join(root, "logs"), gen: g.Gen}
+	for _, d := range []string{p.Dir, p.LogDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rewriteProject(t, p, mcp)
+}
+
+// Disabled is server's config marked disabled, in the project's
+// generation's words (1.x "enabled": false, 2.x "disabled": true).
+func (p *Project) Disabled(server map[string]any) map[string]any {
+	return p.gen.Disabled(server)
+}
+
+// Dispose ends dir's instance (1.x) or location (2.x) as a client does,
+// its MCP servers with it.
+func (o *OpenCode) Dispose(t testing.TB, dir string) {
+	t.Helper()
+	if err := o.OpenCode.Dispose(dir); err != nil {
+		t.Fatal(err)
+	}
+}
