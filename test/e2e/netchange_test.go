@@ -5,7 +5,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,88 +168,70 @@ func nsListen(t *testing.T, ns, addr string) net.Listener {
 	return l
 }
 
-// nsOpenCodeGen is what the test does differently on one OpenCode
-// generation running in a namespace: how it is started, configured with
-// the scripted model and one remote MCP server, asked whether it is up,
-// and prompted. The assertions are the same on every generation.
-type nsOpenCodeGen struct {
-	name string
-	// bin is the OpenCode binary ("" skips: not installed).
-	bin func(t *testing.T) string
-	// env is the environment that gives OpenCode its password.
-	env func(home, password string) []string
+// nsDriver is what the test does differently on each OpenCode generation
+// (gen, generations_test.go) running in a namespace, beyond what the
+// namespace helpers say (nsServe, nsStatus): how it is configured with
+// the scripted model and one remote MCP server, and prompted. The
+// assertions are the same on every generation.
+type nsDriver struct {
 	// configure writes dir's config: the scripted model at modelURL and
 	// the remote MCP server "rem" at remoteURL.
 	configure func(t *testing.T, dir, modelURL, remoteURL string)
-	// ready is the route that answers 200 once the server is up.
-	ready string
-	// status reads the MCP status of dir, by server name.
-	status func(t *testing.T, c *http.Client, base, password, dir string) map[string]string
 	// prompt sends one prompt in a new session in dir and returns the
 	// state and output of the tool part it recorded.
 	prompt func(t *testing.T, c *http.Client, base, password, dir string) (status, output string)
 }
 
-var nsOpenCode1 = nsOpenCodeGen{
-	name: "1.18.34",
-	bin:  func(t *testing.T) string { needOpenCode(t); return opencodeBin },
-	env: func(home, password string) []string {
-		return append(ochost.Env(home), "OPENCODE_SERVER_PASSWORD="+password)
-	},
-	configure: func(t *testing.T, dir, modelURL, remoteURL string) {
-		cfg := map[string]any{
-			"$schema": "https://opencode.ai/config.json",
-			"provider": map[string]any{"fake": map[string]any{"npm": "@ai-sdk/openai-compatible",
-				"options": map[string]any{"baseURL": modelURL + "/v1", "apiKey": "x"},
-				"models":  map[string]any{"m": map[string]any{"name": "m", "tool_call": true}}}},
-			"model": "fake/m",
-			"mcp":   map[string]any{"rem": RemoteServer(remoteURL)},
-		}
-		b, _ := json.MarshalIndent(cfg, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, "opencode.json"), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	},
-	ready: "/global/health",
-	status: func(t *testing.T, c *http.Client, base, password, dir string) map[string]string {
-		var st map[string]struct{ Status string }
-		_ = json.Unmarshal(nsOpenCode(t, c, "GET", base, "/mcp", dir, password), &st)
-		out := map[string]string{}
-		for name, s := range st {
-			out[name] = s.Status
-		}
-		return out
-	},
-	prompt: nsPrompt1,
+// nsDrivers are the drivers by generation.
+var nsDrivers = map[ochost.Generation]nsDriver{
+	ochost.Gen1: {configure: configure1, prompt: nsPrompt1},
+	ochost.Gen2: {configure: configure2, prompt: nsPrompt2},
 }
 
-// nsPrompt1 drives one prompt on OpenCode 1.x (docs: opencode-facts.md,
-// "Driving a real prompt").
+// configure1 writes a 1.x project config (opencode-facts.md, "Driving a
+// real prompt").
+func configure1(t *testing.T, dir, modelURL, remoteURL string) {
+	writeConfig(t, filepath.Join(dir, ochost.Gen1.ConfigFile()), map[string]any{
+		"$schema": "https://opencode.ai/config.json",
+		"provider": map[string]any{"fake": map[string]any{"npm": "@ai-sdk/openai-compatible",
+			"options": map[string]any{"baseURL": modelURL + "/v1", "apiKey": "x"},
+			"models":  map[string]any{"m": map[string]any{"name": "m", "tool_call": true}}}},
+		"model": "fake/m",
+		"mcp":   map[string]any{"rem": RemoteServer(remoteURL)},
+	})
+}
+
+// configure2 writes a 2.x project config (opencode-v2-facts.md §7.2).
+// Code Mode off: the model sees the MCP tools themselves.
+func configure2(t *testing.T, dir, modelURL, remoteURL string) {
+	writeConfig(t, filepath.Join(dir, ochost.Gen2.ConfigFile()), map[string]any{
+		"providers": map[string]any{"fake": map[string]any{"name": "Fake", "package": "@ai-sdk/openai-compatible",
+			"settings": map[string]any{"baseURL": modelURL + "/v1", "apiKey": "x"},
+			"models":   map[string]any{"m": map[string]any{"name": "m", "capabilities": map[string]any{"tools": true}}}}},
+		"model":       "fake/m",
+		"permissions": []any{map[string]any{"action": "*", "resource": "*", "effect": "allow"}},
+		"mcp":         map[string]any{"servers": map[string]any{"rem": map[string]any{"type": "remote", "url": remoteURL, "codemode": false}}},
+	})
+}
+
+func writeConfig(t *testing.T, file string, cfg map[string]any) {
+	t.Helper()
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nsPrompt1 drives one prompt on OpenCode 1.x (opencode-facts.md,
+// "Driving a real prompt"): a session, its message (which returns after
+// the whole turn), then its messages.
 func nsPrompt1(t *testing.T, c *http.Client, base, password, dir string) (status, output string) {
 	t.Helper()
-	do := func(method, path string, body any) []byte {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, base+path+"?directory="+urlQueryEscape(dir), rd)
-		req.SetBasicAuth("opencode", password)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return b
-	}
 	var sess struct{ ID string }
-	_ = json.Unmarshal(do("POST", "/session", map[string]any{"title": "e2e"}), &sess)
-	do("POST", "/session/"+sess.ID+"/message", map[string]any{"parts": []any{map[string]any{"type": "text", "text": "echo hello"}}})
+	_ = json.Unmarshal(nsRequest(t, c, ochost.Gen1, "POST", base, "/session", dir, password, map[string]any{"title": "e2e"}), &sess)
+	nsRequest(t, c, ochost.Gen1, "POST", base, "/session/"+sess.ID+"/message", dir, password,
+		map[string]any{"parts": []any{map[string]any{"type": "text", "text": "echo hello"}}})
+	raw := nsRequest(t, c, ochost.Gen1, "GET", base, "/session/"+sess.ID+"/message", dir, password, nil)
 	var msgs []struct {
 		Parts []struct {
 			Type  string `json:"type"`
@@ -262,7 +242,7 @@ func nsPrompt1(t *testing.T, c *http.Client, base, password, dir string) (status
 			} `json:"state"`
 		} `json:"parts"`
 	}
-	_ = json.Unmarshal(do("GET", "/session/"+sess.ID+"/message", nil), &msgs)
+	_ = json.Unmarshal(raw, &msgs)
 	for _, m := range msgs {
 		for _, p := range m.Parts {
 			if p.Type == "tool" {
@@ -270,107 +250,22 @@ func nsPrompt1(t *testing.T, c *http.Client, base, password, dir string) (status
 			}
 		}
 	}
-	t.Fatalf("no tool part in the session: %+v", msgs)
+	t.Fatalf("no tool part in the session: %s", raw)
 	return "", ""
-}
-
-// opencode2Bin is the released OpenCode 2.1.2 ($OPENCODE2_BIN, else the
-// repository's .cache/opencode-2.1.2): npm's @opencode/cli-linux-x64.
-// Without it the test skips, except in CI.
-func opencode2Bin(t *testing.T) string {
-	t.Helper()
-	needOpenCode(t) // the binaries this test builds
-	bin := os.Getenv("OPENCODE2_BIN")
-	if bin == "" {
-		bin = filepath.Join(repoRoot(), ".cache", "opencode-2.1.2", "node_modules", "@opencode", "cli-linux-x64", "bin", "opencode")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("OpenCode 2.1.2 missing at %s under CI: npm install --prefix .cache/opencode-2.1.2 @opencode/cli-linux-x64@2.1.2", bin)
-		}
-		t.Skipf("OpenCode 2.1.2 missing at %s: npm install --prefix .cache/opencode-2.1.2 @opencode/cli-linux-x64@2.1.2", bin)
-	}
-	return bin
-}
-
-var nsOpenCode2 = nsOpenCodeGen{
-	name: "2.1.2",
-	bin:  opencode2Bin,
-	env: func(home, password string) []string {
-		return append(ochost.Env(home), "OPENCODE_PASSWORD="+password, "OPENCODE_SERVER_PASSWORD="+password)
-	},
-	// opencode-v2-facts.md §7.2. Code Mode off: the model sees the MCP
-	// tools themselves.
-	configure: func(t *testing.T, dir, modelURL, remoteURL string) {
-		cfg := map[string]any{
-			"providers": map[string]any{"fake": map[string]any{"name": "Fake", "package": "@ai-sdk/openai-compatible",
-				"settings": map[string]any{"baseURL": modelURL + "/v1", "apiKey": "x"},
-				"models":   map[string]any{"m": map[string]any{"name": "m", "capabilities": map[string]any{"tools": true}}}}},
-			"model":       "fake/m",
-			"permissions": []any{map[string]any{"action": "*", "resource": "*", "effect": "allow"}},
-			"mcp":         map[string]any{"servers": map[string]any{"rem": map[string]any{"type": "remote", "url": remoteURL, "codemode": false}}},
-		}
-		b, _ := json.MarshalIndent(cfg, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, "opencode.jsonc"), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	},
-	ready: "/api/info",
-	status: func(t *testing.T, c *http.Client, base, password, dir string) map[string]string {
-		req, _ := http.NewRequest("GET", base+"/api/mcp?location%5Bdirectory%5D="+url.QueryEscape(dir), nil)
-		req.SetBasicAuth("opencode", password)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("GET /api/mcp: %v", err)
-		}
-		defer resp.Body.Close()
-		var st struct {
-			Data []struct {
-				Name   string
-				Status struct{ Status string }
-			}
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&st)
-		out := map[string]string{}
-		for _, s := range st.Data {
-			out[s.Name] = s.Status.Status
-		}
-		return out
-	},
-	prompt: nsPrompt2,
 }
 
 // nsPrompt2 drives one prompt on OpenCode 2.1.2 (opencode-v2-facts.md
 // §7.2): a session, its prompt, a wait for the turn, then its messages.
 func nsPrompt2(t *testing.T, c *http.Client, base, password, dir string) (status, output string) {
 	t.Helper()
-	q := "?location%5Bdirectory%5D=" + url.QueryEscape(dir)
-	do := func(method, path, extra string, body any) []byte {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, base+path+q+extra, bytes.NewReader(b))
-		if body == nil {
-			req, _ = http.NewRequest(method, base+path+q+extra, nil)
-		}
-		req.SetBasicAuth("opencode", password)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode/100 != 2 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, out)
-		}
-		return out
-	}
 	var sess struct {
 		Data struct{ ID string } `json:"data"`
 	}
-	_ = json.Unmarshal(do("POST", "/api/session", "", map[string]any{"title": "e2e", "location": map[string]any{"directory": dir}}), &sess)
-	do("POST", "/api/session/"+sess.Data.ID+"/prompt", "", map[string]any{"text": "echo hello"})
-	do("POST", "/api/experimental/session/"+sess.Data.ID+"/wait", "", map[string]any{})
-	raw := do("GET", "/api/session/"+sess.Data.ID+"/message", "&order=asc&limit=200", nil)
+	_ = json.Unmarshal(nsRequest(t, c, ochost.Gen2, "POST", base, "/api/session", dir, password,
+		map[string]any{"title": "e2e", "location": map[string]any{"directory": dir}}), &sess)
+	nsRequest(t, c, ochost.Gen2, "POST", base, "/api/session/"+sess.Data.ID+"/prompt", dir, password, map[string]any{"text": "echo hello"})
+	nsRequest(t, c, ochost.Gen2, "POST", base, "/api/experimental/session/"+sess.Data.ID+"/wait", dir, password, map[string]any{})
+	raw := nsRequest(t, c, ochost.Gen2, "GET", base, "/api/session/"+sess.Data.ID+"/message?order=asc&limit=200", dir, password, nil)
 	var msgs struct {
 		Data []struct {
 			Content []struct {
@@ -415,18 +310,15 @@ func nsPrompt2(t *testing.T, c *http.Client, base, password, dir string) (status
 // own: OpenCode, the MCP server, the proxy that resets, the scripted
 // model and the daemon.
 func TestNetworkChangeFirstToolCallWorks(t *testing.T) {
-	for _, g := range []nsOpenCodeGen{nsOpenCode1, nsOpenCode2} {
-		t.Run(g.name, func(t *testing.T) { networkChangeFirstToolCall(t, g) })
-	}
+	forEachGeneration(t, func(t *testing.T, g gen) { networkChangeFirstToolCall(t, g, nsDrivers[g.Gen]) })
 }
 
-func networkChangeFirstToolCall(t *testing.T, g nsOpenCodeGen) {
-	bin := g.bin(t)
+func networkChangeFirstToolCall(t *testing.T, g gen, d nsDriver) {
 	ns := newNetns(t)
-	home := hermeticHome(t)
-	p := newProject(t, nil)
+	home := g.newHome(t)
+	p := g.newProject(t, nil)
 	const password = "netchange-password"
-	env := g.env(home, password)
+	env := nsEnv(g, home, password)
 
 	// The remote MCP server, behind the proxy.
 	serverPort := freePort(t)
@@ -442,41 +334,18 @@ func networkChangeFirstToolCall(t *testing.T, g nsOpenCodeGen) {
 	ms.Listener = nsListen(t, ns, "127.0.0.1:0")
 	ms.Start()
 	t.Cleanup(ms.Close)
-	g.configure(t, p.Dir, ms.URL, "http://"+proxy.addr()+"/mcp")
+	d.configure(t, p.Dir, ms.URL, "http://"+proxy.addr()+"/mcp")
 
-	port := freePort(t)
-	ocOut := &ochost.Buffer{}
-	nsStart(t, ns, env, ocOut, bin, "serve", "--port", fmt.Sprint(port), "--hostname", "127.0.0.1")
-	defer func() {
-		if t.Failed() {
-			t.Logf("opencode output:\n%s", ocOut)
-		}
-	}()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	c := nsClient(t, ns)
-	waitFor(t, 60*time.Second, "opencode answering", func() bool {
-		// A fresh OpenCode may hang a request in its first half second
-		// (docs/opencode.md): each look is short.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+g.ready, nil)
-		req.SetBasicAuth("opencode", password)
-		resp, err := c.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	base, c := nsServe(t, ns, g, env, password)
 	waitFor(t, 30*time.Second, "the remote MCP server connected", func() bool {
-		return g.status(t, c, base, password, p.Dir)["rem"] == "connected"
+		return nsStatus(t, c, g, base, password, p.Dir)["rem"] == "connected"
 	})
 	// 2.1.2 registers the tools about 0.25 s after it says connected
 	// (opencode-v2-facts.md §7.2).
 	time.Sleep(time.Second)
 	call := func(what string) (string, string) {
 		t.Helper()
-		st, out := g.prompt(t, c, base, password, p.Dir)
+		st, out := d.prompt(t, c, base, password, p.Dir)
 		t.Logf("%s: tool call %s: %.200s", what, st, out)
 		return st, out
 	}
