@@ -64,8 +64,7 @@ const serviceYoung = 2 * time.Minute
 // another: a busy or restarting-in-place service proves nothing by one
 // failure, and moving is not free (the other service boots every
 // --directory and starts its MCP servers). Evidence moves it at once: a
-// refused connection, its file gone or rewritten for a service that is
-// not running, or its pid gone.
+// refused connection, its file gone or stale, or its pid gone (holds).
 const followPatience = time.Minute
 
 // serviceURL is where the shared service usually listens (macOS and

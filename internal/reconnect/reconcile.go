@@ -143,8 +143,7 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 // that stayed up long enough ends its episode, and a trigger may still
 // ask for a fresh session (its process exited, the network changed or
 // the machine slept, its endpoint restarted), each at most when its
-// episode allows. Caller holds
-// Engine.mu.
+// episode allows. Caller holds Engine.mu.
 func (e *Engine) reconcileConnected(d *dir, r read, now time.Time) (o outcome) {
 	s, name, p := r.s, r.name, e.cfg.Backoff
 	s.rateLimited = false
