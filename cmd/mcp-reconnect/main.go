@@ -297,7 +297,9 @@ others can read): watch says why and exits 78.
 A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
 file's password) goes to one --url only: with several, watch refuses and
 asks for [[opencode]] tables with a password-file each; with [[opencode]]
-tables and no --url it would go to no server, and watch refuses too. A password for a
+tables and no --url it would go to no server, and watch refuses too,
+except $OPENCODE_SERVER_PASSWORD, which people export for OpenCode itself:
+watch says once that it is not used, and goes on. A password for a
 plain-http URL whose host is not loopback (127.0.0.0/8, ::1, localhost) is
 refused unless --allow-http-password is given.
 
