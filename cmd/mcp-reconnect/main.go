@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -262,7 +264,8 @@ func newWatch() *cobra.Command {
 		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
 		Long: `watch attaches to a running OpenCode server (opencode serve, a TUI started
 with --port, or OpenCode 2's background service) and reconnects its failed
-MCP servers until stopped with SIGINT or SIGTERM. It speaks both OpenCode
+MCP servers until stopped with SIGINT or SIGTERM (it logs which one, at
+info). It speaks both OpenCode
 generations (1.x and 2.x), detected at start and again whenever the server
 comes back after it could not be reached.
 
@@ -339,7 +342,7 @@ shows the daemon's own resident memory and goroutines.`,
 			if err := ec.Validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnSignal(cmd.Context(), log)
 			defer stop()
 			cfg := daemon.Config{
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
@@ -365,6 +368,35 @@ shows the daemon's own resident memory and goroutines.`,
 	cmd.Flags().StringVar(&envFile, service.EnvFileFlag, "", "the environment file the service manager started watch with (the installed systemd unit passes it): refused when another user owns it or others can change it, or when it holds a password others can read")
 	_ = cmd.Flags().MarkHidden(service.EnvFileFlag)
 	return cmd
+}
+
+// stopOnSignal is signal.NotifyContext for SIGINT and SIGTERM that
+// logs, at info, the one line saying which signal ended the daemon: a
+// service manager's stop must not look like a crash or a hang in the
+// journal.
+func stopOnSignal(parent context.Context, log *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-sigs:
+			name := sig.String()
+			if s, ok := sig.(syscall.Signal); ok {
+				name = unix.SignalName(s)
+			}
+			log.Info("stopping: signal received", "signal", name)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
 }
 
 // refuse ends a watch that a service manager must not restart (a restart
