@@ -91,6 +91,9 @@ type watchFlags struct {
 	// passwordSource says where the password came from (never the
 	// password): "--password", "env …", "config file …", or "".
 	passwordSource string
+	// urlSource says where --url came from: "--url", "$OPENCODE_URL",
+	// "the config file's url", or "" (not given).
+	urlSource string
 	// service is --service-file: the OpenCode 2 service file to follow.
 	service                string
 	logLevel, logFormat    string
@@ -147,13 +150,25 @@ func (f *watchFlags) load(fs *pflag.FlagSet) error {
 	if fs.Changed("password") {
 		f.passwordSource = "--password"
 	}
+	if fs.Changed("url") {
+		f.urlSource = "--url"
+	}
 	if err := applyEnv(fs); err != nil {
 		return err
 	}
 	if f.passwordSource == "" && fs.Changed("password") {
 		f.passwordSource = "env " + envName("password")
 	}
-	return f.loadFile(fs, fs.Changed("config"))
+	if f.urlSource == "" && fs.Changed("url") {
+		f.urlSource = "$" + envName("url")
+	}
+	if err := f.loadFile(fs, fs.Changed("config")); err != nil {
+		return err
+	}
+	if f.urlSource == "" && fs.Changed("url") {
+		f.urlSource = "the config file's url"
+	}
+	return nil
 }
 
 // loadFile applies the config file f.config (explicit: named by the user,
