@@ -116,9 +116,12 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		// wrong port would read a route they never heard of).
 		var oe *Error
 		if errors.As(err, &oe) && oe.Status == 0 && !errors.Is(err, ErrNotYet) {
-			oe.Op, oe.Detail = "", "no answer: "+oe.Detail
-			if oe.refused {
+			oe.Op = ""
+			switch {
+			case oe.refused:
 				oe.Detail = "connection refused: nothing listens on " + c.base.Host
+			case oe.Detail == "timed out":
+				oe.Detail = fmt.Sprintf("no answer within %s", timeout)
 			}
 		}
 		return GenUnknown, "", 0, err
