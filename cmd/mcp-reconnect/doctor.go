@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
@@ -44,7 +46,7 @@ naming the other services that answer); else OpenCode 1.x's default,
 http://127.0.0.1:4096. Its first line says which it chose and why. A
 daemon's OpenCode is checked with the password the daemon has too: its
 service file's, or its [[opencode]] table's password-file, else the one
-given to doctor.
+given to doctor, to a server on this machine only.
 
 It then lists the MCP servers that need attention: those the daemon
 watching that OpenCode sees in armed directories, and those of each
@@ -99,7 +101,7 @@ It exits 0 only when nothing failed.`,
 				return errors.New("--json is not for --reap: it asks and reports on the terminal")
 			}
 			if len(f.urls) > 1 {
-				return fmt.Errorf("doctor checks one OpenCode server at a time: %d URLs given (--url %s)", len(f.urls), strings.Join(f.urls, ", --url "))
+				return fmt.Errorf("doctor checks one OpenCode server at a time: %d URLs given (%s: %s); pass --url to choose one", len(f.urls), f.urlSource, strings.Join(f.urls, ", "))
 			}
 			for _, u := range f.urls {
 				if _, err := opencode.New(u, opencode.Options{}); err != nil {
@@ -196,8 +198,8 @@ type doctorTarget struct {
 }
 
 // targetLine is the report's line saying which OpenCode is checked and why.
-func targetLine(url, why string) doctor.Check {
-	return doctor.Check{Severity: doctor.Info, Name: "target", Detail: opencode.Redact(url) + ": " + why}
+func targetLine(u, why string) doctor.Check {
+	return doctor.Check{Severity: doctor.Info, Name: "target", Detail: opencode.Redact(u) + ": " + why}
 }
 
 // doctorTargets chooses what doctor checks: the URL the user gave (--url,
@@ -218,22 +220,22 @@ func (f *watchFlags) doctorTargets(ctx context.Context, flags *pflag.FlagSet, en
 			return true
 		})
 	}
-	// watcher is the daemon to ask about url: --status-addr's, else the
+	// watcher is the daemon to ask about u: --status-addr's, else the
 	// registered one that watches it.
-	watcher := func(url string) *statusapi.Client {
+	watcher := func(u string) *statusapi.Client {
 		if asked != nil {
 			return asked
 		}
 		for _, e := range ents {
-			if e.Watches(url) {
+			if e.Watches(u) {
 				return &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
 			}
 		}
 		return nil
 	}
-	given := func(url, why string) doctorTarget {
-		return doctorTarget{url: url, username: f.username, password: f.password, passwordSource: f.passwordSource,
-			daemon: watcher(url), lines: []doctor.Check{targetLine(url, why)}}
+	given := func(u, why string) doctorTarget {
+		return doctorTarget{url: u, username: f.username, password: f.password, passwordSource: f.passwordSource,
+			daemon: watcher(u), lines: []doctor.Check{targetLine(u, why)}}
 	}
 	serviceTarget := func(svc opencode.Service, check doctor.Check, why string) []doctorTarget {
 		return []doctorTarget{{url: svc.URL, password: svc.Password(), passwordSource: "service file " + svc.Path, fromService: true,
@@ -306,6 +308,12 @@ func (f *watchFlags) daemonTargets(ents []registry.Entry) ([]doctorTarget, error
 					}
 					t.passwordSource = "password file " + pf + " (its [[opencode]] table in " + f.config + ")"
 				}
+			} else if t.password != "" && !loopbackURL(u) {
+				// The password given to doctor names no server: another
+				// host, one the daemon reaches with a password of its own,
+				// must not learn it.
+				t.password, t.passwordSource = "", ""
+				why += "; the password given to doctor is not sent to another host: pass --url to check it with one"
 			}
 			t.lines = []doctor.Check{targetLine(u, why)}
 			out = append(out, t)
@@ -314,19 +322,25 @@ func (f *watchFlags) daemonTargets(ents []registry.Entry) ([]doctorTarget, error
 	return out, nil
 }
 
-// liveServiceAt is the OpenCode 2 service registered at url in the
+// loopbackURL reports whether rawURL's host is this machine's loopback.
+func loopbackURL(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && loopback.Host(u.Host)
+}
+
+// liveServiceAt is the OpenCode 2 service registered at u in the
 // service file a daemon follows (file, and for the default one the other
 // channels' beside it) whose pid still runs: a file left by a service
 // that is gone names a port anyone may hold now, and its password must
 // not go there.
-func liveServiceAt(file, url string) (opencode.Service, bool) {
+func liveServiceAt(file, u string) (opencode.Service, bool) {
 	if file == "" {
 		return opencode.Service{}, false
 	}
 	regs, _ := opencode.Registrations(file, file == defaultServiceFile())
 	for _, r := range regs {
 		svc, err := opencode.ReadServiceFile(r.Path)
-		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(url) && pidRuns(svc.PID) {
+		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(u) && pidRuns(svc.PID) {
 			return svc, true
 		}
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,6 +160,23 @@ func TestDoctorChecksTheOpenCodeOfEachRunningDaemon(t *testing.T) {
 		}
 	}
 
+	// The password given to doctor names no server: a daemon's server on
+	// another host, which the daemon reaches with a password of its own,
+	// is not sent it.
+	remote := "https://opencode.invalid:4096"
+	far := registeredDaemon(t, "", remote)
+	checks = runDoctor(t, "--config", cfg)
+	for _, c := range checks {
+		if c.Name == "target" && strings.HasPrefix(c.Detail, remote) {
+			if !strings.Contains(c.Detail, fmt.Sprintf("pid %d", far)) || !strings.Contains(c.Detail, "not sent to another host") {
+				t.Errorf("the remote target: %q", c.Detail)
+			}
+		}
+	}
+	if got := named(checks, "password"); len(got) != 3 || !strings.Contains(got[2], "none given") {
+		t.Errorf("password sources with a remote daemon server: %q", got)
+	}
+
 	// What the user names wins over the daemons.
 	other := fake1(t, "c-secret")
 	if got := named(runDoctor(t, "--config", cfg, "--url", other), "target"); len(got) != 1 || got[0] != "info "+other+": given by --url" {
@@ -217,9 +236,26 @@ func TestDoctorChecksTheServiceThenTheDefault(t *testing.T) {
 	_ = os.Remove(filepath.Join(reg.Dir, strconv.Itoa(pid)+".json"))
 
 	gone := goneProcess(t)
-	staleSrv := httptest.NewServer(fakeopencode.New(nil)) // another OpenCode holds its port now
+	var sent atomic.Bool // the stale file's password reached the port
+	holder := fakeopencode.New(nil)
+	staleSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pw, _ := r.BasicAuth(); pw == fake2.DefaultPassword {
+			sent.Store(true)
+		}
+		holder.ServeHTTP(w, r)
+	})) // another OpenCode holds its port now
 	t.Cleanup(staleSrv.Close)
 	writeService(t, state, staleSrv.URL, gone)
+
+	// A daemon that followed that service and still lists its URL: not
+	// checked with the stale file's password.
+	pid = registeredDaemon(t, file, staleSrv.URL)
+	checks = runDoctor(t, "--config", "")
+	if got := named(checks, "password"); len(got) != 1 || !strings.Contains(got[0], "none given") || sent.Load() {
+		t.Fatalf("a daemon that followed a service now gone: password %q, the stale password sent: %v", got, sent.Load())
+	}
+	_ = os.Remove(filepath.Join(reg.Dir, strconv.Itoa(pid)+".json"))
+
 	checks = runDoctor(t, "--config", "")
 	if got := named(checks, "target"); len(got) != 1 || !strings.HasPrefix(got[0], "info http://127.0.0.1:4096: OpenCode 1.x's default address") || !strings.HasSuffix(got[0], "no OpenCode 2 service running)") {
 		t.Fatalf("a stale service file: target %q", got)
