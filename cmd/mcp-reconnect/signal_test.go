@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
@@ -85,4 +88,17 @@ func TestWatchWithTablesAndTheVariableExportedStopsOnSIGTERMWithALine(t *testing
 	if strings.Contains(log+out.String(), ambient) || strings.Contains(log, "401") {
 		t.Errorf("the variable's value was printed, or sent:\n%s", log)
 	}
+}
+
+// stopOnSignal's goroutine ends with stop, whether a signal came or the
+// parent ended first.
+func TestStopOnSignalLeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	_, stop := stopOnSignal(context.Background(), slog.New(slog.DiscardHandler))
+	stop()
+	parent, cancel := context.WithCancel(context.Background())
+	ctx, stop := stopOnSignal(parent, slog.New(slog.DiscardHandler))
+	cancel()
+	<-ctx.Done()
+	stop()
 }
