@@ -45,9 +45,14 @@ lint:
 	$(GO) -C test/release vet ./...
 
 # demo starts a real OpenCode with real MCP servers under mcp-reconnect,
-# breaks them, and shows them coming back.
-demo: opencode
-	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) run ./cmd/mcp-reconnect-demo
+# breaks them, and shows them coming back. Before its first line of its
+# own there is an npm install (once) and a Go build: it says so, and npm's
+# notice of a newer npm is not the demo's to show.
+demo:
+	@echo "make demo: installing the pinned OpenCode (npm package opencode-linux-x64, about 180 MB) into .cache/opencode, unless it is there"
+	@NO_UPDATE_NOTIFIER=1 npm_config_update_notifier=false ./scripts/install-opencode.sh >/dev/null
+	@echo "make demo: building the demo (go run ./cmd/mcp-reconnect-demo; a first build downloads and compiles its Go modules)"
+	@OPENCODE_BIN=$(OPENCODE_BIN) $(GO) run ./cmd/mcp-reconnect-demo
 
 # bench measures the daemon at scale against the in-process fake, then
 # recovery times on the real opencode (about four minutes); see BENCHMARKS.md.
