@@ -19,9 +19,8 @@ import (
 const (
 	trigProbe   = 1 << iota // the endpoint of a failed remote server answers again
 	trigRestart             // the endpoint of a connected remote server restarted
-	trigNetwork             // the machine's network changed
+	trigNetwork             // the machine's network changed (or it woke from sleep)
 	trigDead                // the process serving a local server exited (processes.go)
-	trigWake                // the machine woke from sleep: a connected remote's session may be dead
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -89,6 +88,10 @@ type dir struct {
 	// readStart is when the last status read was sent: process evidence
 	// counts only against a read sent after it.
 	readStart time.Time
+	// netChanged: the network changed since the last read, which sets
+	// trigNetwork on every server it lists, also those the directory
+	// did not know yet (NetworkChanged).
+	netChanged bool
 	// kindsKnown is set once GET /config answered; a failed read, or a
 	// server it did not list, clears it so the next check asks again.
 	kindsKnown bool
@@ -274,7 +277,7 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 }
 
 func triggerOf(trig int) backoff.Trigger {
-	if trig&(trigNetwork|trigWake) != 0 {
+	if trig&trigNetwork != 0 {
 		return backoff.Network
 	}
 	return backoff.Extra
