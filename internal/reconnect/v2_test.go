@@ -14,7 +14,7 @@ import (
 // announced by a burst of mcp.status.changed, and eviction of idle
 // locations (location.shutdown).
 
-// each2x runs f in a synctest bubble once per OpenCode 2 profile (2.0.21
+// each2x runs f in a synctest bubble once per OpenCode 2 profile (2.1.2
 // and the v2 preview build), as subtests v2 and v2preview; newFake2 makes
 // that profile's fake.
 func each2x(t *testing.T, f func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2)) {

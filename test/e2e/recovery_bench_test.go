@@ -68,7 +68,7 @@ func BenchmarkRecovery(b *testing.B) {
 	// connected), connected at once. The fake spawns nothing, so this is
 	// the daemon's own share of a recovery: the real server's spawn time
 	// comes on top.
-	for _, profile := range []fake2.Profile{fake2.Release2021, fake2.Preview} {
+	for _, profile := range []fake2.Profile{fake2.Release212, fake2.Preview} {
 		b.Run("v2-stdio-crash/"+profile.Name, func(b *testing.B) {
 			for range b.N {
 				fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {AfterConnect: "connected"}})
