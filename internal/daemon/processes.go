@@ -154,7 +154,7 @@ func signal(ch chan struct{}) {
 }
 
 // Successor implements reconnect.ProcessView from a fresh scan.
-func (p *procWatch) Successor(dir, name string, after time.Time) bool {
+func (p *procWatch) Successor(dir, name string, birth uint64) bool {
 	p.mu.Lock()
 	v := p.view
 	p.mu.Unlock()
@@ -162,7 +162,19 @@ func (p *procWatch) Successor(dir, name string, after time.Time) bool {
 		return false
 	}
 	p.syncServers(v)
-	return v.Successor(procview.Key{Directory: dir, Name: name}, after)
+	return v.Successor(procview.Key{Directory: dir, Name: name}, birth)
+}
+
+// Clock implements reconnect.ProcessView: the table's clock (0 before
+// there is a table: then no child is known to be older than a connect).
+func (p *procWatch) Clock() uint64 {
+	p.mu.Lock()
+	tab := p.table
+	p.mu.Unlock()
+	if tab == nil {
+		return 0
+	}
+	return tab.Now()
 }
 
 // run watches until ctx ends: finds OpenCode's process, watches its
@@ -433,7 +445,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					// when it decides (Successor); an older one left
 					// running is none: OpenCode talks to its newest.
 					if p.eng != nil {
-						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
+						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Birth, at)
 					}
 				case ev.Kind == procview.Started && p.eng != nil:
 					p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
@@ -454,7 +466,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			if s.Gone && !prev.At.IsZero() {
 				// What proves its orphans: the last children seen under
 				// it (prev is never a Gone snapshot), and when it ended.
-				p.save(prev, v, s.At)
+				p.save(prev, v, tab.Now())
 			}
 			p.mu.Lock()
 			p.last = s
@@ -468,7 +480,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			prev = s
 			if dirty && time.Since(saved) >= recordEvery {
-				dirty, saved = !p.save(s, v, time.Time{}), time.Now() // saved: when the save ended
+				dirty, saved = !p.save(s, v, 0), time.Now() // saved: when the save ended
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, lastScan.Sub(start))
@@ -483,7 +495,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			// run ends the daemon as soon as OpenCode exits: the record
 			// must say so all the same.
 			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() {
-				p.save(prev, v, s.At)
+				p.save(prev, v, tab.Now())
 			}
 			return nil
 		case <-p.again:
@@ -586,18 +598,19 @@ func (p *procWatch) forgetBelow(s procview.Snapshot) {
 // save writes the record of the OpenCode watched: its identity, and each
 // process seen under it that still runs (each child serving a server, the
 // process below a launcher that runs the server, OpenCode's other
-// children), with the OpenCode process it is a child of. ended, when
-// set, is when OpenCode was seen gone (s is then the last snapshot of it
-// alive, and what ran below each launcher is taken as last seen: a
-// launcher ended by a signal can leave its server). complete is false
-// while a launcher's server has not been found yet (save again later).
-func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time) (complete bool) {
+// children), with the OpenCode process it is a child of, and the boot
+// they run on. ended, when set, is the table's clock when OpenCode was
+// seen gone (s is then the last snapshot of it alive, and what ran below
+// each launcher is taken as last seen: a launcher ended by a signal can
+// leave its server). complete is false while a launcher's server has not
+// been found yet (save again later).
+func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended uint64) (complete bool) {
 	if p.record == nil {
 		return true
 	}
 	complete = true
 	root := v.OpenCode()
-	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At, Ended: ended}
+	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At, Boot: p.table.BootID(), End: ended}
 	if root.PGID == os.Getpid() {
 		// run: the wrapper leads OpenCode's group (the terminal's job),
 		// and this process is the wrapper.
@@ -626,7 +639,7 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 			// The server below a launcher too: a launcher ended by a
 			// signal can leave it (npm's node survives npm's SIGKILL).
 			var b serverBelow
-			if ended.IsZero() {
+			if ended == 0 {
 				b = p.serverBelow(p.table, c)
 				complete = complete && (b.known || b.tries >= maxBelowTries)
 			} else {

@@ -44,6 +44,9 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 			s.ep.Postpone(e.onGrid(next))
 		}
 		s.connecting, s.confirm, s.lastConnect = true, true, now
+		if e.procs != nil {
+			s.connectClock = e.procs.Clock()
+		}
 		e.metrics.Attempts.Inc()
 		e.metrics.InFlightConnects.Inc()
 		tier := tierOf(s.ep.Phase(p))
