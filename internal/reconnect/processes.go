@@ -97,7 +97,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	// disconnect) is announced on the event stream about when the child
 	// dies, and the check must see that, not read (and so re-create) a
 	// disposed instance, or connect a server being disabled.
-	soon := now.Add(deadChildGrace)
+	soon := now.Add(announceGrace)
 	switch {
 	case s.status == opencode.StatusConnected && !e.stableConnected(s, now):
 		d.wakeBy(later(s.ep.Next(), soon)) // a crash loop waits for its episode
@@ -108,9 +108,13 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	}
 }
 
-// deadChildGrace is how long a child's exit waits for OpenCode's own word
-// on it before the directory is checked.
-const deadChildGrace = 500 * time.Millisecond
+// announceGrace is how long the engine waits, after something ended that
+// OpenCode may have ended itself, for OpenCode's word on the event stream
+// before it reads the directory: a child's exit (a disposal, a
+// disconnect), a connect's return (a disposal answers a connect in
+// flight). A read of a disposed instance re-creates it. Once OpenCode
+// has spoken, the wait is over (reported).
+const announceGrace = 500 * time.Millisecond
 
 // deadChild decides a connect for a server whose child exited while its
 // fresh read says connected: allowed when the read was sent after the exit

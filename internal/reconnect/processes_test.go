@@ -42,8 +42,8 @@ func TestDeadChildOfAConnectedServerIsReconnected(t *testing.T) {
 		time.Sleep(510 * time.Millisecond)
 		synctest.Wait()
 		got := oc.connectTimes("/p", "s", exited)
-		if len(got) != 1 || got[0] != deadChildGrace {
-			t.Fatalf("connects after the child exited = %v, want one after the %v grace", got, deadChildGrace)
+		if len(got) != 1 || got[0] != announceGrace {
+			t.Fatalf("connects after the child exited = %v, want one after the %v grace", got, announceGrace)
 		}
 	})
 }
@@ -227,7 +227,7 @@ func TestDeadChildOfTheConnectInFlightIsRepaired(t *testing.T) {
 		synctest.Wait()
 		crash := time.Now()
 		e.ChildExited("/p", "s", birthAt(crash.Add(-80*time.Second)), crash)
-		time.Sleep(deadChildGrace + 100*time.Millisecond) // the repair's connect is in flight
+		time.Sleep(announceGrace + 100*time.Millisecond) // the repair's connect is in flight
 		if got := oc.connectTimes("/p", "s", crash); len(got) != 1 {
 			t.Fatalf("setup: connects %v", got)
 		}
@@ -236,8 +236,8 @@ func TestDeadChildOfTheConnectInFlightIsRepaired(t *testing.T) {
 		e.ChildExited("/p", "s", birthAt(time.Now().Add(-50*time.Millisecond)), time.Now())
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if got := oc.connectTimes("/p", "s", crash); len(got) != 2 || got[1] != deadChildGrace+time.Second {
-			t.Fatalf("connects after the crash = %v, want the repair and, at the episode's next attempt (%v), the repair of the child it started", got, deadChildGrace+time.Second)
+		if got := oc.connectTimes("/p", "s", crash); len(got) != 2 || got[1] != announceGrace+time.Second {
+			t.Fatalf("connects after the crash = %v, want the repair and, at the episode's next attempt (%v), the repair of the child it started", got, announceGrace+time.Second)
 		}
 	})
 }

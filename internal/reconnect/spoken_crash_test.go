@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// The grace after a child's exit (deadChildGrace) waits for OpenCode's
+// The grace after a child's exit (announceGrace) waits for OpenCode's
 // word, and only for it: on 1.18.34 a killed stdio server is failed and
 // announced (mcp.tools.changed) about 0.1 s after the kill, which the
 // exit watcher saw within milliseconds; OpenCode 2 announces a change
@@ -50,7 +50,7 @@ func TestSpokenCrashDoesNotWaitForTheGrace(t *testing.T) {
 				time.Sleep(time.Second)
 				synctest.Wait()
 				if got := oc.connectTimes("/p", "s", crash); len(got) != 1 || got[0] != 100*time.Millisecond {
-					t.Fatalf("first crash: connects %v after the exit, want one at 100ms, when OpenCode spoke (not after the %v grace)", got, deadChildGrace)
+					t.Fatalf("first crash: connects %v after the exit, want one at 100ms, when OpenCode spoke (not after the %v grace)", got, announceGrace)
 				}
 
 				// A second crash 5 s later (a crash loop): its episode's

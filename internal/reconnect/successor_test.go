@@ -102,8 +102,8 @@ func TestDeadChildWithoutASuccessorIsReconnected(t *testing.T) {
 		e.ChildExited("/p", "s", birthAt(exited.Add(-80*time.Second)), exited)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 || got[0] != deadChildGrace {
-			t.Fatalf("connects after a dead child with no successor = %v, want one after %v", got, deadChildGrace)
+		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 || got[0] != announceGrace {
+			t.Fatalf("connects after a dead child with no successor = %v, want one after %v", got, announceGrace)
 		}
 	})
 }
