@@ -281,7 +281,7 @@ func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
 	}
 	gen, _ := p.client.Generation()
 	if found != nil {
-		p.client.SetConfigEnv(p.listenerConfigEnv(tab, gen))
+		p.client.SetConfigEnv(p.listenerConfigEnv(tab, gen, p.client.PID()))
 		return
 	}
 	env := opencode.OwnConfigEnv(gen)
@@ -296,25 +296,25 @@ func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
 	p.client.SetConfigEnv(env)
 }
 
-// forwarders are programs that listen for a server elsewhere: a tunnel, a
-// proxy, a container runtime's port publisher. The config files of the
-// OpenCode behind them are not this machine's.
-var forwarders = map[string]bool{"ssh": true, "sshd": true, "socat": true, "kubectl": true, "docker-proxy": true,
-	"rootlesskit": true, "slirp4netns": true, "pasta": true, "gvproxy": true, "vpnkit": true, "com.docker.backend": true, "com.docker.back": true,
-	"conmon": true, "podman": true, "nc": true, "ncat": true}
-
 // listenerConfigEnv is how the config files of an OpenCode that is no
-// local process of this user are resolved: with this daemon's own
-// environment when what listens on its loopback port is a process of
-// this user in this mount namespace that forwards nothing (a wrapper of
-// OpenCode's that the view does not know), else not at all.
-func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation) opencode.ConfigEnv {
-	if port, err := p.loopbackPort(); err == nil {
-		if pid, err := procview.ListenerPID(port, os.Getuid()); err == nil {
-			proc, err := tab.Read(pid)
-			same, nsErr := procview.SameMountNamespace(pid)
-			if err == nil && nsErr == nil && same && proc.UID == os.Getuid() && !forwarders[proc.Comm] {
-				return opencode.OwnConfigEnv(gen)
+// local process of this user (as find sees it) are resolved: with this
+// daemon's own environment when the process listening on its loopback
+// port is the process the server says it is (reported, its own pid:
+// OpenCode 2's /api/info), of this user and in this mount namespace (an
+// OpenCode the view does not take for one: a wrapper, a renamed binary);
+// else not at all. What listens may forward to an OpenCode elsewhere (ssh,
+// a container's port publisher, Lima, VS Code's forwarded ports,
+// cloudflared, a reverse proxy), and no list of names covers them: a
+// server that reports no pid (1.x) is never taken for the listener.
+func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation, reported int) opencode.ConfigEnv {
+	if reported > 0 {
+		if port, err := p.loopbackPort(); err == nil {
+			if pid, err := procview.ListenerPID(port, os.Getuid()); err == nil && pid == reported {
+				proc, err := tab.Read(pid)
+				same, nsErr := procview.SameMountNamespace(pid)
+				if err == nil && nsErr == nil && same && proc.UID == os.Getuid() {
+					return opencode.OwnConfigEnv(gen)
+				}
 			}
 		}
 	}
