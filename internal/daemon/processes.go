@@ -81,6 +81,8 @@ type procWatch struct {
 	newExits func() (*procview.Exits, error)
 	// record keeps what was seen, for the orphans' evidence (nil: none).
 	record *procview.Record
+	// clock is the table the last watch reads births from (Clock).
+	clock atomic.Pointer[procview.Table]
 
 	mu        sync.Mutex
 	table     procview.Table
@@ -165,16 +167,16 @@ func (p *procWatch) Successor(dir, name string, birth uint64) bool {
 	return v.Successor(procview.Key{Directory: dir, Name: name}, birth)
 }
 
-// Clock implements reconnect.ProcessView: the table's clock (0 before
-// there is a table: then no child is known to be older than a connect).
+// Clock implements reconnect.ProcessView: the clock of the table the
+// children's births were read from (0 before any was watched: then no
+// child is known to be older than a connect). It takes no lock: the
+// engine asks under its own.
 func (p *procWatch) Clock() uint64 {
-	p.mu.Lock()
-	tab := p.table
-	p.mu.Unlock()
+	tab := p.clock.Load()
 	if tab == nil {
 		return 0
 	}
-	return tab.Now()
+	return (*tab).Now()
 }
 
 // run watches until ctx ends: finds OpenCode's process, watches its
@@ -378,6 +380,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	if err != nil {
 		return err
 	}
+	p.clock.Store(&tab)
 	ctx, cancel := context.WithCancel(ctx)
 	var exits *procview.Exits
 	var wg sync.WaitGroup
