@@ -128,9 +128,11 @@ type server struct {
 
 	lastReconnect time.Time
 
-	// lastConnect is when the engine last connected it (a child older
-	// than that was replaced by it).
-	lastConnect time.Time
+	// lastConnect is when the engine last connected it, and
+	// connectClock the process view's clock then (ProcessView.Clock): a
+	// child born before that reading was replaced by that connect.
+	lastConnect  time.Time
+	connectClock uint64
 
 	// The state only some servers need, allocated when one does: most of
 	// ten thousand servers are connected locals.
@@ -160,11 +162,12 @@ type endpointWatch struct {
 }
 
 // deadChild is the evidence the process view gave of a local server's
-// process: at is when it saw the child exit (trigDead), start when that
-// child had started (a child serving the server that started later is
-// its successor).
+// process: at is when it saw the child exit (trigDead), birth when that
+// child was born (on the view's clock: a child serving the server born
+// later is its successor).
 type deadChild struct {
-	at, start time.Time
+	at    time.Time
+	birth uint64
 }
 
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
