@@ -90,6 +90,10 @@ type Config struct {
 	// NoNetwatch turns off acting on network changes and wakes from sleep
 	// (retrying failed servers, renewing remote sessions).
 	NoNetwatch bool
+	// NoProcessView turns off watching OpenCode's MCP processes: for tests
+	// whose OpenCode is an in-process fake at a loopback address, where the
+	// view would watch whatever real process listens on that port.
+	NoProcessView bool
 	// NetSource and Wake replace the network-change source and the wake
 	// detector (tests); nil and the zero value are the machine's.
 	NetSource netwatch.Source
@@ -228,7 +232,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for i, w := range all {
 		wg.Go(func() { _ = w.eng.Run(ctx) })
 		wg.Go(func() { w.ann.Run(ctx) })
-		wg.Go(func() { w.procs.run(ctx) })
+		if !cfg.NoProcessView {
+			wg.Go(func() { w.procs.run(ctx) })
+		}
 		wg.Go(func() { streamLoop(ctx, w, broker, log, func(url string) { reg.setURL(i, url) }) })
 		if w.follow != nil && w.follow.fallback != nil {
 			wg.Go(func() { w.follow.watch(ctx) })

@@ -36,7 +36,7 @@ func TestHungServerDoesNotDelayTheOthersStart(t *testing.T) {
 				{URL: "http://hung-2:4096", Transport: hosts.Transport()},
 				{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/b"}, Transport: hosts.Transport()},
 			},
-			Engine: ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine: ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

@@ -48,7 +48,7 @@ func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 		cfg := Config{
 			// ServiceServer, through the in-memory hosts.
 			Servers: []Target{followService(file, false, nil, hosts.Transport())},
-			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine:  ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

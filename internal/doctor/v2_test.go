@@ -461,7 +461,7 @@ func TestRunAgainstFake2(t *testing.T) {
 		want := []Check{
 			{OK, "password", "from service file /s/service.json"},
 			{OK, "reachable", fake2.URL},
-			{OK, "generation", "OpenCode 2.x, version 2.1.2 (pid 43067)"},
+			{OK, "generation", "OpenCode 2.x, version 2.1.2 (pid 4194343)"},
 			{OK, "authenticated", "credentials accepted"},
 			{OK, "version", "2.1.2"},
 		}
@@ -659,7 +659,7 @@ func TestRunAgainstPreview(t *testing.T) {
 		defer stop()
 		checks := Run(context.Background(), fake2.URL, opencode.Options{Password: v2pw, Transport: tr}, Options{Directories: []string{"/p"}})
 		for _, want := range []Check{
-			{OK, "generation", "OpenCode 2.x, version 0.0.0-v2src-44b6938b (pid 27820)"},
+			{OK, "generation", "OpenCode 2.x, version 0.0.0-v2src-44b6938b (pid 4194320)"},
 			{OK, "api routes", "GET /api/health, GET /api/mcp, GET /api/event"},
 			{Warn, "api routes", "OpenCode does not offer GET /api/config (server kinds, remote URLs and which servers the user disabled): mcp-reconnect runs without it: server kinds and remote URLs come from the config files (when OpenCode runs on this machine) and from integrationID"},
 			{OK, "uses version", "GET /api/health"},

@@ -62,8 +62,10 @@ const (
 	DefaultHome = "/home/fake"
 	// DefaultVersion is what /api/info reports.
 	DefaultVersion = "2.1.2"
-	// DefaultPID is what /api/info reports.
-	DefaultPID = 43067
+	// DefaultPID is what /api/info reports: above the largest pid_max
+	// (2^22), so no process of the machine running the tests has it and
+	// no process watch of the daemon under test can reach a real one.
+	DefaultPID = 4194343
 	// DefaultHeartbeat is the period of ": heartbeat" comments.
 	DefaultHeartbeat = 15 * time.Second
 	// URL is the base URL to use with the transport from Serve.

@@ -117,7 +117,7 @@ func TestFakeAnswersAs212(t *testing.T) {
 		const loc = "?location%5Bdirectory%5D="
 
 		if resp, body := r.do("GET", "/api/info", true, nil); resp.StatusCode != 200 ||
-			body != `{"version":"2.1.2","pid":43067,"urls":["http://127.0.0.1:49374"],"paths":{"tmp":"/tmp/opencode"},"capabilities":{"persistentPty":true}}` {
+			body != `{"version":"2.1.2","pid":4194343,"urls":["http://127.0.0.1:49374"],"paths":{"tmp":"/tmp/opencode"},"capabilities":{"persistentPty":true}}` {
 			t.Errorf("/api/info: %d %s", resp.StatusCode, body)
 		}
 		resp, body := r.do("GET", "/api/info", false, nil)
@@ -318,7 +318,7 @@ func TestFakePreviewSurface(t *testing.T) {
 		defer stop()
 		r := &rig{t: t, fake: fake, hc: &http.Client{Transport: tr}}
 
-		if resp, body := r.do("GET", "/api/health", true, nil); resp.StatusCode != 200 || body != `{"healthy":true,"pid":27820,"version":"0.0.0-v2src-44b6938b"}` {
+		if resp, body := r.do("GET", "/api/health", true, nil); resp.StatusCode != 200 || body != `{"healthy":true,"pid":4194320,"version":"0.0.0-v2src-44b6938b"}` {
 			t.Errorf("/api/health: %d %q", resp.StatusCode, body)
 		}
 		for _, q := range []struct{ method, path string }{

@@ -70,7 +70,7 @@ var (
 // What the preview build reports.
 const (
 	PreviewVersion = "0.0.0-v2src-44b6938b"
-	PreviewPID     = 27820
+	PreviewPID     = 4194320 // above any pid_max, as DefaultPID
 )
 
 // Profile is the profile the fake was made with.
