@@ -25,8 +25,12 @@ import (
 //     OpenCode is gone;
 //   - the environment: OPENCODE_PID in it names OpenCode's pid (1.14 and
 //     later put it in every child's environment), it is still in the
-//     group that pid led, and no process has that pid any more (a pid is
-//     not handed out again while a group of that id exists).
+//     group that pid led, and no process runs with that pid any more (a
+//     pid is not handed out again while a group of that id exists).
+//
+// Gone includes a zombie: an OpenCode that was killed and that its
+// parent has not reaped yet is still in the table, in state Z, and runs
+// nothing; its children were handed to init when it exited.
 //
 // A process that runs a configured server's command with none of these
 // is at most "possibly left over": listed with why it is not proven,
@@ -192,7 +196,7 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		if oc.PGID == oc.PID {
 			leader = oc
 		}
-		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && r.groupMember(t, p) {
+		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && r.groupMember(t, p, leader) {
 			return GroupOfGoneOpenCode, fmt.Sprintf("in the process group of OpenCode pid %d (started %s), which is gone", oc.PID, oc.Start.Format(time.DateTime))
 		}
 	}
@@ -205,7 +209,11 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		case p.PGID != n:
 			missing = append(missing, fmt.Sprintf("its OPENCODE_PID names pid %d, but it left that process group (it is in group %d)", n, p.PGID))
 		default:
-			if _, err := t.Stat(n); errors.Is(err, ErrGone) {
+			// p is in group n, so pid n cannot have been handed out
+			// again: a process there is the OpenCode that made the
+			// group, and a zombie (killed, its parent not waiting for
+			// it yet) runs nothing.
+			if oc, err := t.Stat(n); errors.Is(err, ErrGone) || err == nil && oc.Zombie {
 				return EnvOfGoneOpenCode, fmt.Sprintf("started by OpenCode pid %d (its OPENCODE_PID and its process group), which is gone", n)
 			}
 			return Unproven, fmt.Sprintf("started by OpenCode pid %d (its OPENCODE_PID), which still runs", n)
@@ -222,16 +230,18 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 }
 
 // groupMember reports whether p, in the process group r's OpenCode (or
-// its run wrapper) led, can only be one of that OpenCode's: the group's id
-// is a pid, free again once the group is empty, and whatever gets it next
-// and leads a group (a service, a setsid or nohup job) makes a new group
-// with the same id. So p must not lead the group, no process at all may
-// hold the group's id (a live leader is a new group's, since the recorded
-// one is gone), and p must have started after that OpenCode did and,
+// its run wrapper, leader) led, can only be one of that OpenCode's: the
+// group's id is a pid, free again once the group is empty, and whatever
+// gets it next and leads a group (a service, a setsid or nohup job) makes
+// a new group with the same id. So p must not lead the group, no process
+// may hold the group's id but the recorded leader as a zombie (killed,
+// not yet reaped by its parent: a live leader is a new group's, since
+// the recorded one is gone, and so is a zombie that is another process),
+// and p must have started after that OpenCode did and,
 // when its end is on record, before it ended. An OpenCode of another boot
 // (the record outlives a reboot, and pids start over) proves nothing, nor
 // one whose boot the table cannot tell.
-func (r Sightings) groupMember(t Table, p Process) bool {
+func (r Sightings) groupMember(t Table, p Process, leader Ident) bool {
 	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.Alive(t) {
 		return false
 	}
@@ -241,8 +251,8 @@ func (r Sightings) groupMember(t Table, p Process) bool {
 	if !r.Ended.IsZero() && p.Start.After(r.Ended) {
 		return false
 	}
-	_, err := t.Stat(p.PGID)
-	return errors.Is(err, ErrGone)
+	g, err := t.Stat(p.PGID)
+	return errors.Is(err, ErrGone) || err == nil && g.Zombie && leader.is(g)
 }
 
 // bootSlack allows for the boot time's drift: btime is now minus the
