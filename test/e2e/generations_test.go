@@ -61,13 +61,20 @@ type gen struct {
 	// publishes mcp.tools.changed; 2.x has no such event on its stream and
 	// publishes mcp.status.changed on every status transition instead.
 	CrashEvent string
+	// Connect is the route a client connects an MCP server on (%s: its
+	// name, path-escaped; the directory goes in the query, see
+	// OpenCode.Do), and ConnectOK the code it answers when the attempt
+	// has ended: 1.x POST /mcp/NAME/connect answers 200 true, 2.x POST
+	// /api/experimental/mcp/NAME/connect 204.
+	Connect   string
+	ConnectOK int
 }
 
 // generations are the releases every capability's e2e test runs on: the
 // pinned 1.x and 2.x releases.
 var generations = []gen{
-	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed"},
-	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed"},
+	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200},
+	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204},
 }
 
 // findBinaries fills each generation's binary.
