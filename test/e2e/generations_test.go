@@ -68,13 +68,20 @@ type gen struct {
 	// /api/experimental/mcp/NAME/connect 204.
 	Connect   string
 	ConnectOK int
+	// PasswordFix is what the daemon's error for a refused password says
+	// that the other generation's does not: 1.x names --username (its
+	// user is configurable), 2.x its password variables, OPENCODE_PASSWORD
+	// first, and its service.json.
+	PasswordFix string
 }
 
 // generations are the releases every capability's e2e test runs on: the
 // pinned 1.x and 2.x releases.
 var generations = []gen{
-	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200},
-	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204},
+	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200,
+		PasswordFix: "--username"},
+	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204,
+		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json"},
 }
 
 // findBinaries fills each generation's binary.
