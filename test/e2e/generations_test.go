@@ -73,15 +73,18 @@ type gen struct {
 	// user is configurable), 2.x its password variables, OPENCODE_PASSWORD
 	// first, and its service.json.
 	PasswordFix string
+	// PasswordVar is the variable `run` hands the server's password to
+	// a server of this generation in (2.x reads OPENCODE_PASSWORD first).
+	PasswordVar string
 }
 
 // generations are the releases every capability's e2e test runs on: the
 // pinned 1.x and 2.x releases.
 var generations = []gen{
 	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200,
-		PasswordFix: "--username"},
+		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD"},
 	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204,
-		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json"},
+		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json", PasswordVar: "OPENCODE_PASSWORD"},
 }
 
 // findBinaries fills each generation's binary.
