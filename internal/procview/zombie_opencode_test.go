@@ -91,3 +91,45 @@ func TestZombieAtTheGroupIDProvesOnlyAsTheRecordedLeader(t *testing.T) {
 		t.Fatalf("the child of a live OpenCode: %v (%s)", o.Evidence, o.Why)
 	}
 }
+
+// A hostile reviewer's cases. The zombie OpenCode that leads the
+// orphan's group is reaped between the listing and the signal: the
+// reaper's check right before the signal finds the group's id free, and
+// the orphan still proven. A record from a previous boot, whose pid and
+// birth a zombie of this boot has (pids and ticks start over), proves
+// nothing: the zombie started on this boot, so it is not the recorded
+// OpenCode, and that OpenCode ran before this boot began.
+func TestZombieOpenCodeReapedMidwayOrOfAnotherBoot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tab := evidenceTable(2000)
+		tab.put(zombieOpenCode())
+		s := Scope{UID: ana, Record: []Sightings{{OpenCode: goneOpenCode}}}
+		o := orphanOf(t, tab, s)
+		if o.Evidence != GroupOfGoneOpenCode {
+			t.Fatalf("evidence %v (%s)", o.Evidence, o.Why)
+		}
+		tab.remove(2000) // its parent reaped it meanwhile
+		var log []sent
+		r := Reaper{Table: tab, Scope: s, signal: fakeSignal(tab, &log, true)}
+		if res, err := r.Reap(context.Background(), o); err != nil || res.Signal != syscall.SIGTERM || !slices.Equal(log, []sent{{3000, syscall.SIGTERM}}) {
+			t.Fatalf("reap = %+v, %v; sent %v", res, err, log)
+		}
+	})
+
+	boot := time.Unix(bootTime, 0)
+	later := boot.Add(48 * time.Hour)
+	tab := evidenceTable(2000)
+	tab.boot = later
+	tab.update(3000, func(p *Process) { p.Start = later.Add(time.Hour) })
+	z := zombieOpenCode() // pid 2000, the recorded birth, started on this boot
+	z.Start = later.Add(time.Minute)
+	tab.put(z)
+	for name, record := range map[string][]Sightings{
+		"group":  {{OpenCode: goneOpenCode}},
+		"record": {{OpenCode: goneOpenCode, Seen: []Sighting{seen3000}}},
+	} {
+		if o := orphanOf(t, tab, Scope{UID: ana, Record: record}); o.Evidence.Proven() {
+			t.Errorf("%s: a record of the previous boot proved a process of this one through a zombie with its pid: %v (%s)", name, o.Evidence, o.Why)
+		}
+	}
+}
