@@ -26,7 +26,8 @@ import (
 // run the real mcp-reconnect watch, with no flags, against the real
 // 2.1.2 service. The 2.x fake (fake2, over loopback TCP) stays only for
 // what the released binary cannot show: a service file of another
-// release channel.
+// release channel. `run` of a 2.x TUI, which needs a terminal and
+// attaches to the service, runs a stand-in script.
 
 // writeServiceFile writes OpenCode 2's service.json under state (an
 // XDG_STATE_HOME), as the background service does at start.
