@@ -335,7 +335,12 @@ func TestDoctorReapsAKilledOpenCodesOrphanAndSparesASetsidTwin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { killIfMentions(twin, marker) })
+		t.Cleanup(func() {
+			for _, c := range childPIDs(twin) { // its sleep, which outlives it
+				killIfMentions(c, marker)
+			}
+			killIfMentions(twin, marker)
+		})
 
 		if err := syscall.Kill(ocPID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
