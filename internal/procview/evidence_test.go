@@ -42,7 +42,7 @@ func orphanOf(t *testing.T, tab *memTable, s Scope) Orphan {
 // under the same identity, proves nothing.
 func TestOrphanProvenByTheRecord(t *testing.T) {
 	tab := evidenceTable(1234) // the wrapper's group, its leader gone
-	record := []Sightings{{OpenCode: goneOpenCode, Seen: []Sighting{seen3000}}}
+	record := []Sightings{{OpenCode: goneOpenCode, Boot: testBoot, Seen: []Sighting{seen3000}}}
 	o := orphanOf(t, tab, Scope{UID: ana, Record: record})
 	if o.Evidence != SeenUnderOpenCode || !strings.Contains(o.Why, "under OpenCode pid 2000") {
 		t.Fatalf("evidence %v: %s", o.Evidence, o.Why)
@@ -50,7 +50,7 @@ func TestOrphanProvenByTheRecord(t *testing.T) {
 
 	reused := seen3000
 	reused.Birth++ // the record saw another process with pid 3000
-	o = orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: goneOpenCode, Seen: []Sighting{reused}}}})
+	o = orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: goneOpenCode, Boot: testBoot, Seen: []Sighting{reused}}}})
 	if o.Evidence.Proven() {
 		t.Fatalf("a sighting of another process with the same pid proved it: %s", o.Why)
 	}

@@ -70,6 +70,9 @@ func writeTree(t testing.TB, root string, procs []fakeProc, vanished map[int][]i
 	t.Helper()
 	must(t, os.MkdirAll(root, 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "stat"), []byte(procStatFile), 0o644))
+	// The boot the records of the tests name (memTable's too).
+	must(t, os.MkdirAll(filepath.Join(root, "sys", "kernel", "random"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "sys", "kernel", "random", "boot_id"), []byte(testBoot+"\n"), 0o644))
 	kids := map[int][]int{}
 	for _, p := range procs {
 		kids[p.PPID] = append(kids[p.PPID], p.PID)

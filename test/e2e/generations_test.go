@@ -61,13 +61,30 @@ type gen struct {
 	// publishes mcp.tools.changed; 2.x has no such event on its stream and
 	// publishes mcp.status.changed on every status transition instead.
 	CrashEvent string
+	// Connect is the route a client connects an MCP server on (%s: its
+	// name, path-escaped; the directory goes in the query, see
+	// OpenCode.Do), and ConnectOK the code it answers when the attempt
+	// has ended: 1.x POST /mcp/NAME/connect answers 200 true, 2.x POST
+	// /api/experimental/mcp/NAME/connect 204.
+	Connect   string
+	ConnectOK int
+	// PasswordFix is what the daemon's error for a refused password says
+	// that the other generation's does not: 1.x names --username (its
+	// user is configurable), 2.x its password variables, OPENCODE_PASSWORD
+	// first, and its service.json.
+	PasswordFix string
+	// PasswordVar is the variable `run` hands the server's password to
+	// a server of this generation in (2.x reads OPENCODE_PASSWORD first).
+	PasswordVar string
 }
 
 // generations are the releases every capability's e2e test runs on: the
 // pinned 1.x and 2.x releases.
 var generations = []gen{
-	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed"},
-	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed"},
+	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200,
+		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD"},
+	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204,
+		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json", PasswordVar: "OPENCODE_PASSWORD"},
 }
 
 // findBinaries fills each generation's binary.
