@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,6 +119,9 @@ type watched struct {
 	retry  backoff.Policy // the stream's reconnect backoff (zero: the default)
 	procs  *procWatch     // the MCP process view of a local OpenCode
 	follow *serviceFollower
+	// unseen is set while OpenCode has not answered since the daemon
+	// said it was waiting for it: the first subscription says it found it.
+	unseen atomic.Bool
 }
 
 // Run watches the configured OpenCode servers until ctx ends. It returns
@@ -331,6 +335,7 @@ func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
 		log.Error("opencode refused the credentials", "url", w.client.URL(), "err", err)
 		return err
 	case err != nil:
+		w.unseen.Store(true)
 		log.Warn("opencode not reachable yet; waiting for it", "url", w.client.URL(), "err", err)
 	default:
 		log.Info("watching opencode", "url", w.client.URL(), "generation", gen.String(), "version", version)
@@ -454,6 +459,10 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 				eng.SetStream(true, nil)
 				broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
 				wasUnauthorized = false
+				if w.unseen.CompareAndSwap(true, false) {
+					gen, version := client.Generation()
+					log.Info("watching opencode", "url", client.URL(), "generation", gen.String(), "version", version)
+				}
 				if c.N > 1 {
 					// Events may have been missed while the stream was down.
 					// (An OpenCode restart reached the engine through
