@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
@@ -98,7 +102,7 @@ const serviceURL = "http://127.0.0.1:49374"
 // have at start.
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
-		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
+		alive: pidAlive, listener: listenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
 	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
@@ -123,6 +127,9 @@ type serviceFollower struct {
 	fallback *Target
 	opts     opencode.Options // transport; the credentials come from each file
 	alive    func(pid int) bool
+	// listener says why the service's password must not go to url (what
+	// listens there is another user's), or nil.
+	listener func(url string) error
 	// log is the daemon's logger, set before anything runs.
 	log *slog.Logger
 
@@ -276,6 +283,12 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 	if failed && prev.Same(r) && time.Since(r.ModTime) > serviceYoung && !f.alive(svc.PID) {
 		return svc, fmt.Errorf("%w: %s registers pid %d, which is gone", opencode.ErrStaleService, r.Path, svc.PID)
 	}
+	if err := f.listener(svc.URL); err != nil {
+		// The file is stale (its service is gone) and another user
+		// holds the port: the password, which the next service reuses,
+		// is not handed to them.
+		return svc, fmt.Errorf("%w: %s: %w", opencode.ErrStaleService, r.Path, err)
+	}
 	_, err = svc.Verify(ctx, f.opts)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -399,6 +412,24 @@ func (f *serviceFollower) setRestream(fn func()) {
 
 // pidAlive reports whether a process with this pid exists and this user
 // may signal it (a service of this user's would be).
+// listenerOfOtherUser says so when what listens at url's loopback port
+// is provably a process of another user of this machine. It cannot tell
+// elsewhere (another host, no /proc): nil.
+func listenerOfOtherUser(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || !loopback.Host(u.Hostname()) {
+		return nil
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return nil
+	}
+	if _, err := procview.ListenerPID(port, os.Getuid()); errors.Is(err, procview.ErrNotMine) {
+		return fmt.Errorf("what listens at %s is another user's process; the service's password is not sent there", u.Host)
+	}
+	return nil
+}
+
 func pidAlive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil {

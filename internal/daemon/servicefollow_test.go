@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
@@ -379,4 +381,45 @@ func TestAStreamDropWithOneTimeoutKeepsTheWholeDaemon(t *testing.T) {
 				svcs[1002].Subscribers(), n, logs)
 		}
 	})
+}
+
+// A stale service file whose port another user of the machine now holds:
+// the service's password (which the next service reuses) is never sent
+// there, and the file is said to be stale with the reason.
+func TestServicePasswordNeverGoesToAnotherUsersListener(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "opencode")
+	hosts := fakeopencode.NewHosts()
+	defer hosts.Close()
+	svc := fake2.New(nil)
+	hosts.Serve("127.0.0.1:49374", svc)
+	file := filepath.Join(dir, "service.json")
+	registerService(t, file, "http://127.0.0.1:49374", fake2.DefaultVersion, fake2.DefaultPID, fake2.DefaultPassword, time.Now())
+	sc := followService(file, false, nil, hosts.Transport())
+	sc.follow.listener = func(string) error { return errors.New("what listens at 127.0.0.1:49374 is another user's process") }
+	_, _, err := sc.follow.find(context.Background())
+	if !errors.Is(err, opencode.ErrStaleService) || !strings.Contains(err.Error(), "another user's process") {
+		t.Fatalf("find = %v, want a stale file because of the listener", err)
+	}
+	if n := svc.Count(fake2.RouteInfo, "", ""); n != 0 {
+		t.Fatalf("the password went to another user's listener (%d requests)", n)
+	}
+	sc.follow.listener = func(string) error { return nil }
+	if got, _, err := sc.follow.find(context.Background()); err != nil || got.Path != file {
+		t.Fatalf("with the service's own listener, find = %+v, %v", got, err)
+	}
+}
+
+// listenerOfOtherUser knows nothing against a listener of this user, a
+// free port, another host or a URL without a port.
+func TestListenerOfThisUserIsNotRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, u := range []string{"http://" + l.Addr().String(), "http://127.0.0.1:1", "http://example.com:49374", "http://127.0.0.1"} {
+		if err := listenerOfOtherUser(u); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
 }

@@ -11,3 +11,7 @@ import "errors"
 func ListenerPID(port, uid int) (int, error) {
 	return 0, errors.ErrUnsupported
 }
+
+// ErrNotMine: what listens on the port is no process of the user asked
+// about (ListenerPID).
+var ErrNotMine = errors.New("the process listening on the port is not this user's")
