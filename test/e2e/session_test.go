@@ -25,6 +25,7 @@ import (
 //	m := newScriptedModel(t, "s")                 // calls s's echo tool
 //	oc := g.start(t, ochost.Options{Env: m.Env(g)}) // OpenCode uses it
 //	c := newChat(t, oc, p.Dir)                    // a session in p
+//	c = openProject(t, oc, p.Dir)                 // p's MCP servers read, and a session
 //	call := c.Prompt(t, "one")                    // a turn: the tool call it made
 //	// call.Completed(), call.Output, call.Tool; the server's log names
 //	// the process that served it (p.ServedBy(t, "s", "one"))
@@ -249,6 +250,18 @@ func newChat(t testing.TB, oc *OpenCode, dir string) *chat {
 		t.Fatalf("OpenCode created a session without an id")
 	}
 	return c
+}
+
+// openProject does what a user's client does on opening project
+// directory dir: it reads dir's MCP servers, which starts them (1.x
+// creates the directory's instance, 2.x boots its location), and creates
+// a session there. Creating a session alone is not using MCP on 2.x: it
+// boots no location, and the daemon, armed by session.created, finds
+// none booted and leaves the directory alone.
+func openProject(t testing.TB, oc *OpenCode, dir string) *chat {
+	t.Helper()
+	oc.Status(t, dir)
+	return newChat(t, oc, dir)
 }
 
 // Prompt sends word as the user's prompt, waits until OpenCode has ended
