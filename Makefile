@@ -45,9 +45,14 @@ lint:
 	$(GO) -C test/release vet ./...
 
 # demo starts a real OpenCode with real MCP servers under mcp-reconnect,
-# breaks them, and shows them coming back.
-demo: opencode
-	OPENCODE_BIN=$(OPENCODE_BIN) $(GO) run ./cmd/mcp-reconnect-demo
+# breaks them, and shows them coming back. Before its first line of its
+# own there is an npm install (once) and a Go build: it says so, and npm's
+# notice of a newer npm is not the demo's to show.
+demo:
+	@echo "make demo: installing the pinned OpenCode (npm package opencode-linux-x64, about 180 MB) into .cache/opencode, unless it is there"
+	@NO_UPDATE_NOTIFIER=1 npm_config_update_notifier=false ./scripts/install-opencode.sh >/dev/null
+	@echo "make demo: building the demo (go run ./cmd/mcp-reconnect-demo; a first build downloads and compiles its Go modules)"
+	@OPENCODE_BIN=$(OPENCODE_BIN) $(GO) run ./cmd/mcp-reconnect-demo
 
 # bench measures the daemon at scale against the in-process fake, then
 # recovery times on the real opencode (about four minutes); see BENCHMARKS.md.
@@ -58,17 +63,21 @@ bench: opencode
 # release builds what users download into dist/, reproducibly
 # (scripts/release.sh says how): the binaries, one per target, stamped with
 # version, commit and date; an archive of each (binary, completions, man
-# pages, LICENSE, README.md); a .deb and an .rpm of each linux one; the
-# container image of the linux ones as an OCI archive; the SBOM (SPDX
-# JSON); the Homebrew formula for the tap, installing from the archives;
-# SHA256SUMS of them all. release-check builds them and checks them
-# (test/release): architecture, stamped version, no local paths; every
-# archive and package opened, its files, modes and metadata read, its
-# binary run (this machine's) or its CPU read; the image's platforms,
-# binaries, user, entrypoint and labels; the SBOM against the binaries'
-# build records; the formula's URLs and sha256 (loaded by Ruby where it is
-# installed); and the whole release rebuilt from a copy of the tree
-# elsewhere, the same bytes.
+# pages, LICENSE, THIRD_PARTY_NOTICES, README.md); a .deb and an .rpm of
+# each linux one; the npm packages (mcp-reconnect, and the binary of each
+# target as @mcp-reconnect/OS-CPU); the container image of the linux ones
+# as an OCI archive; the SBOM (SPDX JSON); the Homebrew formula for the
+# tap, installing from the archives; SHA256SUMS of them all. release-check
+# builds them and checks them (test/release): architecture, stamped
+# version, no local paths; every archive and package opened, its files,
+# modes and metadata read, its binary run (this machine's) or its CPU
+# read; the notices against the SBOM; the npm packages published to a
+# registry of the test's own on loopback (verdaccio, installed into .cache/
+# by the test), installed from it with npm and npx and run; the image's
+# platforms, binaries, user, entrypoint and labels; the SBOM against the
+# binaries' build records; the formula's URLs and sha256 (loaded by Ruby
+# where it is installed); and the whole release rebuilt from a copy of
+# the tree elsewhere, the same bytes.
 RELEASE_TARGETS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 # Where the release is published: the repository (formula homepage, image

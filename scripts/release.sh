@@ -4,11 +4,16 @@
 #   mcp-reconnect-OS-ARCH            the binary of each GOOS/GOARCH given, with
 #                                    the version, commit and commit date stamped in
 #   mcp-reconnect-OS-ARCH.tar.gz     an archive of each: the binary (0755), shell
-#                                    completions, manual pages, LICENSE, README.md
+#                                    completions, manual pages, LICENSE,
+#                                    THIRD_PARTY_NOTICES, README.md
 #   mcp-reconnect-linux-ARCH.deb     Linux packages of each linux binary:
 #   mcp-reconnect-linux-ARCH.rpm     /usr/bin/mcp-reconnect, completions and man pages
 #                                    in their system places, the systemd user unit in
 #                                    /usr/lib/systemd/user (tools/distpkg)
+#   mcp-reconnect-npm.tgz            the npm package mcp-reconnect, whose command runs
+#                                    the binary of one of:
+#   mcp-reconnect-npm-OS-CPU.tgz     the npm package @mcp-reconnect/OS-CPU of each
+#                                    binary, in npm's names (linux-x64; tools/distpkg)
 #   mcp-reconnect-image.oci.tar      the container image of the linux binaries, an
 #                                    OCI archive (tools/ociimage)
 #   mcp-reconnect.spdx.json          the software bill of materials: each binary
@@ -19,7 +24,9 @@
 #   SHA256SUMS                       of every file above
 # The completions and manual pages are written by the binary itself, run
 # on this machine (this platform's binary of the release, or one built
-# alike when the release has none).
+# alike when the release has none). Every archive, package and the image
+# ship THIRD_PARTY_NOTICES, the licences of the Go modules the binaries
+# link, from the module cache (tools/sbom --notices).
 #
 # Reproducible: the same commit built with the same Go gives the same bytes,
 # wherever the checkout is (-trimpath, -buildid=, CGO_ENABLED=0, no VCS
@@ -86,17 +93,25 @@ for target in "$@"; do
   bins+=("$target=$dist/mcp-reconnect-$os-$arch")
 done
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The SBOM, and the notices the archives, packages and image ship.
+echo "release: dist/mcp-reconnect.spdx.json" >&2
+notices=$tmp/THIRD_PARTY_NOTICES
+tool ./sbom --out "$dist/mcp-reconnect.spdx.json" --version "$VERSION" --created "$date" \
+  --homepage "$SOURCE_URL" --release-url "$RELEASE_URL" --license "$LICENSE_SPDX" \
+  --notices "$notices" --go "$(command -v "$GO")" "${bins[@]}"
+
 # The binary that writes the completions and manual pages: this machine's.
 docs_bin=$dist/mcp-reconnect-$("$GO" env GOOS)-$("$GO" env GOARCH)
 if [ ! -e "$docs_bin" ]; then
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
   docs_bin=$tmp/mcp-reconnect
   build "$("$GO" env GOOS)" "$("$GO" env GOARCH)" "$docs_bin"
 fi
 tool ./distpkg --out "$dist" --version "$VERSION" --created "$date" \
   --homepage "$SOURCE_URL" --license "$LICENSE_SPDX" --maintainer "$PACKAGE_MAINTAINER" \
-  --license-file "$PWD/LICENSE" --readme "$PWD/README.md" --docs-binary "$docs_bin" "${bins[@]}"
+  --license-file "$PWD/LICENSE" --readme "$PWD/README.md" --notices "$notices" --docs-binary "$docs_bin" "${bins[@]}"
 
 # The image: each linux binary on an empty base, one multi-arch index.
 platforms=()
@@ -107,12 +122,9 @@ if [ ${#platforms[@]} -gt 0 ]; then
   echo "release: dist/mcp-reconnect-image.oci.tar ${platforms[*]%%=*}" >&2
   tool ./ociimage --out "$dist/mcp-reconnect-image.oci.tar" \
     --version "$VERSION" --revision "$commit" --created "$date" \
-    --source "$SOURCE_URL" --licenses "$LICENSE_SPDX" --name "$IMAGE_REPO" "${platforms[@]}"
+    --source "$SOURCE_URL" --licenses "$LICENSE_SPDX" --name "$IMAGE_REPO" \
+    --license-file "$PWD/LICENSE" --notices "$notices" "${platforms[@]}"
 fi
-
-echo "release: dist/mcp-reconnect.spdx.json" >&2
-tool ./sbom --out "$dist/mcp-reconnect.spdx.json" --version "$VERSION" --created "$date" \
-  --homepage "$SOURCE_URL" --release-url "$RELEASE_URL" --license "$LICENSE_SPDX" "${bins[@]}"
 
 sums() { (cd dist && LC_ALL=C ls | grep -v '^SHA256SUMS$' | LC_ALL=C sort | while read -r f; do sha256 "$f"; done >SHA256SUMS); }
 sums

@@ -70,7 +70,7 @@ func run() int {
 	}
 	cl.add(func() { os.RemoveAll(tmp) })
 
-	say("building mcp-reconnect and the test MCP server")
+	say("building mcp-reconnect (./cmd/mcp-reconnect) and the test MCP server (./test/mcpserver) with go build")
 	reconnectBin, serverBin := filepath.Join(tmp, "mcp-reconnect"), filepath.Join(tmp, "mcpserver")
 	for bin, pkg := range map[string]string{reconnectBin: "./cmd/mcp-reconnect", serverBin: "./test/mcpserver"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
@@ -151,7 +151,9 @@ func run() int {
 	if err := waitDaemon(reconnectBin, statusAddr, func(s map[string]string) bool { return s["search"] != "" }); err != nil {
 		return fail(err)
 	}
-	say("`mcp-reconnect status` before anything breaks:")
+	say("`mcp-reconnect status` before the demo breaks anything. search is failed already: that was OpenCode's")
+	say("own first attempt, when the project opened, before mcp-reconnect acted; ATTEMPTS counts")
+	say("mcp-reconnect's own retries since:")
 	printStatus(reconnectBin, statusAddr)
 
 	pid := lastStart(filepath.Join(logs, "notes.jsonl"))

@@ -1,18 +1,23 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
@@ -29,14 +34,24 @@ func newDoctor() *cobra.Command {
 runs a version mcp-reconnect knows (it says which generation, 1.x or 2.x,
 and where the password came from, never the password), and still offers
 (in its own API description: 1.x GET /doc, 2.x GET /openapi.json) every
-route, parameter, MCP status and event the daemon relies on. With no --url
-and no password it checks the OpenCode 2 background service watch would
-follow, if one is registered (service.json's when it answers, else the
-newest service-<channel>.json whose service answers), and names its file
-and the other services that answer. It then lists the
-MCP servers that need attention: those the running daemon sees in armed
-directories, and those of each --directory (reading a directory's status
-starts its MCP servers, so only the ones you name are read).
+route, parameter, MCP status and event the daemon relies on.
+
+Which OpenCode: the one --url (or $OPENCODE_URL, or the config file's url)
+names, or the service --service-file names; else the OpenCode of each
+running mcp-reconnect daemon of this user (the registry of running
+daemons), each checked in turn; else the OpenCode 2 background service
+watch would follow (with no password given: service.json's when it
+answers, else the newest service-<channel>.json whose service answers,
+naming the other services that answer); else OpenCode 1.x's default,
+http://127.0.0.1:4096. Its first line says which it chose and why. A
+daemon's OpenCode is checked with the password the daemon has too: its
+service file's, or its [[opencode]] table's password-file, else the one
+given to doctor, to a server on this machine only.
+
+It then lists the MCP servers that need attention: those the daemon
+watching that OpenCode sees in armed directories, and those of each
+--directory (reading a directory's status starts its MCP servers, so only
+the ones you name are read).
 
 Then, on this machine and for this user, whether OpenCode answers or not
 and without a daemon, it lists MCP processes left over by an OpenCode that
@@ -85,44 +100,51 @@ It exits 0 only when nothing failed.`,
 			if reap && asJSON {
 				return errors.New("--json is not for --reap: it asks and reports on the terminal")
 			}
-			if _, err := opencode.New(f.urls[0], opencode.Options{}); err != nil {
-				return err // a bad URL, said before any request
+			if len(f.urls) > 1 {
+				return fmt.Errorf("doctor checks one OpenCode server at a time: %d URLs given (%s: %s); pass --url to choose one", len(f.urls), f.urlSource, strings.Join(f.urls, ", "))
+			}
+			for _, u := range f.urls {
+				if _, err := opencode.New(u, opencode.Options{}); err != nil {
+					return err // a bad URL, said before any request
+				}
 			}
 			dirs, err := daemon.PhysicalDirs(f.directories)
 			if err != nil {
 				return err
 			}
-			o := doctor.Options{Directories: dirs, PasswordSource: f.passwordSource, ProcessTable: procview.System, UID: os.Getuid()}
+			o := doctor.Options{Directories: dirs, ProcessTable: procview.System, UID: os.Getuid()}
 			if rec, err := procview.DefaultRecord(); err == nil {
 				o.Record = &rec
 			}
-			if f.statusAddr != "" {
-				o.Daemon = &statusapi.Client{Addr: f.statusAddr}
-			}
+			var ents []registry.Entry
 			if reg, err := registry.Default(); err == nil {
-				if ents, err := reg.List(); err == nil {
-					for _, e := range ents {
-						o.Daemons = append(o.Daemons, &statusapi.Client{Addr: e.StatusAddr, Token: e.Token})
-					}
-				}
+				ents, _ = reg.List()
+			}
+			for _, e := range ents {
+				o.Daemons = append(o.Daemons, &statusapi.Client{Addr: e.StatusAddr, Token: e.Token})
 			}
 			if reap {
 				return reapOrphans(cmd, o, yes)
 			}
-			url, password := f.urls[0], f.password
-			var first []doctor.Check
-			if svc, check, err := f.doctorService(cmd.Context(), cmd.Flags()); err != nil {
+			targets, err := f.doctorTargets(cmd.Context(), cmd.Flags(), ents)
+			if err != nil {
 				return err
-			} else if svc.Path != "" {
-				url, password = svc.URL, svc.Password()
-				o.PasswordSource = "service file " + svc.Path
-				first = append(first, check)
-			} else if password != "" && !f.allowHTTPPassword {
-				if err := checkPlainHTTP(url); err != nil {
-					return err // before the password is sent anywhere
-				}
 			}
-			checks := append(first, doctor.Run(cmd.Context(), url, opencode.Options{Username: f.username, Password: password}, o)...)
+			var checks []doctor.Check
+			for i, t := range targets {
+				if t.password != "" && !t.fromService && !f.allowHTTPPassword {
+					if err := checkPlainHTTP(t.url); err != nil {
+						return err // before the password is sent anywhere
+					}
+				}
+				to := o
+				to.PasswordSource, to.Daemon = t.passwordSource, t.daemon
+				if i < len(targets)-1 {
+					to.ProcessTable = nil // this machine's processes: once, after the last
+				}
+				checks = append(checks, t.lines...)
+				checks = append(checks, doctor.Run(cmd.Context(), t.url, opencode.Options{Username: t.username, Password: t.password}, to)...)
+			}
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {
 					return err
@@ -136,29 +158,206 @@ It exits 0 only when nothing failed.`,
 			return nil
 		},
 	}
-	f.register(cmd.Flags())
+	f.registerDoctor(cmd.Flags())
 	f.registerOptIns(cmd.Flags(), false)
-	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval", "log-level", "log-format", "log-file", "status-public", "probe", "toast", "netwatch"} {
-		_ = cmd.Flags().MarkHidden(name)
-	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	cmd.Flags().BoolVar(&reapFlag, "reap", false, "end the orphaned MCP processes of this user, asking before each one (the OpenCode checks are skipped)")
 	cmd.Flags().BoolVar(&yesFlag, "yes", false, "with --reap: end every proven orphan without asking (needed without a terminal)")
 	return cmd
 }
 
-// doctorService is the OpenCode 2 service doctor checks, as watch would
-// follow it: the one --service-file names; or, with neither a URL nor a
-// password given, the default service.json's or another channel's
-// service-<channel>.json's whose service answers (service.json first,
-// then the newest: daemon.ChooseService), else the first of them that
-// exists, to say why it does not answer. None (Path "") leaves the URL.
-// The check says which file, and the other services that answer.
-func (f *watchFlags) doctorService(ctx context.Context, flags *pflag.FlagSet) (opencode.Service, doctor.Check, error) {
-	file, channels := f.followService(flags), f.service == ""
-	if file == "" {
-		return opencode.Service{}, doctor.Check{}, nil
+// registerDoctor adds the flags doctor reads, in its own words: which
+// OpenCode to check and with which credentials, the directories to read,
+// the daemon to ask, the config file. The config file's keys for watch
+// and run only are skipped (sharedKeys).
+func (f *watchFlags) registerDoctor(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.urls, "url", nil, "the OpenCode server to check; by default the one each running daemon watches, else the OpenCode 2 service, else http://127.0.0.1:4096 (the first line says which, and why) [$OPENCODE_URL]")
+	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user (OpenCode 1.x) [$OPENCODE_SERVER_USERNAME]")
+	fs.StringVar(&f.password, "password", "", "HTTP basic auth password to check with (the report says where it came from, never the password); prefer the environment or --password-file, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
+	fs.String(passwordFileFlag, "", "read the password to check with from this file (only you may read it: chmod 600) [$MCP_RECONNECT_PASSWORD_FILE]")
+	fs.StringArrayVar(&f.directories, "directory", nil, "also read this project directory's MCP status and list its servers that need attention (repeatable); reading it starts its MCP servers in OpenCode [$MCP_RECONNECT_DIRECTORY, colon-separated]")
+	fs.StringVar(&f.statusAddr, "status-addr", "", "the status API of the daemon to ask which directories are armed, and whose OpenCode to check; by default the registry of running daemons says [$MCP_RECONNECT_STATUS_ADDR]")
+	fs.StringVar(&f.service, "service-file", "", "check the OpenCode 2 background service this service.json describes (its URL and password) [$MCP_RECONNECT_SERVICE_FILE]")
+	fs.StringVar(&f.config, "config", defaultConfigPath(), "config file (TOML; keys are flag names): its url, password and [[opencode]] tables' password files are used; refused when another user owns it or others may write it [$MCP_RECONNECT_CONFIG]")
+}
+
+// doctorTarget is one OpenCode server doctor checks: where, with which
+// credentials, and the lines that say why it was chosen.
+type doctorTarget struct {
+	url, username, password string
+	// passwordSource says where the password came from (never the
+	// password), for the report.
+	passwordSource string
+	// fromService: the password is the service file's, for the URL that
+	// file names.
+	fromService bool
+	// daemon is the running daemon that watches it: asked which
+	// directories are armed (nil: none).
+	daemon *statusapi.Client
+	lines  []doctor.Check
+}
+
+// targetLine is the report's line saying which OpenCode is checked and why.
+func targetLine(u, why string) doctor.Check {
+	return doctor.Check{Severity: doctor.Info, Name: "target", Detail: opencode.Redact(u) + ": " + why}
+}
+
+// doctorTargets chooses what doctor checks: the URL the user gave (--url,
+// $OPENCODE_URL, the config file's url) or the service --service-file
+// names; else the OpenCode of each running daemon (ents; the one
+// --status-addr names, when it is registered), with the password that
+// daemon has; else the OpenCode 2 service watch would follow; else
+// OpenCode 1.x's default address.
+func (f *watchFlags) doctorTargets(ctx context.Context, flags *pflag.FlagSet, ents []registry.Entry) ([]doctorTarget, error) {
+	var asked *statusapi.Client
+	if f.statusAddr != "" {
+		asked = &statusapi.Client{Addr: f.statusAddr}
+		ents = slices.DeleteFunc(slices.Clone(ents), func(e registry.Entry) bool {
+			if e.ListensAt(f.statusAddr) {
+				asked.Token = e.Token
+				return false
+			}
+			return true
+		})
 	}
+	// watcher is the daemon to ask about u: --status-addr's, else the
+	// registered one that watches it.
+	watcher := func(u string) *statusapi.Client {
+		if asked != nil {
+			return asked
+		}
+		for _, e := range ents {
+			if e.Watches(u) {
+				return &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
+			}
+		}
+		return nil
+	}
+	given := func(u, why string) doctorTarget {
+		return doctorTarget{url: u, username: f.username, password: f.password, passwordSource: f.passwordSource,
+			daemon: watcher(u), lines: []doctor.Check{targetLine(u, why)}}
+	}
+	serviceTarget := func(svc opencode.Service, check doctor.Check, why string) []doctorTarget {
+		return []doctorTarget{{url: svc.URL, password: svc.Password(), passwordSource: "service file " + svc.Path, fromService: true,
+			daemon: watcher(svc.URL), lines: []doctor.Check{targetLine(svc.URL, why), check}}}
+	}
+	switch {
+	case f.urlSource != "":
+		return []doctorTarget{given(f.urls[0], "given by "+f.urlSource)}, nil
+	case f.service != "":
+		svc, check, err := f.doctorService(ctx, f.service, false)
+		if err != nil {
+			return nil, err
+		}
+		return serviceTarget(svc, check, "the OpenCode 2 service --service-file names"), nil
+	case len(ents) > 0:
+		return f.daemonTargets(ents)
+	}
+	var stale []doctor.Check
+	why := "OpenCode 1.x's default address (no --url or $OPENCODE_URL given, no mcp-reconnect daemon running, "
+	if file := f.followService(flags); file == "" {
+		why += "and with a password given the OpenCode 2 service file is not read)"
+	} else {
+		svc, check, err := f.doctorService(ctx, file, true)
+		if err != nil {
+			return nil, err
+		}
+		if svc.Path != "" {
+			return serviceTarget(svc, check, "the OpenCode 2 background service (no --url or $OPENCODE_URL given, no mcp-reconnect daemon running)"), nil
+		}
+		if check.Name != "" {
+			stale = append(stale, check)
+		}
+		why += "no OpenCode 2 service running)"
+	}
+	t := given(defaultURL, why)
+	t.lines = append(t.lines, stale...)
+	return []doctorTarget{t}, nil
+}
+
+// daemonTargets are the OpenCode servers the running daemons ents watch,
+// each once, with the password each daemon has for it: the service
+// file's, for the URL of the OpenCode 2 service a daemon follows (while
+// its pid runs); the password-file of the config file's [[opencode]]
+// table for its URL; else the one given to doctor.
+func (f *watchFlags) daemonTargets(ents []registry.Entry) ([]doctorTarget, error) {
+	tables, err := f.file.servers()
+	if err != nil {
+		return nil, err
+	}
+	var out []doctorTarget
+	seen := map[string]bool{}
+	for _, e := range ents {
+		for _, u := range e.URLs {
+			n := registry.NormalizeURL(u)
+			if u == "" || seen[n] {
+				continue
+			}
+			seen[n] = true
+			t := doctorTarget{url: u, username: f.username, password: f.password, passwordSource: f.passwordSource,
+				daemon: &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}}
+			why := fmt.Sprintf("watched by the running mcp-reconnect daemon pid %d (no --url or $OPENCODE_URL given)", e.PID)
+			if svc, ok := liveServiceAt(e.Service, u); ok {
+				t.username, t.password, t.passwordSource, t.fromService = "", svc.Password(), "service file "+svc.Path, true
+				why = fmt.Sprintf("the OpenCode 2 service the running mcp-reconnect daemon pid %d follows (no --url or $OPENCODE_URL given)", e.PID)
+			} else if i := slices.IndexFunc(tables, func(s serverEntry) bool { return registry.NormalizeURL(s.URL) == n }); i >= 0 {
+				t.username, t.password, t.passwordSource = cmp.Or(tables[i].Username, f.username), "", ""
+				if pf := tables[i].PasswordFile; pf != "" {
+					if t.password, err = readPasswordFile(pf); err != nil {
+						return nil, err
+					}
+					t.passwordSource = "password file " + pf + " (its [[opencode]] table in " + f.config + ")"
+				}
+			} else if t.password != "" && !loopbackURL(u) {
+				// The password given to doctor names no server: another
+				// host, one the daemon reaches with a password of its own,
+				// must not learn it.
+				t.password, t.passwordSource = "", ""
+				why += "; the password given to doctor is not sent to another host: pass --url to check it with one"
+			}
+			t.lines = []doctor.Check{targetLine(u, why)}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// loopbackURL reports whether rawURL's host is this machine's loopback.
+func loopbackURL(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && loopback.Host(u.Host)
+}
+
+// liveServiceAt is the OpenCode 2 service registered at u in the
+// service file a daemon follows (file, and for the default one the other
+// channels' beside it) whose pid still runs: a file left by a service
+// that is gone names a port anyone may hold now, and its password must
+// not go there.
+func liveServiceAt(file, u string) (opencode.Service, bool) {
+	if file == "" {
+		return opencode.Service{}, false
+	}
+	regs, _ := opencode.Registrations(file, file == defaultServiceFile())
+	for _, r := range regs {
+		svc, err := opencode.ReadServiceFile(r.Path)
+		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(u) && pidRuns(svc.PID) {
+			return svc, true
+		}
+	}
+	return opencode.Service{}, false
+}
+
+// pidRuns reports whether a process of this user has pid.
+func pidRuns(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+
+// doctorService is the OpenCode 2 service doctor checks, as watch would
+// follow it from file: with channels (the default service.json), the
+// one whose service answers (service.json first, then the newest:
+// daemon.ChooseService), else the first of them whose pid runs, to say
+// why it does not answer. None (Path "") leaves the URL, with a warning
+// when the only files are stale. The check says which file, and the
+// other services that answer.
+func (f *watchFlags) doctorService(ctx context.Context, file string, channels bool) (opencode.Service, doctor.Check, error) {
 	svc, others, err := daemon.ChooseService(ctx, file, channels)
 	switch {
 	case err == nil:
@@ -175,10 +374,24 @@ func (f *watchFlags) doctorService(ctx context.Context, flags *pflag.FlagSet) (o
 		return opencode.Service{}, doctor.Check{}, nil // no service registered: the 1.x default
 	}
 	regs, _ := opencode.Registrations(file, channels)
+	var gone []string
 	for _, r := range regs {
-		if s, rerr := opencode.ReadServiceFile(r.Path); rerr == nil {
+		s, rerr := opencode.ReadServiceFile(r.Path)
+		switch {
+		case rerr != nil:
+		case pidRuns(s.PID):
 			return s, doctor.Check{Severity: doctor.Warn, Name: "service", Detail: "no registered OpenCode 2 service answers (" + err.Error() + "); checking " + r.Path}, nil
+		default:
+			gone = append(gone, fmt.Sprintf("%s registers pid %d, which is gone", r.Path, s.PID))
 		}
+	}
+	if len(gone) > 0 && channels {
+		// Left by services that are gone: watch would watch the 1.x
+		// default meanwhile, and so does doctor.
+		return opencode.Service{}, doctor.Check{Severity: doctor.Warn, Name: "service", Detail: "no OpenCode 2 service runs: " + strings.Join(gone, "; ")}, nil
+	}
+	if len(gone) > 0 {
+		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service is not running: %s (pass --url to check another server)", strings.Join(gone, "; "))
 	}
 	return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
 }

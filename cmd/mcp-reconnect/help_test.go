@@ -148,3 +148,36 @@ func TestManPages(t *testing.T) {
 		t.Errorf("man to stdout: exit %d\n%.300s", code, out)
 	}
 }
+
+// doctor has only the flags it reads, each in its own words: none of
+// watch's schedule, logging or status-API tunables, and no flag text
+// copied from watch (--directory is not "to watch from the start").
+// --allow-http-password means the same for both: both send the password.
+func TestDoctorHelpHasOnlyItsFlagsInItsWords(t *testing.T) {
+	var doctor, watch *cobra.Command
+	for _, c := range commands(t) {
+		switch c.CommandPath() {
+		case "mcp-reconnect doctor":
+			doctor = c
+		case "mcp-reconnect watch":
+			watch = c
+		}
+	}
+	for _, name := range []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts", "slow-interval",
+		"stable-after", "log-level", "log-format", "log-file", "status-public", "probe", "toast", "netwatch", "allow-duplicate"} {
+		if doctor.Flags().Lookup(name) != nil {
+			t.Errorf("doctor has --%s, which it does not read", name)
+		}
+	}
+	doctor.Flags().VisitAll(func(f *pflag.Flag) {
+		if w := watch.Flags().Lookup(f.Name); w != nil && w.Usage == f.Usage && f.Name != "allow-http-password" {
+			t.Errorf("doctor's --%s says what watch's does: %q", f.Name, f.Usage)
+		}
+	})
+	_, out, _ := runCLI(t, "doctor", "--help")
+	for _, copied := range []string{"to watch from the start", "listen address", "stable-after"} {
+		if strings.Contains(out, copied) {
+			t.Errorf("doctor --help says %q:\n%s", copied, out)
+		}
+	}
+}

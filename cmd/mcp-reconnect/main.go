@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
@@ -89,6 +91,9 @@ type watchFlags struct {
 	// passwordSource says where the password came from (never the
 	// password): "--password", "env …", "config file …", or "".
 	passwordSource string
+	// urlSource says where --url came from: "--url", "$OPENCODE_URL",
+	// "the config file's url", or "" (not given).
+	urlSource string
 	// service is --service-file: the OpenCode 2 service file to follow.
 	service                string
 	logLevel, logFormat    string
@@ -145,13 +150,25 @@ func (f *watchFlags) load(fs *pflag.FlagSet) error {
 	if fs.Changed("password") {
 		f.passwordSource = "--password"
 	}
+	if fs.Changed("url") {
+		f.urlSource = "--url"
+	}
 	if err := applyEnv(fs); err != nil {
 		return err
 	}
 	if f.passwordSource == "" && fs.Changed("password") {
 		f.passwordSource = "env " + envName("password")
 	}
-	return f.loadFile(fs, fs.Changed("config"))
+	if f.urlSource == "" && fs.Changed("url") {
+		f.urlSource = "$" + envName("url")
+	}
+	if err := f.loadFile(fs, fs.Changed("config")); err != nil {
+		return err
+	}
+	if f.urlSource == "" && fs.Changed("url") {
+		f.urlSource = "the config file's url"
+	}
+	return nil
 }
 
 // loadFile applies the config file f.config (explicit: named by the user,
@@ -262,7 +279,8 @@ func newWatch() *cobra.Command {
 		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
 		Long: `watch attaches to a running OpenCode server (opencode serve, a TUI started
 with --port, or OpenCode 2's background service) and reconnects its failed
-MCP servers until stopped with SIGINT or SIGTERM. It speaks both OpenCode
+MCP servers until stopped with SIGINT or SIGTERM (it logs which one, at
+info). It speaks both OpenCode
 generations (1.x and 2.x), detected at start and again whenever the server
 comes back after it could not be reached.
 
@@ -297,7 +315,9 @@ others can read): watch says why and exits 78.
 A password given once (--password, $OPENCODE_SERVER_PASSWORD, the config
 file's password) goes to one --url only: with several, watch refuses and
 asks for [[opencode]] tables with a password-file each; with [[opencode]]
-tables and no --url it would go to no server, and watch refuses too. A password for a
+tables and no --url it would go to no server, and watch refuses too,
+except $OPENCODE_SERVER_PASSWORD, which people export for OpenCode itself:
+watch says once that it is not used, and goes on. A password for a
 plain-http URL whose host is not loopback (127.0.0.0/8, ::1, localhost) is
 refused unless --allow-http-password is given.
 
@@ -337,7 +357,7 @@ shows the daemon's own resident memory and goroutines.`,
 			if err := ec.Validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := stopOnSignal(cmd.Context(), log)
 			defer stop()
 			cfg := daemon.Config{
 				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
@@ -363,6 +383,35 @@ shows the daemon's own resident memory and goroutines.`,
 	cmd.Flags().StringVar(&envFile, service.EnvFileFlag, "", "the environment file the service manager started watch with (the installed systemd unit passes it): refused when another user owns it or others can change it, or when it holds a password others can read")
 	_ = cmd.Flags().MarkHidden(service.EnvFileFlag)
 	return cmd
+}
+
+// stopOnSignal is signal.NotifyContext for SIGINT and SIGTERM that
+// logs, at info, the one line saying which signal ended the daemon: a
+// service manager's stop must not look like a crash or a hang in the
+// journal.
+func stopOnSignal(parent context.Context, log *slog.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-sigs:
+			name := sig.String()
+			if s, ok := sig.(syscall.Signal); ok {
+				name = unix.SignalName(s)
+			}
+			log.Info("stopping: signal received", "signal", name)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
 }
 
 // refuse ends a watch that a service manager must not restart (a restart

@@ -18,9 +18,10 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
-// runV2 wraps an OpenCode 2 command: a 2.x TUI attaches to the user's
-// shared background service instead of serving itself, so there is no
-// child server to manage. It makes sure one daemon watches that service
+// runV2 wraps an OpenCode 2 command that attaches to the user's shared
+// background service (launch.KindOfV2: the TUI, run, mcp, api, session,
+// …, serve --service), and starts it when none runs, so there is no child
+// server to manage. It makes sure one daemon watches that service
 // (starting one, detached, when the registry holds none) and then gets
 // out of the way: this process becomes the command.
 func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) error {
@@ -131,13 +132,18 @@ binary and remembered in the user's cache directory
 resolves to changes (an upgrade, a re-pointed symlink, an npm install), so
 a start costs no --version run.
 
-OpenCode 2: "opencode serve" and "opencode web", with or without --port,
-are servers of their own, supervised and watched as on 1.x. The 2.x TUI
-(and "opencode serve --service") attaches to the user's shared background
-service instead: run then makes sure a daemon watches that service (it
-starts "mcp-reconnect watch" in the background, once, when the registry of
-running daemons holds none; that daemon outlives the TUI, as the service
-does, and is not the TUI's child) and then becomes COMMAND.
+OpenCode 2: "opencode serve", with or without --port, is a server of its
+own, supervised and watched as on 1.x. Every other 2.x command that needs
+a server (the TUI, run, mcp, api, session, models, …, "serve --service",
+"service start") attaches to the user's shared background service, and
+starts it when none runs: run then makes sure a daemon watches that
+service (it starts "mcp-reconnect watch" in the background, once, when the
+registry of running daemons holds none; that daemon outlives the command,
+as the service does, and is not its child) and then becomes COMMAND.
+--help, --version, upgrade, uninstall, "service stop" (and status, get,
+set, unset), and the private servers of --standalone, --server URL and acp
+are passed through, and start no daemon (docs/guide.md says why
+--standalone cannot be watched).
 
 This alias is all it takes, for either generation:
 
@@ -174,36 +180,44 @@ This alias is all it takes, for either generation:
 			defer closeLog()
 			cred := launch.Credentials{Password: f.password, Username: f.username}
 			if launch.IsOpenCode(args[0]) {
-				kind, grammar := launch.KindOf(args[1:]), launch.NeedsGrammar(args[1:])
-				if kind != launch.Other || grammar {
+				kind, grammar, kind2 := launch.KindOf(args[1:]), launch.NeedsGrammar(args[1:]), launch.KindOfV2(args[1:])
+				// An OpenCode 2 command attaches to the background service
+				// whatever its subcommand: the generation is asked unless
+				// the command line starts nothing on either (--help,
+				// --version).
+				if kind != launch.Other || grammar || kind2 != launch.Other {
 					// Once per binary (remembered): its version and, when the
 					// command line's first word may be a subcommand of this
-					// release, its grammar.
+					// 1.x release, its grammar.
 					facts := launch.DefaultVersions().Facts(cmd.Context(), args[0], os.Environ(), grammar)
-					if grammar {
+					major, err := facts.Major, facts.MajorErr
+					v2 := err == nil && major >= 2
+					switch {
+					case v2:
+						kind = kind2
+					case grammar:
 						if facts.GrammarErr != nil {
 							log.Debug("could not read the OpenCode grammar; using 1.18's", "err", facts.GrammarErr)
 						}
 						kind = facts.Grammar.Kind(args[1:])
 						cred.Grammar = &facts.Grammar
 					}
-					major, err := facts.Major, facts.MajorErr
 					if err != nil {
 						log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
 					} else {
 						log.Debug("opencode generation", "major", major, "remembered", facts.Cached, "kind", kind)
 					}
 					switch {
-					case kind == launch.Other:
-						// A subcommand of this release: passed through as it is.
-					case err == nil && major >= 2 && (kind == launch.TUI || launch.AsService(args[1:])):
+					case v2 && kind == launch.Service:
 						return runV2(cmd, &f, args, log)
-					case err == nil && major >= 2:
-						// A 2.x serve or web is a server of its own: supervised
-						// and watched as on 1.x, with 2.x's password rules.
-						g := cred.Grammar
+					case v2 && kind == launch.Other:
+						// Nothing of the service's, or a server nobody else
+						// can reach (--standalone): the command as it is.
+						return launch.Exec(args, os.Environ())
+					case v2:
+						// A 2.x serve is a server of its own: supervised and
+						// watched as on 1.x, with 2.x's password rules.
 						cred = v2Credentials(&f, log)
-						cred.Grammar = g
 					}
 				}
 			}

@@ -126,6 +126,28 @@ func (f *watchFlags) passwordForNoServer(fset *pflag.FlagSet, entries []serverEn
 		f.passwordOrigin(), f.config)
 }
 
+// ambientPassword sets aside a password that came from
+// $OPENCODE_SERVER_PASSWORD when the config file's [[opencode]] tables
+// name the servers and no URL is given (by flag, environment or file):
+// people export that variable for OpenCode itself, and each table takes
+// its own password-file, so it is meant for no server here. It reports
+// whether it did, for the caller to say so once. A password the config
+// file holds, which the variable had overridden, is the one given again
+// (and refused as a password for no server); one typed as --password
+// was meant, and is kept (and refused too).
+func (f *watchFlags) ambientPassword(fset *pflag.FlagSet, entries []serverEntry) bool {
+	if len(entries) == 0 || fset.Changed("url") || f.passwordSource != "env "+envName("password") {
+		return false
+	}
+	f.password, f.passwordSource = "", ""
+	fset.Lookup("password").Changed = false // not given: the service is followed as without it
+	if pw, ok := f.file.data["password"]; ok {
+		f.password, f.passwordSource = fmt.Sprint(pw), "config file "+f.config
+		fset.Lookup("password").Changed = true
+	}
+	return true
+}
+
 // passwordOrigin names where the password came from, for an error.
 func (f *watchFlags) passwordOrigin() string {
 	if f.passwordSource != "" {
@@ -160,6 +182,9 @@ func (f *watchFlags) servers(fset *pflag.FlagSet, log *slog.Logger) ([]daemon.Ta
 		return nil, err
 	}
 	var out []daemon.Target
+	if f.ambientPassword(fset, entries) {
+		log.Info("$"+envName("password")+" is set but not used: each [[opencode]] table of the config file uses its own password-file", "config", f.config)
+	}
 	service := f.followService(fset)
 	if err := f.passwordForNoServer(fset, entries); err != nil {
 		return nil, err

@@ -103,6 +103,8 @@ func TestServerListedTwiceUnderTwoSpellings(t *testing.T) {
 // (each table has its own, and without --url there is no other): an
 // error naming where it came from and both fixes, not a password quietly
 // unused while the user believes it is sent. With --url it goes there.
+// ($OPENCODE_SERVER_PASSWORD is not refused so: see
+// TestEnvironmentPasswordIsLeftToOpenCodeBesideTables.)
 func TestPasswordWithTablesAndNoURLIsAnError(t *testing.T) {
 	pwFile := filepath.Join(t.TempDir(), "top.pw")
 	if err := os.WriteFile(pwFile, []byte("file-secret\n"), 0o600); err != nil {
@@ -116,7 +118,6 @@ func TestPasswordWithTablesAndNoURLIsAnError(t *testing.T) {
 		origin       string
 	}{
 		{"flag", tables, []string{"--password", "flag-secret"}, "", "--password"},
-		{"environment", tables, nil, "env-secret", "env OPENCODE_SERVER_PASSWORD"},
 		{"config file", "password = \"cfg-secret\"\n" + tables, nil, "", "config file "},
 		{"password file", tables, []string{"--password-file", pwFile}, "", "password file " + pwFile},
 	} {

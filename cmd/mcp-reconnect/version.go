@@ -80,10 +80,13 @@ func newVersion() *cobra.Command {
 that commit's date, and the Go toolchain and platform.
 
 A release binary (make release) has all three stamped in. A binary built with
-plain go build or go install shows what the Go toolchain recorded: the module
-version (or "(devel)" for a build from a checkout) and, when it was built in a
-git checkout, the revision, its time and whether the tree had uncommitted
-changes.
+plain go build or go install shows what the Go toolchain recorded: the
+version go install module@version names; for a build in a git checkout
+(go build, make build) a pseudo-version made of the commit's time and hash,
+v0.0.0-20261202154527-531d6ae99f03, ending in +dirty when the tree had
+uncommitted changes, with the revision and its time; and "(devel)" only when
+the build recorded no version control information (a copy of the source
+without .git, or GOFLAGS=-buildvcs=false).
 
 It reads no flags, environment variables or files.`,
 		Example: `  mcp-reconnect version`,

@@ -73,3 +73,17 @@ func TestVersionWithoutStampIsTrue(t *testing.T) {
 		}
 	}
 }
+
+// version --help says what a build from a git checkout prints (a
+// pseudo-version, +dirty for uncommitted changes), and "(devel)" only for
+// a build without version control information: what
+// TestVersionWithoutStampIsTrue shows it prints.
+func TestVersionHelpSaysWhatACheckoutPrints(t *testing.T) {
+	_, out, _ := runCLI(t, "version", "--help")
+	text := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"for a build in a git checkout (go build, make build) a pseudo-version", "v0.0.0-20261202154527-531d6ae99f03", "+dirty", `"(devel)" only when the build recorded no version control information`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("version --help does not say %q:\n%s", want, out)
+		}
+	}
+}

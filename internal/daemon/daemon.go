@@ -87,8 +87,8 @@ type Config struct {
 	NoProbes bool
 	// NoToasts turns off the toasts shown in an attached TUI.
 	NoToasts bool
-	// NoNetwatch turns off retrying failed servers on network changes and
-	// renewing remote sessions after a wake from sleep.
+	// NoNetwatch turns off acting on network changes and wakes from sleep
+	// (retrying failed servers, renewing remote sessions).
 	NoNetwatch bool
 	// NetSource and Wake replace the network-change source and the wake
 	// detector (tests); nil and the zero value are the machine's.

@@ -57,6 +57,22 @@ func writeGroupedTree(t *testing.T, root string, procs []groupedProc) {
 	}
 }
 
+// writeClock gives the fake /proc tree at root a boot clock (uptime,
+// seconds with two decimals, as the kernel writes it) and a boot id.
+func writeClock(t *testing.T, root, uptime, bootID string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, "uptime"), []byte(uptime+" 0.00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "sys", "kernel", "random")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "boot_id"), []byte(bootID+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The record is "what proves, after
 // OpenCode is gone, that a process was its MCP server", and the daemon
 // writes it once more when it sees its OpenCode exit ("what proves its

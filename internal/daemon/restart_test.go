@@ -101,6 +101,7 @@ func TestReplacedServiceSeenByItsPidForgetsDirectories(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		synctest.Wait()
+		old.Boot("/p") // a session there
 		old.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"})
 		time.Sleep(3 * time.Second)
 		synctest.Wait()

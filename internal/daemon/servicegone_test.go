@@ -61,6 +61,7 @@ func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		synctest.Wait()
+		old.Boot("/p")
 		old.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"}) // armed; checked at 2 and 3 s, next at 603 s
 		time.Sleep(3 * time.Second)
 		synctest.Wait()

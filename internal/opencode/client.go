@@ -190,7 +190,10 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "opencode at %s: %s", e.URL, e.Op)
+	fmt.Fprintf(&b, "opencode at %s", e.URL)
+	if e.Op != "" { // "" when no route answered, or several did
+		b.WriteString(": " + e.Op)
+	}
 	if e.Status != 0 {
 		fmt.Fprintf(&b, " answered %d", e.Status)
 	}

@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -80,7 +81,9 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	if err != nil {
 		return GenUnknown, "", 0, err
 	}
-	var seen []string
+	// seen is what each probe answered, by the generation that offers
+	// its route: an error names what was tried in the user's terms.
+	var seen1, seen2 []string
 	refused := false
 	probe := func(route string) (int, http.Header, []byte, error) {
 		status, hdr, body, err := c.exchange(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
@@ -92,7 +95,11 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			// no probe can tell more until it is ready.
 			return 0, nil, nil, &Error{Op: "GET " + route, URL: c.URL(), Status: status, Detail: "not ready yet: " + snippet(body), kind: ErrNotYet, RetryAfter: d}
 		}
-		seen = append(seen, fmt.Sprintf("%s answered %d", route, status))
+		if route == "/global/health" {
+			seen1 = append(seen1, fmt.Sprintf("GET %s answered %d", route, status))
+		} else {
+			seen2 = append(seen2, fmt.Sprintf("GET %s answered %d", route, status))
+		}
 		refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden
 		return status, hdr, body, nil
 	}
@@ -104,7 +111,19 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	status, hdr, body, err := probe("/api/info")
 	if err != nil {
 		// Nothing listens, or it hangs: the other probes would only wait
-		// for the same.
+		// for the same. No route was answered: the error names the
+		// address, not the 2.x route asked first (a 1.x user with a
+		// wrong port would read a route they never heard of).
+		var oe *Error
+		if errors.As(err, &oe) && oe.Status == 0 && !errors.Is(err, ErrNotYet) {
+			oe.Op = ""
+			switch {
+			case oe.refused:
+				oe.Detail = "connection refused: nothing listens on " + c.base.Host
+			case oe.Detail == "timed out":
+				oe.Detail = fmt.Sprintf("no answer within %s", timeout)
+			}
+		}
 		return GenUnknown, "", 0, err
 	}
 	// infoRefused: an empty Basic-realm 401, which 1.18.34 and the v2
@@ -187,8 +206,9 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	if refused {
 		kind = ErrUnauthorized
 	}
-	return GenUnknown, "", 0, &Error{Op: "detect", URL: c.URL(),
-		Detail: "not (yet) an OpenCode server this daemon knows: " + strings.Join(seen, ", "), kind: kind}
+	return GenUnknown, "", 0, &Error{URL: c.URL(), kind: kind,
+		Detail: fmt.Sprintf("it answers, but not (yet) as an OpenCode this daemon knows: asked as OpenCode 1.x (%s) and as 2.x (%s)",
+			strings.Join(seen1, ", "), strings.Join(seen2, ", "))}
 }
 
 // emptyBasicRefusal reports a 401 with no body and OpenCode's

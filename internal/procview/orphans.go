@@ -230,24 +230,22 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 // one is gone), and p must have started after that OpenCode did and,
 // when its end is on record, before it ended. An OpenCode of another boot
 // (the record outlives a reboot, and pids start over) proves nothing, nor
-// one whose boot the table cannot tell.
+// one whose boot is not on record or the table cannot tell. Births and
+// the end are on the table's one clock (Table.Now): no start time is set
+// against a time read from another.
 func (r Sightings) groupMember(t Table, p Process) bool {
-	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.Alive(t) {
+	if r.Boot == "" || r.Boot != t.BootID() {
 		return false
 	}
-	if boot, ok := bootOf(t); !ok || r.OpenCode.Start.Before(boot.Add(-bootSlack)) {
+	if p.PID == p.PGID || p.Birth < r.OpenCode.Birth || r.OpenCode.Alive(t) {
 		return false
 	}
-	if !r.Ended.IsZero() && p.Start.After(r.Ended) {
+	if r.End != 0 && p.Birth >= r.End {
 		return false
 	}
 	_, err := t.Stat(p.PGID)
 	return errors.Is(err, ErrGone)
 }
-
-// bootSlack allows for the boot time's drift: btime is now minus the
-// uptime, read in whole seconds.
-const bootSlack = 2 * time.Second
 
 // leftOver calls fn with each process in all (the table's list) that
 // looks left over by an OpenCode, for s: this user's, not a zombie nor

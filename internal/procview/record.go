@@ -86,9 +86,13 @@ type Sightings struct {
 	Seen []Sighting `json:"seen"`
 	// At is when they were last seen.
 	At time.Time `json:"at"`
-	// Ended is when the daemon saw OpenCode end (zero while it runs, or
-	// when no daemon saw it end): nothing that started later is its.
-	Ended time.Time `json:"ended,omitzero"`
+	// Boot is the boot they ran on (Table.BootID): births of another
+	// boot say nothing of this one's processes.
+	Boot string `json:"boot,omitempty"`
+	// End is the table's clock (Table.Now) when the daemon saw OpenCode
+	// end (zero while it runs, or when no daemon saw it end): nothing
+	// born at or after it is its.
+	End uint64 `json:"end,omitempty"`
 }
 
 // Record is the directory of sightings: one file per watched OpenCode,

@@ -86,6 +86,13 @@ func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 		if e.firstCrash(d, s, now, ambiguous) {
 			return
 		}
+		if s.trig&trigDead != 0 && !s.connecting {
+			// OpenCode's word on an exit the process view saw: the
+			// grace waited for it (ChildExited), so a crash loop is
+			// checked at its episode's time, not the grace's.
+			d.wakeBy(later(s.ep.Next(), now))
+			return
+		}
 		switch s.ep.Phase(e.cfg.Backoff) {
 		case backoff.Slow, backoff.Stopped:
 			return
@@ -107,9 +114,14 @@ func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 // read is most likely that read's own doing (it booted the location, whose
 // servers announce every transition) and gets the ordinary wake, at most
 // initial-delay later, instead of a read of its own.
+//
+// A report of a server whose process the view saw exit (trigDead) is
+// OpenCode's word on that exit, not news: its check at once was counted
+// when the exit came (ChildExited), and waits only for this word.
 func (e *Engine) firstCrash(d *dir, s *server, now time.Time, ambiguous bool) bool {
-	if !e.stableConnected(s, now) || s.connecting || ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial ||
-		!d.atOnce(now, e.cfg.Backoff.Initial) {
+	spoken := s.trig&trigDead != 0
+	if !e.stableConnected(s, now) || s.connecting ||
+		!spoken && (ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial || !d.atOnce(now, e.cfg.Backoff.Initial)) {
 		return false
 	}
 	s.forget()

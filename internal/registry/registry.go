@@ -65,6 +65,10 @@ func (e Entry) Watches(u string) bool {
 	return slices.ContainsFunc(e.URLs, func(w string) bool { return NormalizeURL(w) == n })
 }
 
+// ListensAt reports whether e's status API listens at addr
+// ("localhost:4097" and "127.0.0.1:4097" are one address).
+func (e Entry) ListensAt(addr string) bool { return sameAddr(e.StatusAddr, addr) }
+
 // NormalizeURL makes two spellings of one OpenCode URL compare equal:
 // "HTTP://LocalHost:4096/" and "http://127.0.0.1:4096". Scheme and host
 // are lower-cased, credentials, query, fragment and trailing slashes
@@ -316,7 +320,7 @@ func (r *Registry) ByStatusAddr(addr string) (Entry, bool, error) {
 		return Entry{}, false, err
 	}
 	for _, e := range all {
-		if sameAddr(e.StatusAddr, addr) {
+		if e.ListensAt(addr) {
 			return e, true, nil
 		}
 	}

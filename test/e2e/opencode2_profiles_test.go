@@ -17,7 +17,7 @@ import (
 )
 
 // The real mcp-reconnect binary against both profiles of the 2.x fake over
-// real loopback TCP: 2.0.21 as its facts describe it, and the v2 preview
+// real loopback TCP: OpenCode 2.1.2 as measured, and the v2 preview
 // build as measured (facts section 6; the fake serves that server's own
 // API description and the routes it lists).
 
@@ -74,7 +74,7 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 		lacks   string // what the log says the daemon runs without
 		uses    string // a doctor line
 	}{
-		{fake2.Release2021, fake2.RouteConnect, "running_without=locations", "uses connect     POST /api/experimental/mcp/{name}/connect"},
+		{fake2.Release212, fake2.RouteConnect, `locations="GET /api/debug/location"`, "uses connect     POST /api/experimental/mcp/{name}/connect"},
 		{fake2.Preview, fake2.RouteConnectDev, "running_without=config", "uses connect     POST /api/mcp/{name}/connect"},
 	} {
 		t.Run(c.profile.Name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 			// Detection asks /api/info first (the preview lacks it); after
 			// that, never a route the server lacks.
 			unknown := 0
-			if c.profile.RoutesFromDoc {
+			if c.profile.Name == fake2.Preview.Name {
 				unknown = 1
 			}
 			if n := fake.Count(fake2.RouteUnknownAPI, "", ""); n != unknown {
@@ -121,7 +121,7 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 
 // A remote server restarted behind OpenCode's back (on the preview it
 // shows no event and stays "connected") is repaired on both profiles:
-// 2.0.21 names its URL in GET /api/config; the preview has no such route,
+// 2.1.2 names its URL in GET /api/config; the preview has no such route,
 // and the daemon learns the URL from the directory's opencode.jsonc. The
 // daemon watches the endpoint and connects the server for a fresh session
 // when a real streamable-HTTP MCP server is stopped and started again on
@@ -133,7 +133,7 @@ func TestOpenCode2RemoteRestartRepaired(t *testing.T) {
 	for _, c := range []struct {
 		profile fake2.Profile
 		connect string
-	}{{fake2.Release2021, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
+	}{{fake2.Release212, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
 		t.Run(c.profile.Name, func(t *testing.T) {
 			p := newProject(t, nil)
 			remote := newHTTPServer(t, p.ServerLog("web"))
@@ -211,7 +211,7 @@ func TestOpenCode2StdioCrashRepairedAtOnce(t *testing.T) {
 	for _, c := range []struct {
 		profile fake2.Profile
 		connect string
-	}{{fake2.Release2021, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
+	}{{fake2.Release212, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
 		t.Run(c.profile.Name, func(t *testing.T) {
 			fake := fake2.NewProfile(c.profile, map[string]fakeopencode.Spec{"fs": {AfterConnect: "connected"}})
 			fake.SetPassword(profilePassword)
@@ -235,8 +235,8 @@ func TestOpenCode2StdioCrashRepairedAtOnce(t *testing.T) {
 	}
 }
 
-// A disposal stays disposed on OpenCode 2: 2.0.21 announces
-// location.shutdown; the preview announces nothing but its servers'
+// A disposal stays disposed on OpenCode 2: 2.1.2 announces
+// location.shutdown (and then its servers' mcp.status.changed); the preview announces nothing but its servers'
 // mcp.status.changed, and the daemon, asking GET /api/debug/location
 // before the check those changes wake, finds the location gone. Neither
 // boots it again, however long it waits; a session there arms it again.
@@ -244,7 +244,7 @@ func TestOpenCode2DisposalStaysDisposed(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	for _, profile := range []fake2.Profile{fake2.Release2021, fake2.Preview} {
+	for _, profile := range []fake2.Profile{fake2.Release212, fake2.Preview} {
 		t.Run(profile.Name, func(t *testing.T) {
 			fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {}, "broken": {Status: "failed"}})
 			fake.SetPassword(profilePassword)

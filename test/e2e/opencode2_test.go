@@ -32,7 +32,7 @@ func writeServiceFile(t *testing.T, state, url, password string, pid int) string
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(map[string]any{"id": "svc", "version": "2.0.21", "url": url, "pid": pid, "password": password})
+	b, _ := json.Marshal(map[string]any{"id": "svc", "version": fake2.DefaultVersion, "url": url, "pid": pid, "password": password})
 	file := filepath.Join(dir, "service.json")
 	tmp := file + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -124,6 +124,7 @@ func TestWatchFollowsOpenCode2Service(t *testing.T) {
 	if !strings.Contains(logs.String(), file) || !strings.Contains(logs.String(), "generation=2.x") {
 		t.Fatalf("watch did not say it follows %s on 2.x:\n%s", file, logs)
 	}
+	first.Boot("/p one") // a session runs there: its location is booted
 	first.Publish("/p one", "session.execution.started", map[string]any{"sessionID": "ses_1"})
 	waitStatusRead(t, first, "/p one", logs)
 
@@ -141,6 +142,7 @@ func TestWatchFollowsOpenCode2Service(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	second.Boot("/p two") // a session runs there: its location is booted
 	second.Publish("/p two", "session.execution.started", map[string]any{"sessionID": "ses_2"})
 	waitStatusRead(t, second, "/p two", logs)
 	if n := second.Count(fake2.RouteUnauthorized, "", ""); n != 0 {
@@ -306,6 +308,7 @@ func TestWatchFollowsUpgradeFrom1To2(t *testing.T) {
 	if n := v2.Count(fake2.RouteMCP, "/p old", ""); n != 0 {
 		t.Fatalf("the new 2.x process got %d reads for a directory of the old one:\n%s", n, logs)
 	}
+	v2.Boot("/p new") // a session runs there: its location is booted
 	v2.Publish("/p new", "session.execution.started", map[string]any{"sessionID": "ses_1"})
 	waitStatusRead(t, v2, "/p new", logs)
 	deadline = time.Now().Add(15 * time.Second)
@@ -367,6 +370,7 @@ func TestWatchFollowsAServiceThatStartsLater(t *testing.T) {
 	started := time.Now()
 	waitSubscribed(t, first, 20*time.Second, logs)
 	t.Logf("followed the service %v after it registered", time.Since(started).Round(100*time.Millisecond))
+	first.Boot("/p one") // a session runs there: its location is booted
 	first.Publish("/p one", "session.execution.started", map[string]any{"sessionID": "ses_1"})
 	waitStatusRead(t, first, "/p one", logs)
 
@@ -392,6 +396,7 @@ func TestWatchFollowsAServiceThatStartsLater(t *testing.T) {
 	started = time.Now()
 	waitSubscribed(t, second, 20*time.Second, logs)
 	t.Logf("followed the service back %v after it registered", time.Since(started).Round(100*time.Millisecond))
+	second.Boot("/p two") // a session runs there: its location is booted
 	second.Publish("/p two", "session.execution.started", map[string]any{"sessionID": "ses_2"})
 	waitStatusRead(t, second, "/p two", logs)
 	if n := second.Count(fake2.RouteMCP, "/p one", ""); n != 0 {

@@ -75,7 +75,7 @@ func extractArchive(t *testing.T, path string) string {
 // The archive of each target: one top directory named after the asset
 // holding the binary (0755, the release binary byte for byte), the bash,
 // zsh and fish completions, a manual page of each command, LICENSE and
-// README.md as in the checkout; entries sorted, owned by 0:0, every time
+// README.md as in the checkout, THIRD_PARTY_NOTICES (TestNotices); entries sorted, owned by 0:0, every time
 // the commit's; nothing that names this machine's paths. This machine's
 // binary runs from it and prints the release's version; the others are
 // of their OS and CPU.
@@ -89,6 +89,7 @@ func TestArchives(t *testing.T) {
 	}
 	sums := readSums(t, dir)
 	forbidden := localPaths(t, root)
+	notices := archiveNotices(t, dir)
 	license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,8 @@ func TestArchives(t *testing.T) {
 					if got := shaBytes(b); got != sums[name] {
 						t.Errorf("the archive's binary has sha256 %s, %s has %s", got, name, sums[name])
 					}
-				case rel == "LICENSE" && !bytes.Equal(b, license), rel == "README.md" && !bytes.Equal(b, readme):
+				case rel == "LICENSE" && !bytes.Equal(b, license), rel == "README.md" && !bytes.Equal(b, readme),
+					rel == noticesFile && !bytes.Equal(b, notices):
 					t.Errorf("%s is not the checkout's", rel)
 				case strings.HasPrefix(rel, "completions/") || strings.HasPrefix(rel, "man/"):
 					for _, p := range forbidden {
@@ -156,7 +158,7 @@ func TestArchives(t *testing.T) {
 				t.Errorf("entries are not sorted: %v", names)
 			}
 			top := name + "/"
-			want := map[string]int64{top: 0o755, top + "mcp-reconnect": 0o755, top + "LICENSE": 0o644, top + "README.md": 0o644,
+			want := map[string]int64{top: 0o755, top + "mcp-reconnect": 0o755, top + "LICENSE": 0o644, top + "README.md": 0o644, top + noticesFile: 0o644,
 				top + "completions/mcp-reconnect.bash": 0o644, top + "completions/_mcp-reconnect": 0o644, top + "completions/mcp-reconnect.fish": 0o644}
 			for _, page := range manPages {
 				want[top+"man/man1/"+page] = 0o644

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
 )
 
 // setting is one of the Makefile's release settings, which make passes to
@@ -56,7 +58,8 @@ var (
 // URL of that platform's release archive under RELEASE_URL/VERSION and its
 // sha256 from SHA256SUMS; an install of the archive's files, with no chmod;
 // a service block running `mcp-reconnect watch` with its log under
-// Homebrew's var/log; a test block running `version`; the tap it lives in.
+// Homebrew's var/log and the duplicate's exit status 0, as the launchd
+// agent has it; a test block running `version`; the tap it lives in.
 // Read as text here, and by Ruby below.
 func TestFormulaText(t *testing.T) {
 	dir := distDir(t)
@@ -118,6 +121,7 @@ func TestFormulaText(t *testing.T) {
 		"#   brew install " + setting("BREW_TAP") + "/mcp-reconnect\n",
 		`    bin.install "mcp-reconnect"` + "\n",
 		`    run [opt_bin/"mcp-reconnect", "watch"]` + "\n",
+		`    environment_variables ` + service.DuplicateExitEnv + `: "0"` + "\n",
 		`    log_path var/"log/mcp-reconnect.log"` + "\n",
 		`shell_output("#{bin}/mcp-reconnect version")`,
 	} {
@@ -148,7 +152,7 @@ func ruby(t *testing.T) string {
 // in that platform's release archive unpacked as Homebrew unpacks it (in
 // its one top directory): one URL and sha256, each file install names
 // present in the archive (the binary, three completions, every manual
-// page), the service block's command and log, and, for this machine's
+// page), the service block's command, log and environment, and, for this machine's
 // platform, the test block run against the archive's binary as it is.
 func TestFormulaRuby(t *testing.T) {
 	dir := distDir(t)
@@ -180,9 +184,10 @@ func TestFormulaRuby(t *testing.T) {
 				Install                 [][]any
 				Service                 struct {
 					Run          []string
-					KeepAlive    map[string]any `json:"keep_alive"`
-					LogPath      string         `json:"log_path"`
-					ErrorLogPath string         `json:"error_log_path"`
+					KeepAlive    map[string]any    `json:"keep_alive"`
+					Env          map[string]string `json:"environment_variables"`
+					LogPath      string            `json:"log_path"`
+					ErrorLogPath string            `json:"error_log_path"`
 				}
 				Test [][]any
 			}
@@ -219,6 +224,12 @@ func TestFormulaRuby(t *testing.T) {
 			if strings.Join(got.Service.Run, " ") != "/opt/homebrew/opt/mcp-reconnect/bin/mcp-reconnect watch" ||
 				got.Service.LogPath != "/opt/homebrew/var/log/mcp-reconnect.log" || got.Service.ErrorLogPath != got.Service.LogPath || got.Service.KeepAlive["successful_exit"] != false {
 				t.Errorf("service %+v", got.Service)
+			}
+			// What the launchd agent sets (service.DuplicateExitEnv = 0):
+			// launchd restarts a job that exits non-zero, and a watch
+			// refused as a duplicate would be refused again for ever.
+			if len(got.Service.Env) != 1 || got.Service.Env[service.DuplicateExitEnv] != "0" {
+				t.Errorf("the service's environment %v, want %s=0 alone", got.Service.Env, service.DuplicateExitEnv)
 			}
 			if p.asset == hostAsset && len(got.Test) != 1 {
 				t.Errorf("the test block against this machine's binary did %v", got.Test)

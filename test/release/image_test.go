@@ -138,7 +138,8 @@ func decode(t *testing.T, b []byte, v any) {
 // byte (same sha256 as in SHA256SUMS), at the entrypoint's path; it runs
 // as a numeric non-root user; its labels name the source, version,
 // revision, licenses and creation time (the commit's, as every time in
-// the archive and the layers).
+// the archive and the layers); the layer holds LICENSE and the notices
+// in /usr/share/doc/mcp-reconnect.
 func TestImage(t *testing.T) {
 	dir := distDir(t)
 	st := hostStamp(t, dir)
@@ -150,6 +151,11 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	license, err := os.ReadFile(filepath.Join(repoRoot(t), "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDocs := map[string][]byte{"usr/share/doc/mcp-reconnect/LICENSE": license, "usr/share/doc/mcp-reconnect/" + noticesFile: archiveNotices(t, dir)}
 	a := readArchive(t, filepath.Join(dir, imageArchive), commitTime)
 	var lay struct {
 		Version string `json:"imageLayoutVersion"`
@@ -234,6 +240,7 @@ func TestImage(t *testing.T) {
 			tr := tar.NewReader(bytes.NewReader(layer))
 			var names []string
 			found := false
+			docs := map[string][]byte{}
 			for {
 				h, err := tr.Next()
 				if err == io.EOF {
@@ -256,6 +263,14 @@ func TestImage(t *testing.T) {
 						t.Errorf("the binary: mode %o owner %d", h.Mode, h.Uid)
 					}
 					found = true
+				}
+				if _, ok := wantDocs[h.Name]; ok {
+					docs[h.Name], _ = io.ReadAll(tr)
+				}
+			}
+			for n, want := range wantDocs {
+				if !bytes.Equal(docs[n], want) {
+					t.Errorf("the layer's /%s is not the release's", n)
 				}
 			}
 			if !found {

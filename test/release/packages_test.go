@@ -51,12 +51,12 @@ type packageFile struct {
 
 // packageFiles are the files of the .deb or .rpm: the binary, the user
 // unit, the completions where each distribution's shell reads them, the
-// manual pages (compressed) and the licence.
+// manual pages (compressed), the licence and the notices.
 func packageFiles(format string) []packageFile {
 	zsh := "/usr/share/zsh/vendor-completions/_mcp-reconnect"
-	licence := "/usr/share/doc/mcp-reconnect/copyright"
+	licence, notices := "/usr/share/doc/mcp-reconnect/copyright", "/usr/share/doc/mcp-reconnect/"+noticesFile
 	if format == "rpm" {
-		zsh, licence = "/usr/share/zsh/site-functions/_mcp-reconnect", "/usr/share/licenses/mcp-reconnect/LICENSE"
+		zsh, licence, notices = "/usr/share/zsh/site-functions/_mcp-reconnect", "/usr/share/licenses/mcp-reconnect/LICENSE", "/usr/share/licenses/mcp-reconnect/"+noticesFile
 	}
 	out := []packageFile{
 		{"/usr/bin/mcp-reconnect", 0o755},
@@ -65,6 +65,7 @@ func packageFiles(format string) []packageFile {
 		{"/usr/share/fish/vendor_completions.d/mcp-reconnect.fish", 0o644},
 		{zsh, 0o644},
 		{licence, 0o644},
+		{notices, 0o644},
 		{"/usr/share/doc/mcp-reconnect/README.md", 0o644},
 	}
 	for _, p := range manPages {
@@ -108,8 +109,8 @@ func dpkgDeb(t *testing.T) string {
 // version, architecture, maintainer, homepage); its files (dpkg-deb -c)
 // with their modes, owned by root, at the commit's time; unpacked
 // (dpkg-deb -x), the release binary that runs or is of its CPU, the user
-// unit the service package renders for /usr/bin/mcp-reconnect, and the
-// licence in Debian's copyright file; this machine's CPU's installed and
+// unit the service package renders for /usr/bin/mcp-reconnect, the
+// licence in Debian's copyright file and the notices beside it; this machine's CPU's installed and
 // removed by dpkg in a root of its own.
 func TestDebs(t *testing.T) {
 	dir := distDir(t)
@@ -129,6 +130,7 @@ func TestDebs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	notices := archiveNotices(t, dir)
 	for _, ti := range linuxTargets() {
 		tg := targets[ti]
 		name := assetName(tg.goos, tg.goarch) + ".deb"
@@ -193,6 +195,9 @@ func TestDebs(t *testing.T) {
 			if !bytes.Contains(c, []byte("\nLicense: "+setting("LICENSE_SPDX")+"\n")) || !bytes.Contains(c, []byte(" Permission is hereby granted")) || !bytes.Contains(license, []byte("Permission is hereby granted")) {
 				t.Errorf("copyright does not give the licence:\n%s", c)
 			}
+			if b, err := os.ReadFile(filepath.Join(unpacked, "usr", "share", "doc", "mcp-reconnect", noticesFile)); err != nil || !bytes.Equal(b, notices) {
+				t.Errorf("the notices are not the release's (%v)", err)
+			}
 			if tg.goarch == runtime.GOARCH {
 				checkDpkgInstall(t, deb, ti, sums, st)
 			}
@@ -246,9 +251,10 @@ var rpmArch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
 // The .rpm of each linux target, read by a Go RPM library (no rpm tool is
 // needed): its digests verify; its header's name, version, release,
 // architecture, licence, URL and packager; its files with their modes,
-// owned by root, at the commit's time, the licence flagged %license and
-// the README %doc; from its payload, the release binary that runs or is
-// of its CPU, and the unit the service package renders.
+// owned by root, at the commit's time, the licence and the notices flagged
+// %license and the README %doc; from its payload, the release binary that
+// runs or is of its CPU, the unit the service package renders and the
+// notices.
 func TestRPMs(t *testing.T) {
 	dir := distDir(t)
 	st := hostStamp(t, dir)
@@ -261,6 +267,8 @@ func TestRPMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	notices := archiveNotices(t, dir)
+	noticesPath := "/usr/share/licenses/mcp-reconnect/" + noticesFile
 	for _, ti := range linuxTargets() {
 		tg := targets[ti]
 		name := assetName(tg.goos, tg.goarch) + ".rpm"
@@ -306,8 +314,10 @@ func TestRPMs(t *testing.T) {
 					t.Errorf("%s: mode %o, want a regular file %o", pf.path, f.Mode(), want)
 				}
 			}
-			if f := byName["/usr/share/licenses/mcp-reconnect/LICENSE"]; f == nil || f.Flags()&rpmutils.RPMFILE_LICENSE == 0 {
-				t.Error("LICENSE is not flagged as the package's licence (RPMFILE_LICENSE)")
+			for _, l := range []string{"/usr/share/licenses/mcp-reconnect/LICENSE", noticesPath} {
+				if f := byName[l]; f == nil || f.Flags()&rpmutils.RPMFILE_LICENSE == 0 {
+					t.Errorf("%s is not flagged as the package's licence (RPMFILE_LICENSE)", l)
+				}
 			}
 			if f := byName["/usr/share/doc/mcp-reconnect/README.md"]; f == nil || f.Flags()&rpmutils.RPMFILE_DOC == 0 {
 				t.Error("README.md is not flagged as documentation (RPMFILE_DOC)")
@@ -325,7 +335,7 @@ func TestRPMs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if f.Name() == "/usr/bin/mcp-reconnect" || f.Name() == service.PackageUnitDir+"/"+service.UnitName {
+				if f.Name() == "/usr/bin/mcp-reconnect" || f.Name() == service.PackageUnitDir+"/"+service.UnitName || f.Name() == noticesPath {
 					b, err := io.ReadAll(bufio.NewReader(pr))
 					if err != nil {
 						t.Fatal(err)
@@ -335,6 +345,9 @@ func TestRPMs(t *testing.T) {
 			}
 			if !bytes.Equal(got[service.PackageUnitDir+"/"+service.UnitName], wantUnit) {
 				t.Errorf("the unit:\n%s\nwant service.PackageUnit's:\n%s", got[service.PackageUnitDir+"/"+service.UnitName], wantUnit)
+			}
+			if !bytes.Equal(got[noticesPath], notices) {
+				t.Error("the notices are not the release's")
 			}
 			bin := filepath.Join(t.TempDir(), "mcp-reconnect")
 			if err := os.WriteFile(bin, got["/usr/bin/mcp-reconnect"], 0o755); err != nil {

@@ -3,10 +3,13 @@
 // commit and date, free of local paths; the archives (archive_test.go) and
 // the .deb and .rpm packages (packages_test.go), opened, their binary run
 // or its architecture read; the container image (an OCI archive of the
-// linux binaries, image_test.go); the SBOM (sbom_test.go); the Homebrew
-// formula (formula_test.go); every one of them in SHA256SUMS, and the
-// same bytes when the whole release is rebuilt from a copy of the tree in
-// another directory.
+// linux binaries, image_test.go); the SBOM (sbom_test.go) and the
+// licences of what the binaries link, in every archive and package
+// (notices_test.go); the Homebrew formula (formula_test.go); the npm
+// packages, read and then published to a registry of the test's own on
+// loopback, installed from it by npm and run (npm_test.go); every one of
+// them in SHA256SUMS, and the same bytes when the whole release is
+// rebuilt from a copy of the tree in another directory.
 //
 // It is a module of its own (go.mod), so that the RPM reader it needs is
 // not a dependency of mcp-reconnect. It needs the release, which takes
@@ -230,8 +233,9 @@ func releaseAssets() []string {
 		if tg.goos == "linux" {
 			out = append(out, n+".deb", n+".rpm")
 		}
+		out = append(out, npmAsset(tg.goos, tg.goarch))
 	}
-	return append(out, imageArchive, sbomFile, formulaFile)
+	return append(out, npmMainAsset, imageArchive, sbomFile, formulaFile)
 }
 
 // Every file of the release is in SHA256SUMS with its sha256, and nothing
@@ -325,8 +329,8 @@ func TestReleaseBinaries(t *testing.T) {
 // The release is reproducible: scripts/release.sh run again, for every
 // target, in a clone of the checkout in another directory (other absolute
 // paths; uncommitted changes copied over, so the version says -dirty
-// alike) writes the same bytes: binaries, archives, packages, image, SBOM
-// and formula, so the same SHA256SUMS.
+// alike) writes the same bytes: binaries, archives, packages, npm
+// packages, image, SBOM and formula, so the same SHA256SUMS.
 func TestReleaseIsReproducible(t *testing.T) {
 	dir := distDir(t)
 	root := repoRoot(t)

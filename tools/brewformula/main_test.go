@@ -35,6 +35,7 @@ func TestWrite(t *testing.T) {
 		`    man1.install Dir["man/man1/*.1"]` + "\n",
 		`assert_match "mcp-reconnect v#{version}"`,
 		`run [opt_bin/"mcp-reconnect", "watch"]`,
+		"    environment_variables MCP_RECONNECT_DUPLICATE_EXIT: \"0\"\n",
 	} {
 		if !strings.Contains(f, want) {
 			t.Errorf("formula lacks %q:\n%s", want, f)

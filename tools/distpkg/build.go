@@ -30,6 +30,9 @@ type Options struct {
 	Homepage, License, Maintainer string
 	// LicenseText and Readme are LICENSE and README.md, shipped as they are.
 	LicenseText, Readme []byte
+	// Notices are the licences of the Go modules the binaries link
+	// (THIRD_PARTY_NOTICES, written by tools/sbom), shipped beside LICENSE.
+	Notices []byte
 	// Docs are the completions and manual pages (GenerateDocs).
 	Docs Docs
 }
@@ -57,8 +60,8 @@ func (o Options) validate() error {
 		return errors.New("--version, --homepage, --license and --maintainer are all needed (they are the packages' metadata)")
 	case o.Created.IsZero():
 		return errors.New("--created is missing")
-	case len(o.LicenseText) == 0 || len(o.Readme) == 0:
-		return errors.New("the LICENSE and README.md to ship are missing")
+	case len(o.LicenseText) == 0 || len(o.Readme) == 0 || len(o.Notices) == 0:
+		return errors.New("the LICENSE, README.md and THIRD_PARTY_NOTICES to ship are missing")
 	}
 	seen := map[string]bool{}
 	for _, b := range o.Binaries {
@@ -70,7 +73,11 @@ func (o Options) validate() error {
 	return o.Docs.validate()
 }
 
-// Build writes every archive and package, and returns their paths.
+// NoticesFile is the name the notices are shipped as.
+const NoticesFile = "THIRD_PARTY_NOTICES"
+
+// Build writes every archive and package, and the npm packages, and
+// returns their paths.
 func Build(o Options) ([]string, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -84,7 +91,7 @@ func Build(o Options) ([]string, error) {
 			return nil, err
 		}
 		out := filepath.Join(o.Out, b.Name()+".tar.gz")
-		if err := writeFile(out, func() ([]byte, error) { return o.archive(b, bin) }); err != nil {
+		if err := writeFile(out, func() ([]byte, error) { return o.tarGz(o.archiveEntries(b, bin)) }); err != nil {
 			return nil, err
 		}
 		written = append(written, out)
@@ -98,6 +105,22 @@ func Build(o Options) ([]string, error) {
 			}
 			written = append(written, out)
 		}
+	}
+	npm, err := o.npmPackages(bins, func(b Binary) ([]byte, error) { return os.ReadFile(b.Path) })
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(npm))
+	for name := range npm {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out := filepath.Join(o.Out, name)
+		if err := writeFile(out, func() ([]byte, error) { return npm[name], nil }); err != nil {
+			return nil, err
+		}
+		written = append(written, out)
 	}
 	return written, nil
 }
@@ -124,13 +147,14 @@ type entry struct {
 }
 
 // archiveEntries are the archive's files under its top directory: the
-// binary, LICENSE, README.md, completions/ and man/man1/, as the formula
-// installs them.
+// binary, LICENSE, THIRD_PARTY_NOTICES, README.md, completions/ and
+// man/man1/, as the formula installs them.
 func (o Options) archiveEntries(b Binary, bin []byte) []entry {
 	top := b.Name() + "/"
 	files := []entry{
 		{top + BinaryName, 0o755, bin},
 		{top + "LICENSE", 0o644, o.LicenseText},
+		{top + NoticesFile, 0o644, o.Notices},
 		{top + "README.md", 0o644, o.Readme},
 	}
 	for _, s := range Shells {
@@ -158,12 +182,16 @@ func withDirs(files []entry) []entry {
 	return out
 }
 
-// archive is the .tar.gz of b: entries sorted, owned by 0:0, every time
-// the commit's; gzip without name or time.
-func (o Options) archive(b Binary, bin []byte) ([]byte, error) {
+// tarGz is a .tar.gz of entries (withDirs' order): owned by 0:0, every
+// time the commit's; gzip without name or time. A name given twice is an
+// error.
+func (o Options) tarGz(entries []entry) ([]byte, error) {
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)
-	for _, e := range o.archiveEntries(b, bin) {
+	for i, e := range entries {
+		if i > 0 && entries[i-1].name == e.name {
+			return nil, fmt.Errorf("%s given twice", e.name)
+		}
 		h := &tar.Header{Name: e.name, Mode: int64(e.mode.Perm()), ModTime: o.Created.UTC()}
 		if strings.HasSuffix(e.name, "/") {
 			h.Typeflag = tar.TypeDir

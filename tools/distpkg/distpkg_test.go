@@ -45,7 +45,7 @@ func options(t *testing.T, dir string) Options {
 		t.Fatal(err)
 	}
 	o := Options{Out: filepath.Join(dir, "out"), Version: "v1.2.3", Created: created, Homepage: "https://example.com/p", License: "MIT",
-		Maintainer: "the mcp-reconnect authors", Readme: []byte("# mcp-reconnect\n"), Docs: docs,
+		Maintainer: "the mcp-reconnect authors", Readme: []byte("# mcp-reconnect\n"), Docs: docs, Notices: []byte("notices\n"),
 		LicenseText: []byte("MIT License\n\nCopyright (c) 2026 the mcp-reconnect authors\n\nPermission is hereby granted.\n\nTHE SOFTWARE IS PROVIDED \"AS IS\".\n")}
 	if err := os.Mkdir(o.Out, 0o755); err != nil {
 		t.Fatal(err)
@@ -84,6 +84,9 @@ func TestGenerateDocsRefusesLocalPaths(t *testing.T) {
 	dir := t.TempDir()
 	home, err := os.UserHomeDir()
 	if err != nil || home == "/" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no home under CI: %v", err)
+		}
 		t.Skip("no home")
 	}
 	p := filepath.Join(dir, "mcp-reconnect")
@@ -133,11 +136,12 @@ func TestBuildIsReproducible(t *testing.T) {
 	for _, w := range wa {
 		names = append(names, filepath.Base(w))
 	}
-	if got := strings.Join(names, " "); got != "mcp-reconnect-darwin-arm64.tar.gz mcp-reconnect-linux-amd64.tar.gz mcp-reconnect-linux-amd64.deb mcp-reconnect-linux-amd64.rpm mcp-reconnect-linux-arm64.tar.gz mcp-reconnect-linux-arm64.deb mcp-reconnect-linux-arm64.rpm" {
+	if got := strings.Join(names, " "); got != "mcp-reconnect-darwin-arm64.tar.gz mcp-reconnect-linux-amd64.tar.gz mcp-reconnect-linux-amd64.deb mcp-reconnect-linux-amd64.rpm mcp-reconnect-linux-arm64.tar.gz mcp-reconnect-linux-arm64.deb mcp-reconnect-linux-arm64.rpm "+
+		"mcp-reconnect-npm-darwin-arm64.tgz mcp-reconnect-npm-linux-arm64.tgz mcp-reconnect-npm-linux-x64.tgz mcp-reconnect-npm.tgz" {
 		t.Errorf("written: %s", got)
 	}
 	sa, sb := assets(t, oa.Out), assets(t, ob.Out)
-	if len(sa) != 7 {
+	if len(sa) != 11 {
 		t.Errorf("%d files in out: %v", len(sa), sa)
 	}
 	for name, sum := range sa {
@@ -194,7 +198,7 @@ func TestArchiveLayout(t *testing.T) {
 	}
 	top := "mcp-reconnect-linux-arm64/"
 	for name, mode := range map[string]int64{
-		top: 0o755, top + "mcp-reconnect": 0o755, top + "LICENSE": 0o644, top + "README.md": 0o644,
+		top: 0o755, top + "mcp-reconnect": 0o755, top + "LICENSE": 0o644, top + "README.md": 0o644, top + "THIRD_PARTY_NOTICES": 0o644,
 		top + "completions/": 0o755, top + "completions/mcp-reconnect.bash": 0o644, top + "completions/_mcp-reconnect": 0o644,
 		top + "completions/mcp-reconnect.fish": 0o644, top + "man/man1/": 0o755, top + "man/man1/mcp-reconnect.1": 0o644,
 		top + "man/man1/mcp-reconnect-watch.1": 0o644,
@@ -254,6 +258,12 @@ func TestPackageFiles(t *testing.T) {
 	}
 	if f := rpm["/usr/share/licenses/mcp-reconnect/LICENSE"]; f.typ != files.TypeRPMLicense || string(f.body) != string(o.LicenseText) {
 		t.Errorf("the rpm's licence: %+v", f)
+	}
+	if f := rpm["/usr/share/licenses/mcp-reconnect/THIRD_PARTY_NOTICES"]; f.typ != files.TypeRPMLicense || string(f.body) != string(o.Notices) {
+		t.Errorf("the rpm's notices: %+v", f)
+	}
+	if f := deb["/usr/share/doc/mcp-reconnect/THIRD_PARTY_NOTICES"]; string(f.body) != string(o.Notices) {
+		t.Errorf("the deb's notices: %+v", f)
 	}
 	c := string(deb["/usr/share/doc/mcp-reconnect/copyright"].body)
 	for _, want := range []string{"Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n", "Files: *\nCopyright: 2026 the mcp-reconnect authors\nLicense: MIT\n Permission is hereby granted.\n .\n THE SOFTWARE"} {

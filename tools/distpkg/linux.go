@@ -84,10 +84,13 @@ func (o Options) packageFiles(format string, bin []byte) ([]pkgFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, pkgFile{DocDir + "/copyright", 0o644, c, ""}, pkgFile{DocDir + "/README.md", 0o644, o.Readme, ""})
+		// The linked modules' licences beside it (copyright names the file).
+		out = append(out, pkgFile{DocDir + "/copyright", 0o644, c, ""}, pkgFile{DocDir + "/" + NoticesFile, 0o644, o.Notices, ""},
+			pkgFile{DocDir + "/README.md", 0o644, o.Readme, ""})
 	case "rpm":
 		out = append(out,
 			pkgFile{RPMLicenseDir + "/LICENSE", 0o644, o.LicenseText, files.TypeRPMLicense},
+			pkgFile{RPMLicenseDir + "/" + NoticesFile, 0o644, o.Notices, files.TypeRPMLicense},
 			pkgFile{DocDir + "/README.md", 0o644, o.Readme, files.TypeRPMDoc})
 	}
 	return out, nil
@@ -122,6 +125,7 @@ func (o Options) debCopyright() ([]byte, error) {
 		}
 		b.WriteString(" " + line + "\n")
 	}
+	fmt.Fprintf(&b, "Comment: The binary links Go modules under their own licences: %s/%s\n", DocDir, NoticesFile)
 	return []byte(b.String()), nil
 }
 

@@ -1,11 +1,20 @@
 // Command distpkg writes what people install from a release, beside the
 // bare binaries and the image: for each OS and CPU an archive,
 // mcp-reconnect-OS-ARCH.tar.gz, holding the binary (0755), the shell
-// completions, the manual pages, LICENSE and README.md under one top
-// directory (what the Homebrew formula installs from); and for each Linux
+// completions, the manual pages, LICENSE, THIRD_PARTY_NOTICES (the
+// licences of the Go modules it links) and README.md under one top
+// directory (what the Homebrew formula installs from); for each Linux
 // CPU a .deb and an .rpm, mcp-reconnect-linux-ARCH.deb and .rpm, with the
 // same files in their system places and the systemd user unit for every
-// user (internal/service's PackageUnit, in /usr/lib/systemd/user).
+// user (internal/service's PackageUnit, in /usr/lib/systemd/user); and the
+// npm packages (npm.go): mcp-reconnect-npm.tgz, the package mcp-reconnect,
+// and mcp-reconnect-npm-OS-CPU.tgz, @mcp-reconnect/OS-CPU, one per binary
+// in npm's names (linux-x64). They are published platform packages first
+// (npm wants --tag for a pre-release version; latest is what `npm install
+// mcp-reconnect` installs):
+//
+//	for f in dist/mcp-reconnect-npm-*-*.tgz; do npm publish --access public --tag latest "$f"; done
+//	npm publish --tag latest dist/mcp-reconnect-npm.tgz
 //
 // The completions and manual pages come from the binary itself, run on
 // this machine (--docs-binary, one of this machine's platform): with a
@@ -21,7 +30,7 @@
 //
 //	go run ./distpkg --out DIR --version v1.2.3 --created 2026-12-01T10:00:00Z \
 //	  --homepage URL --license MIT --maintainer NAME \
-//	  --license-file LICENSE --readme README.md --docs-binary BIN \
+//	  --license-file LICENSE --readme README.md --notices THIRD_PARTY_NOTICES --docs-binary BIN \
 //	  linux/amd64=BIN linux/arm64=BIN darwin/amd64=BIN darwin/arm64=BIN
 package main
 
@@ -36,7 +45,7 @@ import (
 
 func main() {
 	var o Options
-	var created, docsBin, licenseFile, readme string
+	var created, docsBin, licenseFile, readme, notices string
 	flag.StringVar(&o.Out, "out", "", "the directory to write the archives and packages into")
 	flag.StringVar(&o.Version, "version", "", "the release version (v1.2.3, or a Go pseudo-version)")
 	flag.StringVar(&created, "created", "", "RFC 3339 time of the commit: every time in the archives and packages")
@@ -45,9 +54,10 @@ func main() {
 	flag.StringVar(&o.Maintainer, "maintainer", "", "the packages' Maintainer (deb) and Packager (rpm)")
 	flag.StringVar(&licenseFile, "license-file", "", "the LICENSE file shipped")
 	flag.StringVar(&readme, "readme", "", "the README.md shipped")
+	flag.StringVar(&notices, "notices", "", "the THIRD_PARTY_NOTICES shipped (tools/sbom --notices)")
 	flag.StringVar(&docsBin, "docs-binary", "", "a release binary this machine runs, for the completions and manual pages")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: distpkg --out DIR --version V --created T --homepage URL --license SPDX --maintainer NAME --license-file F --readme F --docs-binary BIN OS/ARCH=BINARY...")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: distpkg --out DIR --version V --created T --homepage URL --license SPDX --maintainer NAME --license-file F --readme F --notices F --docs-binary BIN OS/ARCH=BINARY...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -68,7 +78,7 @@ func main() {
 		flag string
 		path string
 		into *[]byte
-	}{{"--license-file", licenseFile, &o.LicenseText}, {"--readme", readme, &o.Readme}} {
+	}{{"--license-file", licenseFile, &o.LicenseText}, {"--readme", readme, &o.Readme}, {"--notices", notices, &o.Notices}} {
 		if f.path == "" {
 			fail(fmt.Errorf("%s is missing", f.flag))
 		}

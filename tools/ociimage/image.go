@@ -36,6 +36,10 @@ type Options struct {
 	// Name is the image's repository, for io.containerd.image.name
 	// (REPO:VERSION), which `docker load` tags it with; "" leaves it out.
 	Name string
+	// LicenseText and Notices are the project's LICENSE and the licences
+	// of the Go modules the binary links (THIRD_PARTY_NOTICES), shipped
+	// in DocDir.
+	LicenseText, Notices []byte
 }
 
 // Binary is one platform's binary.
@@ -56,6 +60,9 @@ const (
 	// its state directory, and a config file may be mounted under its
 	// .config (or anywhere, with --config).
 	Home = "/home/nonroot"
+	// DocDir holds LICENSE and THIRD_PARTY_NOTICES, where the .deb has
+	// them.
+	DocDir = "/usr/share/doc/mcp-reconnect"
 )
 
 // Labels are the OCI labels of opts.
@@ -82,6 +89,8 @@ func (o Options) validate() error {
 		return errors.New("--version, --revision, --source and --licenses are all needed (they are the image's labels)")
 	case o.Created.IsZero():
 		return errors.New("--created is missing")
+	case len(o.LicenseText) == 0 || len(o.Notices) == 0:
+		return errors.New("--license-file and --notices are needed: the image ships them")
 	}
 	seen := map[string]bool{}
 	for _, b := range o.Binaries {
@@ -140,7 +149,7 @@ func platformImage(o Options, b Binary) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layerTar, err := rootfs(bin, o.Created)
+	layerTar, err := o.rootfs(bin)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +192,8 @@ func platformImage(o Options, b Binary) (v1.Image, error) {
 }
 
 // rootfs is the layer: the binary, a passwd and group naming the user
-// (for tools that look it up), its home, and /tmp.
-func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
+// (for tools that look it up), its home, /tmp, and the licences.
+func (o Options) rootfs(bin []byte) ([]byte, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:%s:/sbin/nologin\n", UID, GID, Home)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", GID)
 	type entry struct {
@@ -204,12 +213,17 @@ func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
 		{"usr/local/", 0o755, 0, 0, nil},
 		{"usr/local/bin/", 0o755, 0, 0, nil},
 		{strings.TrimPrefix(BinaryPath, "/"), 0o755, 0, 0, bin},
+		{"usr/share/", 0o755, 0, 0, nil},
+		{"usr/share/doc/", 0o755, 0, 0, nil},
+		{strings.TrimPrefix(DocDir, "/") + "/", 0o755, 0, 0, nil},
+		{strings.TrimPrefix(DocDir, "/") + "/LICENSE", 0o644, 0, 0, o.LicenseText},
+		{strings.TrimPrefix(DocDir, "/") + "/THIRD_PARTY_NOTICES", 0o644, 0, 0, o.Notices},
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: mtime.UTC(), Format: tar.FormatPAX}
+		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: o.Created.UTC(), Format: tar.FormatPAX}
 		if e.body == nil {
 			h.Typeflag = tar.TypeDir
 		} else {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ func options(t *testing.T, dir string) Options {
 		bins = append(bins, Binary{Arch: arch, Path: p})
 	}
 	return Options{Out: filepath.Join(dir, "image.oci.tar"), Binaries: bins, Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567",
-		Source: "https://github.com/mcp-reconnect/mcp-reconnect", Licenses: "NOASSERTION", Created: created, Name: "ghcr.io/mcp-reconnect/mcp-reconnect"}
+		Source: "https://github.com/mcp-reconnect/mcp-reconnect", Licenses: "NOASSERTION", Created: created, Name: "ghcr.io/mcp-reconnect/mcp-reconnect",
+		LicenseText: []byte("MIT License\n"), Notices: []byte("notices\n")}
 }
 
 // The same inputs give the same bytes, wherever they are and whenever the
@@ -53,7 +55,7 @@ func TestBuildIsReproducible(t *testing.T) {
 
 // The archive is a valid OCI layout (every digest and size checks out,
 // ggcr's validate), holding one index of one image per platform, each of
-// the binary given.
+// the binary given, with the licence and the notices.
 func TestBuildIsAValidLayout(t *testing.T) {
 	dir := t.TempDir()
 	o := options(t, dir)
@@ -110,6 +112,7 @@ func TestBuildIsAValidLayout(t *testing.T) {
 		}
 		tr := tar.NewReader(rc)
 		found := false
+		docs := map[string]string{}
 		for {
 			h, err := tr.Next()
 			if err == io.EOF {
@@ -126,10 +129,17 @@ func TestBuildIsAValidLayout(t *testing.T) {
 				want, _ := os.ReadFile(filepath.Join(dir, "mcp-reconnect-linux-"+d.Platform.Architecture))
 				found = sha256.Sum256(b) == sha256.Sum256(want) && h.Mode == 0o755
 			}
+			if strings.HasPrefix(h.Name, "usr/share/doc/mcp-reconnect/") && h.Typeflag == tar.TypeReg {
+				b, _ := io.ReadAll(tr)
+				docs[h.Name] = string(b)
+			}
 		}
 		rc.Close()
 		if !found {
 			t.Errorf("%s: the layer lacks linux/%s's binary at %s", d.Platform.Architecture, d.Platform.Architecture, BinaryPath)
+		}
+		if docs["usr/share/doc/mcp-reconnect/LICENSE"] != "MIT License\n" || docs["usr/share/doc/mcp-reconnect/THIRD_PARTY_NOTICES"] != "notices\n" {
+			t.Errorf("%s: the licences in the layer: %q", d.Platform.Architecture, docs)
 		}
 	}
 }

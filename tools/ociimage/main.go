@@ -2,6 +2,7 @@
 // container daemon: a multi-arch OCI image (one manifest per linux/ARCH
 // binary given) of the static mcp-reconnect binary on an empty base,
 // running as a non-root user with the entrypoint `mcp-reconnect watch`,
+// with LICENSE and THIRD_PARTY_NOTICES in /usr/share/doc/mcp-reconnect,
 // written as an OCI image layout in one tar file (an "OCI archive", which
 // `docker load`, `podman load` and `skopeo copy oci-archive:` read).
 //
@@ -13,7 +14,7 @@
 //
 //	go run ./tools/ociimage --out dist/mcp-reconnect-image.oci.tar \
 //	  --version v1.2.3 --revision COMMIT --created 2026-12-01T10:00:00Z \
-//	  --source URL --licenses SPDX --name REPO \
+//	  --source URL --licenses SPDX --name REPO --license-file LICENSE --notices THIRD_PARTY_NOTICES \
 //	  linux/amd64=dist/mcp-reconnect-linux-amd64 linux/arm64=dist/mcp-reconnect-linux-arm64
 package main
 
@@ -27,7 +28,7 @@ import (
 
 func main() {
 	var o Options
-	var created string
+	var created, licenseFile, notices string
 	flag.StringVar(&o.Out, "out", "", "the OCI archive to write")
 	flag.StringVar(&o.Version, "version", "", "the release version (label, tag)")
 	flag.StringVar(&o.Revision, "revision", "", "the commit (label)")
@@ -35,8 +36,10 @@ func main() {
 	flag.StringVar(&o.Source, "source", "", "the source repository URL (label)")
 	flag.StringVar(&o.Licenses, "licenses", "NOASSERTION", "SPDX license expression (label)")
 	flag.StringVar(&o.Name, "name", "", "the image's repository (e.g. ghcr.io/OWNER/mcp-reconnect), for the archive's image name annotation")
+	flag.StringVar(&licenseFile, "license-file", "", "the project's LICENSE, shipped in "+DocDir)
+	flag.StringVar(&notices, "notices", "", "THIRD_PARTY_NOTICES (tools/sbom --notices), shipped in "+DocDir)
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: ociimage --out FILE --version V --revision C --created T --source URL [--licenses L] [--name REPO] linux/ARCH=BINARY...")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: ociimage --out FILE --version V --revision C --created T --source URL [--licenses L] [--name REPO] --license-file F --notices F linux/ARCH=BINARY...")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -45,6 +48,17 @@ func main() {
 		fail(fmt.Errorf("--created %q: %w", created, err))
 	}
 	o.Created = t
+	for _, f := range []struct {
+		path string
+		into *[]byte
+	}{{licenseFile, &o.LicenseText}, {notices, &o.Notices}} {
+		if f.path == "" {
+			continue // validate says what is missing
+		}
+		if *f.into, err = os.ReadFile(f.path); err != nil {
+			fail(err)
+		}
+	}
 	for _, a := range flag.Args() {
 		plat, bin, ok := strings.Cut(a, "=")
 		osName, arch, ok2 := strings.Cut(plat, "/")

@@ -97,6 +97,7 @@ class Formula
     def initialize(formula) = (@f, @spec = formula, {})
     def run(args) = @spec["run"] = Array(args).map(&:to_s)
     def keep_alive(v) = @spec["keep_alive"] = v
+    def environment_variables(h) = @spec["environment_variables"] = h.transform_keys(&:to_s).transform_values(&:to_s)
     def log_path(p) = @spec["log_path"] = p.to_s
     def error_log_path(p) = @spec["error_log_path"] = p.to_s
     def method_missing(name, *args) = @f.send(name, *args)
