@@ -19,44 +19,50 @@ import (
 
 // A session driven as a user drives one, on either generation, with a
 // scripted model in place of a real one: what a test needs to pin the
-// user's real outcome, a tool call that works again in a running session
-// after the daemon's repair. The two helpers, stable for any test:
+// user's real outcome, a tool call that works in a running session. The
+// helpers, for any test:
 //
-//	m := newScriptedModel(t, "s")                 // calls s's echo tool
+//	m := newFakeModel(t, "s")                       // calls s's echo tool
 //	oc := g.start(t, ochost.Options{Env: m.Env(g)}) // OpenCode uses it
-//	c := newChat(t, oc, p.Dir)                    // a session in p
-//	c = openProject(t, oc, p.Dir)                 // p's MCP servers read, and a session
-//	call := c.Prompt(t, "one")                    // a turn: the tool call it made
-//	// call.Completed(), call.Output, call.Tool; the server's log names
-//	// the process that served it (p.ServedBy(t, "s", "one"))
+//	c := newChat(t, oc, p.Dir)                      // a session in p
+//	c = openProject(t, oc, p.Dir)                   // or: p's MCP servers read, then a session
+//	time.Sleep(userPause)                           // s connected: the user types
+//	err := c.Echo(t, p, m, "one")                   // "": s's newest process echoed "one"
+//	call := c.Prompt(t, "two")                      // or: the turn's tool call, to judge
 //
 // The model is configured the way a user configures a custom provider, in
 // OpenCode's config (here OPENCODE_CONFIG_CONTENT, the user's layer),
-// while the MCP servers stay in the project's config (rewriteProject).
+// while the MCP servers stay in the project's config (rewriteProject). A
+// test that serves the model itself (in a network namespace) passes
+// m.serve to its own server: &fakeModel{tool: "s_echo"} needs nothing
+// else.
 
-// scriptedModel is an OpenAI-compatible chat-completions endpoint on
+// fakeModel is an OpenAI-compatible chat-completions endpoint on
 // loopback (OpenCode's bundled @ai-sdk/openai-compatible provider talks
 // to it) that answers each new prompt, whose text is a word W, by calling
 // its MCP server's echo tool with W, as a model would: by name
 // (SERVER_echo) when OpenCode offers the tool so (1.x; 2.x with
 // "codemode": false), or through Code Mode's one execute tool when
 // tools.SERVER.echo is in Code Mode's catalog (2.x's default; see
-// inCatalog). Given
-// the tool's result it answers "done". Offered neither, it answers in
-// text, and the turn has no tool call: the tool is gone from the session.
-type scriptedModel struct {
-	URL    string
-	server string
-	srv    *httptest.Server
-	mu     sync.Mutex
+// inCatalog). Given the tool's result it answers "done". Offered
+// neither, it answers in text, and the turn has no tool call: the tool is
+// gone from the session.
+type fakeModel struct {
+	// URL is where it listens (newFakeModel).
+	URL string
+	// tool is the tool it calls by name, SERVER_echo; in Code Mode it
+	// calls tools.SERVER.echo.
+	tool string
+	srv  *httptest.Server
+	mu   sync.Mutex
 	// offered records, per new prompt, whether the tool was offered.
 	offered map[string]bool
 }
 
-// newScriptedModel serves a model that calls server's echo tool.
-func newScriptedModel(t testing.TB, server string) *scriptedModel {
+// newFakeModel serves a model that calls server's echo tool.
+func newFakeModel(t testing.TB, server string) *fakeModel {
 	t.Helper()
-	m := &scriptedModel{server: server, offered: map[string]bool{}}
+	m := &fakeModel{tool: server + "_echo"}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	m.URL = m.srv.URL
 	t.Cleanup(m.srv.Close)
@@ -68,7 +74,7 @@ func newScriptedModel(t testing.TB, server string) *scriptedModel {
 // "npm" and "options"; 2.x "providers" with "package" and "settings",
 // and "permissions" that allow every tool (2.x asks before an MCP tool
 // call; nobody would answer).
-func (m *scriptedModel) Env(g gen) []string {
+func (m *fakeModel) Env(g gen) []string {
 	base := m.URL + "/v1"
 	cfg := map[string]any{"model": "fake/m"}
 	if g.Gen == ochost.Gen2 {
@@ -88,13 +94,16 @@ func (m *scriptedModel) Env(g gen) []string {
 
 // Offered says whether the model was offered the tool when it was
 // prompted with word.
-func (m *scriptedModel) Offered(word string) bool {
+func (m *fakeModel) Offered(word string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.offered[word]
 }
 
-func (m *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
+// server is the MCP server whose echo tool the model calls.
+func (m *fakeModel) server() string { return strings.TrimSuffix(m.tool, "_echo") }
+
+func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Messages []struct {
 			Role    string          `json:"role"`
@@ -132,18 +141,21 @@ func (m *scriptedModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	byName, execute := false, false
 	for _, tool := range req.Tools {
-		byName = byName || tool.Function.Name == m.server+"_echo"
+		byName = byName || tool.Function.Name == m.tool
 		execute = execute || tool.Function.Name == "execute"
 	}
 	var name, args string
 	switch {
 	case byName:
-		name, args = m.server+"_echo", mustMarshal(map[string]string{"text": word})
-	case execute && inCatalog(catalog, "tools."+m.server+".echo"):
-		code := fmt.Sprintf("return await tools.%s.echo({text: %s})", m.server, mustMarshal(word))
+		name, args = m.tool, mustMarshal(map[string]string{"text": word})
+	case execute && inCatalog(catalog, "tools."+m.server()+".echo"):
+		code := fmt.Sprintf("return await tools.%s.echo({text: %s})", m.server(), mustMarshal(word))
 		name, args = "execute", mustMarshal(map[string]string{"code": code})
 	}
 	m.mu.Lock()
+	if m.offered == nil {
+		m.offered = map[string]bool{}
+	}
 	m.offered[word] = name != ""
 	m.mu.Unlock()
 	if name == "" {
@@ -374,11 +386,11 @@ func (c *chat) turn2(t testing.TB, word string) toolCall {
 // through that server: "" when the model was offered the tool, the call
 // completed with word in its output, and the server's newest process
 // logged the call.
-func (c *chat) Echo(t testing.TB, p *Project, m *scriptedModel, word string) string {
+func (c *chat) Echo(t testing.TB, p *Project, m *fakeModel, word string) string {
 	t.Helper()
 	calls := func() (n int) {
-		pids := p.Starts(t, m.server)
-		for _, ev := range p.ServerEvents(t, m.server) {
+		pids := p.Starts(t, m.server())
+		for _, ev := range p.ServerEvents(t, m.server()) {
 			if ev.Event == "tool" && ev.Tool == "echo" && len(pids) > 0 && ev.PID == pids[len(pids)-1] {
 				n++
 			}
@@ -389,11 +401,11 @@ func (c *chat) Echo(t testing.TB, p *Project, m *scriptedModel, word string) str
 	call := c.Prompt(t, word)
 	switch {
 	case !m.Offered(word):
-		return fmt.Sprintf("the model was not offered %s's echo tool (the turn: %+v)", m.server, call)
+		return fmt.Sprintf("the model was not offered %s's echo tool (the turn: %+v)", m.server(), call)
 	case !call.Completed() || !strings.Contains(call.Output, word):
 		return fmt.Sprintf("the call did not complete with %q: %+v", word, call)
 	case calls() == before:
-		return fmt.Sprintf("the call completed (%+v), but %s's newest process logged no call", call, m.server)
+		return fmt.Sprintf("the call completed (%+v), but %s's newest process logged no call", call, m.server())
 	}
 	return ""
 }

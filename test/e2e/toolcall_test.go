@@ -50,7 +50,7 @@ func toolCallAfterRepair(t *testing.T, server func(t *testing.T, p *Project) (co
 	forEachGeneration(t, func(t *testing.T, g gen) {
 		for _, mode := range g.ToolModes {
 			t.Run(mode.Name, func(t *testing.T) {
-				m := newScriptedModel(t, "s")
+				m := newFakeModel(t, "s")
 				oc := g.start(t, ochost.Options{Env: m.Env(g)})
 				p := g.newProject(t, nil)
 				cfg, fail := server(t, p)
