@@ -78,7 +78,19 @@ func toolCallAfterRepair(t *testing.T, server func(t *testing.T, p *Project) (co
 				w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
 				w.WaitLog(t, "watching opencode", 15*time.Second)
 				oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
-				time.Sleep(2 * time.Second) // the daemon's first check, and its watch of the endpoint
+				// The daemon watches a remote endpoint from its first read
+				// that says connected: a restart before that is one it
+				// cannot see.
+				waitFor(t, 30*time.Second, "the daemon to read s connected", func() bool {
+					s := serverState(t, w, p.Dir, "s")
+					return s != nil && s["status"] == "connected"
+				})
+				time.Sleep(time.Second) // its watch holds a connection to the endpoint
+				defer func() {
+					if t.Failed() {
+						t.Logf("the daemon's status: %s", mustJSON(t, w.StatusJSON(t)))
+					}
+				}()
 				before := strings.Count(w.Log.String(), "reconnected MCP server")
 				fail()
 				failed := time.Now()
