@@ -24,7 +24,7 @@ import (
 //
 //	m := newFakeModel(t, "s")                       // calls s's echo tool
 //	oc := g.start(t, ochost.Options{Env: m.Env(g)}) // OpenCode uses it
-//	c := newChat(t, oc, p.Dir)                      // a session in p
+//	c := newChat(t, oc, p.Dir)                      // a session in p (newChatVia: another http.Client)
 //	c = openProject(t, oc, p.Dir)                   // or: p's MCP servers read, then a session
 //	time.Sleep(userPause)                           // s connected: the user types
 //	err := c.Echo(t, p, m, "one")                   // "": s's newest process echoed "one"
@@ -59,7 +59,8 @@ type fakeModel struct {
 	offered map[string]bool
 }
 
-// newFakeModel serves a model that calls server's echo tool.
+// newFakeModel serves a model that calls server's echo tool (server's
+// name is one OpenCode keeps in the tool's name: letters, digits, _ and -).
 func newFakeModel(t testing.TB, server string) *fakeModel {
 	t.Helper()
 	m := &fakeModel{tool: server + "_echo"}
@@ -219,9 +220,11 @@ func mustMarshal(v any) string {
 // /api/session/ID/prompt, POST /api/experimental/session/ID/wait (204
 // when the turn is done), GET /api/session/ID/message.
 type chat struct {
-	oc  *OpenCode
-	dir string
-	ID  string
+	oc     *OpenCode
+	dir    string
+	client *http.Client
+	// ID is the session's.
+	ID string
 }
 
 // toolCall is the tool call a turn made; zero when it made none.
@@ -244,7 +247,15 @@ func (c toolCall) Completed() bool { return c.Status == "completed" }
 // one.
 func newChat(t testing.TB, oc *OpenCode, dir string) *chat {
 	t.Helper()
-	c := &chat{oc: oc, dir: dir}
+	return newChatVia(t, http.DefaultClient, oc, dir)
+}
+
+// newChatVia is newChat whose requests go through client (one that dials
+// into a network namespace, say). An OpenCode the test did not start is
+// &OpenCode{OpenCode: &ochost.OpenCode{URL: u, Password: pw, Gen: g.Gen}}.
+func newChatVia(t testing.TB, client *http.Client, oc *OpenCode, dir string) *chat {
+	t.Helper()
+	c := &chat{oc: oc, dir: dir, client: client}
 	var sess struct {
 		ID   string `json:"id"`
 		Data struct {
@@ -443,7 +454,7 @@ func (c *chat) do(t testing.TB, method, path string, body any) []byte {
 	}
 	req.SetBasicAuth("opencode", c.oc.Password)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
