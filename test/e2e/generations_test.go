@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
@@ -76,15 +80,29 @@ type gen struct {
 	// PasswordVar is the variable `run` hands the server's password to
 	// a server of this generation in (2.x reads OPENCODE_PASSWORD first).
 	PasswordVar string
+	// ToolModes are the ways a session's model is offered an MCP
+	// server's tools: by name (1.x; 2.x with "codemode": false on the
+	// server), and on 2.x also through Code Mode's one execute tool, its
+	// default. A test of what a session sees runs once per mode.
+	ToolModes []toolMode
+}
+
+// toolMode is one way MCP tools reach a session's model: Name is its
+// subtest's name, Server the keys a server's config gets for it.
+type toolMode struct {
+	Name   string
+	Server map[string]any
 }
 
 // generations are the releases every capability's e2e test runs on: the
 // pinned 1.x and 2.x releases.
 var generations = []gen{
 	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200,
-		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD"},
+		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD",
+		ToolModes: []toolMode{{Name: "tools"}}},
 	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204,
-		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json", PasswordVar: "OPENCODE_PASSWORD"},
+		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json", PasswordVar: "OPENCODE_PASSWORD",
+		ToolModes: []toolMode{{Name: "tools", Server: map[string]any{"codemode": false}}, {Name: "codemode"}}},
 }
 
 // findBinaries fills each generation's binary.
@@ -165,6 +183,35 @@ func (g gen) newProject(t testing.TB, mcp map[string]any) *Project {
 // generation's words (1.x "enabled": false, 2.x "disabled": true).
 func (p *Project) Disabled(server map[string]any) map[string]any {
 	return p.gen.Disabled(server)
+}
+
+// WithStartupTimeout is server's config with the time OpenCode gives it
+// to start and list its tools, in the project's generation's words: 1.x
+// "timeout": ms, 2.x "timeout": {"startup": ms}.
+func (p *Project) WithStartupTimeout(server map[string]any, ms int) map[string]any {
+	c := maps.Clone(server)
+	if p.gen == ochost.Gen2 {
+		c["timeout"] = map[string]any{"startup": ms}
+	} else {
+		c["timeout"] = ms
+	}
+	return c
+}
+
+// Disconnect disables server name in dir as a user does (1.x POST
+// /mcp/NAME/disconnect, 2.x POST /api/experimental/mcp/NAME/disconnect):
+// OpenCode stops it and says disabled.
+func (o *OpenCode) Disconnect(t testing.TB, dir, name string) {
+	t.Helper()
+	route, want := "/mcp/"+url.PathEscape(name)+"/disconnect", 200
+	if o.Gen == ochost.Gen2 {
+		route, want = "/api/experimental"+route, 204
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, body, err := o.Do(ctx, "POST", route, dir); err != nil || code != want {
+		t.Fatalf("disconnect %s: %d %v %s", name, code, err, body)
+	}
 }
 
 // Dispose ends dir's instance (1.x) or location (2.x) as a client does,
