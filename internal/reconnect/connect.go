@@ -163,10 +163,8 @@ func (e *Engine) finishConnect(d *dir, name string, err error) {
 	if s.rateLimited {
 		// The last attempt was answered 429, and this one most likely
 		// too: its outcome (the read) decides whether it counted, so the
-		// read comes soon, and a give-up waits for it (reconcile).
+		// read comes soon.
 		d.wakeBy(now.Add(e.wakeDelay()))
-	} else if ev, ok := e.gaveUp(d, s, name, now); ok {
-		evs = append(evs, ev)
 	}
 	if next := s.ep.Next(); !next.IsZero() {
 		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})

@@ -205,6 +205,12 @@ func (e *Engine) reconcileFailed(d *dir, r read, now time.Time) (o outcome) {
 	if ev, ok := e.settleRateLimit(d, r, now); ok {
 		o.evs = append(o.evs, ev)
 	}
+	// A give-up is told when a read shows the last fast attempt failed,
+	// never before its outcome is known: one that brought the server
+	// back gives up nothing.
+	if ev, ok := e.gaveUp(d, s, name, now); ok {
+		o.evs = append(o.evs, ev)
+	}
 	if s.ep.Allow(p, now, backoff.Scheduled) {
 		o.connect = &attempt{name, backoff.Scheduled, 0}
 		return o
