@@ -956,3 +956,38 @@ func zombie(pid int) bool {
 	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	return strings.Contains(string(stat), ") Z ")
 }
+
+// run --directory D -- <an OpenCode 2 command>, while a daemon follows
+// the service but the service is stopped (between two commands), from
+// another directory than D: the command starts the service again, and D
+// is watched there as --directory is on 1.x (armed, its MCP servers
+// started, a crash repaired), not forgotten because the service came
+// back.
+func TestRunDirectoryOfOpenCode2IsWatchedWhenTheServiceComesBack(t *testing.T) {
+	onlyGeneration(t, ochost.Gen2, func(t *testing.T, g gen) {
+		const password = "comeback-e2e-password"
+		home, env := g.newCLIHome(t, password)
+		p := g.newProject(t, nil)
+		rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
+		for _, args := range [][]string{{"session", "list"}, {"service", "stop"}} {
+			if code, out := runCLI(t, g, home, home, env, nil, args...); code != 0 {
+				t.Fatalf("run -- opencode %v exited %d:\n%s", args, code, out)
+			}
+		}
+		if serviceOf(t, home) != nil || len(daemonsOf(t, home)) != 1 {
+			t.Fatalf("want a daemon and no service; registered %+v, service %+v", daemonsOf(t, home), serviceOf(t, home))
+		}
+
+		if code, out := runCLI(t, g, home, home, env, []string{"--directory", p.Dir}, "session", "list"); code != 0 {
+			t.Fatalf("run --directory D -- opencode session list exited %d:\n%s", code, out)
+		}
+		p.WaitStarts(t, "s", 1, 30*time.Second)
+		st := waitWatched(t, home, p, "s", 10*time.Second)
+		oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: st.Servers[0].URL, Password: password, Gen: g.Gen}}
+		oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
+		killed := time.Now()
+		killPID(t, p.Starts(t, "s")[0])
+		p.WaitStarts(t, "s", 2, repairBound)
+		oc.WaitStatus(t, p.Dir, "s", "connected", repairBound-time.Since(killed))
+	})
+}
