@@ -92,7 +92,7 @@ func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string,
 		c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
 		for _, d := range dirs {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: d})
+			_, err := c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: d, Keep: true})
 			cancel()
 			if err != nil {
 				log.Warn("could not arm a --directory in the service's daemon", "directory", d, "err", err)
