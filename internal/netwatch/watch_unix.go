@@ -14,12 +14,11 @@ import (
 
 // watchSocket waits for the messages of a routing socket f and calls
 // changed with each State that differs from the one before it, until ctx
-// ends. A
-// message only says "look again": read is the truth, since the kernel
-// changes some things without a message (Linux drops the IPv4 routes of
-// an interface that loses its last address), and every message queued
-// when a look starts is taken first, so a burst is one look. mayMatter
-// skips messages that can change nothing.
+// ends. A message only says "look again": read is the truth, since the
+// kernel changes some things without a message (Linux drops the IPv4
+// routes of an interface that loses its last address), and every message
+// queued when a look starts is taken first, so a burst is one look.
+// mayMatter skips messages that can change nothing.
 //
 // f is non-blocking, so it sits in Go's netpoller: a wait does not wake
 // the process, and ctx ends it at once.
