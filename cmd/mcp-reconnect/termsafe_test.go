@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,12 +40,15 @@ func noControl(t *testing.T, what, out string) {
 
 // hostileSource is a daemon's engine whose OpenCode names a directory
 // and a server with control characters.
-type hostileSource struct{}
+type hostileSource struct{ idleSource }
 
-func (hostileSource) Snapshot() reconnect.Snapshot {
-	return reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{LastError: hostile},
-		Directories: []reconnect.DirSnapshot{{Directory: "/p" + hostile, ArmedBy: "flag",
-			Servers: []reconnect.ServerSnapshot{{Name: "s" + hostile, Status: "failed", Error: hostile}}}}}
+func (hostileSource) Summary() reconnect.Snapshot {
+	return reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{LastError: hostile}}
+}
+
+func (hostileSource) Directories() iter.Seq[reconnect.DirSnapshot] {
+	return slices.Values([]reconnect.DirSnapshot{{Directory: "/p" + hostile, ArmedBy: "flag",
+		Servers: []reconnect.ServerSnapshot{{Name: "s" + hostile, Status: "failed", Error: hostile}}}})
 }
 
 func (hostileSource) Arm(string, string) error { return nil }
@@ -60,7 +65,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	startHostileDaemon := func(pid int) registry.Entry {
 		t.Helper()
 		token, _ := registry.NewToken()
-		s := &statusapi.API{Sources: []statusapi.Source{hostileSource{}}, Broker: statusapi.NewBroker(), Metrics: metrics.NewSet(), Token: token}
+		s := &statusapi.API{Sources: []statusapi.Source{hostileSource{idleSource{url: "http://127.0.0.1:4096"}}}, Broker: statusapi.NewBroker(), Metrics: metrics.NewSet(), Token: token}
 		hs := httptest.NewServer(s.Handler())
 		t.Cleanup(func() { s.Broker.Close(); hs.Close() })
 		e := registry.Entry{PID: pid, URLs: []string{"http://127.0.0.1:4096"}, StatusAddr: strings.TrimPrefix(hs.URL, "http://"), Token: token, Started: time.Now()}
@@ -110,7 +115,8 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	st := hostileSource{}.Snapshot()
+	st := hostileSource{}.Summary()
+	st.Directories = slices.Collect(hostileSource{}.Directories())
 	d := viewOf(one)
 	d.Status = &statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: st}}}
 	notAnswering := viewOf(one)

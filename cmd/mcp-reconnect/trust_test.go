@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"iter"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -65,20 +66,36 @@ type fakeDaemon struct {
 }
 
 type countingSource struct {
-	url   string
+	idleSource
 	calls int
-	// armed are the directories its snapshot shows; dirs those it was
+	// armed are the directories its status shows; dirs those it was
 	// asked to reconnect.
 	armed, dirs []string
 }
 
-func (c *countingSource) Snapshot() reconnect.Snapshot {
-	s := reconnect.Snapshot{URL: c.url}
-	for _, d := range c.armed {
-		s.Directories = append(s.Directories, reconnect.DirSnapshot{Directory: d, ArmedBy: "session.updated"})
+func (c *countingSource) Directories() iter.Seq[reconnect.DirSnapshot] {
+	return func(yield func(reconnect.DirSnapshot) bool) {
+		for _, d := range c.armed {
+			if !yield(reconnect.DirSnapshot{Directory: d, ArmedBy: "session.updated"}) {
+				return
+			}
+		}
 	}
-	return s
 }
+
+// idleSource is a watched server at url, running, undetected, with no
+// directories.
+type idleSource struct{ url string }
+
+func (s idleSource) Summary() reconnect.Snapshot { return reconnect.Snapshot{URL: s.url} }
+func (idleSource) Directories() iter.Seq[reconnect.DirSnapshot] {
+	return func(func(reconnect.DirSnapshot) bool) {}
+}
+func (idleSource) Alive(time.Duration) error     { return nil }
+func (s idleSource) CurrentURL() string          { return s.url }
+func (idleSource) Stream() reconnect.StreamState { return reconnect.StreamState{} }
+func (idleSource) Generation() string            { return "" }
+func (idleSource) Service() *statusapi.Service   { return nil }
 
 func (c *countingSource) Arm(string, string) error { return nil }
 
@@ -91,7 +108,7 @@ func (c *countingSource) Reconnect(dir string, _ []string) (reconnect.ReconnectR
 func startFakeDaemon(t *testing.T, pid int, ocURL string) *fakeDaemon {
 	t.Helper()
 	token, _ := registry.NewToken()
-	src := &countingSource{url: ocURL}
+	src := &countingSource{idleSource: idleSource{url: ocURL}}
 	s := &statusapi.API{Sources: []statusapi.Source{src}, Broker: statusapi.NewBroker(), Metrics: metrics.NewSet(), Token: token}
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { s.Broker.Close(); hs.Close() })

@@ -16,14 +16,16 @@ import (
 )
 
 // source is what the status API sees of one watched server: its engine
-// (status, reconnects, liveness) and whether its client detected it, for
-// GET /readyz.
+// (status, reconnects, liveness), whether its client detected it (GET
+// /readyz), its process view and the service file it follows.
 type source struct {
 	*reconnect.Engine
 	client *opencode.Server
 	procs  *procWatch
 	follow *serviceFollower
 }
+
+var _ statusapi.Source = source{}
 
 // Service is the OpenCode 2 service file the server was found through,
 // nil unless it follows one that answers.
@@ -38,16 +40,8 @@ func (s source) Service() *statusapi.Service {
 	return &statusapi.Service{File: cur.svc.Path, PID: cur.svc.PID, Version: cur.svc.Version, AlsoRegistered: cur.others}
 }
 
-// Snapshot is the engine's, with the MCP process view of a local
+// Summary is the engine's, with the MCP process view of a local
 // OpenCode.
-func (s source) Snapshot() reconnect.Snapshot {
-	snap := s.Engine.Snapshot()
-	snap.Processes = s.procs.info()
-	return snap
-}
-
-// Summary is Snapshot without the directories, which the status API
-// writes out one at a time (Engine.Directories).
 func (s source) Summary() reconnect.Snapshot {
 	snap := s.Engine.Summary()
 	snap.Processes = s.procs.info()

@@ -305,6 +305,9 @@ func TestPortTaken(t *testing.T) {
 	if PortTaken(os.Getpid(), port) {
 		t.Error("our own listener counted as another program's")
 	}
+	if PortTaken(os.Getppid(), port) {
+		t.Error("the listener of a process below pid (our parent) counted as another program's")
+	}
 	other := exec.Command("sleep", "30")
 	if err := other.Start(); err != nil {
 		t.Fatal(err)

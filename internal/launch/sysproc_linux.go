@@ -42,28 +42,20 @@ func PortTaken(pid, port int) bool {
 	if err != nil || len(listeners) == 0 {
 		return false
 	}
-	for _, p := range descendants(fs, pid) {
-		if procview.SocketOwner(fs, p, listeners) {
+	t, err := procview.System()
+	if err != nil {
+		return false
+	}
+	ps, _ := t.List()
+	children := map[int][]int{}
+	for _, p := range ps {
+		children[p.PPID] = append(children[p.PPID], p.PID)
+	}
+	// pid, then every live process below it.
+	for tree := []int{pid}; len(tree) > 0; tree = append(tree[1:], children[tree[0]]...) {
+		if procview.SocketOwner(fs, tree[0], listeners) {
 			return false
 		}
 	}
 	return true
-}
-
-// descendants lists pid and every live process below it.
-func descendants(fs procfs.FS, pid int) []int {
-	children := map[int][]int{}
-	procs, _ := fs.AllProcs()
-	for _, p := range procs {
-		st, err := p.Stat()
-		if err != nil {
-			continue
-		}
-		children[st.PPID] = append(children[st.PPID], p.PID)
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
 }

@@ -12,34 +12,20 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// memstats are the go_memstats_* gauges and counters, under the names the
-// Prometheus client's Go collector gives them, so dashboards made for Go
-// programs read the daemon too.
+// memstats are the go_memstats_* series a Go dashboard (and the bench)
+// reads, under the names the Prometheus client's Go collector gives them:
+// the heap, stacks, the whole and the next collection's goal.
 var memstats = []struct {
 	name, help, typ string
 	value           func(*runtime.MemStats) float64
 }{
 	{"alloc_bytes", "Bytes of heap objects allocated and still in use.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapAlloc) }},
 	{"alloc_bytes_total", "Bytes allocated for heap objects, freed or not.", "counter", func(m *runtime.MemStats) float64 { return float64(m.TotalAlloc) }},
-	{"buck_hash_sys_bytes", "Bytes of the profiling bucket hash table.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.BuckHashSys) }},
-	{"frees_total", "Heap objects freed.", "counter", func(m *runtime.MemStats) float64 { return float64(m.Frees) }},
-	{"gc_sys_bytes", "Bytes of garbage collection metadata.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.GCSys) }},
-	{"heap_alloc_bytes", "Bytes of heap objects allocated and still in use.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapAlloc) }},
 	{"heap_idle_bytes", "Bytes of heap spans with no objects.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapIdle) }},
 	{"heap_inuse_bytes", "Bytes of heap spans with at least one object.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapInuse) }},
-	{"heap_objects", "Heap objects allocated and still in use.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapObjects) }},
 	{"heap_released_bytes", "Bytes of idle heap spans given back to the system.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapReleased) }},
-	{"heap_sys_bytes", "Bytes of heap memory taken from the system.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.HeapSys) }},
-	{"last_gc_time_seconds", "When the last garbage collection ended, in seconds since 1970.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.LastGC) / 1e9 }},
-	{"mallocs_total", "Heap objects allocated.", "counter", func(m *runtime.MemStats) float64 { return float64(m.Mallocs) }},
-	{"mcache_inuse_bytes", "Bytes of mcache structures in use.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.MCacheInuse) }},
-	{"mcache_sys_bytes", "Bytes of mcache structures taken from the system.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.MCacheSys) }},
-	{"mspan_inuse_bytes", "Bytes of mspan structures in use.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.MSpanInuse) }},
-	{"mspan_sys_bytes", "Bytes of mspan structures taken from the system.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.MSpanSys) }},
 	{"next_gc_bytes", "Heap size at which the next garbage collection starts.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.NextGC) }},
-	{"other_sys_bytes", "Bytes of other runtime allocations.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.OtherSys) }},
 	{"stack_inuse_bytes", "Bytes of goroutine stacks in use.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.StackInuse) }},
-	{"stack_sys_bytes", "Bytes of stack memory taken from the system.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.StackSys) }},
 	{"sys_bytes", "Bytes of memory taken from the system, in all.", "gauge", func(m *runtime.MemStats) float64 { return float64(m.Sys) }},
 }
 
@@ -80,7 +66,6 @@ func writeProcess(w *bufio.Writer) {
 	if st, err := p.Stat(); err == nil {
 		sample(w, "process_cpu_seconds_total", "CPU time spent, user and system, in seconds.", "counter", st.CPUTime())
 		sample(w, "process_resident_memory_bytes", "Resident memory, in bytes.", "gauge", float64(st.ResidentMemory()))
-		sample(w, "process_virtual_memory_bytes", "Virtual memory, in bytes.", "gauge", float64(st.VirtualMemory()))
 		if start, err := st.StartTime(); err == nil {
 			sample(w, "process_start_time_seconds", "When the process started, in seconds since 1970.", "gauge", start)
 		}
@@ -90,20 +75,6 @@ func writeProcess(w *bufio.Writer) {
 	}
 	if l, err := p.Limits(); err == nil {
 		sample(w, "process_max_fds", "The limit of open file descriptors.", "gauge", float64(l.OpenFiles))
-		sample(w, "process_virtual_memory_max_bytes", "The limit of virtual memory, in bytes.", "gauge", float64(l.AddressSpace))
-	}
-	if n, err := p.Netstat(); err == nil {
-		// The network namespace's IP octets, as the Prometheus client
-		// reports them.
-		var in, out float64
-		if n.InOctets != nil {
-			in = *n.InOctets
-		}
-		if n.OutOctets != nil {
-			out = *n.OutOctets
-		}
-		sample(w, "process_network_receive_bytes_total", "Bytes received over the network (of the network namespace).", "counter", in)
-		sample(w, "process_network_transmit_bytes_total", "Bytes sent over the network (of the network namespace).", "counter", out)
 	}
 }
 

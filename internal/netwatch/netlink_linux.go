@@ -1,50 +1,40 @@
 package netwatch
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Netlink watches a netlink route socket (Linux). It keeps the State from
-// a dump and the link, address and route messages after it, and reports a
-// change only when the State differs: a veth without a global address, a
-// Wi-Fi statistics update or an IPv6 address refresh changes nothing.
+// Netlink watches a netlink route socket (Linux): any link, address or
+// route message makes it read the State again, and only a State that
+// differs is a change, so a veth without a global address, a Wi-Fi
+// statistics update or an IPv6 address refresh changes nothing.
 type Netlink struct{}
 
 // New returns the platform's source.
 func New() Source { return Netlink{} }
 
-// Run implements Source.
+// Run implements Source, in the calling thread's network namespace.
 func (Netlink) Run(ctx context.Context, changes chan<- struct{}) error {
-	c, err := listen()
+	f, err := listen()
 	if err != nil {
 		return err
 	}
-	defer c.close()
-	return c.run(ctx, func(State) { notify(changes) })
+	defer f.Close()
+	return watchSocket(ctx, f, anyMessage, linuxState, func(State) { notify(changes) })
 }
 
-// conn is a netlink route socket subscribed to link, address and route
-// changes. Its descriptor is non-blocking and sits in Go's netpoller, so
-// a read waits without waking the process, and ctx ends it at once.
-type conn struct {
-	f   *os.File
-	raw syscall.RawConn
-	pid uint32 // the socket's port id: dump replies are addressed to it
-	seq uint32
-	buf []byte
-}
-
-// listen opens the socket in the calling thread's network namespace.
-func listen() (*conn, error) {
+// listen opens a netlink route socket subscribed to link, address and
+// route changes, in the calling thread's network namespace.
+func listen() (*os.File, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netwatch: netlink socket: %w", err)
@@ -54,173 +44,125 @@ func listen() (*conn, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("netwatch: netlink bind: %w", err)
 	}
-	sa, err := unix.Getsockname(fd)
+	return os.NewFile(uintptr(fd), "netlink-route"), nil
+}
+
+// anyMessage: every message on the socket may matter. One from someone
+// other than the kernel costs a look that finds no difference.
+func anyMessage([]byte) bool { return true }
+
+// linuxState reads the State in three netlink dumps: the links (through
+// net.Interfaces), every address, every route. One address dump, not one
+// per interface, keeps a look cheap on a host with many container veths.
+func linuxState() (State, error) {
+	ifs, err := net.Interfaces()
 	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("netwatch: netlink socket: %w", err)
+		return State{}, fmt.Errorf("netwatch: list interfaces: %w", err)
 	}
-	nl, ok := sa.(*unix.SockaddrNetlink)
-	if !ok {
-		unix.Close(fd)
-		return nil, fmt.Errorf("netwatch: netlink socket: bound to %T", sa)
+	up := map[uint32]string{} // the interfaces that count, by index
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagLoopback == 0 {
+			up[uint32(ifc.Index)] = ifc.Name
+		}
 	}
-	f := os.NewFile(uintptr(fd), "netlink-route")
-	raw, err := f.SyscallConn()
+	addrs, err := dump(unix.RTM_GETADDR, unix.RTM_NEWADDR, unix.SizeofIfAddrmsg)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("netwatch: netlink socket: %w", err)
+		return State{}, err
 	}
-	return &conn{f: f, raw: raw, pid: nl.Pid, buf: make([]byte, 64<<10)}, nil
-}
-
-func (c *conn) close() { c.f.Close() }
-
-// run reports each State that differs from the one before it, until ctx
-// ends.
-func (c *conn) run(ctx context.Context, changed func(State)) error {
-	// A deadline in the past wakes a read parked in the netpoller.
-	stop := context.AfterFunc(ctx, func() { _ = c.f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-	t, err := c.dump()
-	if err != nil {
-		return c.quiet(ctx, err)
-	}
-	last := t.state()
-	for {
-		msgs, err := c.read()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, unix.ENOBUFS) || errors.Is(err, errTruncated):
-			// The kernel dropped messages: the tracker may be wrong.
-			t = nil
-		case err != nil:
-			return fmt.Errorf("netwatch: netlink receive: %w", err)
+	s := State{Interfaces: map[string][]netip.Prefix{}}
+	for _, m := range addrs {
+		// struct ifaddrmsg: family, prefixlen, flags, scope u8, index u32.
+		name, ok := up[binary.NativeEndian.Uint32(m.Data[4:])]
+		a := attrs(m)
+		// IFA_LOCAL is the machine's own address; IFA_ADDRESS is the
+		// peer's on a point-to-point link, and the only one for IPv6.
+		ip, _ := netip.AddrFromSlice(a[unix.IFA_LOCAL])
+		if !ip.IsValid() {
+			ip, _ = netip.AddrFromSlice(a[unix.IFA_ADDRESS])
 		}
-		if t != nil {
-			for _, m := range msgs {
-				t.apply(m)
-			}
-			if t.state().Equal(last) {
-				continue // the kernel's chatter: statistics, lifetimes, veths
-			}
-		}
-		// Something that matters may have changed: read everything
-		// again and decide on that. The kernel removes some routes
-		// without a message (the IPv4 routes of an interface that loses
-		// its last address), and messages still queued may be older
-		// than the truth; a dump is the truth now.
-		if t, err = c.dump(); err != nil {
-			return c.quiet(ctx, err)
-		}
-		if now := t.state(); !now.Equal(last) {
-			last = now
-			changed(now)
-		}
-	}
-}
-
-// quiet drops an error caused by ctx ending.
-func (c *conn) quiet(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-var errTruncated = errors.New("netlink message truncated")
-
-// read waits in the netpoller for the next datagram and parses it.
-// Messages from anyone but the kernel are dropped.
-func (c *conn) read() ([]syscall.NetlinkMessage, error) {
-	var n int
-	var from unix.Sockaddr
-	var rerr error
-	err := c.raw.Read(func(fd uintptr) bool {
-		n, from, rerr = unix.Recvfrom(int(fd), c.buf, unix.MSG_TRUNC)
-		return rerr != unix.EAGAIN
-	})
-	if err = cmp.Or(err, rerr); err != nil {
-		return nil, err
-	}
-	if n > len(c.buf) {
-		return nil, errTruncated
-	}
-	if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
-		return nil, nil
-	}
-	msgs, err := syscall.ParseNetlinkMessage(c.buf[:n])
-	if err != nil {
-		return nil, nil // not from a kernel we understand: nothing to apply
-	}
-	return msgs, nil
-}
-
-// dump reads links, addresses and routes into a new tracker. Messages
-// multicast meanwhile are applied too, in order: the tracker converges.
-func (c *conn) dump() (*tracker, error) {
-	const tries = 5
-	for try := 1; ; try++ {
-		t := newTracker()
-		interrupted := false
-		for _, typ := range []uint16{unix.RTM_GETLINK, unix.RTM_GETADDR, unix.RTM_GETROUTE} {
-			intr, err := c.dumpOne(t, typ)
-			if err != nil {
-				return nil, err
-			}
-			interrupted = interrupted || intr
-		}
-		// A dump the kernel marks interrupted may have skipped entries.
-		if !interrupted || try == tries {
-			return t, nil
-		}
-	}
-}
-
-func (c *conn) dumpOne(t *tracker, typ uint16) (interrupted bool, err error) {
-	c.seq++
-	req := make([]byte, unix.NLMSG_HDRLEN+unix.SizeofRtGenmsg)
-	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:], typ)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	binary.NativeEndian.PutUint32(req[8:], c.seq)
-	req[unix.NLMSG_HDRLEN] = unix.AF_UNSPEC
-	var werr error
-	err = c.raw.Write(func(fd uintptr) bool {
-		werr = unix.Sendto(int(fd), req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-		return werr != unix.EAGAIN
-	})
-	if err = cmp.Or(err, werr); err != nil {
-		return false, fmt.Errorf("netwatch: netlink dump: %w", err)
-	}
-	for {
-		msgs, err := c.read()
-		if errors.Is(err, unix.ENOBUFS) || errors.Is(err, errTruncated) {
-			// Multicast messages were lost, maybe about what an
-			// earlier part of the dump read: dump again.
-			interrupted = true
+		flags := u32(a[unix.IFA_FLAGS], uint32(m.Data[2]))
+		// A temporary (privacy) IPv6 address is replaced every day on a
+		// laptop; its prefix is carried by the stable address beside it.
+		// An address that failed duplicate detection is not usable.
+		if !ok || !counts(ip) || int(m.Data[1]) > ip.BitLen() || flags&(unix.IFA_F_TEMPORARY|unix.IFA_F_DADFAILED) != 0 {
 			continue
 		}
-		if err != nil {
-			return false, fmt.Errorf("netwatch: netlink dump: %w", err)
+		s.Interfaces[name] = append(s.Interfaces[name], netip.PrefixFrom(ip, int(m.Data[1])))
+	}
+	routes, err := dump(unix.RTM_GETROUTE, unix.RTM_NEWROUTE, unix.SizeofRtMsg)
+	if err != nil {
+		return State{}, err
+	}
+	for _, m := range routes {
+		// struct rtmsg: family, dst_len, src_len, tos, table, protocol,
+		// scope, type (u8 each), flags u32.
+		a := attrs(m)
+		family, table := m.Data[0], u32(a[unix.RTA_TABLE], uint32(m.Data[4]))
+		if (family != unix.AF_INET && family != unix.AF_INET6) || m.Data[1] != 0 || table != unix.RT_TABLE_MAIN ||
+			m.Data[7] != unix.RTN_UNICAST || binary.NativeEndian.Uint32(m.Data[8:])&unix.RTM_F_CLONED != 0 {
+			continue
 		}
-		for _, m := range msgs {
-			ours := m.Header.Seq == c.seq && m.Header.Pid == c.pid
-			if ours && m.Header.Flags&unix.NLM_F_DUMP_INTR != 0 {
-				interrupted = true
+		r := Route{IPv6: family == unix.AF_INET6, Metric: u32(a[unix.RTA_PRIORITY], 0)}
+		// A route out of an interface that is down leads nowhere; the
+		// kernel keeps the IPv6 ones.
+		add := func(oif uint32, gw []byte) {
+			if name, ok := up[oif]; ok {
+				r.Interface = name
+				r.Gateway, _ = netip.AddrFromSlice(gw)
+				s.DefaultRoutes = append(s.DefaultRoutes, r)
 			}
-			switch {
-			case ours && m.Header.Type == unix.NLMSG_DONE:
-				return interrupted, nil
-			case ours && m.Header.Type == unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-						return false, fmt.Errorf("netwatch: netlink dump: %w", syscall.Errno(-errno))
-					}
-				}
-				return interrupted, nil
+		}
+		mp := a[unix.RTA_MULTIPATH]
+		if mp == nil {
+			add(u32(a[unix.RTA_OIF], 0), a[unix.RTA_GATEWAY])
+		}
+		// An ECMP route lists its next hops, each a struct rtnexthop
+		// (len u16, flags u8, hops u8, ifindex i32) and its attributes:
+		// the 8 bytes of a struct ifaddrmsg before attributes, so the
+		// address message's parser reads them.
+		for len(mp) >= unix.SizeofRtNexthop {
+			n := int(binary.NativeEndian.Uint16(mp))
+			if n < unix.SizeofRtNexthop || n > len(mp) {
+				break
 			}
-			t.apply(m)
+			add(binary.NativeEndian.Uint32(mp[4:]), attrs(syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: unix.RTM_NEWADDR}, Data: mp[:n]})[unix.RTA_GATEWAY])
+			mp = mp[min((n+3)&^3, len(mp)):]
 		}
 	}
+	s.normalize()
+	return s, nil
+}
+
+// dump reads one netlink dump of typ and keeps its reply messages, those
+// of type reply with at least the size of their fixed header.
+func dump(typ int, reply uint16, size int) ([]syscall.NetlinkMessage, error) {
+	b, err := syscall.NetlinkRIB(typ, unix.AF_UNSPEC)
+	if err != nil {
+		return nil, fmt.Errorf("netwatch: netlink dump: %w", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(b)
+	if err != nil {
+		return nil, fmt.Errorf("netwatch: netlink dump: %w", err)
+	}
+	return slices.DeleteFunc(msgs, func(m syscall.NetlinkMessage) bool {
+		return m.Header.Type != reply || len(m.Data) < size
+	}), nil
+}
+
+// attrs maps the attributes of m by type; a malformed m has none.
+func attrs(m syscall.NetlinkMessage) map[uint16][]byte {
+	as, _ := syscall.ParseNetlinkRouteAttr(&m)
+	byType := make(map[uint16][]byte, len(as))
+	for _, a := range as {
+		byType[a.Attr.Type&^unix.NLA_F_NESTED] = a.Value
+	}
+	return byType
+}
+
+// u32 is the 32-bit attribute value b, or def without one.
+func u32(b []byte, def uint32) uint32 {
+	if len(b) != 4 {
+		return def
+	}
+	return binary.NativeEndian.Uint32(b)
 }

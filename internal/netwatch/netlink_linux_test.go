@@ -13,18 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The dump read through netlink sees the interfaces the standard library
-// sees: the parser reads this machine's real messages right.
-func TestDumpMatchesInterfaces(t *testing.T) {
-	c, err := listen()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no netlink under CI: %v", err)
-		}
-		t.Skipf("no netlink here: %v", err)
-	}
-	defer c.close()
-	tr, err := c.dump()
+// The netlink dumps see the interfaces the standard library sees: the
+// parser reads this machine's real messages right.
+func TestLinuxStateMatchesInterfaces(t *testing.T) {
+	got, err := linuxState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,12 +24,11 @@ func TestDumpMatchesInterfaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := tr.state()
+	t.Logf("this machine: %s", describe(got))
 	got.DefaultRoutes = nil // the standard library knows no routes
 	if !got.Equal(want) {
-		t.Fatalf("netlink dump: %s\nnet.Interfaces: %s", describe(got), describe(want))
+		t.Fatalf("netlink: %s\nnet.Interfaces: %s", describe(got), describe(want))
 	}
-	t.Logf("this machine: %s", describe(tr.state()))
 }
 
 // While nothing happens, Run waits in the netpoller (no timer, no
@@ -48,8 +39,6 @@ func TestRunWaitsInNetpollerAndEndsWithContext(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Netlink{}.Run(ctx, make(chan struct{}, 1)) }()
 
-	// The old loop sat in recvfrom with a 500 ms timeout: its goroutine
-	// was "[syscall]" or running, never parked in the poller.
 	deadline := time.Now().Add(10 * time.Second)
 	for !parkedInPoller() {
 		select {
@@ -80,16 +69,34 @@ func stacks() string {
 
 func parkedInPoller() bool {
 	for _, g := range strings.Split(stacks(), "\n\n") {
-		if strings.Contains(g, "[IO wait") && strings.Contains(g, "netwatch.(*conn).read") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, "netwatch.watchSocket") {
 			return true
 		}
 	}
 	return false
 }
 
-// The real kernel's messages, in a network namespace of their own: what
-// a veth, an address refresh, a route replace and a removal produce.
-func TestKernelMessagesInNamespace(t *testing.T) {
+// A ctx that has already ended ends Run before it waits at all.
+func TestRunWithEndedContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- Netlink{}.Run(ctx, make(chan struct{}, 1)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run with an ended ctx did not return")
+	}
+}
+
+// The real kernel, in a network namespace of its own: what counts as a
+// change (an address, a default route, its replacement, its next hops,
+// an interface going down) and what does not (loopback, a veth without a
+// global address, an address refreshed).
+func TestChangesInNamespace(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("network namespaces need root and iproute2 (ip), under CI too: %v, euid %d", err, os.Geteuid())
@@ -104,19 +111,7 @@ func TestKernelMessagesInNamespace(t *testing.T) {
 		t.Skipf("ip netns add: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	c := listenIn(t, ns)
-	defer c.close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	states := make(chan State, 16)
-	done := make(chan error, 1)
-	go func() { done <- c.run(ctx, func(s State) { states <- s }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	states := watchIn(t, ns)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
@@ -152,8 +147,21 @@ func TestKernelMessagesInNamespace(t *testing.T) {
 	ip("-6", "addr", "change", "2001:db8:5::1/64", "dev", "mcpr0", "valid_lft", "600", "preferred_lft", "600")
 	ip("route", "add", "default", "via", "198.51.100.254", "dev", "mcpr0")
 	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0")
+	// The replaced route is gone: switching back later is a change.
 	ip("route", "replace", "default", "via", "198.51.100.253", "dev", "mcpr0")
 	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.253 dev mcpr0 metric 0")
+	// ECMP: a default route with two next hops.
+	ip("link", "add", "mcpr2", "type", "veth", "peer", "name", "mcpr3")
+	ip("link", "set", "mcpr3", "up")
+	ip("link", "set", "mcpr2", "up")
+	ip("addr", "add", "203.0.113.1/24", "dev", "mcpr2")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] mcpr2=[203.0.113.1/24] default4 via 198.51.100.253 dev mcpr0 metric 0")
+	ip("route", "replace", "default", "nexthop", "via", "198.51.100.254", "dev", "mcpr0", "nexthop", "via", "203.0.113.254", "dev", "mcpr2")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] mcpr2=[203.0.113.1/24] " +
+		"default4 via 198.51.100.254 dev mcpr0 metric 0 default4 via 203.0.113.254 dev mcpr2 metric 0")
+	// An interface going down takes its next hop with it.
+	ip("link", "set", "mcpr2", "down")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0")
 	// The kernel drops the default route with the address, silently.
 	ip("addr", "del", "198.51.100.1/24", "dev", "mcpr0")
 	next("mcpr0=[2001:db8:5::/64]")
@@ -161,51 +169,43 @@ func TestKernelMessagesInNamespace(t *testing.T) {
 	next("")
 }
 
-// listenIn opens the netlink socket inside network namespace ns: a socket
-// stays in the namespace it was made in.
-func listenIn(t *testing.T, ns string) *conn {
+// watchIn watches network namespace ns until the test ends, and returns
+// the States it reports. The watching goroutine's thread enters ns and
+// never leaves it (the runtime ends a thread still locked when its
+// goroutine returns): the socket and each look are then ns's.
+func watchIn(t *testing.T, ns string) <-chan State {
 	t.Helper()
 	target, err := os.Open("/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer target.Close()
-	runtime.LockOSThread()
-	self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-	if err != nil {
-		runtime.UnlockOSThread()
+	ctx, cancel := context.WithCancel(context.Background())
+	states := make(chan State, 16)
+	ready, done := make(chan error, 1), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			ready <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		f, err := listen()
+		ready <- err
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		done <- watchSocket(ctx, f, anyMessage, linuxState, func(s State) { states <- s })
+	}()
+	if err := <-ready; err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	defer self.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("setns: %v", err)
-	}
-	c, lerr := listen()
-	if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-		// This thread is stuck in ns; leaving it locked makes the runtime
-		// end it with this goroutine.
-		t.Fatalf("setns back: %v", err)
-	}
-	runtime.UnlockOSThread()
-	if lerr != nil {
-		t.Fatal(lerr)
-	}
-	return c
-}
-
-// A ctx that has already ended ends Run before it waits at all.
-func TestRunWithEndedContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	done := make(chan error, 1)
-	go func() { done <- Netlink{}.Run(ctx, make(chan struct{}, 1)) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v, want nil", err)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watch: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run with an ended ctx did not return")
-	}
+	})
+	return states
 }

@@ -6,8 +6,8 @@
 // kernel message: container veths, link statistics and address refreshes
 // are not changes, so a laptop does not reset failed servers all day.
 // On Linux it listens on a netlink route socket, on macOS on a routing
-// socket, both parked in Go's netpoller while idle; elsewhere it polls the
-// interface list.
+// socket, both parked in Go's netpoller while idle; elsewhere it sees no
+// network changes (the daemon then watches wakes from sleep alone).
 package netwatch
 
 import (

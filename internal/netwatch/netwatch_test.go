@@ -2,10 +2,8 @@ package netwatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -76,41 +74,6 @@ func TestInterfaceStateLeavesOutLoopback(t *testing.T) {
 			}
 		}
 	}
-}
-
-// The polling fallback reports a difference, not every look.
-func TestPollReportsOnlyDifferences(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		wifi := State{Interfaces: map[string][]netip.Prefix{"en0": {netip.MustParsePrefix("192.168.1.23/24")}}}
-		vpn := State{Interfaces: map[string][]netip.Prefix{
-			"en0":   {netip.MustParsePrefix("192.168.1.23/24")},
-			"utun4": {netip.MustParsePrefix("100.64.0.5/32")},
-		}}
-		var looks atomic.Int64
-		read := func() (State, error) {
-			// The same network for ten looks, a VPN for ten, then an error.
-			switch n := looks.Add(1); {
-			case n <= 10:
-				return wifi, nil
-			case n <= 20:
-				return vpn, nil
-			default:
-				return State{}, errors.New("interfaces: try again")
-			}
-		}
-		changes := make(chan struct{}, 10)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- Poll{Interval: time.Second, read: read}.Run(ctx, changes) }()
-		time.Sleep(30 * time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if n := len(changes); n != 1 {
-			t.Fatalf("changes over 30 looks = %d, want 1 (the VPN)", n)
-		}
-	})
 }
 
 // describe writes s on one line, for comparisons and failures.

@@ -2,13 +2,11 @@ package netwatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,43 +26,14 @@ func (RouteSocket) Run(ctx context.Context, changes chan<- struct{}) error {
 		return fmt.Errorf("netwatch: routing socket: %w", err)
 	}
 	unix.CloseOnExec(fd)
-	// Non-blocking, the descriptor sits in Go's netpoller (kqueue): a
-	// read waits without waking the process, and ctx ends it at once.
+	// Non-blocking, the descriptor sits in Go's netpoller (kqueue).
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("netwatch: routing socket: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "route")
 	defer f.Close()
-	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	last, err := darwinState()
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := f.Read(buf)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, unix.ENOBUFS):
-			// Messages were lost: look anyway.
-		case err != nil:
-			return fmt.Errorf("netwatch: routing socket read: %w", err)
-		case !mayMatter(buf[:n]):
-			continue
-		}
-		now, err := darwinState()
-		if err != nil {
-			continue // a failed look is no news; the next message retries
-		}
-		if !now.Equal(last) {
-			last = now
-			notify(changes)
-		}
-	}
+	return watchSocket(ctx, f, mayMatter, darwinState, func(State) { notify(changes) })
 }
 
 // mayMatter filters out the routing socket's chatter: ARP and neighbour

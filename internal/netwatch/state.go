@@ -78,9 +78,8 @@ func counts(a netip.Addr) bool {
 	return a.IsValid() && a.Unmap().IsGlobalUnicast()
 }
 
-// interfaceState reads the interfaces through the standard library, which
-// every platform has; it knows no routes. The polling fallback and the
-// macOS routing socket start from it.
+// interfaceState reads the interfaces through the standard library; it
+// knows no routes. The macOS routing socket starts from it.
 func interfaceState() (State, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {

@@ -24,30 +24,6 @@ import (
 // than the one second a Kubernetes probe waits by default.
 const healthTimeout = 500 * time.Millisecond
 
-// Liveness is a Source that can tell, without blocking on it, whether its
-// loops still turn, and name its server meanwhile (*reconnect.Engine).
-type Liveness interface {
-	// Alive answers within timeout; reconnect.ErrNotStarted before the
-	// engine runs, reconnect.ErrStopped after (reconnect.Stuck decides).
-	Alive(timeout time.Duration) error
-	// CurrentURL names the server without the engine's lock.
-	CurrentURL() string
-}
-
-// Streamer is a Source that tells its event stream's state and its
-// server's address without a whole Snapshot.
-type Streamer interface {
-	Stream() reconnect.StreamState
-	CurrentURL() string
-}
-
-// Detector is a Source that knows its OpenCode server's generation.
-type Detector interface {
-	// Generation is what the last successful detection found ("1.x",
-	// "2.x"); "" before one succeeded.
-	Generation() string
-}
-
 // Health is the body of GET /healthz and GET /readyz.
 type Health struct {
 	// OK is true when the route answers 200.
@@ -74,12 +50,8 @@ type ServerHealth struct {
 func (s *API) healthz(w http.ResponseWriter, _ *http.Request) {
 	h := Health{OK: true, Servers: []ServerHealth{}}
 	for _, src := range s.Sources {
-		l, ok := src.(Liveness)
-		if !ok {
-			continue
-		}
-		sh := ServerHealth{URL: l.CurrentURL(), OK: true}
-		if err := l.Alive(healthTimeout); reconnect.Stuck(err) {
+		sh := ServerHealth{URL: src.CurrentURL(), OK: true}
+		if err := src.Alive(healthTimeout); reconnect.Stuck(err) {
 			sh.OK, sh.Problem, h.OK = false, err.Error(), false
 		}
 		h.Servers = append(h.Servers, sh)
@@ -123,36 +95,20 @@ func (s *API) readinessMetrics() []metrics.Readiness {
 // readiness is one server's part of readyz, and the reason as one of the
 // metrics.Reason words.
 func readiness(src Source) (ServerHealth, string) {
-	var sh ServerHealth
-	if l, ok := src.(Liveness); ok {
-		sh.URL = l.CurrentURL()
-		// Before Snapshot, which waits for the engine's lock.
-		switch err := l.Alive(healthTimeout); {
-		case errors.Is(err, reconnect.ErrNotStarted):
-			sh.Problem = "starting: the engine does not run yet"
-			return sh, metrics.ReasonStarting
-		case err != nil:
-			sh.Problem = err.Error()
-			return sh, metrics.ReasonStuck
-		}
+	sh := ServerHealth{URL: src.CurrentURL()}
+	// Before Stream, which waits for the engine's lock.
+	switch err := src.Alive(healthTimeout); {
+	case errors.Is(err, reconnect.ErrNotStarted):
+		sh.Problem = "starting: the engine does not run yet"
+		return sh, metrics.ReasonStarting
+	case err != nil:
+		sh.Problem = err.Error()
+		return sh, metrics.ReasonStuck
 	}
-	var stream reconnect.StreamState
-	if st, ok := src.(Streamer); ok {
-		// Asked at every probe and every scrape of /metrics: the stream
-		// alone, not a copy of every directory and the process view.
-		sh.URL, stream = st.CurrentURL(), st.Stream()
-	} else {
-		snap := src.Snapshot()
-		sh.URL, stream = snap.URL, snap.Stream
-	}
-	sh.StreamConnected = stream.Connected
-	detected := true
-	if d, ok := src.(Detector); ok {
-		sh.Generation = d.Generation()
-		detected = sh.Generation != ""
-	}
+	stream := src.Stream()
+	sh.StreamConnected, sh.Generation = stream.Connected, src.Generation()
 	switch {
-	case !detected:
+	case sh.Generation == "":
 		sh.Problem = "not detected yet: nothing at " + sh.URL + " has answered as OpenCode"
 		return sh, metrics.ReasonNotDetected
 	case !stream.Connected:

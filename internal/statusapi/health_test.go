@@ -7,36 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// healthSource is a Source with the optional health interfaces, set by
-// the test.
-type healthSource struct {
-	fakeSource
-	url       string
-	alive     error
-	gen       string
-	snapshots atomic.Int32
-}
-
-func (h *healthSource) Alive(time.Duration) error { return h.alive }
-func (h *healthSource) CurrentURL() string        { return h.url }
-func (h *healthSource) Generation() string        { return h.gen }
-func (h *healthSource) Snapshot() reconnect.Snapshot {
-	h.snapshots.Add(1)
-	return h.fakeSource.Snapshot()
-}
-
-func newHealthSource(url, gen string, connected bool, lastErr string) *healthSource {
-	h := &healthSource{url: url, gen: gen}
-	h.snap = reconnect.Snapshot{URL: url, Stream: reconnect.StreamState{Connected: connected, LastError: lastErr}}
-	return h
+func newHealthSource(url, gen string, connected bool, lastErr string) *fakeSource {
+	return &fakeSource{gen: gen, snap: reconnect.Snapshot{URL: url, Stream: reconnect.StreamState{Connected: connected, LastError: lastErr}}}
 }
 
 func getHealth(t *testing.T, srcs []Source, path string) (int, Health) {
@@ -87,28 +65,28 @@ func TestReadyzSaysWhichIsNotReady(t *testing.T) {
 	if !h.Servers[0].OK || h.Servers[0].Problem != "" {
 		t.Errorf("the ready server: %+v", h.Servers[0])
 	}
-	if s := h.Servers[1]; s.OK || s.URL != down.url || !strings.Contains(s.Problem, "event stream not connected") || !strings.Contains(s.Problem, "refused the connection") {
+	if s := h.Servers[1]; s.OK || s.URL != down.snap.URL || !strings.Contains(s.Problem, "event stream not connected") || !strings.Contains(s.Problem, "refused the connection") {
 		t.Errorf("the server whose stream is down: %+v", s)
 	}
-	if s := h.Servers[2]; s.OK || s.URL != unknown.url || !strings.Contains(s.Problem, "not detected") {
+	if s := h.Servers[2]; s.OK || s.URL != unknown.snap.URL || !strings.Contains(s.Problem, "not detected") {
 		t.Errorf("the server never detected: %+v", s)
 	}
 }
 
 // A stuck engine makes both routes fail without waiting for its lock
-// (Snapshot would), and an engine that does not run yet is not ready but
+// (Summary would), and an engine that does not run yet is not ready but
 // alive.
 func TestHealthOfStuckAndStartingEngines(t *testing.T) {
 	stuck := newHealthSource("http://127.0.0.1:4096", "1.x", true, "")
 	stuck.alive = errStuck
 	for _, path := range []string{"/healthz", "/readyz"} {
 		code, h := getHealth(t, []Source{stuck}, path)
-		if code != http.StatusServiceUnavailable || len(h.Servers) != 1 || h.Servers[0].OK || !strings.Contains(h.Servers[0].Problem, "stuck") || h.Servers[0].URL != stuck.url {
+		if code != http.StatusServiceUnavailable || len(h.Servers) != 1 || h.Servers[0].OK || !strings.Contains(h.Servers[0].Problem, "stuck") || h.Servers[0].URL != stuck.snap.URL {
 			t.Errorf("%s with a stuck engine = %d %+v, want 503 naming it", path, code, h)
 		}
 	}
 	if n := stuck.snapshots.Load(); n != 0 {
-		t.Errorf("a stuck engine's Snapshot was called %d times", n)
+		t.Errorf("a stuck engine's status was asked %d times", n)
 	}
 	starting := newHealthSource("http://127.0.0.1:4096", "", false, "")
 	starting.alive = reconnect.ErrNotStarted
@@ -123,16 +101,18 @@ func TestHealthOfStuckAndStartingEngines(t *testing.T) {
 // healthz is about the daemon, not OpenCode: a server that is down or
 // was never found leaves it 200.
 func TestHealthzIgnoresOpenCode(t *testing.T) {
-	down := newHealthSource("http://127.0.0.1:4196", "", false, "refused")
-	code, h := getHealth(t, []Source{down, &fakeSource{}}, "/healthz")
-	if code != http.StatusOK || len(h.Servers) != 1 || !h.Servers[0].OK {
+	down := newHealthSource("http://127.0.0.1:4196", "1.x", false, "refused")
+	unknown := newHealthSource("http://127.0.0.1:4296", "", false, "")
+	code, h := getHealth(t, []Source{down, unknown}, "/healthz")
+	if code != http.StatusOK || len(h.Servers) != 2 || !h.Servers[0].OK || !h.Servers[1].OK {
 		t.Fatalf("healthz = %d %+v, want 200", code, h)
 	}
 }
 
-// A Source without the optional interfaces is ready when its stream is.
-func TestReadyzOfAPlainSource(t *testing.T) {
-	src := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{Connected: true}}}
+// A detected server is ready while its stream is connected, and a
+// daemon that watches nothing is not ready.
+func TestReadyzFollowsTheStream(t *testing.T) {
+	src := newHealthSource("http://127.0.0.1:4096", "1.x", true, "")
 	if code, h := getHealth(t, []Source{src}, "/readyz"); code != http.StatusOK {
 		t.Fatalf("readyz = %d %+v", code, h)
 	}
@@ -144,9 +124,6 @@ func TestReadyzOfAPlainSource(t *testing.T) {
 		t.Fatalf("readyz watching nothing = %d", code)
 	}
 }
-
-// The engine has the health interfaces the routes look for.
-var _ Liveness = (*reconnect.Engine)(nil)
 
 // An engine whose Run has returned never checks again: /healthz says so
 // (503), as the systemd watchdog does by the same rule (reconnect.Stuck).
@@ -214,7 +191,7 @@ func TestMetricsShowReadiness(t *testing.T) {
 		}
 	}
 	if n := stuck.snapshots.Load(); n != 0 {
-		t.Errorf("a stuck engine's Snapshot was called %d times", n)
+		t.Errorf("a stuck engine's status was asked %d times", n)
 	}
 	// Read at each scrape: the stream comes back, the gauge follows.
 	down.snap.Stream.Connected = true

@@ -4,33 +4,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// streamingSource is a Source that tells its stream alone, and counts the
-// whole snapshots asked of it.
-type streamingSource struct {
-	fakeSource
-	snapshots atomic.Int32
-}
-
-func (s *streamingSource) Snapshot() reconnect.Snapshot {
-	s.snapshots.Add(1)
-	return s.fakeSource.Snapshot()
-}
-func (s *streamingSource) Stream() reconnect.StreamState { return s.snap.Stream }
-func (s *streamingSource) CurrentURL() string            { return s.snap.URL }
-
 // Readiness is asked at every /readyz probe and every scrape of
-// /metrics: of a source that can tell its stream alone, it takes no
-// snapshot (at 1,000 directories a snapshot is 3.6 MiB, and it reads the
-// process table for orphans).
+// /metrics: it asks the stream alone, not the server's status (at 1,000
+// directories a snapshot is 3.6 MiB, and the summary reads the process
+// table for orphans and may ask OpenCode).
 func TestReadinessTakesNoSnapshot(t *testing.T) {
-	src := &streamingSource{fakeSource: fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Stream: reconnect.StreamState{Connected: true}}}}
+	src := newHealthSource("http://127.0.0.1:4096", "1.x", true, "")
 	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: testToken}
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()

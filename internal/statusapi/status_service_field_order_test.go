@@ -10,26 +10,13 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// serviceListingSource is what the daemon's source is for an OpenCode 2
-// service: a Lister (its engine's Summary and Directories) and a
-// ServiceSource.
-type serviceListingSource struct {
-	listingSource
-	svc *Service
-}
-
-func (s *serviceListingSource) Service() *Service { return s.svc }
-
 // GET /status writes a server of the OpenCode 2 service as its struct
 // encodes: the snapshot's fields (directories last of them), then
 // "service", byte for byte what encoding the whole Status at once writes
 // (writeJSON), though its directories are written one at a time.
 func TestStatusKeepsDirectoriesBeforeService(t *testing.T) {
-	src := &serviceListingSource{
-		listingSource: listingSource{fakeSource: fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
-			Directories: manyDirs(1, 1)}}, written: func() int { return 0 }},
-		svc: &Service{File: "/run/opencode/service.json", PID: 42, Version: "2.0.0"},
-	}
+	src := &listingSource{fakeSource: fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Directories: manyDirs(1, 1)},
+		svc: &Service{File: "/run/opencode/service.json", PID: 42, Version: "2.0.0"}}, written: func() int { return 0 }}
 	s := &API{Sources: []Source{src}, Broker: NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: testToken}
 	defer s.Broker.Close()
 	rec := httptest.NewRecorder()

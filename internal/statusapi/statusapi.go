@@ -36,28 +36,33 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/sse"
 )
 
-// Source is one watched OpenCode server; *reconnect.Engine implements it.
+// Source is one watched OpenCode server: the daemon's engine with its
+// client, process view and service file.
 type Source interface {
-	Snapshot() reconnect.Snapshot
+	// Summary is the server's status without its directories, which
+	// Directories hands out one at a time: GET /status holds one of
+	// them at a time, not a copy of all.
+	Summary() reconnect.Snapshot
+	Directories() iter.Seq[reconnect.DirSnapshot]
 	Reconnect(dir string, names []string) (reconnect.ReconnectResult, error)
 	// Arm arms dir for reason (reconnect.ArmedByFlag keeps it through
 	// OpenCode's restarts, as a --directory given at the start does).
 	Arm(dir, reason string) error
-}
-
-// Lister is a Source that hands out its directories one at a time, so
-// GET /status holds one of them at a time, not a copy of all.
-type Lister interface {
-	// Summary is Snapshot without the directories.
-	Summary() reconnect.Snapshot
-	Directories() iter.Seq[reconnect.DirSnapshot]
-}
-
-// ServiceSource is a Source found through an OpenCode 2 service file
-// (the background service): it says which file, since several channels'
-// services may be registered beside each other.
-type ServiceSource interface {
-	// Service is the service followed now; nil while none answers.
+	// Alive answers within timeout whether the engine's loops still
+	// turn; reconnect.ErrNotStarted before the engine runs,
+	// reconnect.ErrStopped after (reconnect.Stuck decides).
+	Alive(timeout time.Duration) error
+	// CurrentURL and Stream name the server and tell its event stream's
+	// state without the rest of Summary: they are asked at every probe
+	// and every scrape of /metrics.
+	CurrentURL() string
+	Stream() reconnect.StreamState
+	// Generation is what the last successful detection found ("1.x",
+	// "2.x"); "" before one succeeded.
+	Generation() string
+	// Service is the OpenCode 2 service file the server was found
+	// through, which it follows; nil while none answers, or when it
+	// follows none.
 	Service() *Service
 }
 
@@ -218,19 +223,8 @@ func (s *API) status(w http.ResponseWriter, r *http.Request) {
 	var servers []ServerStatus
 	var dirs []iter.Seq[reconnect.DirSnapshot]
 	for _, src := range s.Sources {
-		var ss ServerStatus
-		if l, ok := src.(Lister); ok {
-			ss.Snapshot = l.Summary()
-			dirs = append(dirs, l.Directories())
-		} else {
-			ss.Snapshot = src.Snapshot()
-			dirs = append(dirs, slices.Values(ss.Directories))
-			ss.Directories = nil
-		}
-		if svc, ok := src.(ServiceSource); ok {
-			ss.Service = svc.Service()
-		}
-		servers = append(servers, ss)
+		servers = append(servers, ServerStatus{Snapshot: src.Summary(), Service: src.Service()})
+		dirs = append(dirs, src.Directories())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -238,15 +232,6 @@ func (s *API) status(w http.ResponseWriter, r *http.Request) {
 	if err := writeStatus(bw, st, servers, dirs); err == nil {
 		_ = bw.Flush()
 	}
-}
-
-// sourceURL is the URL of src's server, asked without a snapshot of its
-// directories where src can say it alone.
-func sourceURL(src Source) string {
-	if st, ok := src.(Streamer); ok {
-		return st.CurrentURL()
-	}
-	return src.Snapshot().URL
 }
 
 func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
@@ -265,7 +250,7 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 	sources := s.Sources
 	if req.URL != "" {
 		sources = slices.DeleteFunc(slices.Clone(s.Sources), func(src Source) bool {
-			return registry.NormalizeURL(sourceURL(src)) != registry.NormalizeURL(req.URL)
+			return registry.NormalizeURL(src.CurrentURL()) != registry.NormalizeURL(req.URL)
 		})
 		if len(sources) == 0 {
 			http.Error(w, "this daemon does not watch "+req.URL, http.StatusNotFound)
@@ -277,7 +262,7 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.URL == "" && req.Directory != "" && len(sources) > 1 {
-		http.Error(w, "this daemon watches several OpenCode servers ("+join(sources, sourceURL)+"); name one with url (reconnect --url)", http.StatusBadRequest)
+		http.Error(w, "this daemon watches several OpenCode servers ("+join(sources, Source.CurrentURL)+"); name one with url (reconnect --url)", http.StatusBadRequest)
 		return
 	}
 	for _, src := range sources {

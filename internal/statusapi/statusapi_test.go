@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +24,18 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// fakeSource is a watched server whose state the test sets: snap, and
+// gen, alive and svc as its Generation, Alive and Service answer.
+// snapshots counts what Summary and Directories were asked.
 type fakeSource struct {
-	mu    sync.Mutex
-	calls []ReconnectRequest
-	armed []string // "dir reason"
-	snap  reconnect.Snapshot
+	mu        sync.Mutex
+	calls     []ReconnectRequest
+	armed     []string // "dir reason"
+	snap      reconnect.Snapshot
+	gen       string
+	alive     error
+	svc       *Service
+	snapshots atomic.Int32
 }
 
 func (f *fakeSource) Arm(dir, reason string) error {
@@ -39,7 +48,23 @@ func (f *fakeSource) Arm(dir, reason string) error {
 	return nil
 }
 
-func (f *fakeSource) Snapshot() reconnect.Snapshot { return f.snap }
+func (f *fakeSource) Summary() reconnect.Snapshot {
+	f.snapshots.Add(1)
+	s := f.snap
+	s.Directories = nil
+	return s
+}
+
+func (f *fakeSource) Directories() iter.Seq[reconnect.DirSnapshot] {
+	f.snapshots.Add(1)
+	return slices.Values(f.snap.Directories)
+}
+
+func (f *fakeSource) Alive(time.Duration) error     { return f.alive }
+func (f *fakeSource) CurrentURL() string            { return f.snap.URL }
+func (f *fakeSource) Stream() reconnect.StreamState { return f.snap.Stream }
+func (f *fakeSource) Generation() string            { return f.gen }
+func (f *fakeSource) Service() *Service             { return f.svc }
 
 func (f *fakeSource) Reconnect(dir string, names []string) (reconnect.ReconnectResult, error) {
 	f.mu.Lock()

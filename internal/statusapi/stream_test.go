@@ -25,12 +25,6 @@ type listingSource struct {
 	seen    []int
 }
 
-func (l *listingSource) Summary() reconnect.Snapshot {
-	s := l.snap
-	s.Directories = nil
-	return s
-}
-
 func (l *listingSource) Directories() iter.Seq[reconnect.DirSnapshot] {
 	return func(yield func(reconnect.DirSnapshot) bool) {
 		for _, d := range l.snap.Directories {
@@ -56,8 +50,8 @@ func manyDirs(n, servers int) []reconnect.DirSnapshot {
 }
 
 // GET /status of an engine that lists its directories one at a time says
-// exactly what the whole snapshot, encoded at once, says (servers without
-// a lister, a service, no directories at all included); and the body goes
+// exactly what the whole snapshot, encoded at once, says (a server
+// with no directories at all included); and the body goes
 // out while the directories are read: the daemon never holds all of them,
 // nor the whole body, at once.
 func TestStatusIsWrittenOneDirectoryAtATime(t *testing.T) {
