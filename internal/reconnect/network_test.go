@@ -3,7 +3,10 @@ package reconnect
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // The tests of a network change (an interface or a default route came,
@@ -335,6 +338,52 @@ func TestNetworkChangeRedialsSharedEndpointWatches(t *testing.T) {
 		r.at(66 * time.Second)
 		if got := r.connectTimes("/a", "r"); len(got) != renewed+1 || got[renewed] < 63*time.Second {
 			t.Fatalf("/a connects = %v, want one more soon after the endpoint came back at 63 s", got)
+		}
+	})
+}
+
+// Rule 4: a server that never failed is not a crash loop. A network that
+// changes every 40 s for four minutes (a VPN re-keying, Wi-Fi roaming,
+// docker compose bringing bridges up and down) renews a healthy remote
+// session each max-delay; those renewals succeed, and must not walk the
+// server's episode into the slow tier: when the server then really
+// fails, that is a first crash, repaired at once, not five minutes
+// later.
+func TestNetworkRenewalsDoNotMakeAHealthyServerACrashLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "rem", "connected")
+		oc.config["rem"] = opencode.MCPEntry{Type: "remote", URL: "http://rem.test:9000/mcp"}
+		oc.after["rem"] = "connected"
+		oc.delay["rem"] = 200 * time.Millisecond
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		start := time.Now()
+		for range 6 {
+			e.NetworkChanged()
+			time.Sleep(40 * time.Second)
+			synctest.Wait()
+		}
+		renewals := len(oc.connectTimes("/p", "rem", start))
+		if renewals < 5 {
+			t.Fatalf("setup: %d renewals", renewals)
+		}
+		row := e.Snapshot().Directories[0].Servers[0]
+		crashed := time.Now()
+		oc.set("/p", "rem", "failed")
+		e.HandleEvent(opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: "/p", Server: "rem"})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := len(oc.connectTimes("/p", "rem", crashed)) - renewals; n == 0 {
+			t.Fatalf("after %d successful renewals (row before the crash: attempts %d) the server's first failure got no connect within 5 s (row now: %+v)",
+				renewals, row.Attempts, e.Snapshot().Directories[0].Servers[0])
 		}
 	})
 }
