@@ -166,17 +166,27 @@ func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
 
 // Attempt charges one attempt made at now for trigger t and schedules the
 // next: p.After(n) later, jittered with the random number r in [0, 1). It
-// returns that next time, or zero when the episode is now stopped.
+// returns that next time, or zero when the episode is now stopped (or
+// still healthy).
+//
+// A network attempt of a healthy episode renews the live session of a
+// server that never failed (a failed one's first attempt is always due on
+// its schedule): a server that never failed is no crash loop, however
+// often the network changes, so it counts nothing, and only the network's
+// own limit (one per Max) holds it.
 func (e *Episode) Attempt(p Policy, now time.Time, t Trigger, r float64) time.Time {
+	if t == Network {
+		e.lastNet = now
+		if e.n == 0 {
+			return time.Time{}
+		}
+	}
 	if !e.refunded {
 		e.held = 0 // the attempt before this one counted: a new run of refunds
 	}
 	e.refunded = false
 	e.n++
 	e.last = now
-	if t == Network {
-		e.lastNet = now
-	}
 	e.next = time.Time{}
 	if d, again := p.After(e.n); again {
 		e.next = now.Add(p.Apply(d, r))

@@ -289,3 +289,28 @@ func TestNilEpisodeIsHealthy(t *testing.T) {
 		}
 	}
 }
+
+// A network attempt of a healthy episode renews a live session: a server
+// that never failed is no crash loop, so it counts nothing, and the
+// network's limit alone holds the next one.
+func TestNetworkAttemptOfAHealthyEpisodeCountsNothing(t *testing.T) {
+	p := Default
+	var e Episode
+	now := time.Unix(0, 0)
+	for i := range 10 {
+		at := now.Add(time.Duration(i) * p.Max)
+		if !e.Allow(p, at, Network) {
+			t.Fatalf("renewal %d, Max after the last, not allowed", i)
+		}
+		e.Attempt(p, at, Network, 0.5)
+		if e.Allow(p, at.Add(p.Max-time.Millisecond), Network) {
+			t.Fatalf("renewal %d: another allowed within Max", i)
+		}
+	}
+	if e.Phase(p) != Healthy || e.NumRequeues() != 0 || !e.Stable(now.Add(10*p.Max), time.Hour) {
+		t.Fatalf("after ten renewals: phase %v, %d attempts; want healthy, none", e.Phase(p), e.NumRequeues())
+	}
+	if !e.Allow(p, now.Add(10*p.Max), Scheduled) {
+		t.Fatal("a healthy episode's first failure must be tried at once")
+	}
+}

@@ -400,7 +400,10 @@ func (e *Engine) OpenCodeGone(err error) {
 // needs_auth) are left alone. Each attempt is charged to the server's
 // episode as a network-triggered one: at once in the fast episode, at most
 // one per server per max-delay, none once stopped. A directory is due as
-// soon as one of the servers it knows may have one. Every endpoint watch
+// soon as one of the servers it knows may have one: a failed server's
+// repair at once, a renewal initial-delay later, so that the repairs the
+// change asks for wait in the budget's line before any renewal (a known
+// failure comes before a session that may be dead). Every endpoint watch
 // is dialled anew: a held connection may be dead without a word, and a
 // watch over it would miss the server's next restart.
 func (e *Engine) NetworkChanged() {
@@ -418,6 +421,9 @@ func (e *Engine) NetworkChanged() {
 				continue
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
+				if s.status != opencode.StatusFailed {
+					at = later(at, now.Add(e.wakeDelay())) // a renewal
+				}
 				first = earlier(first, later(at, now))
 			}
 		}

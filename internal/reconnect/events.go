@@ -81,8 +81,8 @@ func (e *Engine) serverFailed(path, name, reason string) {
 // at once for a first crash (firstCrash), else initial-delay later, and
 // not at all for a server in the slow tier or stopped (a permanently
 // broken server must not keep its directory busy), unless the daemon
-// believes it connected: then once, at once, so that status follows
-// OpenCode. Caller holds Engine.mu.
+// believes it connected: then initial-delay later too, so that status
+// follows OpenCode. Caller holds Engine.mu.
 func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 	if s := d.servers[name]; name != "" && s != nil {
 		if e.firstCrash(d, s, now, ambiguous) {
@@ -97,15 +97,14 @@ func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 		}
 		switch s.ep.Phase(e.cfg.Backoff) {
 		case backoff.Slow, backoff.Stopped:
-			if s.status == opencode.StatusConnected && !s.connecting {
-				// The last read showed an attempt of ours brought it
-				// back, and OpenCode now says it changed: status must
-				// not go on saying connected. One read, no attempt (the
-				// episode allows none), once per time the daemon
-				// believed it connected.
-				d.wakeBy(now)
+			if s.status != opencode.StatusConnected || s.connecting {
+				return
 			}
-			return
+			// The last read showed an attempt of ours brought it back,
+			// and OpenCode now says it changed: status must not go on
+			// saying connected. The ordinary wake reads it (no attempt:
+			// the episode allows none), at most once per initial-delay
+			// however many reports come.
 		}
 	}
 	d.wakeBy(now.Add(e.wakeDelay()))

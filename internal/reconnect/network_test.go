@@ -3,7 +3,10 @@ package reconnect
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // The tests of a network change (an interface or a default route came,
@@ -24,12 +27,13 @@ func (r *rig) connectsIn(dir, name string, from, to time.Duration) []time.Durati
 	return out
 }
 
-// A network change connects every connected remote server again, at once,
-// and leaves alone the connected local server and the remote servers left
-// to the user (disabled, needs_auth). A second change within max-delay of
-// the renewal is not dropped (the renewal may have been made on the
-// network before it) but waits: one more renewal, max-delay after the
-// first, and nothing after that.
+// A network change connects every connected remote server again,
+// initial-delay later (after the repairs of failed servers the change
+// asks for), and leaves alone the connected local server and the remote
+// servers left to the user (disabled, needs_auth). A second change within
+// max-delay of the renewal is not dropped (the renewal may have been made
+// on the network before it) but waits: one more renewal, max-delay after
+// the first, and nothing after that.
 func TestNetworkChangeRenewsConnectedRemoteSessions(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{
@@ -45,24 +49,24 @@ func TestNetworkChangeRenewsConnectedRemoteSessions(t *testing.T) {
 			t.Fatalf("setup: %d connects before the change", n)
 		}
 		r.eng.NetworkChanged()
-		r.at(time.Minute + 100*time.Millisecond)
-		if got := r.connectTimes(dirA, "rem"); len(got) != 1 || got[0] != time.Minute {
-			t.Fatalf("remote connects = %v, want one at once (60 s)", got)
+		r.at(time.Minute + time.Second + 100*time.Millisecond)
+		if got := r.connectTimes(dirA, "rem"); len(got) != 1 || got[0] != time.Minute+time.Second {
+			t.Fatalf("remote connects = %v, want one initial-delay after the change (61 s)", got)
 		}
 		for _, name := range []string{"loc", "off", "auth"} {
 			if n := fake.Count(routeConnect, "", name); n != 0 {
 				t.Errorf("%d connects of %s after a network change", n, name)
 			}
 		}
-		r.at(time.Minute + time.Second)
+		r.at(time.Minute + 2*time.Second)
 		r.eng.NetworkChanged()
-		r.at(time.Minute + 30*time.Second - time.Millisecond)
+		r.at(time.Minute + 31*time.Second - time.Millisecond)
 		if got := r.connectTimes(dirA, "rem"); len(got) != 1 {
 			t.Fatalf("remote connects = %v after a second change within max-delay, want still one", got)
 		}
 		r.at(5 * time.Minute)
-		if got := r.connectTimes(dirA, "rem"); !equalDurations(got, secs(60, 90)) {
-			t.Fatalf("remote connects = %v, want the renewal at 60 s and the second change's at 90 s", got)
+		if got := r.connectTimes(dirA, "rem"); !equalDurations(got, secs(61, 91)) {
+			t.Fatalf("remote connects = %v, want the renewal at 61 s and the second change's at 91 s", got)
 		}
 		if n := fake.Count(routeConnect, "", "") - fake.Count(routeConnect, "", "rem"); n != 0 {
 			t.Fatalf("%d connects of other servers", n)
@@ -335,6 +339,122 @@ func TestNetworkChangeRedialsSharedEndpointWatches(t *testing.T) {
 		r.at(66 * time.Second)
 		if got := r.connectTimes("/a", "r"); len(got) != renewed+1 || got[renewed] < 63*time.Second {
 			t.Fatalf("/a connects = %v, want one more soon after the endpoint came back at 63 s", got)
+		}
+	})
+}
+
+// Rule 4: a server that never failed is not a crash loop. A network that
+// changes every 40 s for four minutes (a VPN re-keying, Wi-Fi roaming,
+// docker compose bringing bridges up and down) renews a healthy remote
+// session each max-delay; those renewals succeed, and must not walk the
+// server's episode into the slow tier: when the server then really
+// fails, that is a first crash, repaired at once, not five minutes
+// later.
+func TestNetworkRenewalsDoNotMakeAHealthyServerACrashLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "rem", "connected")
+		oc.config["rem"] = opencode.MCPEntry{Type: "remote", URL: "http://rem.test:9000/mcp"}
+		oc.after["rem"] = "connected"
+		oc.delay["rem"] = 200 * time.Millisecond
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		start := time.Now()
+		for range 6 {
+			e.NetworkChanged()
+			time.Sleep(40 * time.Second)
+			synctest.Wait()
+		}
+		renewals := len(oc.connectTimes("/p", "rem", start))
+		if renewals < 5 {
+			t.Fatalf("setup: %d renewals", renewals)
+		}
+		row := e.Snapshot().Directories[0].Servers[0]
+		crashed := time.Now()
+		oc.set("/p", "rem", "failed")
+		e.HandleEvent(opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: "/p", Server: "rem"})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := len(oc.connectTimes("/p", "rem", crashed)) - renewals; n == 0 {
+			t.Fatalf("after %d successful renewals (row before the crash: attempts %d) the server's first failure got no connect within 5 s (row now: %+v)",
+				renewals, row.Attempts, e.Snapshot().Directories[0].Servers[0])
+		}
+	})
+}
+
+// A network change (a VPN connecting) is the moment a remote server that
+// was unreachable may answer: SPEC "Reacts to network changes … with an
+// immediate fresh check everywhere". The renewals of healthy remote
+// sessions the same change asks for must not make those repairs wait:
+// with 60 directories holding a connected remote server (each connect
+// takes a second, as a remote initialize over a fresh VPN may) and 10
+// whose remote server failed while the VPN was down, every failed server
+// is connected before any session is renewed, so within the ten seconds
+// the budget's one remote slot (--max-concurrent 2 keeps the other for
+// local servers) needs for ten such connects.
+func TestNetworkChangeRepairsFailedServersBeforeRenewingHealthyOnes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.config["rem"] = opencode.MCPEntry{Type: "remote", URL: "http://rem.test:9000/mcp"}
+		oc.config["down"] = opencode.MCPEntry{Type: "remote", URL: "http://down.test:9000/mcp"}
+		oc.delay["rem"] = time.Second
+		oc.delay["down"] = time.Second
+		oc.after["rem"] = "connected"
+		oc.after["down"] = "connected"
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failed []string
+		for i := range 60 {
+			d := fmt.Sprintf("/ok%02d", i)
+			oc.set(d, "rem", "connected")
+			_ = e.Arm(d, ArmedByFlag)
+		}
+		for i := range 10 {
+			d := fmt.Sprintf("/down%02d", i)
+			oc.set(d, "down", "failed")
+			_ = e.Arm(d, ArmedByFlag)
+			failed = append(failed, d)
+		}
+		oc.mu.Lock()
+		saved := oc.after["down"]
+		delete(oc.after, "down") // unreachable: attempts leave it failed
+		oc.mu.Unlock()
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(2 * time.Minute) // the failed ones spent their fast episode: slow tier
+		synctest.Wait()
+		oc.mu.Lock()
+		oc.after["down"] = saved // the VPN is up: it answers again
+		oc.mu.Unlock()
+
+		changed := time.Now()
+		e.NetworkChanged()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		firstRenewal := time.Hour
+		for i := range 60 {
+			if c := connectsSince(oc, fmt.Sprintf("/ok%02d", i), "rem", changed); len(c) > 0 {
+				firstRenewal = min(firstRenewal, c[0])
+			}
+		}
+		var late []string
+		for _, d := range failed {
+			if c := connectsSince(oc, d, "down", changed); len(c) == 0 || c[0] > firstRenewal {
+				late = append(late, d)
+			}
+		}
+		if len(late) > 0 {
+			t.Fatalf("10 s after the network change %d of 10 failed remote servers got no connect before the first renewal of a connected session (at %v): %v",
+				len(late), firstRenewal, late)
 		}
 	})
 }

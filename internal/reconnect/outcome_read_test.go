@@ -122,3 +122,72 @@ func TestStatusFollowsACrashLoopIntoTheSlowTier(t *testing.T) {
 		}
 	})
 }
+
+// crashLoopIntoSlowTier arms /p with a local server s that crash-loops:
+// each of the fast episode's five attempts brings it back, and it crashes
+// again two seconds later. It returns with s connected (the fifth attempt
+// brought it back) and in the slow tier.
+func crashLoopIntoSlowTier(t *testing.T, e *Engine, oc *ocStub) {
+	t.Helper()
+	time.Sleep(90 * time.Second) // connected and stable
+	synctest.Wait()
+	start := time.Now()
+	for n := 0; n < 5; {
+		oc.set("/p", "s", "failed")
+		e.HandleEvent(opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: "/p", Server: "s"})
+		for len(oc.connectTimes("/p", "s", start)) == n {
+			time.Sleep(10 * time.Millisecond)
+		}
+		n++
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+	}
+	if r := e.Snapshot().Directories[0].Servers[0]; r.Status != opencode.StatusConnected || r.Attempts != 5 {
+		t.Fatalf("setup: %+v, want connected after five attempts", r)
+	}
+}
+
+// Rules 5 and 6: a server in the slow tier that OpenCode reports changed
+// while it stays connected (1.x publishes mcp.tools.changed when a live
+// server's tool list changes; 2.x mcp.status.changed on every transition)
+// must not cost a status read per report. A storm of ten reports a
+// second for five seconds may cost a read per initial-delay at most.
+func TestSlowTierReportsOfAConnectedServerAreBounded(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ev   opencode.Event
+	}{
+		{"1.x mcp.tools.changed", opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: "/p", Server: "s"}},
+		{"2.x mcp.status.changed", opencode.Event{Kind: opencode.KindServerChanged, Type: "mcp.status.changed", Directory: "/p", Server: "s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				oc := newStub()
+				oc.set("/p", "s", "connected")
+				oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+				oc.delay["s"] = 400 * time.Millisecond
+				oc.after["s"] = "connected"
+				e, err := New(noJitter(), oc, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = e.Arm("/p", ArmedByFlag)
+				stop := runEngine(e)
+				defer stop()
+				crashLoopIntoSlowTier(t, e, oc)
+				time.Sleep(2 * time.Second) // past the last attempt's initial-delay
+				synctest.Wait()
+
+				reads := oc.count("status", "/p")
+				for range 50 { // the server stays connected throughout
+					e.HandleEvent(c.ev)
+					time.Sleep(100 * time.Millisecond)
+					synctest.Wait()
+				}
+				if n := oc.count("status", "/p") - reads; n > 6 {
+					t.Fatalf("%d status reads for 50 reports in 5 s of a connected server in the slow tier; want at most one per initial-delay (6)", n)
+				}
+			})
+		})
+	}
+}

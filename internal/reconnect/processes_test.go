@@ -286,3 +286,43 @@ func TestDeadChildStartedByAnotherClientIsRepaired(t *testing.T) {
 		}
 	})
 }
+
+// The child a connect of the engine starts can die before that connect
+// returns, and on a release that never reports it (OpenCode before 1.15
+// keeps saying connected) the exit is the only news. A read taken while
+// that connect is still in flight (a stdio server that takes three
+// seconds to start: npx, uvx) must not use up the evidence: the exit is
+// repaired after the connect returns.
+func TestDeadChildOfASlowConnectInFlightIsRepairedAfterItReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"npx", "some-server"}}
+		oc.delay["s"] = 3 * time.Second
+		oc.after["s"] = "connected" // OpenCode before 1.15: whatever its child does
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetProcessView(&tableView{})
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second) // connected and stable
+		synctest.Wait()
+		crash := time.Now()
+		e.ChildExited("/p", "s", birthAt(crash.Add(-80*time.Second)), crash)
+		time.Sleep(announceGrace + 100*time.Millisecond) // the repair's connect is in flight
+		if got := connectsSince(oc, "/p", "s", crash); len(got) != 1 {
+			t.Fatalf("setup: connects %v", got)
+		}
+		// The child it started dies while the connect is still in flight.
+		e.ChildExited("/p", "s", birthAt(time.Now().Add(-50*time.Millisecond)), time.Now())
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := connectsSince(oc, "/p", "s", crash); len(got) < 2 {
+			t.Fatalf("connects after the crash = %v, status reads %d: the child the repair started died before the repair returned, and was never repaired",
+				got, oc.count("status", "/p"))
+		}
+	})
+}

@@ -122,10 +122,16 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 		d.localsChanged = true
 	}
 	s.trig, s.slotWait = 0, false
-	if s.connecting || cur.Status == opencode.StatusPending {
-		// A session being made now (by our connect, or OpenCode's own
-		// start) may have been made before the network changed: the
-		// read after it decides the network's trigger.
+	switch {
+	case s.connecting:
+		// A read during our connect decides nothing of the server (the
+		// reconcile waits for the connect): the read after it decides
+		// every trigger. The child the connect starts may die before it
+		// returns, and the session it makes may predate a network change.
+		s.trig = r.trig
+	case cur.Status == opencode.StatusPending:
+		// OpenCode's own start may make its session before the network
+		// changed: the read after it decides the network's trigger.
 		s.trig = r.trig & trigNetwork
 	}
 	if cur.Status != opencode.StatusPending {
@@ -147,6 +153,9 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 func (e *Engine) reconcileConnected(d *dir, r read, now time.Time) (o outcome) {
 	s, name, p := r.s, r.name, e.cfg.Backoff
 	s.rateLimited = false
+	if s.connecting {
+		return o
+	}
 	if r.confirmed {
 		s.lastReconnect = now
 		e.metrics.Reconnects.Inc()

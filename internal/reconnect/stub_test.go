@@ -123,3 +123,14 @@ func runEngine(e *Engine) (stop func()) {
 	go func() { defer close(done); _ = e.Run(ctx) }()
 	return func() { cancel(); <-done }
 }
+
+// connectsSince is when each connect of name in dir came, from since on.
+func connectsSince(oc *ocStub, dir, name string, since time.Time) []time.Duration {
+	var out []time.Duration
+	for _, c := range oc.connectTimes(dir, name, since) {
+		if c >= 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
