@@ -73,3 +73,28 @@ func TestEnvironmentPasswordIsLeftToOpenCodeBesideTables(t *testing.T) {
 		}
 	}
 }
+
+// $OPENCODE_SERVER_USERNAME is exported for OpenCode itself, as
+// $OPENCODE_SERVER_PASSWORD is, and means no more to the servers of the
+// config file's [[opencode]] tables: each table takes its own
+// credentials (username, password-file). The password variable is set
+// aside for them; the username variable is not: a table without a
+// username key is sent the ambient user with its own password-file, and
+// an OpenCode 1.x that expects its default user ("opencode") refuses
+// every request (the daemon says "opencode refused the credentials").
+func TestEnvironmentUsernameIsLeftToOpenCodeBesideTables(t *testing.T) {
+	t.Setenv("OPENCODE_SERVER_USERNAME", "alice")
+	t.Setenv("OPENCODE_SERVER_PASSWORD", "ambient-secret")
+	tables := "[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npassword-file = \"" + passwordFile(t, "one-secret") + "\"\n" +
+		"[[opencode]]\nurl = \"http://127.0.0.1:5002\"\npassword-file = \"" + passwordFile(t, "two-secret") + "\"\n"
+	f, fs := loadFlags(t, "--config", writeConfig(t, tables))
+	got, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("servers: %v", err)
+	}
+	for _, s := range got[:2] {
+		if s.Username != "opencode" {
+			t.Errorf("table server %s gets the ambient username %q with its own password file, want OpenCode's default \"opencode\"", s.URL, s.Username)
+		}
+	}
+}

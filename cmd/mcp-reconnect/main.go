@@ -94,6 +94,8 @@ type watchFlags struct {
 	// urlSource says where --url came from: "--url", "$OPENCODE_URL",
 	// "the config file's url", or "" (not given).
 	urlSource string
+	// usernameFromEnv: --username came from $OPENCODE_SERVER_USERNAME.
+	usernameFromEnv bool
 	// service is --service-file: the OpenCode 2 service file to follow.
 	service                string
 	logLevel, logFormat    string
@@ -147,6 +149,7 @@ func (f *watchFlags) registerOptIns(fs *pflag.FlagSet, watch bool) {
 // load applies the environment, then the config file, to every flag not
 // given on the command line: flags > env > file > defaults.
 func (f *watchFlags) load(fs *pflag.FlagSet) error {
+	typed := map[string]bool{"username": fs.Changed("username")}
 	if fs.Changed("password") {
 		f.passwordSource = "--password"
 	}
@@ -162,6 +165,7 @@ func (f *watchFlags) load(fs *pflag.FlagSet) error {
 	if f.urlSource == "" && fs.Changed("url") {
 		f.urlSource = "$" + envName("url")
 	}
+	f.usernameFromEnv = !typed["username"] && fs.Changed("username")
 	if err := f.loadFile(fs, fs.Changed("config")); err != nil {
 		return err
 	}

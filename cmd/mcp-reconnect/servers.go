@@ -136,7 +136,15 @@ func (f *watchFlags) passwordForNoServer(fset *pflag.FlagSet, entries []serverEn
 // (and refused as a password for no server); one typed as --password
 // was meant, and is kept (and refused too).
 func (f *watchFlags) ambientPassword(fset *pflag.FlagSet, entries []serverEntry) bool {
-	if len(entries) == 0 || fset.Changed("url") || f.passwordSource != "env "+envName("password") {
+	if len(entries) == 0 || fset.Changed("url") {
+		return false
+	}
+	if f.usernameFromEnv {
+		// Exported for OpenCode too: a table without a username gets
+		// OpenCode's default user, as it gets no ambient password.
+		f.username = fset.Lookup("username").DefValue
+	}
+	if f.passwordSource != "env "+envName("password") {
 		return false
 	}
 	f.password, f.passwordSource = "", ""

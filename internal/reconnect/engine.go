@@ -250,6 +250,12 @@ func (e *Engine) Arm(d, reason string) error {
 	e.mu.Lock()
 	if reason == ArmedByFlag {
 		e.named[d] = true
+		if armed := e.dirs[d]; armed != nil {
+			// In use already (a client armed it): now the user's own,
+			// kept through OpenCode's restarts and read whether or
+			// not OpenCode has it booted.
+			armed.armedBy, armed.byEvent = ArmedByFlag, false
+		}
 	}
 	if e.ctx == nil {
 		if e.pending != nil {

@@ -1,0 +1,41 @@
+package reconnect
+
+import (
+	"testing"
+	"time"
+)
+
+// POST /reconnect with keep (run's --directory handed to the OpenCode 2
+// service's daemon) arms the directory as the user's own, "as if given
+// with --directory at its start: armed through OpenCode's restarts"
+// (statusapi.ReconnectRequest.Keep). The directory run names is usually
+// in use already -- the TUI the user just started there, or another one,
+// armed it by its session activity -- and then Arm(d, ArmedByFlag) only
+// notes it in named, leaving the directory armed by the event: at the
+// service's next restart it is forgotten like any directory nobody
+// named (restarted looks at armedBy, not at named), and status never
+// shows it as the user's. Only activity in it arms it again.
+func TestNamingADirectoryArmedByActivityKeepsItThroughARestart(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, "session.updated"); err != nil { // a client is using it
+			t.Fatal(err)
+		}
+		r.at(5 * time.Second)
+		if err := r.eng.Arm(dirA, ArmedByFlag); err != nil { // keep
+			t.Fatal(err)
+		}
+		r.eng.OpenCodeReplaced() // the service restarts
+		r.at(10 * time.Second)
+		var armedBy []string
+		for _, d := range r.eng.Snapshot().Directories {
+			if d.Directory == dirA {
+				armedBy = append(armedBy, d.ArmedBy)
+			}
+		}
+		if len(armedBy) != 1 || armedBy[0] != ArmedByFlag {
+			t.Errorf("a directory kept by run (reconnect keep) while a client had it armed: after OpenCode restarted it is armed by %q, want kept as %q", armedBy, ArmedByFlag)
+		}
+	})
+}
