@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 )
 
@@ -410,12 +412,11 @@ func (c *Child) Forward() (stop func()) {
 	})
 }
 
-func isTerminal(f *os.File) bool {
-	// A character device is not enough: /dev/null is one (stdin of a
-	// service, cron job or nohup), and treating it as a terminal would
-	// swallow the signals meant for the child.
-	return isTTY(f.Fd())
-}
+// isTerminal reports whether f has terminal attributes. A character
+// device is not enough: /dev/null is one (stdin of a service, cron job or
+// nohup), and treating it as a terminal would swallow the signals meant
+// for the child.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // Tail keeps the last bytes written to it.
 type Tail struct {
