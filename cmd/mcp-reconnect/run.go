@@ -134,13 +134,12 @@ the child from the terminal itself, once, and a SIGINT sent to run alone is
 not relayed).
 
 When COMMAND is OpenCode and ARGS have no --port, run picks a free loopback
-port and adds it (and picks another if some other program takes it first).
-ARGS start a server when they name no subcommand (the TUI, or a project
-directory) or serve or web; a subcommand OpenCode 1.18 knows is one even
-beside a folder of its name, so "opencode models" stays the models
-command, and another bare word is a project only when it names a
-directory. The
-credentials reach the child in the environment, never on the command line:
+port and adds it (and picks another if some other program takes it first)
+to a command that serves: the TUI (no subcommand, or a project directory),
+serve or web. A subcommand OpenCode 1.18 knows stays one beside a folder of
+its name ("opencode models" is the models command), and another bare word
+is a project only when it names a directory. The credentials reach the
+child in the environment, never on the command line:
 for 1.x the password as OPENCODE_SERVER_PASSWORD and --username as
 OPENCODE_SERVER_USERNAME; for 2.x the password as OPENCODE_PASSWORD, which
 2.x reads first, and as OPENCODE_SERVER_PASSWORD too (its user is always

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -77,8 +76,6 @@ type Versions struct {
 	File string
 	// Ask runs `command --version` (default AskVersion).
 	Ask func(ctx context.Context, command string, env []string) (string, error)
-
-	mu sync.Mutex // one read-modify-write of File at a time
 }
 
 // DefaultVersions keeps its cache in the user's cache directory
@@ -228,8 +225,6 @@ func (v *Versions) load() versionsFile {
 // store adds e to the cache (replacing the entry of the same path), newest
 // first, and writes it atomically.
 func (v *Versions) store(e versionEntry) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	vf := v.load()
 	vf.Binaries = slices.DeleteFunc(vf.Binaries, func(o versionEntry) bool { return o.ID.File.Path == e.ID.File.Path })
 	vf.Binaries = append([]versionEntry{e}, vf.Binaries[:min(len(vf.Binaries), maxVersionEntries-1)]...)
