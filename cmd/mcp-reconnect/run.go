@@ -19,7 +19,7 @@ import (
 )
 
 // runV2 wraps an OpenCode 2 command that attaches to the user's shared
-// background service (launch.KindOfV2: the TUI, run, mcp, api, session,
+// background service (launch.Decide: the TUI, run, mcp, api, session,
 // …, serve --service), and starts it when none runs, so there is no child
 // server to manage. It makes sure one daemon watches that service
 // (starting one, detached, when the registry holds none) and then gets
@@ -134,10 +134,12 @@ the child from the terminal itself, once, and a SIGINT sent to run alone is
 not relayed).
 
 When COMMAND is OpenCode and ARGS have no --port, run picks a free loopback
-port and adds it (and picks another if some other program takes it first).
-Whether ARGS start a server (the TUI, serve, web) is read from OpenCode's
-own subcommands, so "opencode models" stays the models command. The
-credentials reach the child in the environment, never on the command line:
+port and adds it (and picks another if some other program takes it first)
+to a command that serves: the TUI (no subcommand, or a project directory),
+serve or web. A subcommand OpenCode 1.18 knows stays one beside a folder of
+its name ("opencode models" is the models command), and another bare word
+is a project only when it names a directory. The credentials reach the
+child in the environment, never on the command line:
 for 1.x the password as OPENCODE_SERVER_PASSWORD and --username as
 OPENCODE_SERVER_USERNAME; for 2.x the password as OPENCODE_PASSWORD, which
 2.x reads first, and as OPENCODE_SERVER_PASSWORD too (its user is always
@@ -201,41 +203,26 @@ This alias is all it takes, for either generation:
 			defer closeLog()
 			cred := launch.Credentials{Password: f.password, Username: f.username}
 			if launch.IsOpenCode(args[0]) {
-				kind, grammar, kind2 := launch.KindOf(args[1:]), launch.NeedsGrammar(args[1:]), launch.KindOfV2(args[1:])
-				// An OpenCode 2 command attaches to the background service
-				// whatever its subcommand: the generation is asked unless
-				// the command line starts nothing on either (--help,
-				// --version).
-				if kind != launch.Other || grammar || kind2 != launch.Other {
-					// Once per binary (remembered): its version and, when the
-					// command line's first word may be a subcommand of this
-					// 1.x release, its grammar.
-					facts := launch.DefaultVersions().Facts(cmd.Context(), args[0], os.Environ(), grammar)
-					major, err := facts.Major, facts.MajorErr
-					v2 := err == nil && major >= 2
-					switch {
-					case v2:
-						kind = kind2
-					case grammar:
-						if facts.GrammarErr != nil {
-							log.Debug("could not read the OpenCode grammar; using 1.18's", "err", facts.GrammarErr)
-						}
-						kind = facts.Grammar.Kind(args[1:])
-						cred.Grammar = &facts.Grammar
-					}
+				// The generation decides, unless the command line starts
+				// nothing on either (--help, --version).
+				act1, act2 := launch.Decide(args[1:], 1, launch.IsDir), launch.Decide(args[1:], 2, launch.IsDir)
+				if act1 != launch.PassThrough || act2 != launch.PassThrough {
+					// Once per binary (remembered).
+					major, cached, err := launch.DefaultVersions().Major(cmd.Context(), args[0], os.Environ())
 					if err != nil {
 						log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
 					} else {
-						log.Debug("opencode generation", "major", major, "remembered", facts.Cached, "kind", kind)
+						log.Debug("opencode generation", "major", major, "remembered", cached)
 					}
 					switch {
-					case v2 && kind == launch.Service:
+					case err != nil || major < 2:
+					case act2 == launch.ServiceClient:
 						return runV2(cmd, &f, args, log)
-					case v2 && kind == launch.Other:
+					case act2 == launch.PassThrough:
 						// Nothing of the service's, or a server nobody else
 						// can reach (--standalone): the command as it is.
 						return launch.Exec(args, os.Environ())
-					case v2:
+					default:
 						// A 2.x serve is a server of its own: supervised and
 						// watched as on 1.x, with 2.x's password rules.
 						cred = v2Credentials(&f, log)

@@ -293,3 +293,69 @@ func TestRunOnOpenCode2CommandsLeaveTheServiceWatched(t *testing.T) {
 		t.Errorf("%d commands ran, want 3", got)
 	}
 }
+
+// On a 1.x release later than 1.18 (a fake 1.19.0), a subcommand 1.18
+// lacks ("share") is passed through untouched, at once: no --port, no
+// wait for a server that never comes. A bare word that names a folder
+// ("shop") is the TUI's project and gets its port; a subcommand 1.18 has
+// stays one beside a folder of its name. The binary is asked its version
+// only, never its --help.
+func TestRunTellsAProjectFromALaterSubcommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "mcp-reconnect")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	oc := filepath.Join(dir, "bin", "opencode")
+	work := filepath.Join(dir, "work")
+	for _, d := range []string{filepath.Dir(oc), filepath.Join(work, "shop"), filepath.Join(work, "models")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `#!/bin/sh
+case "$1" in
+--version) echo 1.19.0; exit 0;;
+--help) echo help >> ` + dir + `/helped; exit 0;;
+esac
+echo "ARGS: $*" >> ` + dir + `/args
+exit 0
+`
+	if err := os.WriteFile(oc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := append(cleanEnv(), "PATH="+os.Getenv("PATH"), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"),
+		"XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
+	runOC := func(args ...string) (string, time.Duration) {
+		t.Helper()
+		_ = os.Remove(filepath.Join(dir, "args"))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"run", "--log-file", filepath.Join(dir, "run.log"), "--status-addr", "127.0.0.1:0", "--start-timeout", "20s", "--", oc}, args...)...)
+		cmd.Env, cmd.Dir = env, work
+		start := time.Now()
+		out, _ := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("run -- opencode %v did not end:\n%s", args, out)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "args"))
+		return strings.TrimSpace(string(b)), time.Since(start)
+	}
+
+	if got, took := runOC("share", "ses_1"); got != "ARGS: share ses_1" || took > 15*time.Second {
+		t.Fatalf("share: %q after %v; want it passed through untouched, at once", got, took)
+	}
+	if got, _ := runOC("shop"); !strings.HasPrefix(got, "ARGS: shop --port ") {
+		t.Fatalf("shop (a project folder): %q, want the TUI with a port", got)
+	}
+	if got, _ := runOC("models"); got != "ARGS: models" {
+		t.Fatalf("models (beside a models folder): %q", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "helped")); err == nil {
+		t.Fatalf("--help was asked: %q", b)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -71,20 +70,12 @@ func truncate(s string, n int) string {
 // across an upgrade: for a file inside a node_modules tree, the tree's
 // hidden lockfile (node_modules/.package-lock.json, rewritten by every
 // npm install) is part of what must be unchanged.
-//
-// The binary's grammar (its subcommands and value flags, from --help) is
-// remembered the same way, under the same key, when it is asked for
-// (Facts).
 type Versions struct {
 	// File is the cache file (created 0600 in a 0700 directory); ""
 	// remembers nothing.
 	File string
 	// Ask runs `command --version` (default AskVersion).
 	Ask func(ctx context.Context, command string, env []string) (string, error)
-	// Help runs `command --help` (default AskHelp).
-	Help func(ctx context.Context, command string, env []string) (string, error)
-
-	mu sync.Mutex // one read-modify-write of File at a time
 }
 
 // DefaultVersions keeps its cache in the user's cache directory
@@ -124,134 +115,45 @@ type versionEntry struct {
 	ID      binaryID `json:"id"`
 	Version string   `json:"version"`
 	Major   int      `json:"major"`
-	// Grammar is what the binary's --help says, once asked.
-	Grammar *grammarEntry `json:"grammar,omitempty"`
-}
-
-type grammarEntry struct {
-	Subcommands []string `json:"subcommands,omitempty"`
-	ValueFlags  []string `json:"value_flags,omitempty"`
-	// Unreadable says why --help gave no grammar (BuiltIn is used): a
-	// binary that cannot tell is not asked again at every start.
-	Unreadable string `json:"unreadable,omitempty"`
 }
 
 type versionsFile struct {
 	Binaries []versionEntry `json:"binaries"`
 }
 
-// Facts are what the wrapper learns of an OpenCode binary.
-type Facts struct {
-	// Major is the major version `command --version` reports (1 for
-	// OpenCode 1.18.34, 2 for 2.0.21); 0 with MajorErr when it could not
-	// be told.
-	Major    int
-	MajorErr error
-	// Grammar is the binary's own, when asked for and readable; else
-	// BuiltIn (GrammarErr says why, when it was asked for).
-	Grammar    Grammar
-	GrammarErr error
-	// Cached: nothing had to be asked of the binary.
-	Cached bool
-}
-
-// Facts returns the binary's major version and, with grammar, its grammar
-// (from `command --help`), each from the cache when the binary is the one
-// it was asked of. What must be asked is asked at once, --version and
-// --help side by side, so a first start pays one question's time, not
-// two. A script outside an npm tree (see identify) is asked its version
-// every time, but never its grammar: BuiltIn, so that its starts cost
-// what they did.
-func (v *Versions) Facts(ctx context.Context, command string, env []string, grammar bool) Facts {
-	ask, help := v.Ask, v.Help
+// Major returns the major version `command --version` reports (1 for
+// OpenCode 1.18.34, 2 for 2.1.2), from the cache when the binary is the
+// one it was asked of (cached). A script outside an npm tree (see
+// identify) is asked every time.
+func (v *Versions) Major(ctx context.Context, command string, env []string) (major int, cached bool, err error) {
+	ask := v.Ask
 	if ask == nil {
 		ask = AskVersion
 	}
-	if help == nil {
-		help = AskHelp
-	}
-	f := Facts{Grammar: BuiltIn}
 	path, err := exec.LookPath(command)
 	if err != nil {
-		f.MajorErr, f.GrammarErr = err, err
-		return f
+		return 0, false, err
 	}
 	id, idErr := identify(path)
 	cacheable := idErr == nil && v.File != ""
-	var known versionEntry
 	if cacheable {
 		for _, e := range v.load().Binaries {
-			if e.ID == id {
-				known = e
-				break
+			if e.ID == id && e.Major != 0 {
+				return e.Major, true, nil
 			}
 		}
 	}
-	needVersion := known.Major == 0
-	needHelp := grammar && known.Grammar == nil && idErr == nil
-	f.Major = known.Major // 0 when it must be asked
-	switch {
-	case grammar && known.Grammar != nil && known.Grammar.Unreadable != "":
-		f.GrammarErr = fmt.Errorf("%s --help (remembered): %s", command, known.Grammar.Unreadable)
-	case grammar && known.Grammar != nil:
-		f.Grammar = Grammar{Subcommands: setOf(known.Grammar.Subcommands), ValueFlags: setOf(known.Grammar.ValueFlags)}
+	out, err := ask(ctx, path, env)
+	if err != nil {
+		return 0, false, err
 	}
-	f.Cached = !needVersion && !needHelp
-	var wg sync.WaitGroup
-	var versionOut, helpOut string
-	var versionErr, helpErr error
-	if needVersion {
-		wg.Go(func() { versionOut, versionErr = ask(ctx, path, env) })
+	if major, err = ParseMajor(out); err != nil {
+		return 0, false, fmt.Errorf("%s --version: %w", command, err)
 	}
-	if needHelp {
-		wg.Go(func() { helpOut, helpErr = help(ctx, path, env) })
+	if cacheable {
+		_ = v.store(versionEntry{ID: id, Version: versionRE.FindString(out), Major: major})
 	}
-	wg.Wait()
-	var learned []func(*versionEntry)
-	if needVersion {
-		major, err := 0, versionErr
-		if err == nil {
-			if major, err = ParseMajor(versionOut); err != nil {
-				err = fmt.Errorf("%s --version: %w", command, err)
-			}
-		}
-		f.Major, f.MajorErr = major, err
-		if err == nil {
-			version := versionRE.FindString(versionOut)
-			learned = append(learned, func(e *versionEntry) { e.Version, e.Major = version, major })
-		}
-	}
-	if needHelp {
-		var parsed Grammar
-		err := helpErr
-		if err == nil {
-			if parsed, err = ParseHelp(helpOut); err != nil {
-				err = fmt.Errorf("%s --help: %w", command, err)
-			}
-		}
-		switch {
-		case err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded):
-			// It answered, with no grammar: BuiltIn, for as long as this
-			// binary is the same one.
-			f.GrammarErr = err
-			ge := &grammarEntry{Unreadable: err.Error()}
-			learned = append(learned, func(e *versionEntry) { e.Grammar = ge })
-		case err != nil:
-			f.GrammarErr = err // out of time: asked again next time
-		default:
-			f.Grammar = parsed
-			ge := &grammarEntry{Subcommands: sortedKeys(parsed.Subcommands), ValueFlags: sortedKeys(parsed.ValueFlags)}
-			learned = append(learned, func(e *versionEntry) { e.Grammar = ge })
-		}
-	}
-	if cacheable && len(learned) > 0 {
-		_ = v.update(id, func(e *versionEntry) {
-			for _, fn := range learned {
-				fn(e)
-			}
-		})
-	}
-	return f
+	return major, false, nil
 }
 
 // identify describes the file path resolves to.
@@ -318,23 +220,6 @@ func (v *Versions) load() versionsFile {
 		return versionsFile{}
 	}
 	return vf
-}
-
-// update changes the cache's entry of binary id (a new one when it has
-// none: an entry of the same path but another id is an older binary's,
-// replaced) with fn, and stores it.
-func (v *Versions) update(id binaryID, fn func(*versionEntry)) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	e := versionEntry{ID: id}
-	for _, o := range v.load().Binaries {
-		if o.ID == id {
-			e = o
-			break
-		}
-	}
-	fn(&e)
-	return v.store(e)
 }
 
 // store adds e to the cache (replacing the entry of the same path), newest

@@ -34,9 +34,9 @@ func writeBinary(t *testing.T, path, version string) {
 
 func wantMajor(t *testing.T, v *Versions, asked *int, command string, major int, cached bool, questions int) {
 	t.Helper()
-	f := v.Facts(context.Background(), command, nil, false)
-	if f.MajorErr != nil || f.Major != major || f.Cached != cached || *asked != questions {
-		t.Fatalf("Facts(%s) = major %d, cached %v, %v after %d questions; want %d, cached %v, %d questions", command, f.Major, f.Cached, f.MajorErr, *asked, major, cached, questions)
+	got, gotCached, err := v.Major(context.Background(), command, nil)
+	if err != nil || got != major || gotCached != cached || *asked != questions {
+		t.Fatalf("Major(%s) = %d, cached %v, %v after %d questions; want %d, cached %v, %d questions", command, got, gotCached, err, *asked, major, cached, questions)
 	}
 }
 
@@ -136,7 +136,7 @@ func TestVersionsIgnoreAWritableCache(t *testing.T) {
 	wantMajor(t, v, asked, bin, 1, false, 2)
 }
 
-// Whatever the cache file holds, Facts answers what the binary says or
+// Whatever the cache file holds, Major answers what the binary says or
 // what was remembered for exactly this binary, and never fails for it.
 func FuzzVersionsFile(f *testing.F) {
 	f.Add([]byte(`{"binaries":[{"id":{"file":{"path":"/x","size":1}},"version":"2.0.21","major":2}]}`))

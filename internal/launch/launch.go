@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 )
 
@@ -53,9 +55,6 @@ type Credentials struct {
 	// Major is OpenCode's major version: 2 applies 2.x's rules; anything
 	// else 1.x's.
 	Major int
-	// Grammar is the binary's own (Versions.Facts), which tells whether
-	// the command line serves (and gets a --port); nil: BuiltIn.
-	Grammar *Grammar
 }
 
 // Plan is what will be started: the final argument list and environment,
@@ -110,116 +109,6 @@ func IsOpenCode(command string) bool {
 	return base == "opencode" || strings.HasPrefix(base, "opencode-") || strings.HasPrefix(base, "opencode.")
 }
 
-// Kind is what an OpenCode command line starts.
-type Kind int
-
-// The kinds KindOf tells apart.
-const (
-	// Other: a subcommand (`opencode mcp auth`, `models`, `run …`,
-	// `--version`), passed through untouched.
-	Other Kind = iota
-	// TUI: no subcommand, or the [project] positional.
-	TUI
-	// Server: `serve` or `web`.
-	Server
-	// Service: an OpenCode 2 command that attaches to the user's
-	// background service, and starts it when none runs (KindOfV2).
-	Service
-)
-
-// KindOf reads an OpenCode command line (the arguments after the command
-// name): the TUI, a server (`serve`, `web`), or anything else, which the
-// wrapper passes through untouched, so an alias of opencode to the
-// wrapper keeps every subcommand working.
-//
-// The decision follows OpenCode's grammar: the first positional word is
-// a subcommand if it names one, else it is the project directory of the
-// TUI. The file system is never consulted: in a repository holding a
-// models/ or run/ folder, `opencode models` is still the models
-// subcommand. KindOf knows 1.18's grammar (BuiltIn); where the answer
-// depends on the binary's own (NeedsGrammar), the wrapper reads it from
-// the binary's --help (Versions.Facts) and asks Grammar.Kind.
-func KindOf(args []string) Kind { return BuiltIn.Kind(args) }
-
-// KindOfV2 reads an OpenCode 2 command line. Every OpenCode 2 command
-// that needs a server attaches to the user's background service, and
-// starts it when none runs: measured on 2.1.2, the TUI, run, mcp, api,
-// session, models, stats, auth, plugin, debug config, reload, pair and
-// service start all did. So a command line is Service whatever its
-// subcommand (a release that adds one is watched too), and the wrapper
-// needs no grammar of the binary's. The exceptions are read from the
-// command line alone:
-//
-//   - --help, --version, --completions (nothing starts), --standalone
-//     (a private server, `serve --stdio --port 0`, whose password only it
-//     knows: docs/guide.md), --server URL (another server), acp (a
-//     private server too), upgrade, update, uninstall, and the service's
-//     own commands but start and restart (status, stop, get, set, unset)
-//     are Other: passed through, no daemon started for them;
-//   - serve without --service is a Server of its own (serve --stdio,
-//     the private server's child, is Other).
-func KindOfV2(args []string) Kind {
-	var words []string
-	service, stdio := false, false
-	for i := 0; i < len(args) && args[i] != "--"; i++ {
-		name, _, valued := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		switch {
-		case !strings.HasPrefix(args[i], "-"):
-			words = append(words, args[i])
-		case name == "help" || name == "h" || name == "version" || name == "v" || name == "completions" || name == "standalone" || name == "server":
-			return Other
-		case name == "service":
-			service = !valued || args[i] == "--service=true"
-		case name == "stdio":
-			stdio = true
-		case !valued && valueFlagsV2[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
-			i++ // its value is not a subcommand (a flag after it is a flag)
-		}
-	}
-	words = append(words, "", "")
-	switch words[0] {
-	case "serve":
-		if service {
-			return Service
-		}
-		if stdio {
-			return Other
-		}
-		return Server
-	case "service":
-		if words[1] == "start" || words[1] == "restart" {
-			return Service
-		}
-		return Other
-	case "acp", "upgrade", "update", "uninstall":
-		return Other
-	}
-	return Service
-}
-
-// valueFlagsV2 are OpenCode 2.1.2's flags that take a value and may come
-// before a subcommand or between it and its own (`opencode --log-level
-// debug service stop`).
-var valueFlagsV2 = map[string]bool{"log-level": true, "session": true, "s": true, "prompt": true, "model": true, "m": true, "agent": true}
-
-// subcommands are OpenCode 1.18's (`opencode --help`), aliases included,
-// and 2.x's `service` (see BuiltIn).
-var subcommands = map[string]bool{
-	"service":    true,
-	"completion": true, "acp": true, "mcp": true, "attach": true, "run": true, "debug": true,
-	"providers": true, "auth": true, "agent": true, "upgrade": true, "uninstall": true,
-	"serve": true, "web": true, "models": true, "stats": true, "export": true, "import": true,
-	"github": true, "pr": true, "session": true, "plugin": true, "plug": true, "db": true,
-}
-
-// valueFlags are OpenCode's global and TUI flags that take a value (yargs
-// arrays such as --cors take one per occurrence: OpenCode's yargs is not
-// greedy, measured with `opencode --cors x completion`).
-var valueFlags = map[string]bool{
-	"port": true, "hostname": true, "log-level": true, "model": true, "m": true, "session": true, "s": true,
-	"prompt": true, "agent": true, "cors": true, "mdns-domain": true, "replay-limit": true,
-}
-
 // portArg finds --port N or --port=N in args (before a "--").
 func portArg(args []string) (port string, host string) {
 	for i := 0; i < len(args); i++ {
@@ -245,7 +134,9 @@ func portArg(args []string) (port string, host string) {
 
 // NewPlan decides how to start command. env is the environment to pass on
 // (the user's, unchanged but for the credentials, which go in the
-// variables the generation reads: never on the command line).
+// variables the generation reads: never on the command line). An
+// OpenCode command line that serves (Decide) gets a free loopback port
+// when it names none.
 func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	if len(command) == 0 {
 		return nil, errors.New("run: no command given; usage: mcp-reconnect run [flags] -- opencode [ARGS...]")
@@ -290,11 +181,7 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	}
 
 	port, host := portArg(command[1:])
-	g := BuiltIn
-	if cred.Grammar != nil {
-		g = *cred.Grammar
-	}
-	if port == "" && IsOpenCode(command[0]) && g.Kind(command[1:]) != Other {
+	if port == "" && IsOpenCode(command[0]) && Decide(command[1:], p.Major, IsDir) == Serve {
 		free, err := loopback.FreePort()
 		if err != nil {
 			return nil, fmt.Errorf("run: picking a port: %w", err)
@@ -525,12 +412,11 @@ func (c *Child) Forward() (stop func()) {
 	})
 }
 
-func isTerminal(f *os.File) bool {
-	// A character device is not enough: /dev/null is one (stdin of a
-	// service, cron job or nohup), and treating it as a terminal would
-	// swallow the signals meant for the child.
-	return isTTY(f.Fd())
-}
+// isTerminal reports whether f has terminal attributes. A character
+// device is not enough: /dev/null is one (stdin of a service, cron job or
+// nohup), and treating it as a terminal would swallow the signals meant
+// for the child.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // Tail keeps the last bytes written to it.
 type Tail struct {

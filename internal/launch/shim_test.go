@@ -30,15 +30,15 @@ func TestVersionShimPerProjectIsAskedAgain(t *testing.T) {
 
 	old := t.TempDir()
 	t.Chdir(old)
-	if f := v.Facts(context.Background(), shim, nil, false); f.MajorErr != nil || f.Major != 1 {
-		t.Fatalf("setup: in a project without a pin: major %d, %v", f.Major, f.MajorErr)
+	if major, _, err := v.Major(context.Background(), shim, nil); err != nil || major != 1 {
+		t.Fatalf("setup: in a project without a pin: major %d, %v", major, err)
 	}
 	pinned := t.TempDir()
 	if err := os.WriteFile(filepath.Join(pinned, ".tool-versions"), []byte("opencode 2.0.21\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(pinned)
-	if f := v.Facts(context.Background(), shim, nil, false); f.MajorErr != nil || f.Major != 2 {
-		t.Fatalf("in a project pinned to OpenCode 2, major %d (cached %v, %v): `%s --version` there says 2.0.21, the answer remembered for the shim in another project was used", f.Major, f.Cached, f.MajorErr, shim)
+	if major, cached, err := v.Major(context.Background(), shim, nil); err != nil || major != 2 {
+		t.Fatalf("in a project pinned to OpenCode 2, major %d (cached %v, %v): `%s --version` there says 2.0.21, the answer remembered for the shim in another project was used", major, cached, err, shim)
 	}
 }

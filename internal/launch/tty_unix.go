@@ -1,12 +1,8 @@
+//go:build linux || darwin
+
 package launch
 
 import "golang.org/x/sys/unix"
-
-// isTTY reports whether fd is a terminal (it has terminal attributes).
-func isTTY(fd uintptr) bool {
-	_, err := unix.IoctlGetTermios(int(fd), unix.TIOCGETA)
-	return err == nil
-}
 
 // isForeground reports whether this process's group is the foreground
 // job of the terminal fd: only then does the kernel send the terminal's
