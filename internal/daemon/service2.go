@@ -199,25 +199,34 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 	return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fb.URL)
 }
 
-// errHeld marks find's error when the service followed did not answer
-// but is kept (holds): the daemon stays with it, and tries again.
-var errHeld = errors.New("the OpenCode 2 service followed did not answer; staying with it")
+// errHeld marks find's error when the look proves nothing: the service
+// followed did not answer but is kept (holds), or the state directory
+// could not be read. The daemon stays with what it follows, and tries
+// again.
+var errHeld = errors.New("staying with the OpenCode 2 service")
 
 // find looks for the first service that answers among the state
 // directory's service files (one ReadDir), preferring the one followed
 // now, then file, then the newest, asking only the files worth asking
 // (see failed). The one followed is kept while its failure proves
-// nothing (holds): then the error matches errHeld, and no other file is
-// asked. Once one answers, the rest are asked too when that is news
-// (another service than the one followed), so that the log and status
-// can name every service that answers. A refused password is the error
+// nothing (holds), or while the directory cannot be read: then the
+// error matches errHeld, and no other file is asked. Once one answers,
+// the rest are asked too when that is news (another service than the
+// one followed), so that the log and status can name every service
+// that answers. A refused password is the error
 // only when no file's service answers (a stale file's port may be
 // another OpenCode's); with no file at all the error matches
 // fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
 	if err != nil {
-		return opencode.Service{}, nil, fmt.Errorf("%w: looking for the OpenCode 2 service: %v", opencode.ErrUnavailable, err)
+		// A look that failed (EMFILE, EIO) says nothing about the
+		// service followed: it stays the one followed.
+		err = fmt.Errorf("%w: looking for the OpenCode 2 service: %v", opencode.ErrUnavailable, err)
+		if cur := f.following().svc; cur.Path != "" {
+			return cur, nil, fmt.Errorf("%w: %w", errHeld, err)
+		}
+		return opencode.Service{}, nil, err
 	}
 	if len(regs) == 0 {
 		return opencode.Service{}, nil, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", f.where(), fs.ErrNotExist)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -422,4 +423,34 @@ func TestListenerOfThisUserIsNotRefused(t *testing.T) {
 			t.Errorf("%s: %v", u, err)
 		}
 	}
+}
+
+// A look at the state directory that fails (EMFILE: the daemon's
+// descriptors are spent for a moment) is no news about the service
+// followed: the daemon stays with it, and does not move to service.json's.
+func TestAFailedLookAtTheStateDirectoryKeepsTheServiceFollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, _, _, _ := twoChannels(t)
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		low := lim
+		low.Cur = 0 // no new descriptor, for one look
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+			t.Fatal(err)
+		}
+		_, _, lookErr := sc.Discover(context.Background())
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		if lookErr == nil {
+			t.Fatal("setup: the look at the state directory did not fail")
+		}
+		for range 3 {
+			if url, _ := following(t, sc); url != "http://"+betaHost {
+				t.Fatalf("after one failed look at the state directory (%v) the daemon follows %q, want the beta service it followed", lookErr, url)
+			}
+		}
+	})
 }
