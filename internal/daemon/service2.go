@@ -87,7 +87,9 @@ const serviceURL = "http://127.0.0.1:49374"
 // channel: service.json for latest, service-local.json, and
 // service-<hash of the channel>.json for any other). Of several, the one
 // followed is file (service.json) when its service answers, else the most
-// recently written file whose service answers: the service started last.
+// recently written file whose service answers: the service started last
+// (file's service, while it times out or answers "not yet", is waited
+// for as the one followed would be: holds).
 // The daemon says which in its log, in status and in doctor, with the
 // others that answer; it stays with the file it follows until its
 // service goes away (holds: a timeout or a "not yet" is not that), and
@@ -135,9 +137,9 @@ type serviceFollower struct {
 
 	mu  sync.Mutex
 	cur followed
-	// quiet is when the service followed began failing to answer, in the
-	// run of failures going on (zero while it answers): see
-	// followPatience.
+	// quiet is when the file asked first (the one followed, else the one
+	// preferred) began failing to answer, in the run of failures going
+	// on (zero while it answers): see followPatience.
 	quiet time.Time
 	// failed holds the files whose service did not answer, as they were
 	// then: one that has not changed since, whose pid is gone and that
@@ -199,25 +201,33 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 	return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fb.URL)
 }
 
-// errHeld marks find's error when the service followed did not answer
-// but is kept (holds): the daemon stays with it, and tries again.
-var errHeld = errors.New("the OpenCode 2 service followed did not answer; staying with it")
+// errHeld marks find's error when the look proves nothing: the service
+// followed (else the one preferred) did not answer but is kept (holds),
+// or the state directory could not be read. The daemon stays with what
+// it follows, and tries again.
+var errHeld = errors.New("staying with the OpenCode 2 service")
 
 // find looks for the first service that answers among the state
 // directory's service files (one ReadDir), preferring the one followed
 // now, then file, then the newest, asking only the files worth asking
-// (see failed). The one followed is kept while its failure proves
-// nothing (holds): then the error matches errHeld, and no other file is
-// asked. Once one answers, the rest are asked too when that is news
-// (another service than the one followed), so that the log and status
-// can name every service that answers. A refused password is the error
-// only when no file's service answers (a stale file's port may be
-// another OpenCode's); with no file at all the error matches
-// fs.ErrNotExist.
+// (see failed). The first of them is kept while its failure proves
+// nothing (holds), and the one followed while the directory cannot be
+// read: then the error matches errHeld, and no other file is asked.
+// Once one answers, the rest are asked too when that is news (another
+// service than the one followed), so that the log and status can name
+// every service that answers. A refused password is the error only when
+// no file's service answers (a stale file's port may be another
+// OpenCode's); with no file at all the error matches fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
 	if err != nil {
-		return opencode.Service{}, nil, fmt.Errorf("%w: looking for the OpenCode 2 service: %v", opencode.ErrUnavailable, err)
+		// A look that failed (EMFILE, EIO) says nothing about the
+		// service followed: it stays the one followed.
+		err = fmt.Errorf("%w: looking for the OpenCode 2 service: %v", opencode.ErrUnavailable, err)
+		if cur := f.following().svc; cur.Path != "" {
+			return cur, nil, fmt.Errorf("%w: %w", errHeld, err)
+		}
+		return opencode.Service{}, nil, err
 	}
 	if len(regs) == 0 {
 		return opencode.Service{}, nil, fmt.Errorf("no OpenCode 2 service is registered (%s: %w)", f.where(), fs.ErrNotExist)
@@ -225,7 +235,11 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 	// The service followed is asked first: while it answers, it stays
 	// the one followed, whatever else started meanwhile (every
 	// re-subscribe of its stream looks again; a hiccup must not move the
-	// daemon to another channel's service).
+	// daemon to another channel's service). With none followed, the one
+	// preferred is first. Either is kept through a failure that proves
+	// nothing (holds): a "not yet" of service.json's service, starting
+	// at login beside another channel's, does not choose that other one
+	// for good.
 	cur := f.following().svc.Path
 	if i := slices.IndexFunc(regs, func(r opencode.Registration) bool { return r.Path == cur }); i > 0 {
 		regs = slices.Concat(regs[i:i+1], regs[:i], regs[i+1:])
@@ -233,12 +247,12 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 	var first, refused error
 	var found, refusedSvc opencode.Service
 	var others []string
-	for _, r := range regs {
+	for i, r := range regs {
 		if found.Path != "" && f.following().same(followed{svc: found}) {
 			break // no news
 		}
 		svc, err := f.ask(ctx, r)
-		if r.Path == cur && f.holds(svc, err) {
+		if i == 0 && f.holds(svc, err) {
 			return svc, nil, fmt.Errorf("%w: %w", errHeld, err)
 		}
 		switch {
@@ -300,17 +314,19 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 	return svc, err // a refusal names its file: find may report it
 }
 
-// holds decides for the file followed, which names svc (the service
-// followed, or the one that rewrote the file since: the channel's service
-// restarted) and answered err: whether the daemon stays with it. It does
-// while the failure proves nothing (a timeout, a reset, a 5xx, a "not
-// yet": opencode.ErrUnavailable but not ErrRefused) and the file has not
-// gone unanswered for followPatience. Evidence lets the daemon look
-// elsewhere at once: a refused connection; the file gone, unreadable or
-// stale (another process answers at its URL); a refused password; the
-// pid gone (when the daemon saw the service's pid alive: a service in
-// another pid namespace has a pid it cannot see). An answer ends the run
-// of failures.
+// holds decides for the file asked first (the one followed, else the one
+// preferred), which names svc (for the file followed, the service
+// followed or the one that rewrote the file since: the channel's service
+// restarted) and answered err: whether the daemon stays with it, or
+// waits for it. It does while the failure proves nothing (a timeout, a
+// reset, a 5xx, a "not yet": opencode.ErrUnavailable but not
+// ErrRefused) and the file has not gone unanswered for followPatience.
+// Evidence lets the daemon look elsewhere at once: a refused
+// connection; the file gone, unreadable or stale (another process
+// answers at its URL); a refused password; the pid gone (when the
+// daemon saw the service's pid alive: a service in another pid
+// namespace has a pid it cannot see). An answer ends the run of
+// failures.
 func (f *serviceFollower) holds(svc opencode.Service, err error) bool {
 	now := time.Now()
 	f.mu.Lock()
@@ -326,7 +342,7 @@ func (f *serviceFollower) holds(svc opencode.Service, err error) bool {
 	if now.Sub(f.quiet) < followPatience {
 		return true
 	}
-	f.log.Info("the OpenCode 2 service followed has not answered for a minute; looking for another", "file", svc.Path, "url", svc.URL, "err", err)
+	f.log.Info("the OpenCode 2 service has not answered for a minute; looking for another", "file", svc.Path, "url", svc.URL, "err", err)
 	return false
 }
 

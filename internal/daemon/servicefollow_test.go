@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -422,4 +423,99 @@ func TestListenerOfThisUserIsNotRefused(t *testing.T) {
 			t.Errorf("%s: %v", u, err)
 		}
 	}
+}
+
+// At login both channels' services start, and service.json's first
+// answer is OpenCode 2's "not yet" (503, Retry-After) while it starts.
+// That answer decides nothing: the daemon does not settle on the other
+// channel's service, and follows service.json's once it answers.
+func TestAStartingPreferredServiceIsNotPassedOverForGood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "opencode")
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		for _, pid := range []int{1001, 1002} {
+			svc := fake2.New(nil)
+			svc.SetPID(pid)
+			hosts.Serve(fmt.Sprintf("127.0.0.1:%d", pid), svc)
+		}
+		now := time.Now()
+		registerService(t, filepath.Join(dir, "service-beta.json"), "http://"+betaHost, fake2.DefaultVersion, 1002, fake2.DefaultPassword, now.Add(-time.Minute))
+		registerService(t, filepath.Join(dir, "service.json"), "http://"+latestHost, fake2.DefaultVersion, 1001, fake2.DefaultPassword, now)
+		rt := &failing{rt: hosts.Transport()}
+		rt.fail(latestHost, true, 1) // the latest service is still starting
+		sc := followService(filepath.Join(dir, "service.json"), true, nil, rt)
+		first, _ := following(t, sc)
+		time.Sleep(2 * time.Second) // it is ready
+		for range 3 {
+			if url, _ := following(t, sc); url != "http://"+latestHost {
+				t.Fatalf("service.json's service said \"not yet\" once at the first look (the daemon chose %q then): the daemon follows %q, want service.json's %s once it answers", first, url, latestHost)
+			}
+			time.Sleep(5 * time.Second)
+		}
+	})
+}
+
+// Waiting for service.json's service is bounded as staying with the one
+// followed is: one that answers nothing but "not yet" for a whole minute
+// is passed over for the other channel's, which answers.
+func TestAPreferredServiceNeverReadyIsPassedOverAfterAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "opencode")
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		for _, pid := range []int{1001, 1002} {
+			svc := fake2.New(nil)
+			svc.SetPID(pid)
+			hosts.Serve(fmt.Sprintf("127.0.0.1:%d", pid), svc)
+		}
+		now := time.Now()
+		registerService(t, filepath.Join(dir, "service-beta.json"), "http://"+betaHost, fake2.DefaultVersion, 1002, fake2.DefaultPassword, now.Add(-time.Minute))
+		registerService(t, filepath.Join(dir, "service.json"), "http://"+latestHost, fake2.DefaultVersion, 1001, fake2.DefaultPassword, now)
+		rt := &failing{rt: hosts.Transport()}
+		rt.fail(latestHost, true, -1)
+		sc := followService(filepath.Join(dir, "service.json"), true, nil, rt)
+		start := time.Now()
+		for {
+			url, held := following(t, sc)
+			if url == "http://"+latestHost && held && time.Since(start) < 2*time.Minute {
+				time.Sleep(5 * time.Second)
+				continue
+			}
+			if url != "http://"+betaHost || time.Since(start) < time.Minute || time.Since(start) > time.Minute+5*time.Second {
+				t.Fatalf("%v into service.json's \"not yet\" the daemon follows %q (held %v), want the beta service a minute in", time.Since(start), url, held)
+			}
+			return
+		}
+	})
+}
+
+// A look at the state directory that fails (EMFILE: the daemon's
+// descriptors are spent for a moment) is no news about the service
+// followed: the daemon stays with it, and does not move to service.json's.
+func TestAFailedLookAtTheStateDirectoryKeepsTheServiceFollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sc, _, _, _ := twoChannels(t)
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		low := lim
+		low.Cur = 0 // no new descriptor, for one look
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+			t.Fatal(err)
+		}
+		_, _, lookErr := sc.Discover(context.Background())
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		if lookErr == nil {
+			t.Fatal("setup: the look at the state directory did not fail")
+		}
+		for range 3 {
+			if url, _ := following(t, sc); url != "http://"+betaHost {
+				t.Fatalf("after one failed look at the state directory (%v) the daemon follows %q, want the beta service it followed", lookErr, url)
+			}
+		}
+	})
 }
