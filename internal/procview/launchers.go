@@ -63,15 +63,14 @@ import (
 //     APP into a cached venv (its children then are python and pip, in
 //     its working directory) and execs it: the same pid becomes
 //     ["<venv>/bin/python", "<venv>/bin/APP", ARGS...]. Measured.
-//   - sh -c SCRIPT (bash, dash, zsh…): bash execs the last simple command
-//     of the script (`node srv.js`, `cd d && node srv.js`, `a; node
-//     srv.js`) under the same pid unless it has a redirection; dash 0.5.12
-//     forks every command and execs only on `exec cmd`; both run a
-//     compound script's commands as their children, and `cd` moves the
-//     shell itself. The shell exits when its last command does: the
-//     launcher exits with its server when the script is one command after
-//     preparation builtins (cd, export, source…), not for `node x; sleep
-//     600`, pipelines, loops or background jobs. Measured.
+//   - sh -c SCRIPT (bash, dash, zsh…): a script of the literal form
+//     `[cd DIR &&] [exec] CMD ARGS` (plain words, no quote, expansion,
+//     glob, operator or redirection) runs CMD ARGS in DIR: bash execs it
+//     under the same pid, dash 0.5.12 forks it (and execs on `exec cmd`),
+//     and both exit when it does. Any other script is not read: the
+//     shell is watched as the server's launcher, whatever it runs below
+//     it (status says the launcher may outlive its server), because
+//     knowing what a script runs needs a shell. Measured.
 //   - env [-i] [-u N] [-C D] [-S S] [NAME=V]… CMD: execs CMD. Measured.
 //   - python -m MOD: the interpreter is the server (python keeps its
 //     argv); only `python -m pipx` is read as pipx.
@@ -108,10 +107,8 @@ type launch struct {
 	// runs in the foreground last (a shell); nil when unknown.
 	next []string
 	// dir is where the launcher moves and next runs: relative to the
-	// launcher's working directory, "" for the same one. dirUnknown: a
-	// move whose target cannot be known (cd "$X").
-	dir        string
-	dirUnknown bool
+	// launcher's working directory, "" for the same one.
+	dir string
 	// title is the process title the launcher gives itself, "" for none.
 	title string
 	// exits: the launcher exits when what it runs exits.
@@ -235,8 +232,8 @@ type Launcher struct {
 	Name string
 	// ExitsWithServer: the launcher (OpenCode's child) exits when the
 	// server does, so watching it is watching the server. False for a
-	// shell running more than one command (`node x; sleep 600`) or a
-	// script procview cannot read: then a crash of the server below it
+	// shell running a script that is not one literal command (`node x;
+	// sleep 600`): then a crash of the server below it
 	// closes no pipe of OpenCode's until the launcher ends, and status
 	// says so.
 	ExitsWithServer bool
@@ -698,7 +695,7 @@ func parseEnv(_ string, args []string) (launch, bool) {
 			case "-C", "--chdir":
 				l.dir = filepath.Join(l.dir, value)
 			case "-S", "--split-string":
-				words, ok := splitWords(value)
+				words, ok := literalWords(value)
 				if !ok {
 					return launch{}, false
 				}
@@ -741,4 +738,80 @@ func parseContainer(prog string, args []string) (launch, bool) {
 		return launch{name: prog + " " + args[i], mode: contained, exits: true}, true
 	}
 	return launch{}, false
+}
+
+// shellSpecial are the bytes after which a shell reads a script as more
+// than plain words: quotes, expansions, globs, operators, redirections,
+// comments, a second line.
+const shellSpecial = "'\"\\$`*?[]{}~;|&()<>#\n"
+
+// literalWords splits s at blanks into the words a shell takes as they
+// are; ok is false when s holds anything else (shellSpecial) or no word.
+func literalWords(s string) ([]string, bool) {
+	if strings.ContainsAny(s, shellSpecial) {
+		return nil, false
+	}
+	words := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
+	return words, len(words) > 0
+}
+
+// literalScript reads a script of the form `[cd DIR &&] [exec] CMD ARGS`,
+// every word literal: the shell runs CMD ARGS (next) in DIR and exits
+// when it does. ok is false for any other script.
+func literalScript(s string) (next []string, dir string, ok bool) {
+	if cd, rest, found := strings.Cut(s, "&&"); found {
+		w, ok := literalWords(cd)
+		if !ok || len(w) != 2 || w[0] != "cd" || w[1] == "-" {
+			return nil, "", false
+		}
+		dir, s = w[1], rest
+	}
+	next, ok = literalWords(s)
+	if ok && next[0] == "exec" {
+		next = next[1:] // exec -a NAME (an option) renames argv[0]: refused below
+	}
+	if !ok || len(next) == 0 || isOption(next[0]) || isAssignment(next[0]) {
+		return nil, "", false
+	}
+	return next, dir, true
+}
+
+// parseShell reads `sh [options] -c SCRIPT [NAME ARGS...]`: a literal
+// script's command is what the shell runs (literalScript); any other
+// script leaves the shell as the launcher to watch. A shell running a
+// script file (`bash run.sh`) runs an unknown script: a launcher that
+// may not exit with its server.
+func parseShell(prog string, args []string) (launch, bool) {
+	if prog == "busybox" {
+		if len(args) == 0 || args[0] != "sh" && args[0] != "ash" {
+			return launch{}, false
+		}
+		prog, args = args[0], args[1:]
+	}
+	sawC := false
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' && a[0] != '+' {
+			break
+		}
+		switch {
+		case a == "-o" || a == "+o" || a == "--rcfile" || a == "--init-file":
+			i++
+		case !strings.HasPrefix(a, "--") && strings.ContainsRune(a, 'c'):
+			sawC = true
+		}
+	}
+	if i >= len(args) {
+		return launch{}, false // an interactive shell
+	}
+	if !sawC {
+		return launch{name: prog + " script", mode: spawns}, true
+	}
+	next, dir, ok := literalScript(args[i])
+	return launch{name: prog + " -c", mode: spawns, next: next, dir: dir, exits: ok}, true
 }

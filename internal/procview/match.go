@@ -244,7 +244,7 @@ type form struct {
 // into, chained.
 func appendForms(out []form, cmd []string, dir string, depth int) []form {
 	l, ok := parseLaunch(cmd)
-	if !ok || depth >= maxChain || l.dirUnknown {
+	if !ok || depth >= maxChain {
 		return out
 	}
 	if l.dir != "" {
