@@ -504,13 +504,13 @@ func parseNpm(_ string, args []string) (launch, bool) {
 }
 
 // pnpm's options that take a value, before its command.
-var pnpmValues = setOf(`--dir -C --filter -F --reporter --loglevel --workspace-dir --package`)
+var pnpmGlobalValues = setOf(`--dir -C --filter -F --reporter --loglevel --workspace-dir --package`)
 
 func parsePnpm(prog string, args []string) (launch, bool) {
 	if prog == "pnpx" {
 		return launch{name: "pnpx", mode: spawns, exits: true, sameCwd: true}, true
 	}
-	if i := skipOptions(args, pnpmValues); i < len(args) && args[i] == "dlx" {
+	if i := skipOptions(args, pnpmGlobalValues); i < len(args) && args[i] == "dlx" {
 		return launch{name: "pnpm dlx", mode: spawns, exits: true, sameCwd: true}, true
 	}
 	return launch{}, false
