@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -14,16 +15,19 @@ import (
 
 // What a server lacks is a capability the daemon says it runs without, in
 // status too: the preview build has no config route (kinds come from the
-// config files); 2.1.2 lacks nothing; nothing is said (and nothing
-// asked) before a detection.
+// config files); 2.1.2 lacks nothing; a system without the process view
+// (macOS) lacks processes; nothing is said (and nothing asked) before a
+// detection.
 func TestStatusSaysWhatTheServerRunsWithout(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		fake    *fake2.Server
+		noView  error
 		without []string
 	}{
-		{"preview", fake2.NewPreview(map[string]fakeopencode.Spec{"s": {}}), []string{"config"}},
-		{"2.1.2", fake2.New(map[string]fakeopencode.Spec{"s": {}}), nil},
+		{"preview", fake2.NewPreview(map[string]fakeopencode.Spec{"s": {}}), nil, []string{"config"}},
+		{"2.1.2", fake2.New(map[string]fakeopencode.Spec{"s": {}}), nil, nil},
+		{"no process view", fake2.New(map[string]fakeopencode.Spec{"s": {}}), errors.ErrUnsupported, []string{"processes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -35,13 +39,13 @@ func TestStatusSaysWhatTheServerRunsWithout(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if info := about(client); info != nil || len(tc.fake.Requests()) != 0 {
+				if info := about(client, tc.noView); info != nil || len(tc.fake.Requests()) != 0 {
 					t.Fatalf("before a detection: %+v, %d requests", info, len(tc.fake.Requests()))
 				}
 				if _, _, err := client.Detect(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				info := about(client)
+				info := about(client, tc.noView)
 				if info == nil || info.Generation != "2.x" {
 					t.Fatalf("about = %+v", info)
 				}

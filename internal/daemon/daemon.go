@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/probe"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
@@ -284,7 +285,7 @@ func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broke
 	// while status shows where the server is now (the OpenCode 2 service
 	// may move to another port).
 	opts := reconnect.Options{URL: client.URL(), CurrentURL: client.URL, Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober,
-		About: func() *reconnect.OpenCodeInfo { return about(client) }}
+		About: func() *reconnect.OpenCodeInfo { return about(client, procview.Unavailable) }}
 	w.eng, err = reconnect.New(cfg.Engine, client, opts)
 	if err != nil {
 		return nil, err
@@ -307,8 +308,10 @@ func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broke
 
 // about is what status shows of the server: its generation and version,
 // and, for OpenCode 2, what it lacks (from its own API description, which
-// the client has read by the time anything was asked of it).
-func about(client *opencode.Server) *reconnect.OpenCodeInfo {
+// the client has read by the time anything was asked of it); and that the
+// daemon runs without a process view where there is none (noView, as
+// procview.Unavailable).
+func about(client *opencode.Server, noView error) *reconnect.OpenCodeInfo {
 	gen, version := client.Generation()
 	if gen == opencode.GenUnknown {
 		return nil // nothing detected: asking now would detect
@@ -320,6 +323,10 @@ func about(client *opencode.Server) *reconnect.OpenCodeInfo {
 		if !c.Available() {
 			info.RunsWithout = append(info.RunsWithout, c.Name+" ("+c.Missing+"): "+c.Without)
 		}
+	}
+	if noView != nil {
+		info.RunsWithout = append(info.RunsWithout, "processes ("+noView.Error()+
+			"): a stdio server's crash is known only from OpenCode's status, no process is shown, found orphaned or signalled")
 	}
 	return info
 }

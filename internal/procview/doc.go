@@ -9,34 +9,18 @@
 //
 // A Table reads pid, parent, process group, real uid, zombie or not,
 // start time, working directory and argv of a process, never its
-// environment. System is this machine's table:
+// environment. System is this machine's table: /proc through
+// github.com/prometheus/procfs (ProcFS reads a recorded tree the same
+// way, for tests). A process's children come from
+// /proc/PID/task/TID/children, every thread's (OpenCode's TUI starts its
+// MCP servers from a Worker thread, so the main thread's list is empty
+// there); a kernel without those lists (CONFIG_PROC_CHILDREN off) falls
+// back to reading every /proc/PID/stat.
 //
-//   - Linux: /proc through github.com/prometheus/procfs (ProcFS reads a
-//     recorded tree the same way, for tests). A process's children come
-//     from /proc/PID/task/TID/children, every thread's (OpenCode's TUI
-//     starts its MCP servers from a Worker thread, so the main thread's
-//     list is empty there); a kernel without those lists
-//     (CONFIG_PROC_CHILDREN off) falls back to reading every
-//     /proc/PID/stat.
-//   - macOS, without cgo: sysctl kern.proc.all (one call for the whole
-//     table: pid, parent, group, real uid, state, start time to the
-//     microsecond), kern.proc.pid for one process, kern.procargs2 for
-//     argv (the buffer holds the environment after argv; it is never
-//     parsed), and the working directory from the proc_info system call
-//     with PROC_PIDVNODEPATHINFO, the call libproc's proc_pidinfo makes,
-//     issued through x/sys/unix.Syscall6 (SYS_PROC_INFO). What works and
-//     what is not proven: the parsers of the three buffers are tested on
-//     every platform from fixtures built to the kernel's layouts
-//     (testdata/darwin), and the kinfo_proc offsets are pinned to
-//     x/sys/unix.KinfoProc by a test that runs only on macOS; none of
-//     it has run on a Mac here (there is none). Another user's argv
-//     (EINVAL) and cwd (EPERM) cannot be read, which is fine: only this
-//     user's processes count. A direct proc_info system call is the one
-//     piece Apple does not promise to keep stable (libproc is the
-//     supported interface); if it ever fails, Cwd is "" and matching
-//     falls back to commands alone (Orphans) while the view stops
-//     assigning children (it needs the cwd). Children filters the whole
-//     table: macOS keeps no cheap per-process list.
+// The process view runs on Linux only. A macOS table and exit watcher
+// are to be built when a Mac test can run them; until then System and
+// NewExits fail there (Unavailable), doctor and status say so, and
+// nothing is ever signalled.
 //
 // # What OpenCode's children look like (measured)
 //
@@ -103,8 +87,7 @@
 // under 0.1 % of a core (BENCHMARKS.md).
 //
 // Exits are not found by scans where they can be told: Exits watches
-// each child through a pidfd (Linux, in one epoll set) or kqueue
-// NOTE_EXIT (macOS) and reports its exit within milliseconds; View.Exited
+// each child through a pidfd (in one epoll set) and reports its exit within milliseconds; View.Exited
 // takes that word before OpenCode has reaped the child, and
 // View.Successor answers from a fresh scan whether OpenCode started the
 // server again itself. Scans then only find new children. A pid that

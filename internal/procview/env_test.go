@@ -1,7 +1,6 @@
 package procview
 
 import (
-	"encoding/binary"
 	"strings"
 	"testing"
 )
@@ -26,19 +25,6 @@ func TestFindEnv(t *testing.T) {
 		if err != nil || ok != c.ok || got != c.want {
 			t.Errorf("findEnv(%.40q) = %.20q, %v, %v; want %.20q, %v", c.environ, got, ok, err, c.want, c.ok)
 		}
-	}
-}
-
-// The environment follows argv in a KERN_PROCARGS2 buffer, and macOS puts
-// its own "apple strings" after it: only the variable asked for is taken.
-func TestProcArgs2Env(t *testing.T) {
-	buf := binary.LittleEndian.AppendUint32(nil, 2)
-	buf = append(buf, "/usr/local/bin/node\x00\x00\x00\x00node\x00srv.js\x00PATH=/bin\x00OPENCODE_PID=99\x00\x00\x00ptr_munge=\x00"...)
-	if v, ok, err := procArgs2Env(buf, "OPENCODE_PID"); err != nil || !ok || v != "99" {
-		t.Fatalf("= %q, %v, %v", v, ok, err)
-	}
-	if _, ok, err := procArgs2Env(buf[:20], "OPENCODE_PID"); err == nil && ok {
-		t.Fatal("a truncated buffer gave a value")
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 // Exits tells of the exit of processes that are not this process's
 // children (OpenCode's MCP servers) within milliseconds of it, where a
 // scan finds it up to a period later. A supervisor is told of an exit
-// when it happens (waitid, a pidfd, kqueue NOTE_EXIT); only a parent can
-// wait, but the kernel tells anyone who holds a pidfd or a kqueue note:
+// when it happens (waitid, a pidfd); only a parent can wait, but the
+// kernel tells anyone who holds a pidfd:
 //
 //   - Linux 5.3 and later: pidfd_open(2) works on any process, not only
 //     a child, and the pidfd polls readable once the process has exited,
@@ -26,10 +26,7 @@ import (
 //     one epoll set, and one goroutine (Run) sleeps in epoll_wait for
 //     all of them, an eventfd waking it for Add, Close and the
 //     end of its context.
-//   - macOS: a kqueue EVFILT_PROC note with NOTE_EXIT per process
-//     (kernel memory, no descriptor), EVFILT_USER to wake Run. It is
-//     compiled and vetted here but has never run: there is no Mac.
-//   - Elsewhere, and on a Linux without pidfds (older than 5.3, or a
+//   - Elsewhere (the process view runs on Linux only), and on a Linux without pidfds (older than 5.3, or a
 //     seccomp filter that answers ENOSYS or EPERM, as old container
 //     runtimes' default profiles do), NewExits fails with
 //     errors.ErrUnsupported: the caller keeps scanning.
@@ -80,7 +77,7 @@ type Exits struct {
 
 type watch struct {
 	birth uint64
-	fd    int32 // the pidfd on Linux; unused on macOS
+	fd    int32 // the pidfd
 	seq   uint32
 }
 
@@ -131,13 +128,10 @@ type poller interface {
 	close()
 }
 
-// pollEvent is one exit the kernel reported.
+// pollEvent is one exit the kernel reported, with the watch's tag.
 type pollEvent struct {
 	pid int
-	// seq is the watch's tag, when the system returns it (Linux); a
-	// system that cannot (macOS) reports anySeq.
-	seq    uint32
-	anySeq bool
+	seq uint32
 }
 
 // NewExits starts watching nothing. The error wraps
@@ -317,7 +311,7 @@ func (e *Exits) Run(ctx context.Context, fn func(Exit)) {
 		e.mu.Lock()
 		for _, ev := range evs {
 			w, ok := e.watched[ev.pid]
-			if !ok || !ev.anySeq && w.seq != ev.seq {
+			if !ok || w.seq != ev.seq {
 				continue // removed, or replaced, after the kernel spoke
 			}
 			delete(e.watched, ev.pid)

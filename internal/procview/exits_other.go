@@ -1,17 +1,12 @@
-//go:build !linux && !darwin
+//go:build !linux
 
 package procview
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
-// newPoller: exits are watched on Linux and macOS alone; elsewhere the
-// caller scans.
-func newPoller() (poller, error) {
-	return nil, fmt.Errorf("procview: exits: not watched on this system: %w", errors.ErrUnsupported)
-}
+// newPoller: exits are watched on Linux alone; elsewhere there is no
+// process view to watch for.
+func newPoller() (poller, error) { return nil, fmt.Errorf("procview: exits: %w", Unavailable) }
 
 func isNoRoom(error) bool { return false }
 

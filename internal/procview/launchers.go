@@ -34,7 +34,7 @@ import (
 //     then ONE word padded with NULs (see parseCmdline). npm's own options
 //     are dropped (-y, --yes, -p X, --package=X, a "--"), arguments with
 //     spaces are joined unquoted, and npm masks URL passwords, npm tokens
-//     and UUIDs in it (npmTitle). The server runs two levels below, in
+//     and UUIDs in it (npmTitles). The server runs two levels below, in
 //     npm's working directory: npm → sh -c "'BIN' ARGS" → node
 //     …/_npx/HASH/node_modules/.bin/BIN ARGS (lifecycle scripts of an
 //     install run elsewhere: in the package's directory). npm exits when
@@ -63,15 +63,14 @@ import (
 //     APP into a cached venv (its children then are python and pip, in
 //     its working directory) and execs it: the same pid becomes
 //     ["<venv>/bin/python", "<venv>/bin/APP", ARGS...]. Measured.
-//   - sh -c SCRIPT (bash, dash, zsh…): bash execs the last simple command
-//     of the script (`node srv.js`, `cd d && node srv.js`, `a; node
-//     srv.js`) under the same pid unless it has a redirection; dash 0.5.12
-//     forks every command and execs only on `exec cmd`; both run a
-//     compound script's commands as their children, and `cd` moves the
-//     shell itself. The shell exits when its last command does: the
-//     launcher exits with its server when the script is one command after
-//     preparation builtins (cd, export, source…), not for `node x; sleep
-//     600`, pipelines, loops or background jobs. Measured.
+//   - sh -c SCRIPT (bash, dash, zsh…): a script of the literal form
+//     `[cd DIR &&] [exec] CMD ARGS` (plain words, no quote, expansion,
+//     glob, operator or redirection) runs CMD ARGS in DIR: bash execs it
+//     under the same pid, dash 0.5.12 forks it (and execs on `exec cmd`),
+//     and both exit when it does. Any other script is not read: the
+//     shell is watched as the server's launcher, whatever it runs below
+//     it (status says the launcher may outlive its server), because
+//     knowing what a script runs needs a shell. Measured.
 //   - env [-i] [-u N] [-C D] [-S S] [NAME=V]… CMD: execs CMD. Measured.
 //   - python -m MOD: the interpreter is the server (python keeps its
 //     argv); only `python -m pipx` is read as pipx.
@@ -108,12 +107,10 @@ type launch struct {
 	// runs in the foreground last (a shell); nil when unknown.
 	next []string
 	// dir is where the launcher moves and next runs: relative to the
-	// launcher's working directory, "" for the same one. dirUnknown: a
-	// move whose target cannot be known (cd "$X").
-	dir        string
-	dirUnknown bool
-	// title is the process title the launcher gives itself, "" for none.
-	title string
+	// launcher's working directory, "" for the same one.
+	dir string
+	// titles are the process titles the launcher may give itself.
+	titles []string
 	// exits: the launcher exits when what it runs exits.
 	exits bool
 	// sameCwd: the server is a child in the launcher's working directory;
@@ -235,8 +232,8 @@ type Launcher struct {
 	Name string
 	// ExitsWithServer: the launcher (OpenCode's child) exits when the
 	// server does, so watching it is watching the server. False for a
-	// shell running more than one command (`node x; sleep 600`) or a
-	// script procview cannot read: then a crash of the server below it
+	// shell running a script that is not one literal command (`node x;
+	// sleep 600`): then a crash of the server below it
 	// closes no pipe of OpenCode's until the launcher ends, and status
 	// says so.
 	ExitsWithServer bool
@@ -385,57 +382,6 @@ func skipOptions(args []string, values map[string]bool) int {
 
 // npm: the title.
 
-// npm 11.19's configuration (@npmcli/config definitions): the options
-// that take no value (Boolean), the ones that take one, and the
-// shorthands. nopt, npm's parser, treats an unknown option as a Boolean.
-var (
-	npmBooleans = setOf(`all allow-same-version audit bin-links browser bypass-2fa color
-		commit-hooks dangerously-allow-all-scripts description dev diff-ignore-all-space
-		diff-name-only diff-no-prefix diff-text dry-run engine-strict expect-results force
-		foreground-scripts format-package-lock fund git-tag-version global global-style
-		if-present ignore-scripts include-staged include-workspace-root include-attestations
-		init-private install-links json legacy-bundling legacy-peer-deps link long offline
-		omit-lockfile-registry-resolved optional package-lock package-lock-only parseable
-		allow-scripts-pending allow-scripts-pin prefer-dedupe prefer-offline prefer-online
-		production progress provenance read-only rebuild-bundle save save-bundle save-dev
-		save-exact save-optional save-peer save-prod packages-all shrinkwrap sign-git-commit
-		sign-git-tag strict-peer-deps strict-allow-scripts strict-ssl timing unicode
-		update-notifier usage version versions workspaces workspaces-update yes`)
-	npmValues = setOf(`_auth access allow-directory allow-file allow-git allow-remote
-		allow-scripts also audit-level auth-type before ca cache cache-max cache-min cafile
-		call cert cidr cpu depth diff diff-dst-prefix diff-src-prefix diff-unified editor
-		expect-result-count expires fetch-retries fetch-retry-factor fetch-retry-maxtimeout
-		fetch-retry-mintimeout fetch-timeout git globalconfig heading https-proxy include
-		init-author-email init-author-name init-author-url init-license init-module init-type
-		init-version init.author.email init.author.name init.author.url init.license
-		init.module init.version install-strategy key libc local-address location
-		lockfile-version loglevel logs-dir logs-max name maxsockets message min-release-age
-		min-release-age-exclude node-gyp node-options noproxy omit only orgs os otp package
-		pack-destination packages prefix preid provenance-file proxy registry
-		replace-registry-host save-prefix sbom-format sbom-type scope scopes
-		packages-and-scopes-permission orgs-permission password token-description
-		script-shell searchexclude searchlimit searchopts searchstaleness shell tag
-		tag-version-prefix umask user-agent userconfig viewer which workspace`)
-	// npmShorthands maps a shorthand to the option it stands for; those
-	// that carry their value (-q is --loglevel warn) map to "".
-	npmShorthands = map[string]string{
-		"enjoy-by": "before", "d": "", "dd": "", "ddd": "", "quiet": "", "q": "", "s": "",
-		"silent": "", "verbose": "", "desc": "description", "help": "usage", "local": "global",
-		"n": "yes", "no": "yes", "porcelain": "parseable", "readonly": "read-only",
-		"reg": "registry", "iwr": "include-workspace-root", "ws": "workspaces", "a": "all",
-		"c": "call", "f": "force", "g": "global", "L": "location", "l": "long", "m": "message",
-		"p": "parseable", "C": "prefix", "S": "save", "B": "save-bundle", "D": "save-dev",
-		"E": "save-exact", "O": "save-optional", "P": "save-prod", "?": "usage", "H": "usage",
-		"h": "usage", "v": "version", "w": "workspace", "y": "yes",
-	}
-	// npx-cli.js's own lists: options that take no value and options
-	// that take one; any other option takes the next word unless it
-	// starts with "-".
-	npxSwitches = setOf(`always-spawn ignore-existing shell-auto-fallback no-install quiet q
-		version v help h`)
-	npxValues = setOf(`package p cache userconfig call c shell npm node-arg n`)
-)
-
 func setOf(words string) map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(words) {
@@ -444,96 +390,59 @@ func setOf(words string) map[string]bool {
 	return m
 }
 
-// npmRemain is what nopt leaves of npm's arguments once its options are
-// parsed: the positional words, everything after "--" included.
-func npmRemain(args []string) []string {
-	var remain []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+// npmWords is what nopt, npm's option parser, leaves of args when every
+// option takes no value: the words that are no option, and every word
+// after "--".
+func npmWords(args []string) []string {
+	var out []string
+	for i, a := range args {
 		if a == "--" {
-			return append(remain, args[i+1:]...)
+			return append(out, args[i+1:]...)
 		}
 		if !isOption(a) {
-			remain = append(remain, a)
-			continue
-		}
-		key, _, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if eq {
-			continue
-		}
-		if long, ok := npmShorthands[key]; ok {
-			if long == "" {
-				continue // it carries its value
-			}
-			key = long
-		}
-		if strings.HasPrefix(key, "no-") || !npmValues[key] {
-			continue // a Boolean, or unknown: nopt takes no value
-		}
-		// A value option takes the next word, except "--" or, for most
-		// of them (strings), an option.
-		if i+1 < len(args) && args[i+1] != "--" && !isOption(args[i+1]) {
-			i++
+			out = append(out, a)
 		}
 	}
-	return remain
+	return out
 }
 
-// npxRemain is npx's arguments as npm exec's positional words: npx-cli.js
-// puts "--" in front of the first word that is neither an option nor an
-// option's value, so everything from the package on is the command's.
-func npxRemain(args []string) []string {
-	var opts []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !isOption(a) {
-			if a == "--" {
-				i++
-			}
-			return append(npmRemain(opts), args[i:]...)
-		}
-		key, value, eq := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		removed := false
-		switch key {
-		case "p", "shell": // npx renames them for npm
-			key = map[string]string{"p": "package", "shell": "script-shell"}[key]
-			a = "--" + key
-			if eq {
-				a += "=" + value
-			}
-		case "n", "npm", "node-arg", "always-spawn", "ignore-existing", "shell-auto-fallback":
-			removed = true // npx drops them, and their value
-		default:
-			if long, ok := npmShorthands[key]; ok && long != "" {
-				key = long
-			}
-		}
-		if !removed {
-			opts = append(opts, a)
-		}
-		if expansion, isShorthand := npmShorthands[key]; eq || npmBooleans[key] || npxSwitches[key] || (isShorthand && expansion == "") {
-			continue
-		}
-		if npxValues[key] || npmValues[key] || i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			if i+1 < len(args) {
-				i++
-				if !removed {
-					opts = append(opts, args[i])
-				}
-			}
+// npmTitles are the titles npm may give itself when words (npmWords, its
+// command first) are what it runs. npm titles itself "npm" and its
+// positional words, but an option that takes a value (`--registry URL`,
+// npx's `-p PKG`) hides that value from the title, and which options take
+// one is npm's own table. Instead of a copy of it, each title that one or
+// two hidden values can leave is kept: the words; the words without the
+// first (a value before npm's command: `npm --prefix DIR exec …`); the
+// first word and the words from the third or fourth positional word on (a
+// value or two after it: `npx -p PKG BIN`). A wrong title can only match
+// another npm process.
+func npmTitles(words []string) []string {
+	if len(words) == 0 {
+		return nil
+	}
+	titles := []string{npmTitle(words)}
+	if len(words) > 1 && !isOption(words[1]) {
+		titles = append(titles, npmTitle(words[1:]))
+	}
+	for i, n := 2, 0; i < len(words) && n < 2; i++ {
+		if !isOption(words[i]) {
+			titles = append(titles, npmTitle(append([]string{words[0]}, words[i:]...)))
+			n++
 		}
 	}
-	return npmRemain(opts)
+	return titles
 }
 
-// npmTitle is the title npm sets: "npm" and its positional words, masked
-// as @npmcli/redact 4 masks them, joined by spaces (lib/npm.js).
-func npmTitle(remain []string) string {
-	words := append([]string{"npm"}, remain...)
-	for i, w := range remain {
-		words[i+1] = npmRedact(w)
+// npmTitle is the title npm sets for its positional words: "npm" and the
+// words, masked as @npmcli/redact 4 masks them, joined by spaces
+// (lib/npm.js).
+func npmTitle(words []string) string {
+	out := make([]string, 0, len(words)+1)
+	out = append(out, "npm")
+	for _, w := range words {
+		out = append(out, npmRedact(w))
 	}
-	return strings.TrimSpace(strings.Join(words, " "))
+	return strings.TrimSpace(strings.Join(out, " "))
 }
 
 var (
@@ -565,32 +474,43 @@ func npmRedact(w string) string {
 	return b.String()
 }
 
+// parseNpx: npx runs `npm exec`, ending npm's options before the first
+// word that is no option: everything from the package on is the
+// command's.
 func parseNpx(_ string, args []string) (launch, bool) {
-	return launch{name: "npx", mode: spawns, title: npmTitle(append([]string{"exec"}, npxRemain(args)...)),
+	i := 0
+	for i < len(args) && isOption(args[i]) && args[i] != "--" {
+		i++
+	}
+	if i < len(args) && args[i] == "--" {
+		i++
+	}
+	return launch{name: "npx", mode: spawns, titles: npmTitles(append([]string{"exec"}, args[i:]...)),
 		exits: true, sameCwd: true}, true
 }
 
 // parseNpm: every npm command retitles; exec and x run a package's bin
 // and exit with it, the others (npm start, npm run) run a script of the
-// package that procview cannot read.
+// package that procview cannot read. npm's command is its first
+// positional word (npmWords).
 func parseNpm(_ string, args []string) (launch, bool) {
-	remain := npmRemain(args)
-	if len(remain) == 0 {
+	words := npmWords(args)
+	if len(words) == 0 {
 		return launch{}, false
 	}
-	sub := remain[0]
-	return launch{name: "npm " + sub, mode: spawns, title: npmTitle(remain),
+	sub := words[0]
+	return launch{name: "npm " + sub, mode: spawns, titles: npmTitles(words),
 		exits: sub == "exec" || sub == "x", sameCwd: true}, true
 }
 
 // pnpm's options that take a value, before its command.
-var pnpmValues = setOf(`--dir -C --filter -F --reporter --loglevel --workspace-dir --package`)
+var pnpmGlobalValues = setOf(`--dir -C --filter -F --reporter --loglevel --workspace-dir --package`)
 
 func parsePnpm(prog string, args []string) (launch, bool) {
 	if prog == "pnpx" {
 		return launch{name: "pnpx", mode: spawns, exits: true, sameCwd: true}, true
 	}
-	if i := skipOptions(args, pnpmValues); i < len(args) && args[i] == "dlx" {
+	if i := skipOptions(args, pnpmGlobalValues); i < len(args) && args[i] == "dlx" {
 		return launch{name: "pnpm dlx", mode: spawns, exits: true, sameCwd: true}, true
 	}
 	return launch{}, false
@@ -698,7 +618,7 @@ func parseEnv(_ string, args []string) (launch, bool) {
 			case "-C", "--chdir":
 				l.dir = filepath.Join(l.dir, value)
 			case "-S", "--split-string":
-				words, ok := splitWords(value)
+				words, ok := literalWords(value)
 				if !ok {
 					return launch{}, false
 				}
@@ -741,4 +661,80 @@ func parseContainer(prog string, args []string) (launch, bool) {
 		return launch{name: prog + " " + args[i], mode: contained, exits: true}, true
 	}
 	return launch{}, false
+}
+
+// shellSpecial are the bytes after which a shell reads a script as more
+// than plain words: quotes, expansions, globs, operators, redirections,
+// comments, a second line.
+const shellSpecial = "'\"\\$`*?[]{}~;|&()<>#\n"
+
+// literalWords splits s at blanks into the words a shell takes as they
+// are; ok is false when s holds anything else (shellSpecial) or no word.
+func literalWords(s string) ([]string, bool) {
+	if strings.ContainsAny(s, shellSpecial) {
+		return nil, false
+	}
+	words := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
+	return words, len(words) > 0
+}
+
+// literalScript reads a script of the form `[cd DIR &&] [exec] CMD ARGS`,
+// every word literal: the shell runs CMD ARGS (next) in DIR and exits
+// when it does. ok is false for any other script.
+func literalScript(s string) (next []string, dir string, ok bool) {
+	if cd, rest, found := strings.Cut(s, "&&"); found {
+		w, ok := literalWords(cd)
+		if !ok || len(w) != 2 || w[0] != "cd" || w[1] == "-" {
+			return nil, "", false
+		}
+		dir, s = w[1], rest
+	}
+	next, ok = literalWords(s)
+	if ok && next[0] == "exec" {
+		next = next[1:] // exec -a NAME (an option) renames argv[0]: refused below
+	}
+	if !ok || len(next) == 0 || isOption(next[0]) || isAssignment(next[0]) {
+		return nil, "", false
+	}
+	return next, dir, true
+}
+
+// parseShell reads `sh [options] -c SCRIPT [NAME ARGS...]`: a literal
+// script's command is what the shell runs (literalScript); any other
+// script leaves the shell as the launcher to watch. A shell running a
+// script file (`bash run.sh`) runs an unknown script: a launcher that
+// may not exit with its server.
+func parseShell(prog string, args []string) (launch, bool) {
+	if prog == "busybox" {
+		if len(args) == 0 || args[0] != "sh" && args[0] != "ash" {
+			return launch{}, false
+		}
+		prog, args = args[0], args[1:]
+	}
+	sawC := false
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' && a[0] != '+' {
+			break
+		}
+		switch {
+		case a == "-o" || a == "+o" || a == "--rcfile" || a == "--init-file":
+			i++
+		case !strings.HasPrefix(a, "--") && strings.ContainsRune(a, 'c'):
+			sawC = true
+		}
+	}
+	if i >= len(args) {
+		return launch{}, false // an interactive shell
+	}
+	if !sawC {
+		return launch{name: prog + " script", mode: spawns}, true
+	}
+	next, dir, ok := literalScript(args[i])
+	return launch{name: prog + " -c", mode: spawns, next: next, dir: dir, exits: ok}, true
 }

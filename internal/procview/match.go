@@ -244,7 +244,7 @@ type form struct {
 // into, chained.
 func appendForms(out []form, cmd []string, dir string, depth int) []form {
 	l, ok := parseLaunch(cmd)
-	if !ok || depth >= maxChain || l.dirUnknown {
+	if !ok || depth >= maxChain {
 		return out
 	}
 	if l.dir != "" {
@@ -253,8 +253,8 @@ func appendForms(out []form, cmd []string, dir string, depth int) []form {
 			out = append(out, form{dir: dir, self: true})
 		}
 	}
-	if l.title != "" {
-		out = append(out, form{key: titleKey(nil, l.title), dir: dir})
+	for _, t := range l.titles {
+		out = append(out, form{key: titleKey(nil, t), dir: dir})
 	}
 	if l.next != nil {
 		out = append(out, form{key: argvKey(nil, l.next), dir: dir})

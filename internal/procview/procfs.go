@@ -293,8 +293,8 @@ func (t *procTable) Children(pid int) ([]int, error) {
 	return out, nil
 }
 
-// childrenIn finds pid's children by listing the whole table t (macOS
-// keeps no cheap per-process list; Linux falls back to it).
+// childrenIn finds pid's children by listing the whole table t (a
+// kernel without children lists).
 func childrenIn(t Table, pid int) ([]int, error) {
 	all, err := t.List()
 	if err != nil {

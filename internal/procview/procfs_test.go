@@ -127,7 +127,7 @@ func TestChildrenWithoutChildrenFiles(t *testing.T) {
 
 func sorted(s []int) []int { s = slices.Clone(s); slices.Sort(s); return s }
 
-// The live table (/proc, or the Mac's sysctls): this test process reads
+// The live table (/proc): this test process reads
 // as itself.
 func TestSystemReadsSelf(t *testing.T) {
 	tab, err := System()

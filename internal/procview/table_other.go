@@ -1,10 +1,16 @@
-//go:build !linux && !darwin
+//go:build !linux
 
 package procview
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
-// System is not available here: the process view knows Linux and macOS.
-func System() (Table, error) {
-	return nil, errors.New("procview: no process table reader for this system (Linux and macOS only)")
-}
+// Unavailable says why the process view does not run on this system: it
+// reads Linux's /proc. A macOS process table and exit watcher are to be
+// built when a Mac test can run them.
+var Unavailable = fmt.Errorf("the process view runs on Linux only: %w", errors.ErrUnsupported)
+
+// System fails here with Unavailable.
+func System() (Table, error) { return nil, Unavailable }

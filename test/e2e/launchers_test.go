@@ -72,6 +72,18 @@ func (p *Project) ShServer(t testing.TB, name string) map[string]any {
 	return map[string]any{"type": "local", "command": []string{"sh", "-c", script}}
 }
 
+// ShLiteralServer is the config of a local test server run by a shell
+// script procview reads, `sh -c "exec SERVER ARGS"` (plain words): the
+// shell is known to exit with its server.
+func (p *Project) ShLiteralServer(t testing.TB, name string) map[string]any {
+	t.Helper()
+	script := "exec " + shellquote.Join(p.StdioServer(name)["command"].([]string))
+	if strings.ContainsAny(script, `'"\`) {
+		t.Fatalf("the script %q is not literal", script)
+	}
+	return map[string]any{"type": "local", "command": []string{"sh", "-c", script}}
+}
+
 // ScriptServer is the config of a local test server run by a wrapper
 // script of the user's (a file beside the project, `#!/bin/sh`, which
 // sets the environment and execs the server under its own pid).
@@ -93,6 +105,9 @@ type launcher struct {
 	// Word is what the daemon's status says runs the server
 	// ("launcher"), "" when OpenCode's child is the server itself.
 	Word string
+	// RunsOn: status says the launcher may outlive its server (a shell
+	// whose script is not one literal command).
+	RunsOn bool
 	// Server is the config of the test server called name in p.
 	Server func(p *Project, t testing.TB, name string) map[string]any
 }
@@ -100,7 +115,8 @@ type launcher struct {
 var launchers = []launcher{
 	{Name: "direct", Server: func(p *Project, _ testing.TB, name string) map[string]any { return p.StdioServer(name) }},
 	{Name: "npx", Word: "npx", Server: (*Project).NpxServer},
-	{Name: "sh -c", Word: "sh -c", Server: (*Project).ShServer},
+	{Name: "sh -c", Word: "sh -c", RunsOn: true, Server: (*Project).ShServer}, // the cd's quoted "my projéct"
+	{Name: "sh -c literal", Word: "sh -c", Server: (*Project).ShLiteralServer},
 	{Name: "script", Server: (*Project).ScriptServer},
 }
 
@@ -144,9 +160,14 @@ func crashTwice(t *testing.T, g gen, l launcher) {
 	w.WaitLog(t, "watching opencode", 15*time.Second)
 	p.WaitStarts(t, "s", 1, 60*time.Second)
 	if l.Word != "" {
+		var status string
 		waitFor(t, 20*time.Second, "the view serving s through "+l.Word, func() bool {
-			return strings.Contains(mustJSON(t, w.StatusJSON(t)), `"launcher":"`+l.Word+`"`)
+			status = mustJSON(t, w.StatusJSON(t))
+			return strings.Contains(status, `"launcher":"`+l.Word+`"`)
 		})
+		if runsOn := strings.Contains(status, `"launcher_runs_on":true`); runsOn != l.RunsOn {
+			t.Fatalf("status says launcher_runs_on %v, want %v: %s", runsOn, l.RunsOn, status)
+		}
 	}
 	for n := 1; n <= 2; n++ {
 		killed := time.Now()
