@@ -389,7 +389,7 @@ func startTUI(t *testing.T, g gen) *tuiRun {
 		tty.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(r.logFile)
-			t.Logf("wrapper log:\n%s", b)
+			t.Logf("wrapper log:\n%s\nthe TUI's screen, last 2000 bytes, escaped:\n%q", b, lastBytes(r.screen.String(), 2000))
 		}
 	})
 	return r
@@ -990,4 +990,12 @@ func TestRunDirectoryOfOpenCode2IsWatchedWhenTheServiceComesBack(t *testing.T) {
 		p.WaitStarts(t, "s", 2, repairBound)
 		oc.WaitStatus(t, p.Dir, "s", "connected", repairBound-time.Since(killed))
 	})
+}
+
+// lastBytes is the end of s, at most n bytes.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
