@@ -24,37 +24,61 @@ import (
 // server to manage. It makes sure one daemon watches that service
 // (starting one, detached, when the registry holds none) and then gets
 // out of the way: this process becomes the command.
+//
+// The directories run is given (--directory) are the daemon's own
+// --directory when run starts it: armed for good, as on 1.x. The command
+// usually starts the service after that daemon, and a daemon forgets the
+// directories it was merely asked to arm when the service it follows
+// (re)starts. One that runs already is asked to arm them
+// (armInServiceWatch).
 func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) error {
 	file := cmp.Or(f.service, defaultServiceFile())
 	config := ""
 	if cmd.Flags().Changed("config") {
 		config = f.config
 	}
+	dirs := physicalDirs(f.directories, log)
 	reg, err := registry.Default()
 	var self string
 	if err == nil {
 		self, err = os.Executable()
 	}
+	var started bool
 	if err == nil {
-		var started bool
-		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config), 5*time.Second)
+		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config, dirs), 5*time.Second)
 		if started {
-			log.Info("started a daemon for the OpenCode 2 service", "file", file)
+			log.Info("started a daemon for the OpenCode 2 service", "file", file, "directories", len(dirs))
 		}
 	}
 	if err != nil {
 		// The user's command matters more than the watch: say why in the
 		// log and start it all the same.
 		log.Warn("the OpenCode 2 service is not watched", "err", err)
-	} else if len(f.directories) > 0 {
-		armInServiceWatch(cmd.Context(), reg, file, f.directories, log)
+	} else if len(dirs) > 0 && !started {
+		armInServiceWatch(cmd.Context(), reg, file, dirs, log)
 	}
 	return launch.Exec(args, os.Environ())
 }
 
+// physicalDirs are dirs as a TUI started in each would name it
+// (daemon.PhysicalDir); one that cannot be resolved is left out, and the
+// log says so.
+func physicalDirs(dirs []string, log *slog.Logger) []string {
+	var out []string
+	for _, d := range dirs {
+		abs, err := daemon.PhysicalDir(d)
+		if err != nil {
+			log.Warn("a --directory is not watched", "directory", d, "err", err)
+			continue
+		}
+		out = append(out, abs)
+	}
+	return out
+}
+
 // armInServiceWatch asks the daemon that watches the OpenCode 2 service
-// to arm the directories run was given (--directory): it is shared by
-// every TUI and was started with none of them.
+// to arm the directories run was given (--directory, physical): it is
+// shared by every TUI and was started with none of them.
 func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string, dirs []string, log *slog.Logger) {
 	ents, err := reg.List()
 	if err != nil {
@@ -67,12 +91,9 @@ func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string,
 		}
 		c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
 		for _, d := range dirs {
-			abs, err := daemon.PhysicalDir(d)
-			if err == nil {
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err = c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: abs})
-				cancel()
-			}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: d, Keep: true})
+			cancel()
 			if err != nil {
 				log.Warn("could not arm a --directory in the service's daemon", "directory", d, "err", err)
 			}

@@ -201,7 +201,7 @@ func TestRunV2ArmsItsDirectoriesInTheServiceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	armInServiceWatch(context.Background(), reg, file, []string{dir}, slog.New(slog.DiscardHandler))
+	armInServiceWatch(context.Background(), reg, file, physicalDirs([]string{dir}, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
 	mu.Lock()
 	defer mu.Unlock()
 	physical, _ := filepath.EvalSymlinks(dir)

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"maps"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +84,22 @@ type gen struct {
 	// PasswordVar is the variable `run` hands the server's password to
 	// a server of this generation in (2.x reads OPENCODE_PASSWORD first).
 	PasswordVar string
+	// InfoRoute is the route that says which OpenCode answers, and
+	// refuses a request without the password: 1.x GET /global/health,
+	// 2.x GET /api/info.
+	InfoRoute string
+	// TermExit is how a foreground `opencode serve` ends on SIGTERM, as
+	// an exit code (128+N: killed by signal N): 1.x has no handler and
+	// dies of it (143); 2.1.2 stops its MCP servers and exits 130
+	// (measured).
+	TermExit int
+	// UsesServer is a command line that makes OpenCode serve the
+	// directory it runs in and its MCP servers: 1.x `serve` (the wrapper
+	// supervises it, and watches it while it runs); 2.x `mcp list`, which
+	// attaches to the background service (starting it when none runs),
+	// lists the directory's servers and exits, while the service, and
+	// the daemon the wrapper leaves watching it, stay.
+	UsesServer []string
 	// ToolModes are the ways a session's model is offered an MCP
 	// server's tools: by name (1.x; 2.x with "codemode": false on the
 	// server), and on 2.x also through Code Mode's one execute tool, its
@@ -98,10 +118,11 @@ type toolMode struct {
 // pinned 1.x and 2.x releases.
 var generations = []gen{
 	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200,
-		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD",
-		ToolModes: []toolMode{{Name: "tools"}}},
+		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD", InfoRoute: "/global/health", TermExit: 128 + 15,
+		UsesServer: []string{"serve"}, ToolModes: []toolMode{{Name: "tools"}}},
 	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204,
 		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json", PasswordVar: "OPENCODE_PASSWORD",
+		InfoRoute: "/api/info", TermExit: 130, UsesServer: []string{"mcp", "list"},
 		ToolModes: []toolMode{{Name: "tools", Server: map[string]any{"codemode": false}}, {Name: "codemode"}}},
 }
 
@@ -126,6 +147,22 @@ func forEachGeneration[T interface {
 			needBinary(t, g.Bin, g.Name)
 			body(t, g)
 		})
+	}
+}
+
+// onlyGeneration runs body as forEachGeneration does, for the one
+// generation that has a capability the other lacks (2.x's background
+// service, --standalone): its subtest is named after its release, so the
+// output says which generation the capability is tested on.
+func onlyGeneration(t *testing.T, which ochost.Generation, body func(t *testing.T, g gen)) {
+	t.Helper()
+	for _, g := range generations {
+		if g.Gen == which {
+			t.Run(g.Name, func(t *testing.T) {
+				needBinary(t, g.Bin, g.Name)
+				body(t, g)
+			})
+		}
 	}
 }
 
@@ -166,6 +203,55 @@ func (g gen) newHome(t testing.TB) string {
 		}
 	}
 	return home
+}
+
+// newCLIHome makes a hermetic home (newHome) for OpenCode's own command
+// line, run by a test as a user runs it, in which the server a command
+// uses asks for password and never listens on a shared port. 1.x: each
+// command serves itself, and the password is in env, the environment
+// the test gives the commands. 2.x: the commands attach to the
+// background service, and start it when none runs; it is set as a user
+// sets it (`opencode service set port|password`: a free port, never the
+// shared 49374, and password), and env is empty. Every process still
+// running in the home when the test ends (a service, its MCP servers, a
+// daemon a wrapper started) is ended then.
+func (g gen) newCLIHome(t testing.TB, password string) (home string, env []string) {
+	t.Helper()
+	needBinary(t, g.Bin, g.Name)
+	home = g.newHome(t)
+	t.Cleanup(func() { endProcessesOf(home) })
+	if g.Gen == ochost.Gen1 {
+		return home, []string{g.PasswordVar + "=" + password}
+	}
+	for _, set := range [][]string{{"port", strconv.Itoa(freePort(t))}, {"password", password}} {
+		cmd := exec.Command(g.Bin, append([]string{"service", "set"}, set...)...)
+		cmd.Env, cmd.Dir = ochost.Env(home), home
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("opencode service set %s: %v\n%s", set[0], err, out)
+		}
+	}
+	return home, nil
+}
+
+// endProcessesOf kills every process of the hermetic home (its
+// environment's HOME), twice over: a service a command was starting when
+// the first pass ran is ended by the second.
+func endProcessesOf(home string) {
+	marker := []byte("\x00HOME=" + home + "\x00")
+	for range 2 {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if bytes.Contains(append([]byte{0}, env...), marker) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // newProject makes a project directory (its name has a space and a
