@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -136,7 +137,9 @@ func report(b *testing.B, took []time.Duration) {
 //     servers: the test server as it is (it answers initialize in a few
 //     milliseconds, so the repair is mostly the daemon's own share), and
 //     the same waiting 0.3 s before it serves, as a node or npx server's
-//     start-up does.
+//     start-up does. just-after-a-read: the test server, each kill 0.3 s
+//     after a read the daemon was asked for (mcp-reconnect reconnect),
+//     where a report of the crash is OpenCode's word as much as any.
 //
 //   - remote-restart: see remoteRestartAgainstOpenCode.
 //
@@ -146,10 +149,15 @@ func BenchmarkRecoveryAgainstOpenCode(b *testing.B) {
 		for _, startDelay := range []time.Duration{0, 300 * time.Millisecond} {
 			b.Run(fmt.Sprintf("stdio-crash/start-%v", startDelay), func(b *testing.B) {
 				for range b.N {
-					stdioCrashAgainstOpenCode(b, g, startDelay)
+					stdioCrashAgainstOpenCode(b, g, startDelay, false)
 				}
 			})
 		}
+		b.Run("stdio-crash/just-after-a-read", func(b *testing.B) {
+			for range b.N {
+				stdioCrashAgainstOpenCode(b, g, 0, true)
+			}
+		})
 		b.Run("remote-restart", func(b *testing.B) {
 			for range b.N {
 				remoteRestartAgainstOpenCode(b, g)
@@ -161,7 +169,7 @@ func BenchmarkRecoveryAgainstOpenCode(b *testing.B) {
 // againstRuns is how many runs each side of a comparison gets.
 const againstRuns = 5
 
-func stdioCrashAgainstOpenCode(b *testing.B, g gen, startDelay time.Duration) {
+func stdioCrashAgainstOpenCode(b *testing.B, g gen, startDelay time.Duration, afterRead bool) {
 	watched, alone := g.startOpenCode(b, 0, ""), g.startOpenCode(b, 0, "")
 	mk := func() []*Project {
 		ps := make([]*Project, againstRuns)
@@ -189,6 +197,12 @@ func stdioCrashAgainstOpenCode(b *testing.B, g gen, startDelay time.Duration) {
 	time.Sleep(3 * time.Second) // every child seen, every first check made
 	var daemon, own []time.Duration
 	for i := range againstRuns {
+		if afterRead {
+			if out, err := exec.Command(reconnectBin, "reconnect", "--status-addr", w.StatusAddr, "--directory", watchedP[i].Dir).CombinedOutput(); err != nil {
+				b.Fatalf("reconnect: %v\n%s", err, out)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
 		daemon = append(daemon, crashToConnected(b, g, watched, watchedP[i], false))
 		own = append(own, crashToConnected(b, g, alone, aloneP[i], true))
 	}
