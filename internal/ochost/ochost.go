@@ -394,10 +394,12 @@ type MCPStatus struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// read is one read of dir's MCP status. On 2.x a location that is still
+// Read is one read of dir's MCP status, as it is at that moment (a
+// poll that must see each change as soon as OpenCode says it; Status
+// waits for a settled answer). On 2.x a location that is still
 // booting answers an empty list and a server being connected is
 // "pending": this read says so, Status waits them out.
-func (o *OpenCode) read(dir string) (map[string]MCPStatus, error) {
+func (o *OpenCode) Read(dir string) (map[string]MCPStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	route := "/mcp"
@@ -442,7 +444,7 @@ func (o *OpenCode) read(dir string) (map[string]MCPStatus, error) {
 // without servers).
 func (o *OpenCode) Status(dir string) (map[string]MCPStatus, error) {
 	if o.Gen != Gen2 {
-		return o.read(dir)
+		return o.Read(dir)
 	}
 	names, err := o.configured(dir)
 	if err != nil {
@@ -450,7 +452,7 @@ func (o *OpenCode) Status(dir string) (map[string]MCPStatus, error) {
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		st, err := o.read(dir)
+		st, err := o.Read(dir)
 		if err != nil {
 			return nil, err
 		}
@@ -524,7 +526,7 @@ func (o *OpenCode) WaitStatus(dir, name, want string, timeout time.Duration) (ti
 	start := time.Now()
 	var last map[string]MCPStatus
 	for time.Since(start) < timeout {
-		st, err := o.read(dir)
+		st, err := o.Read(dir)
 		if err == nil {
 			last = st
 			if st[name].Status == want {

@@ -74,7 +74,7 @@ func (e *Engine) serverFailed(path, name, reason string) {
 	if name != "" {
 		first = 0
 	}
-	e.armOrWake(path, reason, first, func(d *dir, now time.Time) { e.reported(d, name, now, false) })
+	e.armOrWake(path, reason, first, func(d *dir, now time.Time) { e.reported(d, name, now) })
 }
 
 // reported wakes d for a report about its server name ("": none named):
@@ -83,9 +83,9 @@ func (e *Engine) serverFailed(path, name, reason string) {
 // broken server must not keep its directory busy), unless the daemon
 // believes it connected: then initial-delay later too, so that status
 // follows OpenCode. Caller holds Engine.mu.
-func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
+func (e *Engine) reported(d *dir, name string, now time.Time) {
 	if s := d.servers[name]; name != "" && s != nil {
-		if e.firstCrash(d, s, now, ambiguous) {
+		if e.firstCrash(d, s, now) {
 			return
 		}
 		if s.trig&trigDead != 0 && !s.connecting {
@@ -118,19 +118,18 @@ func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 // make it a status read each. The check connects only what its read shows
 // failed. Caller holds Engine.mu.
 //
-// ambiguous is set for a report that does not say the server failed (2.x
-// mcp.status.changed): one that comes within initial-delay of the last
-// read is most likely that read's own doing (it booted the location, whose
-// servers announce every transition) and gets the ordinary wake, at most
-// initial-delay later, instead of a read of its own.
+// A report that does not say the server failed (2.x mcp.status.changed)
+// is checked at once too, also just after a read of the daemon's own: it
+// is OpenCode's word, and the check reads before it connects. Changes a
+// read causes (it booted the location, whose servers announce every
+// transition) cost at most the one read per initial-delay.
 //
 // A report of a server whose process the view saw exit (trigDead) is
 // OpenCode's word on that exit, not news: its check at once was counted
 // when the exit came (ChildExited), and waits only for this word.
-func (e *Engine) firstCrash(d *dir, s *server, now time.Time, ambiguous bool) bool {
+func (e *Engine) firstCrash(d *dir, s *server, now time.Time) bool {
 	spoken := s.trig&trigDead != 0
-	if !e.stableConnected(s, now) || s.connecting ||
-		!spoken && (ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial || !d.atOnce(now, e.cfg.Backoff.Initial)) {
+	if !e.stableConnected(s, now) || s.connecting || !spoken && !d.atOnce(now, e.cfg.Backoff.Initial) {
 		return false
 	}
 	s.forget()
@@ -178,7 +177,7 @@ func (e *Engine) serverChanged(path, name, reason string) {
 		if s := d.servers[name]; name != "" && s != nil && (s.connecting || now.Sub(s.ep.Last()) < e.cfg.Backoff.Initial) {
 			return
 		}
-		e.reported(d, name, now, true)
+		e.reported(d, name, now)
 	})
 }
 

@@ -49,9 +49,9 @@ func TestRequestsAreExactlyTheSchedule(t *testing.T) {
 // The same with the event stream subscribed, as the daemon always is. 1.x
 // publishes nothing when a connect fails (mcp.tools.changed only when a
 // live connection closes): the same requests, and one subscription. 2.x
-// publishes mcp.status.changed for every transition, so each of our own
-// connects (pending, then failed again) and the boot of each location
-// wake their directory initial-delay later, at a cost documented here.
+// publishes mcp.status.changed for every transition: each of our own
+// connects (pending, then failed again) wakes nothing, the boot of each
+// location at most one read, at a cost documented here.
 func TestRequestsAreExactlyTheScheduleWithEvents(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) { exactSchedule(t, g, true) })
 }
@@ -90,20 +90,35 @@ func exactSchedule(t *testing.T, g generation, events bool) {
 		}
 		reads = append(reads, secs(at)...)
 	}
-	// With the stream on, 2.x's mcp.status.changed after the boot and
-	// after each of the engine's own connects wakes nothing: the read
-	// after the connect shows those outcomes anyway, so both generations
-	// read exactly the same.
-	var got0 []time.Duration
-	for _, q := range r.perDirRequests() {
-		if q.Directory == "/p/0" && q.Route == routeStatus {
-			got0 = append(got0, q.Time.Sub(r.start))
+	// With the stream on, 2.x's mcp.status.changed after each of the
+	// engine's own connects wakes nothing: the read after the connect
+	// shows those outcomes anyway. The first read boots the location,
+	// whose servers announce their start; an announcement that comes
+	// after that read saw them connected reads at once (OpenCode spoke),
+	// once: on 2.x a directory may read once more at 1 s, that read
+	// standing in for the connect's outcome read at 1.5 s or not.
+	// Afterwards both generations read exactly the same.
+	extra := 0
+	for i := range dirs {
+		var got []time.Duration
+		for _, q := range r.perDirRequests() {
+			if q.Directory == fmt.Sprintf("/p/%d", i) && q.Route == routeStatus {
+				got = append(got, q.Time.Sub(r.start))
+			}
+		}
+		boot := 0
+		for boot < len(got) && got[boot] <= reads[1] {
+			boot++
+		}
+		switch {
+		case equalDurations(got, reads):
+		case events && g.name != "v1" && got[1] == reads[0] && (boot == 2 || boot == 3 && got[2] == reads[1]) && equalDurations(got[boot:], reads[2:]):
+			extra += boot - 2
+		default:
+			t.Errorf("status reads of /p/%d at %v, want %v", i, got, reads)
 		}
 	}
-	if !equalDurations(got0, reads) {
-		t.Errorf("status reads of /p/0 at %v, want %v", got0, reads)
-	}
-	if got, want := fake.Count(routeStatus, "", ""), dirs*len(reads); got != want {
+	if got, want := fake.Count(routeStatus, "", ""), dirs*len(reads)+extra; got != want {
 		t.Errorf("status reads = %d, want %d", got, want)
 	}
 	if got, want := fake.Count(routeConnect, "", ""), dirs*7; got != want {
@@ -143,13 +158,13 @@ func exactSchedule(t *testing.T, g generation, events bool) {
 		t.Errorf("event subscriptions = %d, want %d", n, subscriptions)
 	}
 	perDir := len(reads) + 7 + configReads
-	if got, want := len(fake.Requests()), dirs*perDir+recordedPerRig+subscriptions; got != want {
+	if got, want := len(fake.Requests()), dirs*perDir+extra+recordedPerRig+subscriptions; got != want {
 		t.Errorf("recorded requests = %d, want %d", got, want)
 	}
 	wire := r.wireRequests()
 	// The subscription may come before the description is read.
 	head := slices.DeleteFunc(slices.Clone(wire), func(q string) bool { return strings.HasSuffix(q, "/event") })
-	if got, want := len(wire), dirs*perDir+len(perRig)+subscriptions; got != want || !slices.Equal(head[:len(perRig)], perRig) {
+	if got, want := len(wire), dirs*perDir+extra+len(perRig)+subscriptions; got != want || !slices.Equal(head[:len(perRig)], perRig) {
 		t.Errorf("requests received = %d starting %q, want %d starting %q", got, head[:min(len(head), len(perRig))], want, perRig)
 	}
 }

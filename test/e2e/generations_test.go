@@ -134,12 +134,16 @@ func findBinaries(root string) {
 }
 
 // forEachGeneration runs body once per generation, each as a subtest
-// named after its release ("1.18.34", "2.1.2"), in that order. A missing
-// binary skips its subtest, and fails it under CI=true.
-func forEachGeneration(t *testing.T, body func(t *testing.T, g gen)) {
+// (or, given a *testing.B, a sub-benchmark) named after its release
+// ("1.18.34", "2.1.2"), in that order. A missing binary skips its
+// subtest, and fails it under CI=true.
+func forEachGeneration[T interface {
+	testing.TB
+	Run(name string, f func(T)) bool
+}](t T, body func(t T, g gen)) {
 	t.Helper()
 	for _, g := range generations {
-		t.Run(g.Name, func(t *testing.T) {
+		t.Run(g.Name, func(t T) {
 			needBinary(t, g.Bin, g.Name)
 			body(t, g)
 		})
