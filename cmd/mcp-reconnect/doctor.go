@@ -120,9 +120,6 @@ It exits 0 only when nothing failed.`,
 			if reg, err := registry.Default(); err == nil {
 				ents, _ = reg.List()
 			}
-			for _, e := range ents {
-				o.Daemons = append(o.Daemons, &statusapi.Client{Addr: e.StatusAddr, Token: e.Token})
-			}
 			if reap {
 				return reapOrphans(cmd, o, yes)
 			}

@@ -151,31 +151,14 @@ type Options struct {
 	ProcessTable func() (procview.Table, error)
 	// UID is the user whose processes count (os.Getuid()).
 	UID int
-	// Daemons are further running daemons (the registry's) whose armed
-	// directories the process checks read the config of, as Daemon's.
-	Daemons []*statusapi.Client
 	// Record, when set, is where the daemons wrote the MCP processes
 	// they saw under live OpenCode processes (procview.DefaultRecord):
 	// the evidence that proves an orphan after its OpenCode is gone.
 	Record *procview.Record
 
 	// localConfig reads the MCP servers configured for a directory:
-	// opencode.OwnedMCPConfig (the files OpenCode reads) unless a test
-	// says otherwise.
+	// dirConfig unless a test says otherwise.
 	localConfig func(dir string) map[string]opencode.MCPEntry
-}
-
-// daemons are Daemon and Daemons, each status address once.
-func (o Options) daemons() []*statusapi.Client {
-	var out []*statusapi.Client
-	seen := map[string]bool{}
-	for _, d := range append([]*statusapi.Client{o.Daemon}, o.Daemons...) {
-		if d != nil && !seen[d.Addr] {
-			seen[d.Addr] = true
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // Run detects which OpenCode generation answers at rawURL (with

@@ -45,7 +45,7 @@ var routesV2 = []routeV2{
 	{"GET", "/api/info", false, "version and pid", []string{"/api/health", "/api/status"}, false, ""},
 	{"GET", "/api/mcp", true, "MCP status", nil, false, ""},
 	{"GET", "/api/config", true, "server kinds, remote URLs and which servers the user disabled", nil, true,
-		"mcp-reconnect runs without it: server kinds and remote URLs come from the config files (when OpenCode runs on this machine) and from integrationID"},
+		"mcp-reconnect runs without it: server kinds unknown: every server is budgeted as local, remote endpoints are not probed, a restarted remote server is not repaired"},
 	{"GET", "/api/event", false, "the event stream", nil, false, ""},
 }
 

@@ -31,9 +31,8 @@ const (
 	// CapConnect: (re)connect an MCP server (POST
 	// /api/experimental/mcp/{name}/connect or /api/mcp/{name}/connect).
 	CapConnect = "connect"
-	// CapConfig: a location's resolved config (GET /api/config). Without
-	// it, server kinds and remote URLs come from the config files OpenCode
-	// reads (when it runs on this machine) and from integrationID.
+	// CapConfig: a location's resolved config (GET /api/config), which
+	// tells remote servers and their endpoints from local ones.
 	CapConfig = "config"
 	// CapEvents: the event stream (GET /api/event).
 	CapEvents = "events"
@@ -112,7 +111,7 @@ var withoutCap = map[string]string{
 	CapVersion:   "the version found at detection is kept",
 	CapStatus:    "no MCP server can be checked",
 	CapConnect:   "no MCP server can be reconnected",
-	CapConfig:    "server kinds and remote URLs come from the config files and integrationID",
+	CapConfig:    "server kinds unknown: every server is budgeted as local, remote endpoints are not probed, a restarted remote server is not repaired",
 	CapEvents:    "directories are checked on the idle interval only",
 	CapLocations: "a disposed location cannot be told from a booted one without booting it",
 }

@@ -81,7 +81,7 @@ func TestRoutesFromPreviewDescription(t *testing.T) {
 			if !c.FromDescription {
 				t.Errorf("%s: not from the description", c.Name)
 			}
-			if c.Name == opencode.CapConfig && (!strings.Contains(c.Missing, "not in the server's API description") || !strings.Contains(c.Without, "config files")) {
+			if c.Name == opencode.CapConfig && (!strings.Contains(c.Missing, "not in the server's API description") || !strings.Contains(c.Without, "server kinds unknown")) {
 				t.Errorf("config: %+v", c)
 			}
 		}
@@ -159,14 +159,10 @@ func TestDescriptionReadOnceByConcurrentCalls(t *testing.T) {
 // again within its backoff step (TestStatusRouteThatAnswered404ComesBack:
 // after it, it is), and the capability
 // says why it is gone: here a config route the description claims, which
-// the server does not serve. MCPConfig then reads the config files.
+// the server does not serve. MCPConfig then fails, saying what the
+// daemon runs without: no config is guessed.
 func TestRouteThatAnswered404IsNotAskedAgain(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("OPENCODE_CONFIG_DIR", t.TempDir())
-	t.Setenv("OPENCODE_CONFIG", "")
-	if err := os.WriteFile(dir+"/opencode.jsonc", []byte(`{"mcp":{"servers":{"web":{"type":"remote","url":"http://127.0.0.1:9/mcp",},},},}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	const dir = "/p"
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		asked := map[string]int{}
@@ -184,15 +180,13 @@ func TestRouteThatAnswered404IsNotAskedAgain(t *testing.T) {
 			}
 		}))
 		defer stop()
-		// A loopback address (the pipe answers at any): the config files
-		// are this machine's.
 		const url = "http://127.0.0.1:4096"
 		c, _ := opencode.NewV2(url, opencode.Options{Password: "pw", Transport: tr})
 		ctx := context.Background()
 		for range 3 {
 			cfg, err := c.MCPConfig(ctx, dir)
-			if err != nil || cfg["web"].Type != "remote" || cfg["web"].URL != "http://127.0.0.1:9/mcp" {
-				t.Fatalf("config = %+v, %v; want the file's", cfg, err)
+			if cfg != nil || !errors.Is(err, opencode.ErrUnavailable) || !strings.Contains(err.Error(), "server kinds unknown") {
+				t.Fatalf("config = %+v, %v; want none, and the gap said", cfg, err)
 			}
 			if _, err := c.MCPStatus(ctx, dir); !errors.Is(err, opencode.ErrUnavailable) {
 				t.Fatalf("status of a server without the route: %v", err)

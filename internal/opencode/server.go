@@ -183,17 +183,6 @@ func NewServer(o ServerOptions) (*Server, error) {
 		id: identity{url: o.URL}}, nil
 }
 
-// SetConfigEnv tells the server how the OpenCode process behind it
-// resolves its config files: its environment and home, read by the
-// daemon's process view, or Local false when its files are not this
-// machine's (another mount namespace, another machine, a listener that is
-// not OpenCode). An OpenCode 2 without GET /api/config is configured from
-// them; it is forgotten when OpenCode is replaced.
-func (s *Server) SetConfigEnv(env ConfigEnv) {
-	s.mem.config.Store(&env)
-	s.mem.foreign.Store(false) // decided for this process
-}
-
 // URL is the server's current base URL, safe to log.
 func (s *Server) URL() string {
 	s.mu.Lock()

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 )
 
 // The 2.x client and its calls: ClientV2, the engine's MCPStatus, Connect
@@ -35,20 +33,14 @@ import (
 // read fails, and not again while the process answers (every re-subscribe
 // of the event stream detects again).
 type ClientV2 struct {
-	c *Client
-	// local: the server listens on a loopback address, so its config
-	// files are this machine's.
-	local bool
-	mem   *processMemory
+	c   *Client
+	mem *processMemory
 
 	mu  sync.Mutex
 	log *slog.Logger
 	// missing holds the "METHOD path" routes that answered 404 (without
 	// an OpenCode error tag) or 405, each asked again after its backoff.
 	missing map[string]*retry
-	// integration holds, per directory, the servers its last status read
-	// marked with an integrationID (remote servers).
-	integration map[string]map[string]bool
 	// empty holds the directories whose last status read listed no server.
 	empty map[string]bool
 }
@@ -62,8 +54,7 @@ func newV2(rawURL string, o Options, mem *processMemory) (*ClientV2, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ClientV2{c: c, local: loopback.Host(c.base.Host), log: slog.New(slog.DiscardHandler), mem: mem,
-		missing: map[string]*retry{}, integration: map[string]map[string]bool{}, empty: map[string]bool{}}, nil
+	return &ClientV2{c: c, log: slog.New(slog.DiscardHandler), mem: mem, missing: map[string]*retry{}, empty: map[string]bool{}}, nil
 }
 
 // SetLog sets where the client says which routes it chose and which
@@ -101,8 +92,8 @@ const (
 // final (docs/opencode.md#mcp-status-and-pending-2x).
 const EmptyRereadDelay = 500 * time.Millisecond
 
-// maxRemembered bounds the per-directory memories of a client (the
-// integrationIDs and empty answers of its last reads).
+// maxRemembered bounds the directories whose last read was empty that a
+// client remembers.
 const maxRemembered = 4096
 
 // MCPStatus reads GET /api/mcp for dir's location. Reading it boots the
@@ -139,34 +130,17 @@ func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]Server
 	return st, nil
 }
 
-// remember notes what a status read of dir showed.
+// remember notes whether a status read of dir was empty.
 func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.empty) >= maxRemembered {
 		clear(v.empty)
 	}
-	if len(v.integration) >= maxRemembered {
-		clear(v.integration)
-	}
 	if len(st) == 0 {
 		v.empty[dir] = true
 	} else {
 		delete(v.empty, dir)
-	}
-	var remote map[string]bool
-	for name, s := range st {
-		if s.IntegrationID != "" {
-			if remote == nil {
-				remote = map[string]bool{}
-			}
-			remote[name] = true
-		}
-	}
-	if remote == nil {
-		delete(v.integration, dir)
-	} else {
-		v.integration[dir] = remote
 	}
 }
 
@@ -218,17 +192,13 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	return err
 }
 
-// MCPConfig reads the MCP servers configured for dir: GET /api/config
-// where the server offers it. Where it does not (the v2 preview build),
-// the servers come from the config files OpenCode reads, when it runs on
-// this machine (see ReadMCPConfig), and every server the last status read
-// of dir marked with an integrationID is remote. Remote headers and local
-// environments are never decoded (they may hold secrets).
+// MCPConfig reads the MCP servers configured for dir: GET /api/config.
+// A server without the route has no config the daemon can read (it never
+// guesses one from files): the error says so, and the engine runs with
+// the server kinds unknown. Remote headers and local environments are
+// never decoded (they may hold secrets).
 func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
-	body, gone, err := v.getCap(ctx, CapConfig, opConfigV2, locQuery(dir))
-	if gone {
-		return v.configWithoutRoute(dir), nil
-	}
+	body, _, err := v.getCap(ctx, CapConfig, opConfigV2, locQuery(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -237,36 +207,6 @@ func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEnt
 		return nil, v.unexpected(opConfigV2, err)
 	}
 	return cfg, nil
-}
-
-// configWithoutRoute is MCPConfig for a server without GET /api/config:
-// the config files as this OpenCode process resolves them (its own
-// environment and home, told by the daemon's process view: SetConfigEnv);
-// until the view has found the process, those of this machine when the
-// server listens on loopback, unless the process it replaced was found in
-// another mount namespace (a container that restarted): then none until
-// the view decides about this one. A process in another mount namespace
-// (a container published on loopback) or on another machine has none
-// readable here: only what its status reads said is known.
-func (v *ClientV2) configWithoutRoute(dir string) map[string]MCPEntry {
-	env := OwnConfigEnv(V2)
-	if e := v.mem.config.Load(); e != nil {
-		env = *e
-	} else if !v.local || v.mem.foreign.Load() {
-		env = ConfigEnv{}
-	}
-	cfg, err := ReadMCPConfig(dir, env)
-	if err != nil {
-		cfg = map[string]MCPEntry{}
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for name := range v.integration[dir] {
-		if e := cfg[name]; e.Type != "remote" {
-			cfg[name] = MCPEntry{Type: "remote", Enabled: e.Enabled}
-		}
-	}
-	return cfg
 }
 
 // Info reads the server's version and pid from the route its description

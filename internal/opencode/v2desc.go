@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -50,16 +49,6 @@ type processMemory struct {
 	desc     description
 	sessions *sessionDirs
 	answered sync.Map // "METHOD path" → true
-	// config is how the process resolves its config files (its own
-	// environment and home; Local false when they are not this
-	// machine's), as the daemon's process view found it; nil until then.
-	config atomic.Pointer[ConfigEnv]
-	// foreign is set when the process replaced last was found not to
-	// see this machine's files: until the view decides about the one
-	// that answers now, it is taken for the same (a container that
-	// restarted keeps its port and its namespace), and this machine's
-	// files are not applied to it.
-	foreign atomic.Bool
 }
 
 // description is what the reads of one process's API description gave,
@@ -105,9 +94,6 @@ func (m *processMemory) forget() {
 	d.mu.Unlock()
 	m.sessions.forget()
 	m.answered.Clear()
-	if prev := m.config.Swap(nil); prev != nil {
-		m.foreign.Store(!prev.Local)
-	}
 }
 
 // has reports whether route answered this process.

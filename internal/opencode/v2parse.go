@@ -120,17 +120,17 @@ func ParseConfigV2(body []byte) (map[string]MCPEntry, error) {
 			continue
 		}
 		for name, raw := range layer.Info.MCP.Servers {
-			out[name] = configEntryV2(raw)
+			out[name] = ParseConfigEntry(raw)
 		}
 	}
 	return out, nil
 }
 
-// configEntryV2 reads one server of a config layer, field by field so that
+// ParseConfigEntry reads one server of a config layer or file, field by field so that
 // one odd field costs only itself: type, url, command, cwd, and 2.x's
 // "disabled" or 1.x's "enabled". Headers and environment are not among the
 // fields (they may hold secrets).
-func configEntryV2(raw json.RawMessage) MCPEntry {
+func ParseConfigEntry(raw json.RawMessage) MCPEntry {
 	var f struct {
 		Type     json.RawMessage `json:"type"`
 		URL      json.RawMessage `json:"url"`

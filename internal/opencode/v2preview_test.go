@@ -3,9 +3,6 @@ package opencode_test
 import (
 	"context"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,42 +24,6 @@ func previewRig(t *testing.T, servers map[string]fake2.Spec) (*fake2.Server, *op
 		t.Fatal(err)
 	}
 	return fake, c
-}
-
-// The client works the preview build as it answers: version from
-// /api/health, connect on the development route (never the experimental
-// one), no config route (integrationID tells the remote servers, with no
-// request for a config).
-func TestClientV2AgainstPreview(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake, c := previewRig(t, map[string]fake2.Spec{"fs": {Status: "failed"}, "web": {Type: "remote", URL: "http://127.0.0.1:9/mcp"}})
-		ctx := context.Background()
-		info, err := c.Info(ctx)
-		if err != nil || info.Version != fake2.PreviewVersion || info.PID != fake2.PreviewPID {
-			t.Fatalf("info = %+v, %v", info, err)
-		}
-		st, err := c.MCPStatus(ctx, "/p")
-		if err != nil || st["web"].IntegrationID == "" || st["fs"].IntegrationID != "" {
-			t.Fatalf("status = %+v, %v", st, err)
-		}
-		if err := c.Connect(ctx, "/p", "fs"); err != nil {
-			t.Fatal(err)
-		}
-		// fake2.URL is not a loopback address: no config files are read,
-		// and only integrationID says who is remote.
-		cfg, err := c.MCPConfig(ctx, "/p")
-		if err != nil || cfg["web"].Type != "remote" || len(cfg) != 1 {
-			t.Fatalf("config = %+v, %v", cfg, err)
-		}
-		for _, route := range []string{fake2.RouteInfo, fake2.RouteConfig, fake2.RouteConnect, fake2.RouteUnknownAPI} {
-			if n := fake.Count(route, "", ""); n != 0 {
-				t.Errorf("%d requests of %s", n, route)
-			}
-		}
-		if n := fake.Count(fake2.RouteConnectDev, "/p", "fs"); n != 1 {
-			t.Errorf("dev connects = %d", n)
-		}
-	})
 }
 
 // Booted locations are listed without booting one; where the server has
@@ -209,73 +170,6 @@ func TestSessionMemoryIsBounded(t *testing.T) {
 			t.Errorf("s%d: %q, want %q (the oldest are forgotten)", i, ev.Directory, want)
 		}
 	}
-}
-
-// JSONC in both generations' shapes; a later layer replaces a server
-// whole; headers and environment are never read.
-func TestConfigFilesOfAnOpenCode2SharingOurFiles(t *testing.T) {
-	global, dir := t.TempDir(), t.TempDir()
-	t.Setenv("OPENCODE_CONFIG_DIR", global)
-	extra := filepath.Join(t.TempDir(), "extra.json")
-	t.Setenv("OPENCODE_CONFIG", extra)
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(global, "opencode.json"), `{"mcp":{"old":{"type":"local","command":["old"],"enabled":false},"web":{"type":"remote","url":"http://a/mcp","headers":{"Authorization":"Bearer SECRET"}}}}`)
-	write(extra, `{"mcp":{"servers":{"x":{"type":"local","command":["x"]}}}}`)
-	write(filepath.Join(dir, "opencode.jsonc"), `{
-		// 2.x's shape, with comments
-		"mcp": {"servers": {
-			"web": {"type": "remote", "url": "http://127.0.0.1:7/mcp", /* no headers */},
-			"fs": {"type": "local", "command": ["node", "fs.js"], "cwd": "sub", "environment": {"TOKEN": "SECRET"}, "disabled": true,},
-		}},
-	}`)
-	write(filepath.Join(dir, ".opencode", "opencode.json"), `{"mcp":{"servers":{"x":{"type":"remote","url":"http://x/mcp"}}}}`)
-	write(filepath.Join(dir, "opencode.json"), `not json at all`)
-	cfg, err := opencode.ReadMCPConfig(dir, opencode.OwnConfigEnv(opencode.V2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	no := false
-	want := map[string]opencode.MCPEntry{
-		"old": {Type: "local", Command: []string{"old"}, Enabled: &no},
-		"web": {Type: "remote", URL: "http://127.0.0.1:7/mcp"},
-		"fs":  {Type: "local", Command: []string{"node", "fs.js"}, Cwd: "sub", Enabled: &no},
-		"x":   {Type: "remote", URL: "http://x/mcp"},
-	}
-	if got := slices.Sorted(maps.Keys(cfg)); !slices.Equal(got, []string{"fs", "old", "web", "x"}) {
-		t.Fatalf("servers %v", got)
-	}
-	for n, w := range want {
-		g := cfg[n]
-		if g.Type != w.Type || g.URL != w.URL || g.Cwd != w.Cwd || !slices.Equal(g.Command, w.Command) || (g.Enabled == nil) != (w.Enabled == nil) || g.Enabled != nil && *g.Enabled != *w.Enabled {
-			t.Errorf("%s = %+v, want %+v", n, g, w)
-		}
-		if s := fmt.Sprintf("%+v", g); strings.Contains(s, "SECRET") {
-			t.Errorf("%s holds a secret: %s", n, s)
-		}
-	}
-}
-
-func FuzzParseConfigFile(f *testing.F) {
-	f.Add([]byte(`{"mcp":{"servers":{"a":{"type":"remote","url":"http://x",},},},}`))
-	f.Add([]byte(`{"mcp":{"a":{"type":"local","command":["x"],"enabled":false}}}`))
-	f.Add([]byte("// c\n{/* x */\"mcp\":{\"servers\":{\"type\":\"local\"}}}"))
-	f.Add([]byte(`{"mcp":{"servers":7,"b":[],"c":{"type":1,"command":"x","cwd":2}}}`))
-	f.Add([]byte(`null`))
-	f.Add([]byte(`{"a":"/* not a comment */ // nor this"}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		cfg, err := opencode.ParseConfigFile(b)
-		if (err == nil) == (cfg == nil) {
-			t.Fatalf("cfg %v with err %v", cfg, err)
-		}
-	})
 }
 
 // The session memory is bounded in bytes too: an id or a directory far
