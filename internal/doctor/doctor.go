@@ -201,12 +201,7 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 			return append(checks, Check{Fail, "reachable", err.Error()})
 		}
 		c = v
-		if pid > 0 {
-			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
-		} else {
-			// 2.0.0–2.0.5 answer /api/status, not /api/info.
-			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (no pid: it has no GET /api/info)", version)})
-		}
+		checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
 		if oo.Password == "" {
 			checks = append(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"})
 		} else {
@@ -217,17 +212,13 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersionV2)})
 		}
-		// The description the client chose its routes from: one read.
-		var oe *opencode.Error
-		switch desc, err := v.Description(ctx); {
-		case errors.As(err, &oe):
+		if body, err := v.Doc(ctx); err != nil {
 			checks = append(checks, Check{Fail, "api description", err.Error()})
-		case err != nil:
+		} else if desc, err := apidesc.Parse(body); err != nil {
 			checks = append(checks, Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()})
-		default:
-			checks = append(checks, checkDescV2(desc)...)
+		} else {
+			checks = append(checks, checkDescV2(desc, v.Capabilities())...)
 		}
-		checks = append(checks, capabilityChecks(v.Capabilities(ctx))...)
 		checks = append(checks, streamCheck(ctx, v, "GET /api/event"))
 	default:
 		v, err := opencode.New(rawURL, oo)

@@ -192,42 +192,6 @@ func ParseInfo(body []byte) (Info, error) {
 	return Info{Version: *raw.Version, PID: int(pid), URLs: raw.URLs}, nil
 }
 
-// ParseHealthV2 decodes the body of the v2 preview build's GET
-// /api/health: {"healthy":true,"version":V,"pid":P}. It requires healthy
-// true, a non-empty string version and an integer pid: only then is the
-// answer OpenCode 2's (1.18.34 answers {"healthy":true} there).
-func ParseHealthV2(body []byte) (Info, error) {
-	var raw struct {
-		Healthy *bool `json:"healthy"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return Info{}, fmt.Errorf("health is not a JSON object: %w", err)
-	}
-	if raw.Healthy == nil || !*raw.Healthy {
-		return Info{}, errors.New("health has no \"healthy\": true")
-	}
-	info, err := ParseInfo(body)
-	if err != nil {
-		return Info{}, fmt.Errorf("health: %w", err)
-	}
-	return info, nil
-}
-
-// parseStatusOld decodes 2.0.0–2.0.5's GET /api/status: a string version
-// "2.…", a pid if any.
-func parseStatusOld(body []byte) (Info, error) {
-	var s struct {
-		Version *string         `json:"version"`
-		PID     json.RawMessage `json:"pid"`
-	}
-	if err := json.Unmarshal(body, &s); err != nil || s.Version == nil || *s.Version == "" {
-		return Info{}, errors.New("status has no string \"version\"")
-	}
-	var pid int
-	_ = json.Unmarshal(s.PID, &pid)
-	return Info{Version: *s.Version, PID: max(pid, 0)}, nil
-}
-
 // ParseLocationsV2 decodes GET /api/debug/location: an array of
 // {"directory":D,"workspaceID"?:W}. An entry without a string directory is
 // skipped; anything but an array is an error.
