@@ -306,8 +306,8 @@ func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broke
 }
 
 // about is what status shows of the server: its generation and version,
-// and, for OpenCode 2, what it lacks (from its own API description, which
-// the client has read by the time anything was asked of it).
+// and, for OpenCode 2, the routes it lacks for now (each answered 404: no
+// such route).
 func about(client *opencode.Server) *reconnect.OpenCodeInfo {
 	gen, version := client.Generation()
 	if gen == opencode.GenUnknown {
