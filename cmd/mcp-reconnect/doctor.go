@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/doctor"
@@ -119,9 +120,6 @@ It exits 0 only when nothing failed.`,
 			var ents []registry.Entry
 			if reg, err := registry.Default(); err == nil {
 				ents, _ = reg.List()
-			}
-			for _, e := range ents {
-				o.Daemons = append(o.Daemons, &statusapi.Client{Addr: e.StatusAddr, Token: e.Token})
 			}
 			if reap {
 				return reapOrphans(cmd, o, yes)
@@ -400,7 +398,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 // orphans, asking on the terminal unless --yes.
 func reapOrphans(cmd *cobra.Command, o doctor.Options, yes bool) error {
 	ro := doctor.ReapOptions{Yes: yes, Prompt: cmd.ErrOrStderr(), Report: cmd.OutOrStdout()}
-	if in, ok := cmd.InOrStdin().(*os.File); ok && doctor.IsTerminal(in.Fd()) {
+	if in, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 		ro.In = in
 	}
 	if err := ro.Allowed(); err != nil {

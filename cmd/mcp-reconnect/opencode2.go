@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -17,7 +16,7 @@ import (
 // URL and password: $XDG_STATE_HOME/opencode/service.json, on macOS too.
 func defaultServiceFile() string {
 	home, _ := os.UserHomeDir()
-	return opencode.ServiceFilePath(runtime.GOOS, os.Getenv, home)
+	return opencode.ServiceFilePath(os.Getenv, home)
 }
 
 // followService is the OpenCode 2 service file watch follows: the one

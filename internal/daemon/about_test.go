@@ -14,18 +14,20 @@ import (
 )
 
 // What a server lacks is a capability the daemon says it runs without, in
-// status too: the preview build has no config route (kinds come from the
-// config files); 2.1.2 lacks nothing; a system without the process view
-// (macOS) lacks processes; nothing is said (and nothing asked) before a
-// detection.
+// status too: a server whose config route answered 404 (no such route)
+// runs with the server kinds unknown; 2.1.2 lacks nothing; a system
+// without the process view (macOS) lacks processes; nothing is said (and
+// nothing asked) before a detection.
 func TestStatusSaysWhatTheServerRunsWithout(t *testing.T) {
+	noConfig := fake2.New(map[string]fakeopencode.Spec{"s": {}})
+	noConfig.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, `"/api/config":`, `"/api/config-gone":`, 1)))
 	for _, tc := range []struct {
 		name    string
 		fake    *fake2.Server
 		noView  error
 		without []string
 	}{
-		{"preview", fake2.NewPreview(map[string]fakeopencode.Spec{"s": {}}), nil, []string{"config"}},
+		{"no config route", noConfig, nil, []string{"config"}},
 		{"2.1.2", fake2.New(map[string]fakeopencode.Spec{"s": {}}), nil, nil},
 		{"no process view", fake2.New(map[string]fakeopencode.Spec{"s": {}}), errors.ErrUnsupported, []string{"processes"}},
 	} {
@@ -45,6 +47,7 @@ func TestStatusSaysWhatTheServerRunsWithout(t *testing.T) {
 				if _, _, err := client.Detect(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+				_, _ = client.MCPConfig(context.Background(), "/p")
 				info := about(client, tc.noView)
 				if info == nil || info.Generation != "2.x" {
 					t.Fatalf("about = %+v", info)

@@ -307,10 +307,9 @@ func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broke
 }
 
 // about is what status shows of the server: its generation and version,
-// and, for OpenCode 2, what it lacks (from its own API description, which
-// the client has read by the time anything was asked of it); and that the
-// daemon runs without a process view where there is none (noView, as
-// procview.Unavailable).
+// and, for OpenCode 2, the routes it lacks for now (each answered 404: no
+// such route); and that the daemon runs without a process view where
+// there is none (noView, as procview.Unavailable).
 func about(client *opencode.Server, noView error) *reconnect.OpenCodeInfo {
 	gen, version := client.Generation()
 	if gen == opencode.GenUnknown {

@@ -199,7 +199,6 @@ func (p *procWatch) run(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		pid, err := p.find(tab)
-		p.tellConfigEnv(tab, pid, err)
 		if err == nil {
 			err = p.watch(ctx, tab, pid)
 		}
@@ -270,57 +269,6 @@ func (p *procWatch) loopbackPort() (int, error) {
 		return 0, fmt.Errorf("no port in %s", p.client.URL())
 	}
 	return port, nil
-}
-
-// tellConfigEnv tells the client how the OpenCode process found (or not)
-// resolves its config files: with its own environment and home when it is
-// this user's and sees this machine's files (the same mount namespace);
-// not at all when it is another process than a local OpenCode of this
-// user (a container published on loopback, a tunnel, another machine).
-func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
-	if p.client == nil {
-		return
-	}
-	gen, _ := p.client.Generation()
-	if found != nil {
-		p.client.SetConfigEnv(p.listenerConfigEnv(tab, gen, p.client.PID()))
-		return
-	}
-	env := opencode.OwnConfigEnv(gen)
-	same, err := procview.SameMountNamespace(pid)
-	env.Local = err == nil && same
-	if getenv, ok := procview.OpenCodeEnv(tab, pid); ok {
-		env.Getenv = getenv
-	}
-	if !env.Local {
-		p.log.Debug("opencode does not see this machine's files; its config files are not read", "url", p.where(), "pid", pid, "err", err)
-	}
-	p.client.SetConfigEnv(env)
-}
-
-// listenerConfigEnv is how the config files of an OpenCode that is no
-// local process of this user (as find sees it) are resolved: with this
-// daemon's own environment when the process listening on its loopback
-// port is the process the server says it is (reported, its own pid:
-// OpenCode 2's /api/info), of this user and in this mount namespace (an
-// OpenCode the view does not take for one: a wrapper, a renamed binary);
-// else not at all. What listens may forward to an OpenCode elsewhere (ssh,
-// a container's port publisher, Lima, VS Code's forwarded ports,
-// cloudflared, a reverse proxy), and no list of names covers them: a
-// server that reports no pid (1.x) is never taken for the listener.
-func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation, reported int) opencode.ConfigEnv {
-	if reported > 0 {
-		if port, err := p.loopbackPort(); err == nil {
-			if pid, err := procview.ListenerPID(port, os.Getuid()); err == nil && pid == reported {
-				proc, err := tab.Read(pid)
-				same, nsErr := procview.SameMountNamespace(pid)
-				if err == nil && nsErr == nil && same && proc.UID == os.Getuid() {
-					return opencode.OwnConfigEnv(gen)
-				}
-			}
-		}
-	}
-	return opencode.ConfigEnv{Generation: gen}
 }
 
 // syncServers gives v the engine's local servers when they changed.

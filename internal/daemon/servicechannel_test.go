@@ -102,11 +102,11 @@ func TestServiceOfAHashedChannelThatStartsLaterIsFollowed(t *testing.T) {
 
 		time.Sleep(90 * time.Second) // the login, then nothing for a while
 		synctest.Wait()
-		svc := fake2.NewPreview(nil)
+		svc := fake2.New(nil)
 		const host = "127.0.0.1:36347"
 		hosts.Serve(host, svc)
 		file := filepath.Join(dir, previewFile)
-		registerService(t, file, "http://"+host, fake2.PreviewVersion, fake2.PreviewPID, fake2.DefaultPassword, time.Now())
+		registerService(t, file, "http://"+host, fake2.DefaultVersion, fake2.DefaultPID, fake2.DefaultPassword, time.Now())
 		wrote := time.Now()
 		for svc.Subscribers() == 0 {
 			if time.Since(wrote) > 6*time.Second {
@@ -116,12 +116,12 @@ func TestServiceOfAHashedChannelThatStartsLaterIsFollowed(t *testing.T) {
 		}
 		t.Logf("followed %v after the file appeared", time.Since(wrote))
 		synctest.Wait()
-		want := fmt.Sprintf(`msg="following the OpenCode 2 service" file=%s url=http://%s pid=%d`, file, host, fake2.PreviewPID)
+		want := fmt.Sprintf(`msg="following the OpenCode 2 service" file=%s url=http://%s pid=%d`, file, host, fake2.DefaultPID)
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log does not say which service it follows (%s):\n%s", want, logs)
 		}
-		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != file || got.PID != fake2.PreviewPID || len(got.AlsoRegistered) != 0 {
-			t.Errorf("status shows the service %+v, want %s pid %d", got, file, fake2.PreviewPID)
+		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != file || got.PID != fake2.DefaultPID || len(got.AlsoRegistered) != 0 {
+			t.Errorf("status shows the service %+v, want %s pid %d", got, file, fake2.DefaultPID)
 		}
 		if strings.Contains(logs.String(), fake2.DefaultPassword) {
 			t.Error("the service's password reached the log")

@@ -151,31 +151,14 @@ type Options struct {
 	ProcessTable func() (procview.Table, error)
 	// UID is the user whose processes count (os.Getuid()).
 	UID int
-	// Daemons are further running daemons (the registry's) whose armed
-	// directories the process checks read the config of, as Daemon's.
-	Daemons []*statusapi.Client
 	// Record, when set, is where the daemons wrote the MCP processes
 	// they saw under live OpenCode processes (procview.DefaultRecord):
 	// the evidence that proves an orphan after its OpenCode is gone.
 	Record *procview.Record
 
 	// localConfig reads the MCP servers configured for a directory:
-	// opencode.OwnedMCPConfig (the files OpenCode reads) unless a test
-	// says otherwise.
+	// dirConfig unless a test says otherwise.
 	localConfig func(dir string) map[string]opencode.MCPEntry
-}
-
-// daemons are Daemon and Daemons, each status address once.
-func (o Options) daemons() []*statusapi.Client {
-	var out []*statusapi.Client
-	seen := map[string]bool{}
-	for _, d := range append([]*statusapi.Client{o.Daemon}, o.Daemons...) {
-		if d != nil && !seen[d.Addr] {
-			seen[d.Addr] = true
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // Run detects which OpenCode generation answers at rawURL (with
@@ -218,12 +201,7 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 			return append(checks, Check{Fail, "reachable", err.Error()})
 		}
 		c = v
-		if pid > 0 {
-			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
-		} else {
-			// 2.0.0–2.0.5 answer /api/status, not /api/info.
-			checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (no pid: it has no GET /api/info)", version)})
-		}
+		checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
 		if oo.Password == "" {
 			checks = append(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"})
 		} else {
@@ -234,17 +212,13 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersionV2)})
 		}
-		// The description the client chose its routes from: one read.
-		var oe *opencode.Error
-		switch desc, err := v.Description(ctx); {
-		case errors.As(err, &oe):
+		if body, err := v.Doc(ctx); err != nil {
 			checks = append(checks, Check{Fail, "api description", err.Error()})
-		case err != nil:
+		} else if desc, err := apidesc.Parse(body); err != nil {
 			checks = append(checks, Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()})
-		default:
-			checks = append(checks, checkDescV2(desc)...)
+		} else {
+			checks = append(checks, checkDescV2(desc, v.Capabilities())...)
 		}
-		checks = append(checks, capabilityChecks(v.Capabilities(ctx))...)
 		checks = append(checks, streamCheck(ctx, v, "GET /api/event"))
 	default:
 		v, err := opencode.New(rawURL, oo)

@@ -1,14 +1,19 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
@@ -16,23 +21,17 @@ import (
 // processes left over by an OpenCode that is gone (proven by the record
 // the daemons keep, by the process group or by OPENCODE_PID: see
 // procview's Orphans; without proof they are only "possibly left over"
-// and never reaped) and servers that run twice under one live OpenCode. They need neither a daemon nor
-// OpenCode: the case that matters most is an OpenCode that was killed,
-// whose stdio child lives on. So the configured local servers are read
-// from the config files OpenCode reads (opencode.OwnedMCPConfig), never
-// asked of OpenCode, in every directory where one may have been started:
-//
-//   - each --directory, each directory a running daemon has armed, and
-//     each directory of a server the record saw;
-//   - the working directory of every process of this user that looks
-//     left over (procview.LeftOverDirs: OpenCode starts a local server
-//     with the directory as its cwd, so an orphan names its own
-//     directory);
-//   - the working directory of each live OpenCode and of its children
-//     (the same reason, for duplicates).
-//
-// A server configured with a cwd of its own is found there only through
-// the first two: its process's cwd is not its directory.
+// and never reaped) and servers that run twice under one live OpenCode.
+// They need neither a daemon nor OpenCode: the case that matters most is
+// an OpenCode that was killed, whose stdio child lives on. A process the
+// record saw is known by what it served. Any other is matched on the
+// commands of the local servers named in exactly DIR/opencode.json and
+// DIR/opencode.jsonc, for each --directory and for the working directory
+// of each process that looks left over (OpenCode starts a local server
+// with its directory as its cwd, so an orphan names its own directory).
+// doctor does not redo OpenCode's search for its config files (global,
+// parent and .opencode directories, variables): a server configured
+// anywhere else is found only through the record.
 
 // ReapFix is the command that ends orphans.
 const ReapFix = "mcp-reconnect doctor --reap"
@@ -69,30 +68,103 @@ func (o Options) localServers(dir string) map[string]opencode.MCPEntry {
 	if o.localConfig != nil {
 		return o.localConfig(dir)
 	}
-	// Only files this user owns name what runs in a directory: doctor
-	// --reap acts on it, and another user may write /tmp/opencode.json.
-	return opencode.OwnedMCPConfig(dir, o.UID)
+	return dirConfig(dir, o.UID)
 }
 
-// dirSet keeps directories in the order first seen, once each.
-type dirSet struct {
-	list []string
-	seen map[string]bool
-}
-
-func (d *dirSet) add(dirs ...string) {
-	if d.seen == nil {
-		d.seen = map[string]bool{}
-	}
-	for _, dir := range dirs {
-		if dir == "" || !filepath.IsAbs(dir) {
+// dirConfig reads the MCP servers named in dir/opencode.json and
+// dir/opencode.jsonc (the latter wins a name both name), in either
+// generation's shape. Only files uid (or root) owns and nobody else can
+// change count: doctor --reap acts on them, and another user may write
+// /tmp/opencode.json.
+func dirConfig(dir string, uid int) map[string]opencode.MCPEntry {
+	out := map[string]opencode.MCPEntry{}
+	trust := private.Trust{UID: uid, RootMayOwn: true, Readable: true}
+	for _, name := range []string{"opencode.json", "opencode.jsonc"} {
+		f, _, err := trust.Open("config file", filepath.Join(dir, name))
+		if err != nil {
 			continue
 		}
-		if dir = filepath.Clean(dir); !d.seen[dir] {
-			d.seen[dir] = true
-			d.list = append(d.list, dir)
+		b, err := io.ReadAll(io.LimitReader(f, maxConfigFile))
+		_ = f.Close()
+		if err == nil {
+			maps.Copy(out, configServers(b))
 		}
 	}
+	return out
+}
+
+// maxConfigFile bounds one config file read.
+const maxConfigFile = 4 << 20
+
+// configServers decodes the MCP servers of one OpenCode config file (JSON
+// with comments and trailing commas): 2.x's {"mcp":{"servers":{NAME:…}}}
+// or 1.x's {"mcp":{NAME:…}}, each server field by field (headers and
+// environments are never decoded). A file it cannot read names none.
+func configServers(b []byte) map[string]opencode.MCPEntry {
+	var top struct {
+		MCP map[string]json.RawMessage `json:"mcp"`
+	}
+	if json.Unmarshal(standardJSON(b), &top) != nil {
+		return nil
+	}
+	servers := top.MCP
+	// A 1.x server named "servers" has a string "type"; 2.x's "servers"
+	// is an object of servers.
+	if raw, ok := servers["servers"]; ok && opencode.ParseConfigEntry(raw).Type == "" {
+		servers = nil
+		_ = json.Unmarshal(raw, &servers)
+	}
+	out := map[string]opencode.MCPEntry{}
+	for name, raw := range servers {
+		out[name] = opencode.ParseConfigEntry(raw)
+	}
+	return out
+}
+
+// standardJSON turns JSONC into JSON: comments become spaces and a comma
+// before a closing bracket goes. Strings are copied as they are.
+func standardJSON(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	comma := -1 // where the last comma outside a string went, while only space follows it
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			j := i + 1
+			for j < len(b) && b[j] != '"' {
+				if b[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j, len(b)-1)
+			out, comma = append(out, b[i:j+1]...), -1
+			i = j
+			continue
+		case c == '/' && i+1 < len(b) && b[i+1] == '/':
+			for i < len(b) && b[i] != '\n' {
+				i++
+			}
+			c = ' '
+		case c == '/' && i+1 < len(b) && b[i+1] == '*':
+			end := bytes.Index(b[i+2:], []byte("*/"))
+			if end < 0 {
+				return out // an open comment: not JSONC
+			}
+			i += end + 3
+			c = ' '
+		case (c == '}' || c == ']') && comma >= 0:
+			out[comma] = ' '
+		}
+		switch {
+		case c == ',':
+			comma = len(out)
+		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
+			comma = -1
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // FindProcesses lists the orphaned and duplicate MCP processes of o.UID
@@ -110,18 +182,10 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	if err != nil {
 		return Found{}, []Check{{Warn, "processes", "cannot read the process table: " + err.Error()}}
 	}
-	var dirs dirSet
-	dirs.add(o.Directories...)
-	dirs.add(armedDirectories(ctx, o)...)
 	var record []procview.Sightings
 	if o.Record != nil {
 		if all, err := o.Record.Load(); err == nil {
 			record = o.Record.Prune(t, all)
-		}
-	}
-	for _, r := range record {
-		for _, x := range r.Seen {
-			dirs.add(x.Directory)
 		}
 	}
 	// Only the processes whose name may be OpenCode's (the native
@@ -142,21 +206,10 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	// Every live OpenCode of this user is watched: its children are its
 	// servers, never orphans, whichever daemon (if any) follows it.
 	f.scope.Watched = slices.Clone(f.OpenCodes)
-	// The processes that look left over name their own directories.
 	left, _ := procview.LeftOverDirs(t, f.scope)
-	dirs.add(left...)
-	for _, oc := range openCodes {
-		dirs.add(oc.Cwd)
-		kids, _ := t.Children(oc.PID)
-		for _, c := range kids {
-			if p, err := t.Read(c); err == nil && p.UID == o.UID {
-				dirs.add(p.Cwd)
-			}
-		}
-	}
-
+	dirs := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(o.Directories), left...))))
 	var servers []procview.LocalServer
-	for _, dir := range dirs.list {
+	for _, dir := range dirs {
 		cfg := o.localServers(dir)
 		// A disabled server counts too: a config reload that disabled
 		// it is one way its process is left behind.
@@ -193,25 +246,7 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			f.Duplicates = append(f.Duplicates, Duplicate{OpenCode: oc.PID, Duplicate: d})
 		}
 	}
-	return f, append(checks, f.checks(len(servers), len(dirs.list))...)
-}
-
-// armedDirectories are the directories the running daemons have armed;
-// a daemon that does not answer adds none (serverChecks says so).
-func armedDirectories(ctx context.Context, o Options) []string {
-	var out []string
-	for _, d := range o.daemons() {
-		st, err := d.Status(ctx)
-		if err != nil {
-			continue
-		}
-		for _, s := range st.Servers {
-			for _, dir := range s.Directories {
-				out = append(out, dir.Directory)
-			}
-		}
-	}
-	return out
+	return f, append(checks, f.checks(len(servers), len(dirs))...)
 }
 
 // checks reports what was found.

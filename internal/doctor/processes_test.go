@@ -1,11 +1,13 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,16 +15,15 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
 // On ana's machine, with no daemon and no OpenCode to ask: the orphans
 // adopted by init and by systemd --user are found (the second through
-// its own cwd alone), the child of bo's OpenCode is listed as not
-// provably one, and each server that runs twice under a live OpenCode is
-// a duplicate with its newer pid; identical tool commands are not, and
-// nothing else is listed. Commands are masked.
+// the record alone), the child of bo's OpenCode is listed as not
+// provably one, and each server of the named directory that runs twice
+// under a live OpenCode is a duplicate with its newer pid; identical tool
+// commands are not, and nothing else is listed (the third directory is
+// not named: its servers are not known). Commands are masked.
 func TestFindProcesses(t *testing.T) {
 	f, checks := FindProcesses(context.Background(), anaOptions(t))
 	var pids []int
@@ -41,7 +42,6 @@ func TestFindProcesses(t *testing.T) {
 		`warn possibly left over pid 5001: node srv.js --api-key *** (cwd /home/ana/my projéct; parent 5000 opencode: child of an OpenCode that is not watched; runs the command of /home/ana/my projéct: a): its OpenCode still runs; not proven an orphan, so never reaped: end it yourself if it is one`,
 		`warn orphans: 2 orphaned MCP processes: end them with mcp-reconnect doctor --reap (it asks before each one)`,
 		`warn /home/ana/my projéct: a: 2 processes of one server under OpenCode pid 2000: pids 2100 and 2101, the newer; restart OpenCode, or end the older with kill 2100; command node srv.js --api-key ***`,
-		`warn /home/ana/third dir: a: 2 processes of one server under OpenCode pid 4000: pids 4002 and 4003, the newer; restart OpenCode, or end the older with kill 4002; command node srv.js --api-key ***`,
 	}
 	if got := describeLines(checks); !slices.Equal(got, want) {
 		t.Fatalf("checks\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -72,60 +72,6 @@ func TestFindProcessesClean(t *testing.T) {
 	}
 }
 
-// The directories a running daemon has armed are read too: an orphan
-// whose cwd is not its directory (a server with a cwd of its own) is
-// found through them.
-func TestFindProcessesReadsArmedDirectories(t *testing.T) {
-	root := t.TempDir()
-	const armed = "/home/ana/armed"
-	procs := []fakeProc{
-		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Comm: "init", Cwd: "/"},
-		{PID: 3000, PPID: 1, UID: ana, Start: 50000, Argv: srvB, Cwd: "/srv/data", Comm: "srvb"},
-	}
-	writeTree(t, root, procs)
-	daemon := fakeDaemon(t, armed)
-	o := Options{
-		Daemon:       daemon,
-		ProcessTable: func() (procview.Table, error) { return procview.ProcFS(root) },
-		UID:          ana,
-		localConfig: func(dir string) map[string]opencode.MCPEntry {
-			if dir == armed {
-				return map[string]opencode.MCPEntry{"b": {Type: "local", Command: srvB, Cwd: "/srv/data"}}
-			}
-			return nil
-		},
-	}
-	f, checks := FindProcesses(context.Background(), o)
-	if len(f.Orphans) != 1 || f.Orphans[0].PID != 3000 || f.Orphans[0].Servers[0] != (procview.Key{Directory: armed, Name: "b"}) {
-		t.Fatalf("orphans %+v\n%s", f.Orphans, describe(checks))
-	}
-}
-
-// A process adopted by init names its own directory: its server is found
-// in the config there, with no daemon, record or --directory to say so.
-func TestFindProcessesReadsTheDirectoryOfALeftOverProcess(t *testing.T) {
-	root := t.TempDir()
-	const solo = "/home/ana/solo"
-	writeTree(t, root, []fakeProc{
-		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Comm: "init", Cwd: "/"},
-		{PID: 3000, PPID: 1, PGID: 1400, UID: ana, Start: 50000, Argv: srvA, Cwd: solo, Env: []string{"OPENCODE_PID=1400"}},
-	})
-	o := Options{
-		ProcessTable: func() (procview.Table, error) { return procview.ProcFS(root) },
-		UID:          ana,
-		localConfig: func(dir string) map[string]opencode.MCPEntry {
-			if dir == solo {
-				return map[string]opencode.MCPEntry{"a": {Type: "local", Command: srvA}}
-			}
-			return nil
-		},
-	}
-	f, checks := FindProcesses(context.Background(), o)
-	if len(f.Orphans) != 1 || f.Orphans[0].PID != 3000 || !f.Orphans[0].Evidence.Proven() || f.Orphans[0].Servers[0] != (procview.Key{Directory: solo, Name: "a"}) {
-		t.Fatalf("orphans %+v\n%s", f.Orphans, describe(checks))
-	}
-}
-
 // Without a process table (another system) the checks say so and fail
 // nothing; a doctor without ProcessTable (tests of OpenCode alone) adds
 // none.
@@ -139,22 +85,6 @@ func TestFindProcessesWithoutTable(t *testing.T) {
 	if _, checks := FindProcesses(context.Background(), Options{}); checks != nil {
 		t.Fatalf("checks %s", describe(checks))
 	}
-}
-
-// fakeDaemon answers GET /status with one OpenCode whose directory dir
-// is armed.
-func fakeDaemon(t *testing.T, dir string) *statusapi.Client {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096", Directories: []reconnect.DirSnapshot{{Directory: dir}}}}}})
-	})}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return &statusapi.Client{Addr: l.Addr().String()}
 }
 
 func describeLines(checks []Check) []string {
@@ -195,4 +125,74 @@ func TestFindProcessesThreeOfOneServer(t *testing.T) {
 	if !slices.Contains(describeLines(checks), want) {
 		t.Fatalf("checks\n%s\nwant the line\n%s", describe(checks), want)
 	}
+}
+
+// A left-over process is matched on the servers of its own working
+// directory (and of each --directory), and of no other: doctor does not
+// search OpenCode's config files, so a server configured only in a
+// parent directory's file is not known, and its process is not listed.
+func TestFindProcessesReadsOnlyTheDirectoriesThemselves(t *testing.T) {
+	root := t.TempDir()
+	const solo, parent = "/home/ana/solo", "/home/ana"
+	writeTree(t, root, []fakeProc{
+		{PID: 1, UID: 0, Start: 1, Argv: []string{"/sbin/init"}, Comm: "init", Cwd: "/"},
+		{PID: 3000, PPID: 1, PGID: 1400, UID: ana, Start: 50000, Argv: srvA, Cwd: solo, Env: []string{"OPENCODE_PID=1400"}},
+	})
+	var asked []string
+	o := Options{
+		ProcessTable: func() (procview.Table, error) { return procview.ProcFS(root) },
+		UID:          ana,
+		localConfig: func(dir string) map[string]opencode.MCPEntry {
+			asked = append(asked, dir)
+			if dir == parent {
+				return map[string]opencode.MCPEntry{"a": {Type: "local", Command: srvA}}
+			}
+			return nil
+		},
+	}
+	if f, checks := FindProcesses(context.Background(), o); len(f.Orphans) != 0 || !slices.Equal(asked, []string{solo}) {
+		t.Fatalf("configured in the parent only: orphans %+v, directories read %q\n%s", f.Orphans, asked, describe(checks))
+	}
+	o.Directories, asked = []string{parent}, nil
+	f, checks := FindProcesses(context.Background(), o)
+	if len(f.Orphans) != 1 || f.Orphans[0].PID != 3000 || !f.Orphans[0].Evidence.Proven() || f.Orphans[0].Servers[0] != (procview.Key{Directory: parent, Name: "a"}) {
+		t.Fatalf("the parent named: orphans %+v\n%s", f.Orphans, describe(checks))
+	}
+}
+
+// A directory's servers are those of its opencode.json and opencode.jsonc
+// (JSON with comments and trailing commas; either generation's shape; the
+// .jsonc wins a name both name), and of no other file: not a parent's,
+// not .opencode/'s. A file another user could change names none.
+func TestDirConfigReadsTheDirectorysOwnFiles(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "opencode.json"), []byte(`{"mcp":{"a":{"type":"local","command":["old"]},"servers":{"type":"local","command":["s"]}}}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "opencode.jsonc"), []byte("// 2.x\n{\"mcp\":{\"servers\":{\"a\":{\"type\":\"local\",\"command\":[\"node\",\"a // b.js\",],/* x */},},},}"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(dir, ".opencode"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, ".opencode", "opencode.json"), []byte(`{"mcp":{"hidden":{"type":"local","command":["h"]}}}`), 0o644))
+	must(t, os.WriteFile(filepath.Join(filepath.Dir(dir), "opencode.json"), []byte(`{"mcp":{"parent":{"type":"local","command":["p"]}}}`), 0o644))
+	t.Cleanup(func() { _ = os.Remove(filepath.Join(filepath.Dir(dir), "opencode.json")) })
+	cfg := dirConfig(dir, os.Getuid())
+	if len(cfg) != 2 || !slices.Equal(cfg["a"].Command, []string{"node", "a // b.js"}) || !slices.Equal(cfg["servers"].Command, []string{"s"}) {
+		t.Fatalf("config %+v", cfg)
+	}
+	must(t, os.Chmod(filepath.Join(dir, "opencode.jsonc"), 0o666))
+	if cfg := dirConfig(dir, os.Getuid()); len(cfg) != 2 || !slices.Equal(cfg["a"].Command, []string{"old"}) {
+		t.Fatalf("a file others can write was read: %+v", cfg)
+	}
+}
+
+// standardJSON leaves JSON as it is, and never panics on anything else.
+func FuzzStandardJSON(f *testing.F) {
+	f.Add([]byte(`{"mcp":{"servers":{"a":{"type":"remote","url":"http://x",},},},}`))
+	f.Add([]byte("// c\n{/* x */\"mcp\":{\"servers\":{\"type\":\"local\"}}}"))
+	f.Add([]byte(`{"a":"/* not a comment */ // nor this \" , }"}`))
+	f.Add([]byte(`"unterminated \`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out := standardJSON(b)
+		if json.Valid(b) && !bytes.Equal(out, b) {
+			t.Fatalf("JSON %q became %q", b, out)
+		}
+		_ = configServers(b)
+	})
 }

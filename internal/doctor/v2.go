@@ -23,154 +23,56 @@ const TestedVersionV2 = "2.1.2"
 // otherwise than expected the check fails or warns and says what it looked
 // for: a wrong guess here must never read as a pass.
 
-// routeV2 is a route the 2.x client calls.
-type routeV2 struct {
-	method, path string
-	// located: the route serves one location, chosen by location[directory].
-	located bool
-	// use says what the client needs the route for.
-	use string
-	// alt are other paths that serve the same need, in the client's
-	// order of preference after path.
-	alt []string
-	// optional: the client runs without it (without says how).
-	optional bool
-	without  string
-}
+// needed are the capabilities without which the daemon cannot do its
+// work; it runs without the others (Capability.Without says how).
+var needed = []string{opencode.CapStatus, opencode.CapConnect, opencode.CapEvents}
 
-// The routes of the 2.x client (internal/opencode ClientV2 and its event
-// stream), which it chooses from this same description. Connect is
-// checked apart: it has two possible paths.
-var routesV2 = []routeV2{
-	{"GET", "/api/info", false, "version and pid", []string{"/api/health", "/api/status"}, false, ""},
-	{"GET", "/api/mcp", true, "MCP status", nil, false, ""},
-	{"GET", "/api/config", true, "server kinds, remote URLs and which servers the user disabled", nil, true,
-		"mcp-reconnect runs without it: server kinds and remote URLs come from the config files (when OpenCode runs on this machine) and from integrationID"},
-	{"GET", "/api/event", false, "the event stream", nil, false, ""},
-}
+// located are the capabilities whose route serves one location, chosen by
+// location[directory].
+var located = []string{opencode.CapStatus, opencode.CapConnect, opencode.CapConfig}
 
-// The connect routes: the released one, and the development builds' one
-// ClientV2 falls back to.
-var (
-	connectExpV2 = routeV2{method: "POST", path: "/api/experimental/mcp/{name}/connect", located: true, use: "reconnecting a server"}
-	connectDevV2 = routeV2{method: "POST", path: "/api/mcp/{name}/connect", located: true, use: "reconnecting a server"}
-)
-
-// eventV2 is an event type the daemon relies on, and what it is for;
-// without, when set, says how the daemon runs without it (a warning, not
-// a failure).
-type eventV2 struct{ typ, use, without string }
-
-// eventsV2 are the 2.x event types the daemon acts on.
-var eventsV2 = []eventV2{
-	{"server.connected", "the stream's first frame, proof it is subscribed", ""},
-	{opencode.EventStatusChangedV2, "the wake-up when a server's status changes", ""},
-	{opencode.EventLocationShutdownV2, "an evicted location: without it the daemon keeps reading it, and each read boots it again",
-		"a disposed location can be noticed only where the server lists its booted locations (GET /api/debug/location)"},
-	{"session.execution.started", "session activity (busy)", ""},
-	{"session.execution.succeeded", "session activity (idle)", ""},
-	{"session.execution.failed", "session activity (idle)", ""},
-	{"session.execution.interrupted", "session activity (idle)", ""},
-}
-
-// checkDescV2 compares OpenCode 2.x's API description (GET /openapi.json,
-// as the 2.x client read it) with what the 2.x client relies on: its
-// routes, the location[directory] parameter of the location-scoped ones,
-// the MCP status values, the event types, and whether a toast route
-// exists. Each missing or different thing is its own line, naming it.
-func checkDescV2(d *apidesc.Doc) []Check {
+// checkDescV2 compares OpenCode 2.x's API description (GET /openapi.json)
+// with what the 2.x client relies on: the route of each of its
+// capabilities (caps: one that answered as missing already says so), the
+// location[directory] parameter of the location-scoped ones, the MCP
+// status values, and whether a toast route exists. Each missing or
+// different thing is its own line, naming it.
+func checkDescV2(d *apidesc.Doc, caps []opencode.Capability) []Check {
 	var checks []Check
-
-	// Routes.
-	var offered []string
-	var located []routeV2
-	missing := false
-	for _, r := range routesV2 {
-		p, ok := d.Offers(r.method, r.path)
-		for _, a := range r.alt {
-			if !ok {
-				p, ok = d.Offers(r.method, a)
-			}
+	var offered, locOK []string
+	for _, c := range caps {
+		sev := Warn
+		if slices.Contains(needed, c.Name) {
+			sev = Fail
 		}
-		if !ok && r.optional {
-			checks = append(checks, Check{Warn, "api routes", fmt.Sprintf("OpenCode does not offer %s %s (%s): %s", r.method, r.path, r.use, r.without)})
+		method, path, _ := strings.Cut(c.Route, " ")
+		docPath, described := d.Offers(method, path)
+		switch {
+		case !c.Available():
+			checks = append(checks, Check{sev, "api routes", fmt.Sprintf("%s (%s): %s; mcp-reconnect runs without it: %s", c.Route, c.Name, c.Missing, c.Without)})
+			continue
+		case !described:
+			checks = append(checks, Check{sev, "api routes", fmt.Sprintf("OpenCode does not describe %s (%s); mcp-reconnect runs without it: %s", c.Route, c.Name, c.Without)})
 			continue
 		}
-		if !ok {
-			missing = true
-			name := r.path
-			if len(r.alt) > 0 {
-				name += ", " + strings.Join(r.alt, " or ")
-			}
-			checks = append(checks, Check{Fail, "api routes", fmt.Sprintf("OpenCode does not offer %s %s (%s)", r.method, name, r.use)})
+		offered = append(offered, c.Route)
+		if !slices.Contains(located, c.Name) {
 			continue
 		}
-		offered = append(offered, r.method+" "+p)
-		if r.located {
-			located = append(located, routeV2{method: r.method, path: p, located: true, use: r.use})
+		if sev, detail := locationParam(d, method, docPath); sev != OK {
+			checks = append(checks, Check{sev, "location param", detail})
+		} else {
+			locOK = append(locOK, method+" "+docPath)
 		}
 	}
-	if !missing {
+	if len(offered) > 0 {
 		checks = append(checks, Check{OK, "api routes", strings.Join(offered, ", ")})
 	}
-
-	// Connect.
-	exp, hasExp := d.Offers(connectExpV2.method, connectExpV2.path)
-	dev, hasDev := d.Offers(connectDevV2.method, connectDevV2.path)
-	switch {
-	case hasExp && hasDev:
-		checks = append(checks, Check{OK, "connect route", fmt.Sprintf("POST %s (and the development route POST %s)", exp, dev)})
-		located = append(located, routeV2{method: "POST", path: exp, located: true, use: connectExpV2.use})
-	case hasExp:
-		checks = append(checks, Check{OK, "connect route", "POST " + exp})
-		located = append(located, routeV2{method: "POST", path: exp, located: true, use: connectExpV2.use})
-	case hasDev:
-		checks = append(checks, Check{OK, "connect route", fmt.Sprintf("POST %s, the development builds' route: mcp-reconnect uses it, since this server describes no POST %s", dev, connectExpV2.path)})
-		located = append(located, routeV2{method: "POST", path: dev, located: true, use: connectDevV2.use})
-	default:
-		checks = append(checks, Check{Fail, "connect route", fmt.Sprintf("OpenCode offers neither POST %s nor POST %s: mcp-reconnect cannot reconnect a server", connectExpV2.path, connectDevV2.path)})
-	}
-
-	// The location parameter of every location-scoped route offered.
-	var locOK []string
-	locBad := false
-	for _, r := range located {
-		sev, detail := locationParam(d, r.method, r.path)
-		if sev != OK {
-			locBad = true
-			checks = append(checks, Check{sev, "location param", detail})
-			continue
-		}
-		locOK = append(locOK, r.method+" "+r.path)
-	}
-	if !locBad && len(locOK) > 0 {
+	if len(locOK) > 0 {
 		checks = append(checks, Check{OK, "location param", "location[directory] on " + strings.Join(locOK, ", ")})
 	}
-
 	checks = append(checks, statusChecks(d)...)
-	checks = append(checks, eventChecks(d)...)
 	checks = append(checks, toastCheck(d))
-	return checks
-}
-
-// capabilityChecks says, per capability, which route the daemon's own
-// client chose on this server from the same description, or that it runs
-// without it.
-func capabilityChecks(caps []opencode.Capability) []Check {
-	var checks []Check
-	for _, c := range caps {
-		name := "uses " + c.Name
-		switch {
-		case c.Available() && c.FromDescription:
-			checks = append(checks, Check{OK, name, c.Route})
-		case c.Available():
-			checks = append(checks, Check{Warn, name, c.Route + " (the default: the server's API description could not be read)"})
-		case c.Name == opencode.CapStatus || c.Name == opencode.CapConnect || c.Name == opencode.CapEvents:
-			checks = append(checks, Check{Fail, name, "none: " + c.Missing + "; " + c.Without})
-		default:
-			checks = append(checks, Check{Info, name, "none, runs without it: " + c.Missing + "; " + c.Without})
-		}
-	}
 	return checks
 }
 
@@ -225,55 +127,6 @@ func statusComponents(d *apidesc.Doc) []string {
 		}
 	}
 	return names
-}
-
-// eventChecks finds the event types on GET /api/event's stream: the "type"
-// values of its data schema (the preview build described an SSE item
-// whose data is a JSON string of the event union), or, when the route
-// describes no stream, every component schema's "type" values. A
-// description that names none of the types the daemon uses says nothing
-// about them (OpenCode 2.1.2's stream data is an opaque JSON string,
-// V2EventEncoded): that is said, not failed, and the stream check of Run
-// proves on the wire that the stream answers with server.connected; the
-// other types are seen only when they happen.
-func eventChecks(d *apidesc.Doc) []Check {
-	const name = "events"
-	where, note := "on GET /api/event's stream", ""
-	var types []string
-	if stream := d.Answers("GET", "/api/event"); stream.Len() > 0 {
-		types = stream.Join(stream.Property("data")).Property("type").Literals()
-	} else {
-		types = d.Components(d.ComponentNames()...).Property("type").Literals()
-		where, note = "in the component schemas", " (found in the component schemas, since GET /api/event describes no stream)"
-	}
-	if !slices.ContainsFunc(eventsV2, func(e eventV2) bool { return slices.Contains(types, e.typ) }) {
-		var seen []string
-		for _, e := range eventsV2 {
-			if e.typ != opencode.EventServerConnected {
-				seen = append(seen, e.typ)
-			}
-		}
-		return []Check{{Info, name, "the API description names no event types (GET /api/event's data is an opaque JSON string): " +
-			strings.Join(seen, ", ") + " can be seen only when they happen"}}
-	}
-	var checks []Check
-	missing := false
-	var list []string
-	for _, e := range eventsV2 {
-		switch {
-		case slices.Contains(types, e.typ):
-			list = append(list, e.typ)
-		case e.without != "":
-			checks = append(checks, Check{Warn, name, fmt.Sprintf("event `%s` is not %s; mcp-reconnect runs without it: %s", e.typ, where, e.without)})
-		default:
-			missing = true
-			checks = append(checks, Check{Fail, name, fmt.Sprintf("event `%s` is not %s; mcp-reconnect uses it for %s", e.typ, where, e.use)})
-		}
-	}
-	if !missing {
-		checks = append(checks, Check{OK, name, strings.Join(list, ", ") + note})
-	}
-	return checks
 }
 
 // toastCheck says whether the server offers a toast route. 2.0.x has none

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -39,38 +38,24 @@ func (g Generation) String() string {
 const DetectTimeout = 2 * time.Second
 
 // Detect asks the server at baseURL which OpenCode generation it is, and
-// returns its version and, for 2.x builds that report one, its pid. The
-// probes, in order (each must answer the expected JSON; a status code
-// alone proves nothing, since 2.x's web UI answers 200 HTML to any unknown
-// GET and 1.18.34 serves some /api/* routes of its own):
+// returns its version and, for 2.x, its pid. The probes, in order (each
+// must answer the expected JSON; a status code alone proves nothing, since
+// 2.x's web UI answers 200 HTML to any unknown GET and 1.18.34 serves some
+// /api/* routes of its own):
 //
 //  1. GET /api/info with the credentials: a string version and an integer
 //     pid → V2 (the version need not be 2.x.y: development builds report
-//     "local" or "0.0.0-v2src-…"; only a 1.x version is refused). A 401
-//     whose body is 2.x's UnauthorizedError → V2 with an error matching
-//     ErrUnauthorized: the password is wrong.
-//  2. GET /global/health: {"healthy":true,"version":"1.…"} → V1.
-//  3. GET /api/health: {"healthy":true,"version":V,"pid":P} → V2 (the
-//     v2-line builds before 2.0.6; 1.18.34 answers only {"healthy":true}
-//     there, and 2.0.20 404).
-//  4. GET /api/status: a version "2.…" → V2 (2.0.0–2.0.5, pid 0).
-//
-// A refused password is told apart by its shape. 1.18.34 answers 401 with
-// an empty body and www-authenticate at /api/info and /global/health, and
-// a tagged UnauthorizedError at /api/health; the v2 preview build answers
-// an empty 401 with www-authenticate everywhere, and 404 (not 401) to
-// /global/health when it does not refuse it. So an empty Basic-realm 401
-// at /api/health, or at any 2.x probe once /global/health was not 1.x's
-// refusal, is OpenCode 2 refusing the password (ErrUnauthorized, with how
-// to give 2.x its password); a refusal of /global/health with a tagged one
-// at /api/health is 1.x's.
+//     "local"; only a 1.x version is refused). A 401 whose body is 2.x's
+//     UnauthorizedError → V2 with an error matching ErrUnauthorized: the
+//     password is wrong (1.18.34 refuses with an empty body instead).
+//  2. GET /global/health: {"healthy":true,"version":"1.…"} → V1; refused,
+//     a 1.x server with a wrong password (ErrUnauthorized).
 //
 // A probe answered 503 with a Retry-After (OpenCode 2 starting or
 // stopping) ends detection with an error matching ErrNotYet, which
 // carries the wait. Anything else is an error matching ErrUnavailable
 // (not ready, or not OpenCode) that names what each probe answered, or
-// ErrUnauthorized when a probe was refused (a 1.x server with a wrong
-// password cannot tell its version). Each request takes at most
+// ErrUnauthorized when a probe was refused. Each request takes at most
 // DetectTimeout (or o.Timeout, if shorter).
 func Detect(ctx context.Context, baseURL string, o Options) (Generation, string, int, error) {
 	timeout := DetectTimeout
@@ -85,15 +70,15 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	// its route: an error names what was tried in the user's terms.
 	var seen1, seen2 []string
 	refused := false
-	probe := func(route string) (int, http.Header, []byte, error) {
+	probe := func(route string) (int, []byte, error) {
 		status, hdr, body, err := c.exchange(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
 		if err != nil {
-			return 0, nil, nil, err
+			return 0, nil, err
 		}
 		if d, ok := notYet(status, hdr); ok {
 			// OpenCode 2 starting or stopping: every route says so, and
 			// no probe can tell more until it is ready.
-			return 0, nil, nil, &Error{Op: "GET " + route, URL: c.URL(), Status: status, Detail: "not ready yet: " + snippet(body), kind: ErrNotYet, RetryAfter: d}
+			return 0, nil, &Error{Op: "GET " + route, URL: c.URL(), Status: status, Detail: "not ready yet: " + snippet(body), kind: ErrNotYet, RetryAfter: d}
 		}
 		if route == "/global/health" {
 			seen1 = append(seen1, fmt.Sprintf("GET %s answered %d", route, status))
@@ -101,14 +86,9 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			seen2 = append(seen2, fmt.Sprintf("GET %s answered %d", route, status))
 		}
 		refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden
-		return status, hdr, body, nil
+		return status, body, nil
 	}
-	refusedV2 := func(route string, status int) (Generation, string, int, error) {
-		return V2, "", 0, &Error{Op: "GET " + route, URL: c.URL(), Status: status,
-			Detail: "OpenCode 2 refused the password", kind: ErrUnauthorized, hint: hintV2}
-	}
-
-	status, hdr, body, err := probe("/api/info")
+	status, body, err := probe("/api/info")
 	if err != nil {
 		// Nothing listens, or it hangs: the other probes would only wait
 		// for the same. No route was answered: the error names the
@@ -126,25 +106,22 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 		}
 		return GenUnknown, "", 0, err
 	}
-	// infoRefused: an empty Basic-realm 401, which 1.18.34 and the v2
-	// preview both give: the next probes tell which.
-	infoRefused := false
 	switch {
 	case status == http.StatusOK:
 		if info, err := ParseInfo(body); err == nil && Major(info.Version) != 1 {
 			return V2, info.Version, info.PID, nil
 		}
 	case status == http.StatusUnauthorized && errorTag(body) == tagUnauthorized:
-		return refusedV2("/api/info", status)
-	case emptyBasicRefusal(status, hdr, body):
-		infoRefused = true
+		return V2, "", 0, &Error{Op: "GET /api/info", URL: c.URL(), Status: status,
+			Detail: "OpenCode 2 refused the password", kind: ErrUnauthorized, hint: hintV2}
 	}
 
-	status, _, body, err = probe("/global/health")
+	status, body, err = probe("/global/health")
 	if err != nil {
 		return GenUnknown, "", 0, err
 	}
-	if status == http.StatusOK {
+	switch {
+	case status == http.StatusOK:
 		var h struct {
 			Healthy *bool   `json:"healthy"`
 			Version *string `json:"version"`
@@ -155,51 +132,8 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			}
 			return V1, *h.Version, 0, nil
 		}
-	}
-	healthRefused := status == http.StatusUnauthorized || status == http.StatusForbidden
-	if healthRefused && !infoRefused {
-		// Refused at /global/health but not with the empty Basic-realm
-		// 401 both 1.18.34 and the preview give at /api/info: nothing
-		// left to tell apart, and asking more would only be refused
-		// again.
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return GenUnknown, "", 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: status, kind: ErrUnauthorized}
-	}
-
-	status, hdr, body, err = probe("/api/health")
-	if err != nil {
-		return GenUnknown, "", 0, err
-	}
-	switch {
-	case status == http.StatusOK:
-		if info, err := ParseHealthV2(body); err == nil && Major(info.Version) != 1 {
-			return V2, info.Version, info.PID, nil
-		}
-	case emptyBasicRefusal(status, hdr, body):
-		// 1.18.34 tags its refusal here: this is OpenCode 2.
-		return refusedV2("/api/health", status)
-	case status == http.StatusUnauthorized && errorTag(body) == tagUnauthorized && !healthRefused:
-		// /global/health was not refused, so not 1.x: OpenCode 2.
-		return refusedV2("/api/health", status)
-	}
-	if healthRefused {
-		// 1.x with a wrong password (2.x would have said so above):
-		// asking another route would only be refused again.
-		return GenUnknown, "", 0, &Error{Op: "GET /global/health", URL: c.URL(), Status: http.StatusUnauthorized, kind: ErrUnauthorized}
-	}
-	if infoRefused {
-		// /global/health was not 1.x's refusal (the preview answers it
-		// 404): the empty refusal of /api/info was OpenCode 2's.
-		return refusedV2("/api/info", http.StatusUnauthorized)
-	}
-
-	status, _, body, err = probe("/api/status")
-	if err != nil {
-		return GenUnknown, "", 0, err
-	}
-	if status == http.StatusOK {
-		if info, err := parseStatusOld(body); err == nil && Major(info.Version) == 2 {
-			return V2, info.Version, info.PID, nil
-		}
 	}
 
 	kind := ErrUnavailable
@@ -211,29 +145,11 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			strings.Join(seen1, ", "), strings.Join(seen2, ", "))}
 }
 
-// emptyBasicRefusal reports a 401 with no body and OpenCode's
-// `www-authenticate: Basic realm="Secure Area"`.
-func emptyBasicRefusal(status int, hdr http.Header, body []byte) bool {
-	return status == http.StatusUnauthorized && len(strings.TrimSpace(string(body))) == 0 &&
-		strings.EqualFold(strings.TrimSpace(hdr.Get("Www-Authenticate")), `Basic realm="Secure Area"`)
-}
-
-// sourceBuild is the version a build from source of a release line
-// reports: 0.0.0-v<line>src-<commit> (the v2 preview: 0.0.0-v2src-44b6938b).
-var sourceBuild = regexp.MustCompile(`^0\.\d+\.\d+-v(\d+)`)
-
 // Major is the OpenCode line a version string names: 1 for "1.18.34", 2
-// for "2.0.21" or "v2.0.21", 2 for a build from source of the v2 line
-// (sourceBuild); -1 when v is no version. It is the one reading of a
+// for "2.1.2" or "v2.1.2"; -1 when v is no version. It is the one reading of a
 // version's line: detection and run (launch.ParseMajor) ask it.
 func Major(v string) int {
-	v = strings.TrimPrefix(v, "v")
-	if m := sourceBuild.FindStringSubmatch(v); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil {
-			return n
-		}
-	}
-	head, _, _ := strings.Cut(v, ".")
+	head, _, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
 	n, err := strconv.Atoi(head)
 	if err != nil || n < 0 || head == "" || head[0] == '+' || head[0] == '-' {
 		return -1

@@ -75,14 +75,8 @@ func answer(code int, body string) func(w http.ResponseWriter) {
 }
 
 func TestDetectNeverTrustsAStatusCode(t *testing.T) {
-	// 2.0.0–2.0.5: no /api/info, but /api/status.
-	gen, v, pid, err := detectAgainst(t, map[string]func(http.ResponseWriter){
-		"/api/info": answer(404, ""), "/api/status": answer(200, `{"version":"2.0.3"}`)})
-	if err != nil || gen != opencode.V2 || v != "2.0.3" || pid != 0 {
-		t.Errorf("old 2.x: %v %q %d %v", gen, v, pid, err)
-	}
 	// A 200 HTML to everything (2.x's web UI, a proxy): not OpenCode.
-	gen, _, _, err = detectAgainst(t, nil)
+	gen, _, _, err := detectAgainst(t, nil)
 	if gen != opencode.GenUnknown || !errors.Is(err, opencode.ErrUnavailable) || !strings.Contains(err.Error(), "/api/info answered 200") {
 		t.Errorf("html everywhere: %v %v", gen, err)
 	}
@@ -143,54 +137,28 @@ func TestDetectTimesOut(t *testing.T) {
 	})
 }
 
-// emptyRefusal is the 401 of OpenCode 1.18.34's Hono routes and of the v2
-// preview build: no body, only www-authenticate.
+// emptyRefusal is the 401 of OpenCode 1.18.34's Hono routes: no body,
+// only www-authenticate.
 func emptyRefusal(w http.ResponseWriter) {
 	w.Header().Set("Www-Authenticate", `Basic realm="Secure Area"`)
 	w.WriteHeader(http.StatusUnauthorized)
 }
 
-func emptyNotFound(w http.ResponseWriter) { w.WriteHeader(http.StatusNotFound) }
-
-// The v2 preview build (facts §6) answers /api/info, /global/health and
-// /api/status 404 with an empty body, and /api/health its version and
-// pid: OpenCode 2, whatever its version looks like.
-func TestDetectPreviewShapes(t *testing.T) {
-	preview := map[string]func(http.ResponseWriter){
-		"/api/info": emptyNotFound, "/global/health": emptyNotFound, "/api/status": emptyNotFound,
-		"/api/health": answer(200, `{"healthy":true,"version":"0.0.0-v2src-44b6938b","pid":27820}`),
-	}
-	gen, v, pid, err := detectAgainst(t, preview)
-	if err != nil || gen != opencode.V2 || v != "0.0.0-v2src-44b6938b" || pid != 27820 {
-		t.Errorf("preview: %v %q %d %v", gen, v, pid, err)
-	}
-	// A local-channel build's /api/info.
-	gen, v, _, err = detectAgainst(t, map[string]func(http.ResponseWriter){"/api/info": answer(200, `{"version":"local","pid":5}`)})
+// A local-channel build's /api/info reports a version that is no
+// release's: OpenCode 2 all the same (only a 1.x version is refused); and
+// an /api/health alone is no OpenCode this daemon knows.
+func TestDetectOddVersions(t *testing.T) {
+	gen, v, _, err := detectAgainst(t, map[string]func(http.ResponseWriter){"/api/info": answer(200, `{"version":"local","pid":5}`)})
 	if err != nil || gen != opencode.V2 || v != "local" {
 		t.Errorf("local build: %v %q %v", gen, v, err)
 	}
-	// 1.18.34 serves /api/health too, without version or pid: never 2.x.
-	for name, routes := range map[string]map[string]func(http.ResponseWriter){
-		"1.18.34 api health":   {"/api/health": answer(200, `{"healthy":true}`)},
-		"unhealthy api health": {"/api/health": answer(200, `{"healthy":false,"version":"2.0.0","pid":3}`)},
-		"api health of 1.x":    {"/api/health": answer(200, `{"healthy":true,"version":"1.18.34","pid":3}`)},
-	} {
-		if gen, v, _, err := detectAgainst(t, routes); gen != opencode.GenUnknown || err == nil {
-			t.Errorf("%s: %v %q %v, want unknown and an error", name, gen, v, err)
-		}
-	}
-	// 1.x is 1.x even where /api/health would say more.
-	gen, _, _, err = detectAgainst(t, map[string]func(http.ResponseWriter){
-		"/global/health": answer(200, `{"healthy":true,"version":"1.18.34"}`),
-		"/api/health":    answer(200, `{"healthy":true,"version":"2.0.0","pid":3}`)})
-	if err != nil || gen != opencode.V1 {
-		t.Errorf("1.x with an /api/health: %v %v", gen, err)
+	if gen, v, _, err := detectAgainst(t, map[string]func(http.ResponseWriter){"/api/health": answer(200, `{"healthy":true,"version":"2.0.0","pid":3}`)}); gen != opencode.GenUnknown || err == nil {
+		t.Errorf("an /api/health alone: %v %q %v, want unknown and an error", gen, v, err)
 	}
 }
 
 // A wrong password is told apart by the refusal's shape (both answers
-// seen on the wire: 1.18.34 with the real binary, the preview in the
-// facts' section 6). The 2.x error says how to give 2.x its password, not
+// seen on the wire: 1.18.34 and 2.1.2 with the real binaries). The 2.x error says how to give 2.x its password, not
 // 1.x's --username.
 func TestDetectRefusalShapes(t *testing.T) {
 	tagged := answer(401, `{"_tag":"UnauthorizedError","message":"Authentication required"}`)
@@ -200,14 +168,8 @@ func TestDetectRefusalShapes(t *testing.T) {
 	}{
 		// 1.18.34: empty refusals, a tagged one at /api/health.
 		"1.18.34": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyRefusal, "/api/health": tagged, "/api/status": emptyRefusal}, opencode.GenUnknown},
-		// The preview refusing everything.
-		"preview, all refused": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyRefusal, "/api/health": emptyRefusal, "/api/status": emptyRefusal}, opencode.V2},
-		// The preview refusing /api/* only.
-		"preview, api refused": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyNotFound, "/api/health": emptyRefusal, "/api/status": emptyRefusal}, opencode.V2},
-		// Its /api/info refused, /api/health unknown.
-		"preview, info refused": {map[string]func(http.ResponseWriter){"/api/info": emptyRefusal, "/global/health": emptyNotFound, "/api/health": emptyNotFound, "/api/status": emptyNotFound}, opencode.V2},
-		// 2.0.21 tags its refusal at /api/info.
-		"2.0.21": {map[string]func(http.ResponseWriter){"/api/info": tagged}, opencode.V2},
+		// 2.1.2 tags its refusal at /api/info.
+		"2.1.2": {map[string]func(http.ResponseWriter){"/api/info": tagged}, opencode.V2},
 	} {
 		gen, _, _, err := detectAgainst(t, c.routes)
 		if gen != c.gen || !errors.Is(err, opencode.ErrUnauthorized) {
@@ -222,10 +184,9 @@ func TestDetectRefusalShapes(t *testing.T) {
 	}
 }
 
-// The one reading of a version's line; detection once read the v2
-// preview's 0.0.0-v2src-… as line 0 while run read it as 2.
+// The one reading of a version's line, for detection and run alike.
 func TestMajorOfAVersion(t *testing.T) {
-	for v, want := range map[string]int{"1.18.34": 1, "2.0.21": 2, "v2.0.21": 2, "0.0.0-v2src-44b6938b": 2, "0.0.0-v12src-x": 12,
+	for v, want := range map[string]int{"1.18.34": 1, "2.0.21": 2, "v2.0.21": 2,
 		"0.3.1": 0, "1": 1, "": -1, "x.1": -1, "-1.0.0": -1, "+1.0": -1} {
 		if got := opencode.Major(v); got != want {
 			t.Errorf("Major(%q) = %d, want %d", v, got, want)

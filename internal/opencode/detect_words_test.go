@@ -34,8 +34,8 @@ func TestDetectErrorsNameWhatWasTriedInTheUsersTerms(t *testing.T) {
 	}
 
 	gen, _, _, err := detectAgainst(t, map[string]func(http.ResponseWriter){
-		"/api/info": emptyNotFound, "/global/health": emptyNotFound, "/api/health": emptyNotFound, "/api/status": emptyNotFound})
-	want := "it answers, but not (yet) as an OpenCode this daemon knows: asked as OpenCode 1.x (GET /global/health answered 404) and as 2.x (GET /api/info answered 404, GET /api/health answered 404, GET /api/status answered 404)"
+		"/api/info": answer(404, ""), "/global/health": answer(404, "")})
+	want := "it answers, but not (yet) as an OpenCode this daemon knows: asked as OpenCode 1.x (GET /global/health answered 404) and as 2.x (GET /api/info answered 404)"
 	if gen != opencode.GenUnknown || err == nil || !strings.HasSuffix(err.Error(), ": "+want) || strings.Contains(err.Error(), "detect:") || !errors.Is(err, opencode.ErrUnavailable) {
 		t.Errorf("another HTTP server:\n got %v\nwant …: %s", err, want)
 	}

@@ -263,8 +263,7 @@ type MCPEntry struct {
 	URL string `json:"url,omitempty"`
 	// Enabled is false when the config disables the server.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Command is a local server's command line (2.x without GET
-	// /api/config: read from the config files).
+	// Command is a local server's command line.
 	Command []string `json:"command,omitempty"`
 	// Cwd is a local server's working directory as configured (relative
 	// to the location when not absolute).

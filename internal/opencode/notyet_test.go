@@ -54,13 +54,12 @@ func TestNotYetIsItsOwnErrorKind(t *testing.T) {
 }
 
 // Detection of a service that is starting ends at the first "not yet",
-// whichever probe heard it: 2.0.21's /api/info, or the preview build's
-// /api/health (its /api/info is 404).
+// whichever probe heard it: 2.x's /api/info, or /global/health.
 func TestDetectNotYet(t *testing.T) {
 	for name, h := range map[string]http.HandlerFunc{
-		"2.0.21": notReady("service_starting", "1"),
-		"preview": func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/api/health" {
+		"2.1.2": notReady("service_starting", "1"),
+		"at the second probe": func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/global/health" {
 				w.Header().Set("Retry-After", "1")
 				w.WriteHeader(http.StatusServiceUnavailable)
 				return

@@ -34,10 +34,10 @@ type Server struct {
 	// down is set once a request was refused (nothing listened) and
 	// cleared by the next answer: that answer comes from a new process.
 	down bool
-	// mem is what is known of the OpenCode 2 process behind the server,
-	// shared by the clients of its detections; emptied when it is
-	// replaced.
-	mem *processMemory
+	// sessions are the directories of the sessions the OpenCode 2
+	// process behind the server was seen with, shared by the clients of
+	// its detections; emptied when it is replaced.
+	sessions *sessionDirs
 	// notYet paces the answers "not yet" (ErrNotYet) in a row: each
 	// asks for at least its Retry-After and a backoff step, and
 	// detection is not tried again before notYet.again (notYetErr).
@@ -124,7 +124,7 @@ func (s *Server) observe(err error) error {
 	var ch Change
 	if s.down {
 		s.down, ch = false, Replaced
-		s.mem.forget()
+		s.sessions.forget()
 	}
 	watchers := s.watchers
 	s.mu.Unlock()
@@ -179,19 +179,8 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if _, err := New(o.URL, o.Client); err != nil && o.Discover == nil {
 		return nil, err
 	}
-	return &Server{o: o, log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), options: o.Client, mem: newProcessMemory(),
+	return &Server{o: o, log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), options: o.Client, sessions: newSessionDirs(maxSessions),
 		id: identity{url: o.URL}}, nil
-}
-
-// SetConfigEnv tells the server how the OpenCode process behind it
-// resolves its config files: its environment and home, read by the
-// daemon's process view, or Local false when its files are not this
-// machine's (another mount namespace, another machine, a listener that is
-// not OpenCode). An OpenCode 2 without GET /api/config is configured from
-// them; it is forgotten when OpenCode is replaced.
-func (s *Server) SetConfigEnv(env ConfigEnv) {
-	s.mem.config.Store(&env)
-	s.mem.foreign.Store(false) // decided for this process
 }
 
 // URL is the server's current base URL, safe to log.
@@ -260,7 +249,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	case V2:
 		o2 := opts
 		o2.Username = "" // 2.x always authenticates as "opencode"
-		v2, err = newV2(url, o2, s.mem)
+		v2, err = newV2(url, o2, s.sessions)
 		if err == nil {
 			v2.SetLog(s.log)
 		}
@@ -281,7 +270,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	var ch Change
 	if other || s.down {
 		s.down, ch = false, Replaced
-		s.mem.forget() // the sessions and routes of another process
+		s.sessions.forget() // the sessions of another process
 	}
 	s.notYet, s.notYetErr = retry{}, nil
 	watchers := s.watchers
@@ -420,16 +409,14 @@ func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event))
 	}, fn)
 }
 
-// Capabilities reports, for an OpenCode 2 server, which route it offers
-// for each thing the daemon uses, or why it has none (from its API
-// description, read once per OpenCode process and again while it cannot be
-// read). A 1.x server has fixed routes: nil.
+// Capabilities reports, for an OpenCode 2 server, the route of each thing
+// the daemon uses, or why it has none for now. A 1.x server: nil.
 func (s *Server) Capabilities(ctx context.Context) []Capability {
 	v2, err := s.currentV2(ctx)
 	if err != nil || v2 == nil {
 		return nil
 	}
-	return v2.Capabilities(ctx)
+	return v2.Capabilities()
 }
 
 // BootedLocations lists the directories whose locations are booted,

@@ -30,28 +30,18 @@ const maxServiceFile = 64 << 10
 // ServiceFilePath is where OpenCode 2.x's per-user background service
 // registers itself: ${XDG_STATE_HOME:-HOME/.local/state}/opencode/service.json,
 // on macOS too (OpenCode uses the XDG layout there, never ~/Library). An
-// empty XDG_STATE_HOME counts as unset, as in OpenCode. goos, getenv and
-// home are parameters so that every platform's path can be tested on any;
-// pass runtime.GOOS, os.Getenv and os.UserHomeDir's answer. It returns ""
-// when neither XDG_STATE_HOME nor home is known.
-func ServiceFilePath(goos string, getenv func(string) string, home string) string {
-	join := path.Join
-	if goos == "windows" {
-		join = func(elem ...string) string {
-			return strings.TrimRight(strings.Join(elem, `\`), `\`)
-		}
-	}
+// empty XDG_STATE_HOME counts as unset, as in OpenCode. Pass os.Getenv and
+// os.UserHomeDir's answer. It returns "" when neither XDG_STATE_HOME nor
+// home is known.
+func ServiceFilePath(getenv func(string) string, home string) string {
 	state := getenv("XDG_STATE_HOME")
 	if state == "" {
 		if home == "" {
 			return ""
 		}
-		state = join(home, ".local", "state")
+		state = path.Join(home, ".local", "state")
 	}
-	if goos == "windows" {
-		state = strings.TrimRight(state, `\/`)
-	}
-	return join(state, "opencode", "service.json")
+	return path.Join(state, "opencode", "service.json")
 }
 
 // Service is what OpenCode 2.x's service.json says about the running

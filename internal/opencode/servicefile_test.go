@@ -33,9 +33,8 @@ func TestServiceFilePath(t *testing.T) {
 		// An empty XDG_STATE_HOME is unset.
 		{"linux", map[string]string{"XDG_STATE_HOME": ""}, "/home/me", "/home/me/.local/state/opencode/service.json"},
 		{"linux", nil, "", ""},
-		{"windows", nil, `C:\Users\me`, `C:\Users\me\.local\state\opencode\service.json`},
 	} {
-		if got := opencode.ServiceFilePath(c.goos, env(c.env), c.home); got != c.want {
+		if got := opencode.ServiceFilePath(env(c.env), c.home); got != c.want {
 			t.Errorf("%s %v %q: %q, want %q", c.goos, c.env, c.home, got, c.want)
 		}
 	}

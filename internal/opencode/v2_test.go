@@ -251,7 +251,6 @@ func TestClientV2RoundTripsOddNames(t *testing.T) {
 		fake, c := v2Rig(t, servers)
 		dirs := []string{"/tmp/a b/ü", "/tmp/50%/x", "/tmp/[x]/location[directory]=y", "/tmp/a&directory=/evil", "/tmp/h#frag", "/tmp/q?x=1", "/tmp/p+q", "/tmp/日本/"}
 		ctx := context.Background()
-		c.Capabilities(ctx) // the one read of /openapi.json
 		for _, d := range dirs {
 			fake.Boot(d) // its servers listed at the first read
 			fake.ResetRequests()
@@ -299,70 +298,10 @@ func TestClientV2ConnectRefusesDotNames(t *testing.T) {
 	})
 }
 
-// Without a readable description both connect routes are candidates: a
-// server that has only the development route is followed there, once (the
-// documented route answered 404, so it is not asked again), and a new
-// detection after an upgrade starts again from the documented one.
-func TestClientV2ConnectFallsBackToDevRoute(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fake2.New(map[string]fake2.Spec{"a": {}})
-		tr, stop := fake.Serve()
-		defer stop()
-		c, _ := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
-		fake.SetDoc([]byte("not a description"))
-		fake.SetDevConnectRoute(true)
-		fake.Boot("/p")
-		ctx := context.Background()
-		for range 3 {
-			if err := c.Connect(ctx, "/p", "a"); err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-		}
-		if err := c.Connect(ctx, "/p", "ghost"); !errors.Is(err, opencode.ErrNotFound) {
-			t.Errorf("unknown name on the dev route: %v, want ErrNotFound", err)
-		}
-		if n, m := fake.Count(fake2.RouteUnknownAPI, "", ""), fake.Count(fake2.RouteConnectDev, "/p", ""); n != 1 || m != 4 {
-			t.Errorf("untagged 404s = %d (want 1: the route is remembered), dev connects = %d (want 4)", n, m)
-		}
-		// An upgrade replaces the process: the daemon detects it anew,
-		// with a new client.
-		fake.SetDevConnectRoute(false)
-		c2, _ := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
-		for range 2 {
-			if err := c2.Connect(ctx, "/p", "a"); err != nil {
-				t.Fatalf("connect after upgrade: %v", err)
-			}
-		}
-		if n := fake.Count(fake2.RouteConnect, "/p", "a"); n != 2 {
-			t.Errorf("connects on the documented route = %d, want 2", n)
-		}
-	})
-}
-
-// A description that offers only the development route (the v2 preview
-// build) is followed there at once: the documented route is never tried.
-func TestClientV2ConnectFollowsTheDescription(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake, c := v2Rig(t, map[string]fake2.Spec{"a": {}})
-		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, `"/api/experimental/mcp/{server}/connect":`, `"/api/mcp/{server}/connect":`, 1)))
-		fake.Boot("/p")
-		if err := c.Connect(context.Background(), "/p", "a"); err != nil {
-			t.Fatal(err)
-		}
-		if n, m := fake.Count(fake2.RouteUnknownAPI, "", ""), fake.Count(fake2.RouteConnectDev, "/p", "a"); n != 0 || m != 1 {
-			t.Errorf("404s = %d, dev connects = %d; want 0 and 1", n, m)
-		}
-	})
-}
-
 // v2Handler answers every request with code and body, recording paths.
 func v2Handler(t *testing.T, answer func(r *http.Request) (int, string)) *opencode.ClientV2 {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/openapi.json" {
-			w.WriteHeader(http.StatusNotFound) // no description: the defaults
-			return
-		}
 		code, body := answer(r)
 		w.WriteHeader(code)
 		_, _ = io.WriteString(w, body)
@@ -386,23 +325,22 @@ func TestClientV2SortsErrors(t *testing.T) {
 		paths = append(paths, r.Method+" "+r.URL.Path)
 		return code, body
 	})
-	c.Capabilities(ctx) // no description: the defaults
 	set := func(c int, b string) { mu.Lock(); code, body, paths = c, b, nil; mu.Unlock() }
 
-	// Neither connect route exists: say so, as unavailable, not as "no
-	// such server" (which would make the engine forget the server), and
-	// do not ask again within the backoff step.
+	// The connect route does not exist: say so, as unavailable, not as
+	// "no such server" (which would make the engine forget the server),
+	// and do not ask again within the backoff step.
 	for i, cb := range []struct {
 		code int
 		body string
 	}{{405, ""}, {404, ""}, {404, "Not Found"}} {
 		set(cb.code, cb.body)
 		err := c.Connect(ctx, "/p", "a")
-		if !errors.Is(err, opencode.ErrUnavailable) || !strings.Contains(err.Error(), "/api/experimental/mcp/{name}/connect") || !strings.Contains(err.Error(), "/api/mcp/{name}/connect") {
-			t.Errorf("%d %q: err = %v, want unavailable naming both routes", cb.code, cb.body, err)
+		if !errors.Is(err, opencode.ErrUnavailable) || !strings.Contains(err.Error(), "/api/experimental/mcp/{name}/connect") || !strings.Contains(err.Error(), "no MCP server can be reconnected") {
+			t.Errorf("%d %q: err = %v, want unavailable naming the route and the gap", cb.code, cb.body, err)
 		}
 		mu.Lock()
-		want := []string{"POST /api/experimental/mcp/a/connect", "POST /api/mcp/a/connect"}
+		want := []string{"POST /api/experimental/mcp/a/connect"}
 		if i > 0 {
 			want = nil
 		}
@@ -486,21 +424,13 @@ func TestClientV2HungConnectTimesOut(t *testing.T) {
 		go func() { defer close(done); _ = hs.Serve(l) }()
 		tr := &http.Transport{DialContext: l.Dial}
 		c, _ := opencode.NewV2(fakeopencode.URL, opencode.Options{Transport: tr})
-		// The description is read, and given up after 5 s: the defaults
-		// then, until it is read again.
 		start := time.Now()
-		if caps := c.Capabilities(context.Background()); len(caps) == 0 || caps[0].FromDescription || time.Since(start) != 5*time.Second {
-			t.Errorf("capabilities %+v after %v", caps, time.Since(start))
-		}
-		start = time.Now()
 		err := c.Connect(context.Background(), "/p", "a")
 		if !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != opencode.DefaultConnectTimeout {
 			t.Errorf("err = %v after %v, want a timeout after %v", err, time.Since(start), opencode.DefaultConnectTimeout)
 		}
-		// Its backoff has passed meanwhile: the status read first asks
-		// for the description again (5 s), then times out itself.
 		start = time.Now()
-		if _, err := c.MCPStatus(context.Background(), "/p"); !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != 5*time.Second+opencode.DefaultTimeout {
+		if _, err := c.MCPStatus(context.Background(), "/p"); !errors.Is(err, opencode.ErrUnavailable) || time.Since(start) != opencode.DefaultTimeout {
 			t.Errorf("status err = %v after %v", err, time.Since(start))
 		}
 		tr.CloseIdleConnections()

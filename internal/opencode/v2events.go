@@ -96,9 +96,11 @@ const (
 )
 
 // sessionDirs remembers the directory of each session seen on the event
-// stream. The v2 preview build sends session.created and session.input.*
-// with a location, but session.execution.* without one: only the session
-// tells whose activity it is. The least recently seen session is forgotten
+// stream. OpenCode 2.1.2 sends session.created, session.inbox.* and
+// session.step.* with a location, but session.execution.* and
+// session.usage.updated without one (measured: e2e
+// TestSessionEventsOfATurnNameTheirDirectory): only the session tells
+// whose activity it is. The least recently seen session is forgotten
 // first when maxSessions are known, and a deleted one at once.
 type sessionDirs struct {
 	mu    sync.Mutex
@@ -169,7 +171,7 @@ func (s *sessionDirs) forget() {
 // parseEvent is the parser of this client's event stream: parseEventV2
 // with the directories of the sessions seen on it (the memory is the
 // process's: it lasts across re-subscribes, each a detection of its own).
-func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.mem.sessions.parse(data) }
+func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.sessions.parse(data) }
 
 // ParseEventV2Head reads what it can of the start of a 2.x event too large
 // to keep (the stream hands over its head): OpenCode puts the type and the

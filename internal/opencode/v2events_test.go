@@ -3,6 +3,7 @@ package opencode_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -218,4 +219,75 @@ func FuzzParseEventV2Head(f *testing.F) {
 			t.Fatalf("head %q = %+v", b, ev)
 		}
 	})
+}
+
+// OpenCode 2.1.2 sends session.execution.* without a location: the
+// stream's parser gives them the directory their session was seen in
+// (session.created, session.inbox.*), forgets deleted sessions, and
+// remembers at most a bounded number.
+func TestExecutionEventsGetTheirSessionsDirectory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(nil)
+		tr, stop := fake.Serve()
+		defer stop()
+		var got []opencode.Event
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		srv, _ := opencode.NewServer(opencode.ServerOptions{URL: fake2.URL, Client: opencode.Options{Transport: tr, Password: fake2.DefaultPassword}})
+		go func() {
+			defer close(done)
+			_ = srv.Stream(ctx, opencode.StreamOptions{}, func(ev opencode.Event) {
+				if ev.Kind == opencode.KindActivity {
+					got = append(got, ev)
+				}
+			})
+		}()
+		synctest.Wait()
+		fake.Publish("/p", "session.execution.started", map[string]any{"sessionID": "ses_early"}) // unknown yet
+		fake.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"})
+		fake.Publish("/q", "session.input.admitted", map[string]any{"sessionID": "ses_2", "inputID": "msg_1"})
+		fake.Publish("/p", "session.execution.started", map[string]any{"sessionID": "ses_1"})
+		fake.Publish("/q", "session.execution.succeeded", map[string]any{"sessionID": "ses_2"})
+		fake.Publish("/p", "session.deleted", map[string]any{"sessionID": "ses_1"})
+		fake.Publish("/p", "session.execution.failed", map[string]any{"sessionID": "ses_1"})
+		synctest.Wait()
+		cancel()
+		<-done
+		var dirs []string
+		for _, ev := range got {
+			dirs = append(dirs, ev.Type+"@"+ev.Directory)
+		}
+		want := []string{"session.execution.started@", "session.created@/p", "session.input.admitted@/q",
+			"session.execution.started@/p", "session.execution.succeeded@/q", "session.deleted@/p", "session.execution.failed@"}
+		if !slices.Equal(dirs, want) {
+			t.Errorf("events = %q\nwant %q", dirs, want)
+		}
+	})
+}
+
+func TestSessionMemoryIsBounded(t *testing.T) {
+	p := opencode.NewSessionMemoryForTest(3)
+	for i := range 5 {
+		_, _ = p([]byte(fmt.Sprintf(`{"type":"session.created","location":{"directory":"/d%d"},"data":{"sessionID":"s%d"}}`, i, i)))
+	}
+	for i, want := range []string{"", "", "/d2", "/d3", "/d4"} {
+		ev, _ := p([]byte(fmt.Sprintf(`{"type":"session.execution.started","data":{"sessionID":"s%d"}}`, i)))
+		if ev.Directory != want {
+			t.Errorf("s%d: %q, want %q (the oldest are forgotten)", i, ev.Directory, want)
+		}
+	}
+}
+
+// The session memory is bounded in bytes too: an id or a directory far
+// longer than OpenCode's is not remembered.
+func TestSessionMemoryIgnoresHugeIDs(t *testing.T) {
+	p := opencode.NewSessionMemoryForTest(3)
+	huge := strings.Repeat("x", 1<<20)
+	_, _ = p([]byte(`{"type":"session.created","location":{"directory":"/d"},"data":{"sessionID":"` + huge + `"}}`))
+	_, _ = p([]byte(`{"type":"session.created","location":{"directory":"/` + huge + `"},"data":{"sessionID":"s"}}`))
+	for _, id := range []string{huge, "s"} {
+		if ev, _ := p([]byte(`{"type":"session.execution.started","data":{"sessionID":"` + id + `"}}`)); ev.Directory != "" {
+			t.Errorf("a session of a %d-byte id (or directory) was remembered", len(id))
+		}
+	}
 }

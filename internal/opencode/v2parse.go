@@ -120,17 +120,17 @@ func ParseConfigV2(body []byte) (map[string]MCPEntry, error) {
 			continue
 		}
 		for name, raw := range layer.Info.MCP.Servers {
-			out[name] = configEntryV2(raw)
+			out[name] = ParseConfigEntry(raw)
 		}
 	}
 	return out, nil
 }
 
-// configEntryV2 reads one server of a config layer, field by field so that
+// ParseConfigEntry reads one server of a config layer or file, field by field so that
 // one odd field costs only itself: type, url, command, cwd, and 2.x's
 // "disabled" or 1.x's "enabled". Headers and environment are not among the
 // fields (they may hold secrets).
-func configEntryV2(raw json.RawMessage) MCPEntry {
+func ParseConfigEntry(raw json.RawMessage) MCPEntry {
 	var f struct {
 		Type     json.RawMessage `json:"type"`
 		URL      json.RawMessage `json:"url"`
@@ -190,42 +190,6 @@ func ParseInfo(body []byte) (Info, error) {
 		return Info{}, errors.New("info has no integer \"pid\"")
 	}
 	return Info{Version: *raw.Version, PID: int(pid), URLs: raw.URLs}, nil
-}
-
-// ParseHealthV2 decodes the body of the v2 preview build's GET
-// /api/health: {"healthy":true,"version":V,"pid":P}. It requires healthy
-// true, a non-empty string version and an integer pid: only then is the
-// answer OpenCode 2's (1.18.34 answers {"healthy":true} there).
-func ParseHealthV2(body []byte) (Info, error) {
-	var raw struct {
-		Healthy *bool `json:"healthy"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return Info{}, fmt.Errorf("health is not a JSON object: %w", err)
-	}
-	if raw.Healthy == nil || !*raw.Healthy {
-		return Info{}, errors.New("health has no \"healthy\": true")
-	}
-	info, err := ParseInfo(body)
-	if err != nil {
-		return Info{}, fmt.Errorf("health: %w", err)
-	}
-	return info, nil
-}
-
-// parseStatusOld decodes 2.0.0–2.0.5's GET /api/status: a string version
-// "2.…", a pid if any.
-func parseStatusOld(body []byte) (Info, error) {
-	var s struct {
-		Version *string         `json:"version"`
-		PID     json.RawMessage `json:"pid"`
-	}
-	if err := json.Unmarshal(body, &s); err != nil || s.Version == nil || *s.Version == "" {
-		return Info{}, errors.New("status has no string \"version\"")
-	}
-	var pid int
-	_ = json.Unmarshal(s.PID, &pid)
-	return Info{Version: *s.Version, PID: max(pid, 0)}, nil
 }
 
 // ParseLocationsV2 decodes GET /api/debug/location: an array of

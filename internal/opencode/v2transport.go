@@ -3,11 +3,14 @@ package opencode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
@@ -15,7 +18,8 @@ import (
 // capability's route (basic auth and timeouts are the 1.x Client's), sorts
 // a 2.x answer into nil or an *Error (error tags, 401/403/404, the hint
 // for a refused password), and treats a route that answered as missing
-// (a backoff step before it is asked again). The calls are in v2.go.
+// (a stated gap, and a backoff step before it is asked again). The calls
+// are in v2.go.
 
 // The 2.x error tags the client tells apart ({"_tag": …} error bodies).
 const (
@@ -69,19 +73,24 @@ func (c *Client) classifyV2(op string, status int, body []byte) error {
 	return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 }
 
-// usable returns the candidates of a capability that are not waiting out
-// the backoff of a 404, best first.
-func (v *ClientV2) usable(ctx context.Context, name string) (method string, paths []string) {
-	c := v.routes(ctx).get(name)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	now := time.Now()
-	for _, p := range c.paths {
-		if r := v.missing[c.method+" "+p]; r == nil || !now.Before(r.again) {
-			paths = append(paths, p)
-		}
-	}
-	return c.method, paths
+// retry is the backoff of something that failed: how often in a row, and
+// when to try it again.
+type retry struct {
+	n     int
+	again time.Time
+}
+
+// retryPolicy spaces the requests of a route that answered as missing: 1 s,
+// doubling to a minute.
+var retryPolicy = backoff.Policy{Initial: time.Second, Max: time.Minute, Jitter: 0.2}
+
+// fail counts one more failure and sets when to try again: the next
+// backoff step, and no sooner than after (a server's Retry-After).
+func (r *retry) fail(now time.Time, after time.Duration) time.Duration {
+	r.n++
+	d := max(retryPolicy.Jittered(retryPolicy.Base(r.n)), after)
+	r.again = now.Add(d)
+	return d
 }
 
 // routeMissing reports an answer that says the route does not exist: 405,
@@ -91,42 +100,76 @@ func routeMissing(status int, body []byte) bool {
 	return status == http.StatusMethodNotAllowed || status == http.StatusNotFound && errorTag(body) == ""
 }
 
+// Capabilities reports, for each thing the daemon uses, its route, or why
+// this server lacks it for now (the route answered as missing, and its
+// backoff step is not over).
+func (v *ClientV2) Capabilities() []Capability {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := time.Now()
+	out := make([]Capability, 0, len(routesV2))
+	for _, r := range routesV2 {
+		c := Capability{Name: r.name, Route: r.method + " " + r.path, Without: withoutCap[r.name]}
+		if m := v.missing[c.Route]; m != nil && now.Before(m.again) {
+			c.Missing = fmt.Sprintf("%s answered 404 (no such route; asked again in %s)", c.Route, m.again.Sub(now).Round(time.Millisecond))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// call is one request of capability capName, with arg in the route's path
+// parameter (a server name). It returns the route's 2xx body, or the error
+// classify makes of its answer; gone, with an error that says what the
+// daemon runs without, when the route answered as missing (routeMissing)
+// now or within its backoff step.
+func (v *ClientV2) call(ctx context.Context, capName string, hc *http.Client, timeout time.Duration, arg, query string, classify func(op string, status int, body []byte) error) (body []byte, gone bool, err error) {
+	i := slices.IndexFunc(routesV2, func(r struct{ name, method, path string }) bool { return r.name == capName })
+	method, p := routesV2[i].method, routesV2[i].path
+	op := method + " " + p
+	v.mu.Lock()
+	m := v.missing[op]
+	waiting := m != nil && time.Now().Before(m.again)
+	v.mu.Unlock()
+	if !waiting {
+		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(arg), 1)
+		status, body, err := v.c.send(ctx, hc, timeout, op, method, esc, query, nil)
+		if err != nil {
+			return nil, false, err
+		}
+		if !routeMissing(status, body) {
+			if err := classify(op, status, body); err != nil {
+				return nil, false, err
+			}
+			v.mu.Lock()
+			delete(v.missing, op)
+			v.mu.Unlock()
+			return body, false, nil
+		}
+		v.drop(capName, op, status)
+	}
+	return nil, true, &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no such route (it answered 404 or 405; asked again with backoff): " + withoutCap[capName], kind: ErrUnavailable}
+}
+
 // drop leaves a route that answered as missing alone for its next backoff
 // step, and says so the first time.
-func (v *ClientV2) drop(capName, method, p string, status int) {
-	key := method + " " + p
+func (v *ClientV2) drop(capName, route string, status int) {
 	v.mu.Lock()
-	r := v.missing[key]
+	r := v.missing[route]
 	if r == nil {
 		r = &retry{}
-		v.missing[key] = r
+		v.missing[route] = r
 	}
 	in := r.fail(time.Now(), 0)
 	first, log := r.n == 1, v.log
 	v.mu.Unlock()
 	if first {
-		log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", key, "status", status, "retry_in", in.Round(time.Millisecond))
+		log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", route, "status", status, "retry_in", in.Round(time.Millisecond))
 	}
 }
 
-// found notes that a route answered 2xx: its backoff ends, and the
-// process's memory keeps it. (Not any answer: a starting OpenCode 2
-// answers 503 to every route, the ones it lacks too.)
-func (v *ClientV2) found(method, p string) {
-	key := method + " " + p
-	v.mu.Lock()
-	delete(v.missing, key)
-	v.mu.Unlock()
-	v.mem.answered.Store(key, true)
-}
-
-// errNoRoute is the error of a call whose capability the server lacks.
-func (v *ClientV2) errNoRoute(ctx context.Context, op, name string) error {
-	c := v.capability(ctx, name)
-	return &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no route for it: " + c.Missing + "; " + c.Without, kind: ErrUnavailable}
-}
-
-// get is a GET of a 2.x JSON route; it returns the 2xx body.
+// get is a GET of a 2.x JSON route outside the capabilities; it returns
+// the 2xx body.
 func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, error) {
 	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query, nil)
 	if err != nil {
@@ -138,42 +181,10 @@ func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, 
 	return body, nil
 }
 
-// call is one request of capability capName, sent to its usable routes
-// in turn, best first, with arg in the route's path parameter (a server
-// name): a route that answers as missing (routeMissing) waits out its
-// backoff step and the next is tried. It returns the route that answered
-// and its 2xx body, or the error classify makes of its answer; gone, with
-// errNoRoute's error for op, when no route is left.
-func (v *ClientV2) call(ctx context.Context, capName, op string, hc *http.Client, timeout time.Duration, arg, query string, classify func(op string, status int, body []byte) error) (p string, body []byte, gone bool, err error) {
-	method, paths := v.usable(ctx, capName)
-	for _, p := range paths {
-		rop := method + " " + p
-		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(arg), 1)
-		status, body, err := v.c.send(ctx, hc, timeout, rop, method, esc, query, nil)
-		if err != nil {
-			return p, nil, false, err
-		}
-		if routeMissing(status, body) {
-			v.drop(capName, method, p, status)
-			continue
-		}
-		if err := classify(rop, status, body); err != nil {
-			return p, nil, false, err
-		}
-		v.found(method, p)
-		return p, body, false, nil
-	}
-	if len(paths) > 0 {
-		op = method + " " + paths[0] // the error names the route tried first
-	}
-	return "", nil, true, v.errNoRoute(ctx, op, capName)
-}
-
-// getCap is a GET of the route of a single-route capability. gone is true
-// when the server has no such route (now or since an earlier 404).
-func (v *ClientV2) getCap(ctx context.Context, name, op, query string) (body []byte, gone bool, err error) {
-	_, body, gone, err = v.call(ctx, name, op, v.c.http, v.c.timeout, "", query, v.c.classifyV2)
-	return body, gone, err
+// getCap is a GET of a capability's route. gone is true when the server
+// has no such route (now or since an earlier 404).
+func (v *ClientV2) getCap(ctx context.Context, name, query string) (body []byte, gone bool, err error) {
+	return v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.c.classifyV2)
 }
 
 // unexpected is the error for a 2xx answer that is not the expected JSON.

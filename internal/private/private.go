@@ -142,10 +142,6 @@ type Trust struct {
 	// Readable: others may read it (it holds no secret). Without it a
 	// file the group or others can read is refused too.
 	Readable bool
-	// Anyone: any owner, any mode. For a file read only to learn what
-	// another program reads from it (OpenCode's config files), where
-	// whose it is decides nothing.
-	Anyone bool
 }
 
 // Errors of Trust.Check, which its messages wrap.
@@ -162,9 +158,6 @@ var (
 // Check says why what (a name for people: "config file") at path, as fi
 // describes it, is not to be trusted, with the fix; nil when it is.
 func (t Trust) Check(what, path string, fi fs.FileInfo) error {
-	if t.Anyone {
-		return nil
-	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		uid := t.UID
 		if uid < 0 {

@@ -110,12 +110,6 @@ type generation struct {
 var generations = []generation{
 	{"v1", func(s map[string]Spec) fakeOC { return &fake1{fakeopencode.New(s)} }},
 	{"v2", func(s map[string]Spec) fakeOC { return &fakeV2{Server: fake2.New(s)} }},
-	// The v2 preview build (facts section 6): /api/health, connect only
-	// at /api/mcp/{name}/connect, no /api/config, no location.shutdown,
-	// session.execution.* without a location.
-	{"v2preview", func(s map[string]Spec) fakeOC {
-		return &fakeV2{Server: fake2.NewPreview(s), files: map[string]map[string]Spec{"": s}}
-	}},
 }
 
 // eachGen runs f in a synctest bubble once per generation (and 2.x

@@ -48,34 +48,6 @@ func TestNotYetKeepsCountersAndWaits(t *testing.T) {
 	})
 }
 
-// A check of a directory OpenCode's events armed asks first whether its
-// location is still booted. While the server's API description cannot be
-// read, whether the server can tell is not known: the check waits for
-// the description (holding no slot, never past due) instead of reading
-// the directory, which would boot it again if it was disposed.
-func TestCheckWaitsForTheDescriptionBeforeReading(t *testing.T) {
-	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
-		fake := newFake2(map[string]Spec{"f": {Status: "failed"}})
-		fake.FailDoc(1)
-		r := newRig(t, fake, noJitter(), nil)
-		r.eng.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.created", Directory: dirA})
-		r.at(1500 * time.Millisecond) // the check at 1 s found the description unreadable
-		if n := fake.Server.Count(fake2.RouteMCP, dirA, ""); n != 0 {
-			t.Fatalf("%d status reads of %s before the description said whether its location is booted", n, dirA)
-		}
-		if err := r.eng.Alive(time.Second); err != nil {
-			t.Fatal(err)
-		}
-		r.at(5 * time.Second) // the description answers about a second later
-		if n := fake.Server.Count(fake2.RouteDoc, "", ""); n != 2 {
-			t.Fatalf("description read %d times, want twice", n)
-		}
-		if fake.Server.Count(fake2.RouteMCP, dirA, "") > 0 {
-			t.Fatalf("%s lists its booted locations: %s is not one, and was read (booted) anyway", fake.Profile().Name, dirA)
-		}
-	})
-}
-
 // A connect OpenCode 2 answers "not yet" (it began to stop between the
 // read and the connect: 503 with Retry-After: 7) reached no MCP server:
 // the attempt is refunded (the episode does not advance) and the

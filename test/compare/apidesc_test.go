@@ -16,7 +16,7 @@ import (
 
 var descriptions = []struct{ name, file string }{
 	{"1.18.34", "../../internal/doctor/testdata/opencode-1.18.34-openapi.json"},
-	{"preview", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json"},
+	{"preview", "../../internal/opencode/apidesc/testdata/opencode-v2-preview-openapi.json"},
 	{"2.1.2", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-2.1.2-openapi.json"},
 }
 

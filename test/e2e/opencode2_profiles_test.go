@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,12 +16,9 @@ import (
 )
 
 // Detection and the first-crash repair on both real generations; and the
-// real mcp-reconnect binary against both profiles of the 2.x fake over
-// real loopback TCP, for what the released 2.1.2 cannot show: a 2.x
-// server that lacks routes 2.1.2 has: the v2 preview build as
-// measured (facts section 6: no /api/info, no /api/config, no
-// location.shutdown, connect on /api/mcp/NAME/connect; the fake serves
-// that server's own API description and the routes it lists).
+// real mcp-reconnect binary against the 2.x fake over real loopback TCP,
+// for what the real server cannot show on demand (it counts every
+// request by directory).
 
 const profilePassword = "profile-secret-pw"
 
@@ -64,114 +59,12 @@ func watchFake(t testing.TB, url string, args ...string) *ochost.Buffer {
 	return logs
 }
 
-// Each profile is detected as OpenCode 2 with its own version, the routes
-// it offers are chosen from its description and said once in the log, a
-// failed server is connected on the route that profile has, and no route
-// it lacks is asked after detection. doctor says the same per capability.
-// (2.1.2 offers every route: TestDetectTellsTheGenerationOfRealOpenCode
-// and the watch tests run it.)
-func TestOpenCode2ProfilesDetected(t *testing.T) {
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	for _, c := range []struct {
-		profile fake2.Profile
-		connect string // the route connects reach
-		lacks   string // what the log says the daemon runs without
-		uses    string // a doctor line
-	}{
-		{fake2.Preview, fake2.RouteConnectDev, "running_without=config", "uses connect     POST /api/mcp/{name}/connect"},
-	} {
-		t.Run(c.profile.Name, func(t *testing.T) {
-			fake := fake2.NewProfile(c.profile, map[string]fakeopencode.Spec{"docs": {Status: "failed", AfterConnect: "connected"}})
-			fake.SetPassword(profilePassword)
-			srv := serveHTTP(t, fake)
-			dir := t.TempDir()
-			logs := watchFake(t, srv.URL)
-			waitFor(t, 20*time.Second, "subscribed to /api/event", func() bool { return fake.Subscribers() > 0 })
-			if !strings.Contains(logs.String(), "generation=2.x") || !strings.Contains(logs.String(), "version="+c.profile.Version) {
-				t.Fatalf("the log does not say it found OpenCode 2 %s", c.profile.Version)
-			}
-			fake.Boot(dir) // a TUI there: 2.x publishes only for a location it runs
-			// A prompt in dir: the preview sends its execution without a
-			// location, after an input that has one.
-			fake.Publish(dir, "session.input.admitted", map[string]any{"sessionID": "ses_e2e", "inputID": "msg_1"})
-			fake.Publish(dir, "session.execution.started", map[string]any{"sessionID": "ses_e2e"})
-			waitFor(t, 20*time.Second, "a connect of the failed server", func() bool { return fake.Count(c.connect, dir, "docs") > 0 })
-			if n := strings.Count(logs.String(), "OpenCode 2 routes"); n != 1 || !strings.Contains(logs.String(), c.lacks) {
-				t.Fatalf("the routes were said %d times (want once, with %s)", n, c.lacks)
-			}
-			// Detection asks /api/info first (the preview lacks it); after
-			// that, never a route the server lacks.
-			unknown := 0
-			if c.profile.Name == fake2.Preview.Name {
-				unknown = 1
-			}
-			if n := fake.Count(fake2.RouteUnknownAPI, "", ""); n != unknown {
-				t.Fatalf("%d requests of routes the server lacks, want %d: %+v", n, unknown, fake.Requests())
-			}
-			if n := fake.Count(fake2.RouteDoc, "", ""); n != 1 {
-				t.Fatalf("the description was read %d times, want once per detection", n)
-			}
-
-			cmd := exec.Command(reconnectBin, "doctor", "--url", srv.URL)
-			cmd.Env = profileEnv(t)
-			out, _ := cmd.CombinedOutput()
-			if !strings.Contains(string(out), c.uses) || strings.Contains(string(out), "FAIL") {
-				t.Fatalf("doctor:\n%s", out)
-			}
-		})
-	}
-}
-
-// A remote server restarted behind OpenCode's back (on the preview it
-// shows no event and stays "connected") is repaired on a 2.x server
-// without GET /api/config, which 2.1.2 has (TestWatchRepairsStaleRemoteSession
-// runs the repair on both real generations): the daemon learns the URL
-// from the directory's opencode.jsonc, watches the endpoint and connects
-// the server for a fresh session when a real streamable-HTTP MCP server
-// is stopped and started again on its port.
-func TestOpenCode2RemoteRestartRepaired(t *testing.T) {
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	p := generations[1].newProject(t, nil)
-	remote := newHTTPServer(t, p.ServerLog("web"))
-	remote.Start(t)
-	// 2.x's shape, with a comment: OpenCode reads JSONC.
-	cfg := "{\n  // the remote under test\n  \"mcp\": {\"servers\": {\"web\": {\"type\": \"remote\", \"url\": \"" + remote.URL + "\"},},},\n}\n"
-	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.jsonc"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fake := fake2.NewProfile(fake2.Preview, nil)
-	fake.SetDirConfig(p.Dir, map[string]fakeopencode.Spec{"web": {Type: "remote", URL: remote.URL}})
-	fake.SetPassword(profilePassword)
-	fake.SetPID(os.Getpid()) // the listener: config files are read only for the server the listener is
-	srv := serveHTTP(t, fake)
-	watchFake(t, srv.URL, "--directory", p.Dir)
-	waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, p.Dir, "") > 0 })
-	time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
-	if n := fake.Count(fake2.RouteConnectDev, p.Dir, "web"); n != 0 {
-		t.Fatalf("%d connects of a connected remote before its restart", n)
-	}
-
-	remote.Stop()
-	time.Sleep(500 * time.Millisecond)
-	remote.Start(t)
-	restarted := time.Now()
-	waitFor(t, 20*time.Second, "a connect of the restarted remote", func() bool { return fake.Count(fake2.RouteConnectDev, p.Dir, "web") > 0 })
-	t.Logf("connect %v after the restart", time.Since(restarted))
-	if n := fake.Count(fake2.RouteConfig, "", "") + fake.Count(fake2.RouteConnect, "", ""); n != 0 {
-		t.Fatalf("%d requests of routes the preview lacks", n)
-	}
-}
-
 // Detection tells each real generation by its own answers, with its
 // version, and a wrong password is that generation's refusal with that
 // generation's fix. 1.18.34 serves some /api/* routes too (/api/health
 // answers {"healthy":true}) and refuses a wrong password with the same
-// empty Basic-realm 401 as the v2 preview build at /api/info and
-// /global/health: it must still be called 1.x, and its refusal given
+// empty Basic-realm 401 at /api/info and /global/health: it must still
+// be called 1.x, and its refusal given
 // 1.x's fix; 2.1.2 refuses with its UnauthorizedError.
 func TestDetectTellsTheGenerationOfRealOpenCode(t *testing.T) {
 	forEachGeneration(t, func(t *testing.T, g gen) {
@@ -237,10 +130,8 @@ func TestFirstCrashRepairedAtOnce(t *testing.T) {
 }
 
 // A disposal stays disposed on OpenCode 2: 2.1.2 announces
-// location.shutdown; the preview announces nothing but its servers'
-// mcp.status.changed, and the daemon, asking GET /api/debug/location
-// before the check those changes wake, finds the location gone. Neither
-// boots it again, however long it waits; a session there arms it again.
+// location.shutdown, and the daemon does not boot the location again,
+// however long it waits; a session there arms it again.
 // On the fake, which counts every request by directory: the real 2.1.2's
 // disposal is TestWatchRespectsDispose, on both generations, which sees a
 // boot only by the servers it starts.
@@ -248,7 +139,7 @@ func TestOpenCode2DisposalStaysDisposed(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	for _, profile := range []fake2.Profile{fake2.Release212, fake2.Preview} {
+	for _, profile := range []fake2.Profile{fake2.Release212} {
 		t.Run(profile.Name, func(t *testing.T) {
 			fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {}, "broken": {Status: "failed"}})
 			fake.SetPassword(profilePassword)

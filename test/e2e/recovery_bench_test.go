@@ -74,7 +74,7 @@ func BenchmarkRecovery(b *testing.B) {
 	// connected), connected at once. The fake spawns nothing, so this is
 	// the daemon's own share of a recovery: the real server's spawn time
 	// comes on top.
-	for _, profile := range []fake2.Profile{fake2.Release212, fake2.Preview} {
+	for _, profile := range []fake2.Profile{fake2.Release212} {
 		b.Run("v2-stdio-crash/"+profile.Name, func(b *testing.B) {
 			for range b.N {
 				fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {AfterConnect: "connected"}})
@@ -83,9 +83,6 @@ func BenchmarkRecovery(b *testing.B) {
 				watchFake(b, srv.URL)
 				waitFor(b, 20*time.Second, "subscribed", func() bool { return fake.Subscribers() > 0 })
 				route := fake2.RouteConnect
-				if profile.Name == fake2.Preview.Name {
-					route = fake2.RouteConnectDev
-				}
 				var took, toConnect []time.Duration
 				for i := range runs {
 					dir := b.TempDir()

@@ -14,7 +14,7 @@ import (
 var references = map[string]string{
 	"1.18.34": "../../doctor/testdata/opencode-1.18.34-openapi.json",
 	"2.1.2":   "../fakeopencode/fake2/testdata/opencode-2.1.2-openapi.json",
-	"preview": "../fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json",
+	"preview": "testdata/opencode-v2-preview-openapi.json",
 }
 
 func reference(t testing.TB, name string) []byte {

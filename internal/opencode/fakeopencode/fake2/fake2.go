@@ -18,13 +18,9 @@
 // UnauthorizedError body, 404 LocationNotFoundError for a directory that
 // does not exist, location.shutdown followed by the status changes of the
 // servers a disposal stopped, and a first read of a booting location that
-// lists no server yet. Preview (NewPreview) is the v2 preview build of
-// docs/opencode.md#the-v2-preview-build-measured: /api/health instead of
-// /api/info, connect only at /api/mcp/{name}/connect, no /api/config;
-// non-API paths 404 empty (no web UI); 401 empty with only
-// www-authenticate; a directory marked missing answers 500 empty and is
-// booted anyway; no location.shutdown; session.execution.* without a
-// location.
+// lists no server yet. A test may vary it (NewProfile with a Profile of
+// its own): no web UI, an empty 401, no location.shutdown, a missing
+// directory answered 500.
 //
 // Its API mirrors fakeopencode's so tests can run over both generations.
 // Serve it over an in-memory pipe (Serve) inside a testing/synctest bubble.
@@ -171,9 +167,6 @@ func (st *state) bump() {
 // New returns a fake of OpenCode 2.1.2 (Release212) whose locations all
 // have the given servers.
 func New(servers map[string]Spec) *Server { return NewProfile(Release212, servers) }
-
-// NewPreview returns a fake of the v2 preview build (Preview).
-func NewPreview(servers map[string]Spec) *Server { return NewProfile(Preview, servers) }
 
 // NewProfile returns a fake of profile p whose locations all have the
 // given servers.

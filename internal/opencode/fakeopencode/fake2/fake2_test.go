@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -303,118 +302,6 @@ func TestFakeTestKnobs(t *testing.T) {
 		r.fake.Reload()
 		if got := r.fake.Instances(); len(got) != 0 {
 			t.Errorf("after reload: %v", got)
-		}
-	})
-}
-
-// The preview profile answers as the v2 preview build measured in the
-// facts' section 6: the routes of its own description, empty 404s and
-// 401s, 500 for a missing directory (booted anyway), a disposal without
-// location.shutdown, execution events without a location.
-func TestFakePreviewSurface(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fake := fake2.NewPreview(map[string]fake2.Spec{"a": {}, "web": {Type: "remote", URL: "http://127.0.0.1:1/mcp"}})
-		tr, stop := fake.Serve()
-		defer stop()
-		r := &rig{t: t, fake: fake, hc: &http.Client{Transport: tr}}
-
-		if resp, body := r.do("GET", "/api/health", true, nil); resp.StatusCode != 200 || body != `{"healthy":true,"pid":4194320,"version":"0.0.0-v2src-44b6938b"}` {
-			t.Errorf("/api/health: %d %q", resp.StatusCode, body)
-		}
-		for _, q := range []struct{ method, path string }{
-			{"GET", "/api/info"}, {"GET", "/api/config?location%5Bdirectory%5D=/p"}, {"GET", "/api/status"},
-			{"POST", "/api/experimental/mcp/a/connect?location%5Bdirectory%5D=/p"}, {"POST", "/api/location/reload"},
-		} {
-			if resp, body := r.do(q.method, q.path, true, nil); resp.StatusCode != 404 || body != "" {
-				t.Errorf("%s %s: %d %q, want an empty 404", q.method, q.path, resp.StatusCode, body)
-			}
-		}
-		for _, p := range []string{"/global/health", "/mcp", "/event", "/doc"} {
-			if resp, body := r.do("GET", p, false, nil); resp.StatusCode != 404 || body != "" {
-				t.Errorf("GET %s: %d %q, want an empty 404", p, resp.StatusCode, body)
-			}
-		}
-		resp, body := r.do("GET", "/api/health", false, nil)
-		if resp.StatusCode != 401 || body != "" || resp.Header.Get("Www-Authenticate") != `Basic realm="Secure Area"` {
-			t.Errorf("no auth: %d %q %v", resp.StatusCode, body, resp.Header)
-		}
-		if resp, body := r.do("GET", "/openapi.json", true, nil); resp.StatusCode != 200 || body != fake2.PreviewDoc {
-			t.Errorf("/openapi.json: %d, %d bytes", resp.StatusCode, len(body))
-		}
-		if len(fake.Instances()) != 0 {
-			t.Fatalf("booted %v", fake.Instances())
-		}
-
-		// Status, with integrationID on the remote server only; connect
-		// on the development route; the booted list boots nothing.
-		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=/p", true, nil); !strings.Contains(body, `{"name":"web","status":{"status":"connected"},"integrationID":"mcp_fake_web"}`) || strings.Count(body, "integrationID") != 1 {
-			t.Errorf("status: %s", body)
-		}
-		if resp, _ := r.do("POST", "/api/mcp/a/connect?location%5Bdirectory%5D=/p", true, nil); resp.StatusCode != 204 {
-			t.Errorf("connect: %d", resp.StatusCode)
-		}
-		if _, body := r.do("GET", "/api/debug/location", true, nil); body != `[{"directory":"/p"}]` {
-			t.Errorf("locations: %s", body)
-		}
-		fake.SetMissingDirectory("/gone")
-		if resp, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=/gone", true, nil); resp.StatusCode != 500 || body != "" {
-			t.Errorf("missing directory: %d %q", resp.StatusCode, body)
-		}
-		if got := fake.Instances(); !slices.Equal(got, []string{"/gone", "/p"}) {
-			t.Errorf("instances %v: the missing directory boots anyway", got)
-		}
-
-		// Events: a heartbeat right after server.connected; a disposal
-		// announces only status changes; execution events lose their
-		// location.
-		req, _ := http.NewRequestWithContext(context.Background(), "GET", fake2.URL+"/api/event", nil)
-		req.SetBasicAuth("opencode", fake2.DefaultPassword)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		resp, err := r.hc.Do(req.WithContext(ctx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var mu sync.Mutex
-		var stream []byte
-		read := make(chan struct{})
-		go func() {
-			defer close(read)
-			buf := make([]byte, 4096)
-			for {
-				n, err := resp.Body.Read(buf)
-				mu.Lock()
-				stream = append(stream, buf[:n]...)
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-		synctest.Wait()
-		if resp, _ := r.do("DELETE", "/api/debug/location?location%5Bdirectory%5D=/p", true, nil); resp.StatusCode != 204 {
-			t.Errorf("evict: %d", resp.StatusCode)
-		}
-		fake.Publish("/p", "session.execution.started", map[string]any{"sessionID": "ses_1"})
-		fake.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"})
-		synctest.Wait()
-		mu.Lock()
-		got := string(stream)
-		mu.Unlock()
-		cancel()
-		<-read
-		if !strings.HasPrefix(got, "data: {\"id\":\"evt_") || !strings.Contains(got, "\"type\":\"server.connected\",\"data\":{}}\n\n: heartbeat\n\n") {
-			t.Errorf("stream start: %q", got)
-		}
-		if strings.Contains(got, "location.shutdown") || strings.Count(got, "mcp.status.changed") != 2 {
-			t.Errorf("disposal events: %q", got)
-		}
-		if !strings.Contains(got, `"type":"session.execution.started","data":`) || !strings.Contains(got, `"type":"session.created","location":{"directory":"/p"}`) {
-			t.Errorf("session events: %q", got)
-		}
-		if got := fake.Instances(); !slices.Equal(got, []string{"/gone"}) {
-			t.Errorf("after the eviction: %v", got)
 		}
 	})
 }

@@ -3,14 +3,14 @@ package fake2
 import _ "embed"
 
 // The profiles: the kinds of OpenCode 2 server the fake imitates
-// (Release212, Preview), what tells them apart, and the API description
+// (Release212, and variants a test makes), what tells them apart, and the API description
 // each serves at GET /openapi.json. Each serves the /api routes its
 // description lists and answers any other 404 with an empty body, as the
 // real servers do.
 
 // Profile is the kind of OpenCode 2 server the fake imitates.
 type Profile struct {
-	// Name is "2.1.2" or "preview".
+	// Name is "2.1.2", or a test's variant's.
 	Name string
 	// Version and PID are what the version route reports.
 	Version string
@@ -29,7 +29,7 @@ type Profile struct {
 	// mcp.status.changed of the servers it stops.
 	NoShutdownEvent bool
 	// ExecutionWithoutLocation: session.execution.* events carry no
-	// location.
+	// location (2.1.2, measured).
 	ExecutionWithoutLocation bool
 	// EmptyFirstRead: the request that boots a location finds none of
 	// its MCP servers registered yet: GET /api/mcp answers "data": [],
@@ -50,27 +50,11 @@ var release212Doc string
 // (119 paths; testdata/README.md).
 var DefaultDoc = release212Doc
 
-//go:embed testdata/opencode-v2-preview-openapi.json
-var previewDoc string
-
-// PreviewDoc is the v2 preview build's own GET /openapi.json (upstream v2
-// branch at 44b6938b, "OpenCode 2.0 preview", 93 paths).
-var PreviewDoc = previewDoc
-
 // The profiles.
 var (
 	// Release212 is the released OpenCode 2.1.2 as measured
 	// (docs/opencode.md#opencode-2x; the default).
-	Release212 = Profile{Name: "2.1.2", Version: DefaultVersion, PID: DefaultPID, Doc: release212Doc, EmptyFirstRead: true}
-	// Preview is the v2 preview build of docs/opencode.md#the-v2-preview-build-measured.
-	Preview = Profile{Name: "preview", Version: PreviewVersion, PID: PreviewPID, Doc: previewDoc,
-		NoWebUI: true, EmptyUnauthorized: true, NoShutdownEvent: true, ExecutionWithoutLocation: true, MissingAs500: true}
-)
-
-// What the preview build reports.
-const (
-	PreviewVersion = "0.0.0-v2src-44b6938b"
-	PreviewPID     = 4194320 // above any pid_max, as DefaultPID
+	Release212 = Profile{Name: "2.1.2", Version: DefaultVersion, PID: DefaultPID, Doc: release212Doc, EmptyFirstRead: true, ExecutionWithoutLocation: true}
 )
 
 // Profile is the profile the fake was made with.

@@ -16,7 +16,7 @@ import (
 // Each profile's GET /openapi.json is the real server's answer, byte for
 // byte: the file recorded from it (testdata), not a copy that could drift,
 // and the file is the recording (its SHA-256, taken when it was recorded
-// from the npm release and the preview build).
+// from the npm release).
 func TestDescriptionsAreTheRecordedOnes(t *testing.T) {
 	for _, c := range []struct {
 		fake *fake2.Server
@@ -24,7 +24,6 @@ func TestDescriptionsAreTheRecordedOnes(t *testing.T) {
 		sum  string
 	}{
 		{fake2.New(nil), "testdata/opencode-2.1.2-openapi.json", "b99ddb33ba96f6a5bfba762ba777987c1339e09c881bbc76d4deefeb74ee5449"},
-		{fake2.NewPreview(nil), "testdata/opencode-v2-preview-openapi.json", "64ea322c2d796cd17db92f3cb29f75fffa6f99ec2d427a7b0b7b99ddda4d6bca"},
 	} {
 		t.Run(c.fake.Profile().Name, func(t *testing.T) {
 			want, err := os.ReadFile(c.file)
