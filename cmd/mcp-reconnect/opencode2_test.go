@@ -4,10 +4,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // The background watch `run` starts for the OpenCode 2 service inherits
@@ -78,5 +81,26 @@ func TestWatchFollowsTheServiceFileBeforeItExists(t *testing.T) {
 	got, _ = f.servers(fs, slog.New(slog.DiscardHandler))
 	if len(got) != 1 || got[0].Discover != nil {
 		t.Fatalf("with --url: servers = %+v", got)
+	}
+}
+
+// Every flag of run either says how the daemon works, and reaches the
+// daemon run starts for the OpenCode 2 service when typed
+// (serviceDaemonFlags), or is not that daemon's, for a reason
+// serviceDaemonFlags gives: a new daemon flag cannot be dropped unseen.
+func TestEveryRunFlagIsPassedToTheServiceDaemonOrIsNotItsOwn(t *testing.T) {
+	notItsOwn := []string{"url", "username", "password", passwordFileFlag, "directory", "status-addr", "status-public",
+		"log-file", "config", "service-file", "start-timeout", "help"}
+	cmd := newRun()
+	cmd.InitDefaultHelpFlag()
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if !slices.Contains(serviceDaemonFlags, fl.Name) && !slices.Contains(notItsOwn, fl.Name) {
+			t.Errorf("run's --%s is neither passed to the service's daemon (serviceDaemonFlags) nor said not to be its own", fl.Name)
+		}
+	})
+	for _, name := range serviceDaemonFlags {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Errorf("serviceDaemonFlags names --%s, which run does not have", name)
+		}
 	}
 }
