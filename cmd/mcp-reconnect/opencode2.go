@@ -52,21 +52,41 @@ func (f *watchFlags) serviceServer(file string, alone bool) daemon.Target {
 // the background (launch.StartDetached: a session of its own, so it
 // outlives the terminal, and not this process's child, so the TUI this
 // process becomes never holds it as a zombie), logging to logFile, with
-// dirs (absolute) as its --directory. Its environment names no OpenCode
-// URL, user or password: the service file says them, and a password
-// meant for another server must not reach it.
-func spawnServiceWatch(self, file, logFile, config string, dirs []string) func() error {
+// flags (serviceDaemonArgs). Its environment names no OpenCode URL,
+// user or password: the service file says them, and a password meant for
+// another server must not reach it.
+func spawnServiceWatch(self, file, logFile, config string, flags []string) func() error {
 	return func() error {
 		args := []string{"watch", "--service-file", file, "--status-addr", "127.0.0.1:0", "--log-file", logFile}
 		if config != "" {
 			args = append(args, "--config", config)
 		}
-		for _, d := range dirs {
-			args = append(args, "--directory", d)
-		}
+		args = append(args, flags...)
 		_, err := launch.StartDetached(self, args, serviceWatchEnv(os.Environ()))
 		return err
 	}
+}
+
+// serviceDaemonFlags are run's flags that say how the daemon works: the
+// daemon run starts for the OpenCode 2 service gets those typed for this
+// run (the environment and the config file reach it by themselves). The
+// others are not its: credentials and --url are the service file's,
+// --directory is the service's alone (armInServiceWatch), the status
+// address is a free port (the registry finds it), and --log-file,
+// --config and --service-file are passed as spawnServiceWatch's own.
+var serviceDaemonFlags = []string{"initial-delay", "max-delay", "idle-interval", "jitter", "max-concurrent", "fast-attempts",
+	"slow-interval", "stable-after", "probe", "toast", "netwatch", "log-level", "log-format"}
+
+// serviceDaemonArgs are the serviceDaemonFlags of fs that were typed, as
+// watch's arguments.
+func serviceDaemonArgs(fs *pflag.FlagSet, typed map[string]bool) []string {
+	var out []string
+	for _, name := range serviceDaemonFlags {
+		if typed[name] {
+			out = append(out, "--"+name+"="+fs.Lookup(name).Value.String())
+		}
+	}
+	return out
 }
 
 // scrubbed are the variables the background watch must not inherit.

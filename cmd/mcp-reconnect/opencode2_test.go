@@ -4,17 +4,20 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // The background watch `run` starts for the OpenCode 2 service inherits
 // no OpenCode URL, user or password (one meant for another server must
 // not reach the service), is not this process's child (run execs into
-// the TUI next, which would never reap it), and has run's --directory
-// directories as its own.
+// the TUI next, which would never reap it), and gets the flags it is
+// given.
 func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 	dir := t.TempDir()
 	self := filepath.Join(dir, "mcp-reconnect")
@@ -27,7 +30,7 @@ func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 		t.Setenv(k, "leaked-"+k)
 	}
 	t.Setenv("MCP_RECONNECT_KEPT", "kept")
-	if err := spawnServiceWatch(self, "/svc/service.json", "/logs/run.log", "", []string{"/p1", "/p2"})(); err != nil {
+	if err := spawnServiceWatch(self, "/svc/service.json", "/logs/run.log", "", []string{"--probe=false", "--slow-interval=0s"})(); err != nil {
 		t.Fatal(err)
 	}
 	var b []byte
@@ -35,7 +38,7 @@ func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 		b, _ = os.ReadFile(out)
 	}
 	got := string(b)
-	if !strings.Contains(got, "args=watch --service-file /svc/service.json --status-addr 127.0.0.1:0 --log-file /logs/run.log --directory /p1 --directory /p2\n") {
+	if !strings.Contains(got, "args=watch --service-file /svc/service.json --status-addr 127.0.0.1:0 --log-file /logs/run.log --probe=false --slow-interval=0s\n") {
 		t.Fatalf("the watch ran as:\n%s", got)
 	}
 	for _, k := range scrubbed {
@@ -78,5 +81,26 @@ func TestWatchFollowsTheServiceFileBeforeItExists(t *testing.T) {
 	got, _ = f.servers(fs, slog.New(slog.DiscardHandler))
 	if len(got) != 1 || got[0].Discover != nil {
 		t.Fatalf("with --url: servers = %+v", got)
+	}
+}
+
+// Every flag of run either says how the daemon works, and reaches the
+// daemon run starts for the OpenCode 2 service when typed
+// (serviceDaemonFlags), or is not that daemon's, for a reason
+// serviceDaemonFlags gives: a new daemon flag cannot be dropped unseen.
+func TestEveryRunFlagIsPassedToTheServiceDaemonOrIsNotItsOwn(t *testing.T) {
+	notItsOwn := []string{"url", "username", "password", passwordFileFlag, "directory", "status-addr", "status-public",
+		"log-file", "config", "service-file", "start-timeout", "help"}
+	cmd := newRun()
+	cmd.InitDefaultHelpFlag()
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if !slices.Contains(serviceDaemonFlags, fl.Name) && !slices.Contains(notItsOwn, fl.Name) {
+			t.Errorf("run's --%s is neither passed to the service's daemon (serviceDaemonFlags) nor said not to be its own", fl.Name)
+		}
+	})
+	for _, name := range serviceDaemonFlags {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Errorf("serviceDaemonFlags names --%s, which run does not have", name)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/launch"
@@ -22,16 +24,17 @@ import (
 // background service (launch.Decide: the TUI, run, mcp, api, session,
 // …, serve --service), and starts it when none runs, so there is no child
 // server to manage. It makes sure one daemon watches that service
-// (starting one, detached, when the registry holds none) and then gets
-// out of the way: this process becomes the command.
+// (starting one, detached, when the registry holds none, with the daemon
+// flags typed for this run: typed) and then gets out of the way: this
+// process becomes the command.
 //
-// The directories run is given (--directory) are the daemon's own
-// --directory when run starts it: armed for good, as on 1.x. The command
-// usually starts the service after that daemon, and a daemon forgets the
-// directories it was merely asked to arm when the service it follows
-// (re)starts. One that runs already is asked to arm them
-// (armInServiceWatch).
-func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) error {
+// The directories run is given (--directory) are the service's alone:
+// the daemon that watches it, started now or running already, is asked
+// to keep them (armInServiceWatch), as if given with --directory, in the
+// service only. They are never that daemon's own --directory, which
+// would arm them in every server it watches (the config file's
+// [[opencode]] tables too).
+func runV2(cmd *cobra.Command, f *watchFlags, typed map[string]bool, args []string, log *slog.Logger) error {
 	file := cmp.Or(f.service, defaultServiceFile())
 	config := ""
 	if cmd.Flags().Changed("config") {
@@ -43,19 +46,22 @@ func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) e
 	if err == nil {
 		self, err = os.Executable()
 	}
-	var started bool
 	if err == nil {
-		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config, dirs), 5*time.Second)
+		var started bool
+		spawn := spawnServiceWatch(self, file, f.logFile, config, serviceDaemonArgs(cmd.Flags(), typed))
+		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawn, 5*time.Second)
 		if started {
-			log.Info("started a daemon for the OpenCode 2 service", "file", file, "directories", len(dirs))
+			log.Info("started a daemon for the OpenCode 2 service", "file", file)
 		}
 	}
+	if err == nil && len(dirs) > 0 {
+		err = armInServiceWatch(cmd.Context(), reg, file, dirs)
+	}
 	if err != nil {
-		// The user's command matters more than the watch: say why in the
-		// log and start it all the same.
-		log.Warn("the OpenCode 2 service is not watched", "err", err)
-	} else if len(dirs) > 0 && !started {
-		armInServiceWatch(cmd.Context(), reg, file, dirs, log)
+		// The user's command matters more than the watch: say why, on
+		// the terminal too (the log is a file), and start it all the same.
+		log.Warn("the OpenCode 2 service is not watched as asked", "err", err)
+		fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))
 	}
 	return launch.Exec(args, os.Environ())
 }
@@ -77,29 +83,30 @@ func physicalDirs(dirs []string, log *slog.Logger) []string {
 }
 
 // armInServiceWatch asks the daemon that watches the OpenCode 2 service
-// to arm the directories run was given (--directory, physical): it is
-// shared by every TUI and was started with none of them.
-func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string, dirs []string, log *slog.Logger) {
-	ents, err := reg.List()
+// (daemon.ServiceDaemon: the one run counted when it started none) to
+// keep the directories run was given (--directory, physical) in the
+// service, named as that daemon knows it: it may watch other servers
+// too. The error says which were not armed, and why.
+func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string, dirs []string) error {
+	e, req, ok, err := daemon.ServiceDaemon(reg, file)
+	if err == nil && !ok {
+		err = errors.New("no daemon watches it")
+	}
 	if err != nil {
-		log.Warn("the --directory directories are not armed", "err", err)
-		return
+		return fmt.Errorf("--directory %s not armed in the OpenCode 2 service: %w", strings.Join(dirs, ", "), err)
 	}
-	for _, e := range ents {
-		if e.Service != file {
-			continue
+	c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
+	var errs []error
+	for _, d := range dirs {
+		req.Directory, req.Keep = d, true
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := c.Reconnect(rctx, req)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--directory %s not armed in the OpenCode 2 service by its daemon (pid %d): %w", d, e.PID, err))
 		}
-		c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
-		for _, d := range dirs {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: d, Keep: true})
-			cancel()
-			if err != nil {
-				log.Warn("could not arm a --directory in the service's daemon", "directory", d, "err", err)
-			}
-		}
-		return
 	}
+	return errors.Join(errs...)
 }
 
 // v2Credentials are the credentials of an OpenCode 2 server that run
@@ -161,8 +168,10 @@ a server (the TUI, run, mcp, api, session, models, …, "serve --service",
 "service start") attaches to the user's shared background service, and
 starts it when none runs: run then makes sure a daemon watches that
 service (it starts "mcp-reconnect watch" in the background, once, when the
-registry of running daemons holds none; that daemon outlives the command,
-as the service does, and is not its child) and then becomes COMMAND.
+registry of running daemons holds none, with the daemon flags given to run;
+that daemon outlives the command, as the service does, and is not its
+child), asks it to keep each --directory in the service alone (saying so
+on the terminal when it cannot), and then becomes COMMAND.
 --help, --version, upgrade, uninstall, "service stop" (and status, get,
 set, unset), and the private servers of --standalone, --server URL and acp
 are passed through, and start no daemon (docs/guide.md says why
@@ -189,6 +198,8 @@ This alias is all it takes, for either generation:
 			// environment is shared by every wrapped TUI, and the second
 			// one moves to a free port (the registry finds it).
 			statusAddrTyped := cmd.Flags().Changed("status-addr")
+			typed := map[string]bool{}
+			cmd.Flags().Visit(func(fl *pflag.Flag) { typed[fl.Name] = true })
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
@@ -217,7 +228,7 @@ This alias is all it takes, for either generation:
 					switch {
 					case err != nil || major < 2:
 					case act2 == launch.ServiceClient:
-						return runV2(cmd, &f, args, log)
+						return runV2(cmd, &f, typed, args, log)
 					case act2 == launch.PassThrough:
 						// Nothing of the service's, or a server nobody else
 						// can reach (--standalone): the command as it is.

@@ -13,15 +13,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/metrics"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
@@ -201,7 +206,9 @@ func TestRunV2ArmsItsDirectoriesInTheServiceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	armInServiceWatch(context.Background(), reg, file, physicalDirs([]string{dir}, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
+	if err := armInServiceWatch(context.Background(), reg, file, physicalDirs([]string{dir}, slog.New(slog.DiscardHandler))); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	physical, _ := filepath.EvalSymlinks(dir)
@@ -357,5 +364,271 @@ exit 0
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "helped")); err == nil {
 		t.Fatalf("--help was asked: %q", b)
+	}
+}
+
+// v2Wrapper builds the binary and a fake OpenCode 2 ("opencode" that says
+// 2.1.2 and exits 0) in a home of its own, and returns a runner of
+// `mcp-reconnect run FLAGS -- opencode mcp list` there, the registry,
+// and the home. The daemons run starts are stopped at the end.
+func v2Wrapper(t *testing.T) (run func(flags ...string) string, reg *registry.Registry, home string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "mcp-reconnect")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "opencode")
+	body := "#!/bin/sh\ncase \"$1\" in --version) echo 'opencode v2.1.2'; exit 0;; esac\nexit 0\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home = t.TempDir()
+	state := filepath.Join(home, "state")
+	env := append(cleanEnv(), "PATH="+os.Getenv("PATH"), "HOME="+home, "XDG_STATE_HOME="+state,
+		"XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
+	reg = &registry.Registry{Dir: filepath.Join(state, "mcp-reconnect", "daemons")}
+	t.Cleanup(func() {
+		ents, _ := reg.List()
+		for _, e := range ents {
+			_ = syscall.Kill(e.PID, syscall.SIGTERM) // the daemon run started for this test
+		}
+	})
+	return func(flags ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append(append([]string{"run", "--log-file", filepath.Join(dir, "run.log")}, flags...), "--", script, "mcp", "list")...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("run: %v\n%s", err, out)
+		}
+		return string(out)
+	}, reg, home
+}
+
+// The flags run shares with watch that say how the daemon works
+// (--slow-interval, --probe, --max-delay, …) are the user's settings for
+// the daemon that keeps their OpenCode's servers connected: on OpenCode
+// 2, the daemon run starts for the background service runs with those
+// typed for run.
+func TestRunPassesItsDaemonFlagsToTheServiceDaemonItStarts(t *testing.T) {
+	run, reg, _ := v2Wrapper(t)
+	run("--slow-interval", "0", "--probe=false", "--max-delay", "10s")
+	ents, _ := reg.List()
+	if len(ents) != 1 {
+		t.Fatalf("daemons %+v, want the one run started", ents)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(ents[0].PID) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	for _, want := range []string{"--slow-interval=0s", "--probe=false", "--max-delay=10s"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("run was given %s; the service's daemon it started runs as %q", want, args)
+		}
+	}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--initial-delay") }) {
+		t.Errorf("a daemon flag run was not given reached the daemon: %q", args)
+	}
+}
+
+// run --directory D on OpenCode 2, with no daemon running, starts one for
+// the background service; with the config file's [[opencode]] tables it
+// watches their servers too. D is the service's: it is kept there, and
+// never armed in a table's OpenCode, which would boot an instance for D
+// and start D's MCP servers where nobody uses D (rules 3 and 13).
+func TestRunDirectoryIsArmedInTheServiceOnly(t *testing.T) {
+	other := fakeopencode.New(map[string]fakeopencode.Spec{"s": {}})
+	other.Password = "other-pw"
+	hs := httptest.NewServer(other)
+	t.Cleanup(hs.Close) // after the daemon stops: it holds an event stream
+	run, reg, home := v2Wrapper(t)
+	pw := filepath.Join(home, "other.pw")
+	if err := os.WriteFile(pw, []byte("other-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(home, "config", "mcp-reconnect", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \""+hs.URL+"\"\npassword-file = \""+pw+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))[0]
+	if out := run("--directory", d); out != "" {
+		t.Errorf("run said: %s", out)
+	}
+	ents, _ := reg.List()
+	if len(ents) != 1 {
+		t.Fatalf("daemons %+v, want the one run started", ents)
+	}
+	// Once the table's engine runs, what it armed from the start is armed.
+	c := &statusapi.Client{Addr: ents[0].StatusAddr, Token: ents[0].Token}
+	var inTable, inService []string
+	deadline := time.Now().Add(20 * time.Second)
+	for connected := false; !connected && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		st, err := c.Status(context.Background())
+		if err != nil {
+			continue
+		}
+		inTable, inService = nil, nil
+		for _, s := range st.Servers {
+			for _, dir := range s.Directories {
+				if s.URL == hs.URL {
+					inTable = append(inTable, dir.Directory)
+				} else {
+					inService = append(inService, dir.Directory)
+				}
+			}
+			connected = connected || s.URL == hs.URL && s.Stream.Connected
+		}
+	}
+	if slices.Contains(inTable, d) || other.Count("", d, "") > 0 {
+		t.Errorf("run's --directory %s, given for the OpenCode 2 service, is armed in the config file's other OpenCode %s (armed there: %q)", d, hs.URL, inTable)
+	}
+	if !slices.Contains(inService, d) {
+		t.Errorf("run's --directory %s is not armed in the OpenCode 2 service (armed there: %q)", d, inService)
+	}
+}
+
+// armingSource is one server of a daemon's status API that records what
+// it was asked to arm and reconnect; file is the service file it follows.
+type armingSource struct {
+	idleSource
+	file  string
+	mu    sync.Mutex
+	armed []string // "dir reason"
+	asked []string
+}
+
+func (s *armingSource) ServiceFile() string { return s.file }
+
+func (s *armingSource) Arm(dir, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = append(s.armed, dir+" "+reason)
+	return nil
+}
+
+func (s *armingSource) Reconnect(dir string, _ []string) (reconnect.ReconnectResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, dir)
+	return reconnect.ReconnectResult{URL: s.url, Directories: []string{dir}}, nil
+}
+
+func (s *armingSource) got() ([]string, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.armed), slices.Clone(s.asked)
+}
+
+// daemonAPI serves a daemon's status API over sources, registered in reg
+// as entry (StatusAddr and Token filled in).
+func daemonAPI(t *testing.T, reg *registry.Registry, entry registry.Entry, sources ...statusapi.Source) {
+	t.Helper()
+	api := &statusapi.API{Sources: sources, Broker: statusapi.NewBroker(), Metrics: metrics.NewSet(), Version: "test", Token: "tok-0123456789"}
+	hs := httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		api.Broker.Close()
+		hs.Close()
+	})
+	entry.StatusAddr, entry.Token = strings.TrimPrefix(hs.URL, "http://"), api.Token
+	if _, err := reg.Register(entry); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The daemon started at login (zero-config watch with the config file)
+// watches the [[opencode]] tables' servers and follows the OpenCode 2
+// service too, which does not run yet (its URL is unknown). run
+// --directory D on 2.x hands D to that daemon for the service alone:
+// kept there, as if given with --directory, and in no table's server.
+func TestRunDirectoryIsKeptByAServiceDaemonThatWatchesSeveralServers(t *testing.T) {
+	reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+	file := filepath.Join(t.TempDir(), "opencode", "service.json")
+	table := &armingSource{idleSource: idleSource{url: "http://127.0.0.1:4096"}}
+	service := &armingSource{idleSource: idleSource{url: "http://127.0.0.1:49374"}, file: file}
+	daemonAPI(t, reg, registry.Entry{PID: os.Getpid(), URLs: []string{table.url, service.url}, Service: file}, table, service)
+
+	dirs := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))
+	err := armInServiceWatch(context.Background(), reg, file, dirs)
+	armed, asked := service.got()
+	if want := []string{dirs[0] + " " + reconnect.ArmedByFlag}; err != nil || !slices.Equal(armed, want) || !slices.Equal(asked, dirs) {
+		t.Errorf("the OpenCode 2 service's daemon (which also watches a table's server) kept %q and reconnected %q, want %q kept (err %v)", armed, asked, want, err)
+	}
+	if armed, asked := table.got(); len(armed)+len(asked) > 0 {
+		t.Errorf("run's --directory for the OpenCode 2 service was armed in another server the daemon watches: %q %q", armed, asked)
+	}
+}
+
+// run counts the service as watched (and starts no daemon) by
+// daemon.ServiceWatched: a daemon following the same file by any
+// spelling, or watching the URL the file names. That daemon, found by the
+// same rule, is the one asked to keep run's --directory: one started with
+// --service-file through a symlinked state directory, or a `watch --url`
+// of the service's address.
+func TestRunDirectoryReachesTheDaemonThatWatchesTheService(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, "state")
+	file := filepath.Join(state, "opencode", "service.json")
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const svcURL = "http://127.0.0.1:49374"
+	if err := os.WriteFile(file, []byte(`{"id":"x","version":"2.1.2","url":"`+svcURL+`","pid":1,"password":"pw"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "state-link")
+	if err := os.Symlink(state, link); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(link, "opencode", "service.json")
+	for name, tc := range map[string]struct {
+		entry registry.Entry
+		src   *armingSource
+	}{
+		"--service-file through a symlink": {registry.Entry{PID: os.Getpid(), URLs: []string{svcURL}, Service: linked}, &armingSource{idleSource: idleSource{url: svcURL}, file: linked}},
+		"watch --url of the service":       {registry.Entry{PID: os.Getpid(), URLs: []string{svcURL}}, &armingSource{idleSource: idleSource{url: svcURL}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
+			other := &armingSource{idleSource: idleSource{url: "http://127.0.0.1:4096"}}
+			daemonAPI(t, reg, tc.entry, other, tc.src)
+			if ok, err := daemon.ServiceWatched(reg, file); err != nil || !ok {
+				t.Fatalf("setup: ServiceWatched = %v, %v: run would start a daemon", ok, err)
+			}
+			dirs := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))
+			err := armInServiceWatch(context.Background(), reg, file, dirs)
+			if armed, _ := tc.src.got(); len(armed) == 0 || err != nil {
+				t.Errorf("run found the service watched (so started no daemon) but armed its --directory nowhere (err %v)", err)
+			}
+		})
+	}
+}
+
+// When the service's daemon cannot keep run's --directory, run says so
+// on the terminal (its log is a file), and runs the command all the
+// same.
+func TestRunSaysOnTheTerminalWhenItsDirectoryIsNotArmed(t *testing.T) {
+	run, reg, home := v2Wrapper(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "this daemon watches several OpenCode servers", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	file := filepath.Join(home, "state", "opencode", "service.json")
+	// A daemon of this test's own process: not one to stop at the end.
+	if _, err := reg.Register(registry.Entry{PID: os.Getpid(), Service: file, StatusAddr: strings.TrimPrefix(srv.URL, "http://"), Token: "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(reg.Dir) })
+	d := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))[0]
+	out := run("--directory", d)
+	if !strings.Contains(out, "mcp-reconnect: --directory "+d+" not armed") || !strings.Contains(out, "several") {
+		t.Errorf("run's --directory was refused by the service's daemon; run said %q, want the directory and the daemon's reason", out)
 	}
 }

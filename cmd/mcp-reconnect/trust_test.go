@@ -95,6 +95,7 @@ func (idleSource) Alive(time.Duration) error     { return nil }
 func (s idleSource) CurrentURL() string          { return s.url }
 func (idleSource) Stream() reconnect.StreamState { return reconnect.StreamState{} }
 func (idleSource) Generation() string            { return "" }
+func (idleSource) ServiceFile() string           { return "" }
 func (idleSource) Service() *statusapi.Service   { return nil }
 
 func (c *countingSource) Arm(string, string) error { return nil }

@@ -64,14 +64,24 @@ func findDuplicate(entries []registry.Entry, self int, urls []string, serviceFil
 }
 
 // sameFile reports whether a and b name one file: the same clean path,
-// or two paths to one existing file.
+// or two paths to one existing file, or, while neither exists (an
+// OpenCode 2 service file before the service writes it), one name in
+// one existing directory.
 func sameFile(a, b string) bool {
 	if filepath.Clean(a) == filepath.Clean(b) {
 		return true
 	}
 	fa, errA := os.Stat(a)
 	fb, errB := os.Stat(b)
-	return errA == nil && errB == nil && os.SameFile(fa, fb)
+	if errA == nil || errB == nil {
+		return errA == nil && errB == nil && os.SameFile(fa, fb)
+	}
+	if filepath.Base(a) != filepath.Base(b) {
+		return false
+	}
+	da, errA := os.Stat(filepath.Dir(a))
+	db, errB := os.Stat(filepath.Dir(b))
+	return errA == nil && errB == nil && os.SameFile(da, db)
 }
 
 // refuseDuplicate is the early check, before the status API listens: a

@@ -40,6 +40,15 @@ func (s source) Service() *statusapi.Service {
 	return &statusapi.Service{File: cur.svc.Path, PID: cur.svc.PID, Version: cur.svc.Version, AlsoRegistered: cur.others}
 }
 
+// ServiceFile is the service file the server was set to follow, "" for
+// none.
+func (s source) ServiceFile() string {
+	if s.follow == nil {
+		return ""
+	}
+	return s.follow.file
+}
+
 // Summary is the engine's, with the MCP process view of a local
 // OpenCode.
 func (s source) Summary() reconnect.Snapshot {

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
 // OpenCode 2 runs one background service per user, shared by every TUI
@@ -456,18 +457,35 @@ func pidAlive(pid int) bool {
 }
 
 // ServiceWatched reports whether a running daemon follows the OpenCode 2
-// service file file, or watches the URL it names (a daemon started for it
-// would refuse to run beside that one: see duplicate.go).
+// service file file, or watches the URL it names (ServiceDaemon).
 func ServiceWatched(reg *registry.Registry, file string) (bool, error) {
+	_, _, ok, err := ServiceDaemon(reg, file)
+	return ok, err
+}
+
+// ServiceDaemon is the running daemon that follows the OpenCode 2 service
+// file file (by any spelling), or watches the URL the file names (a
+// daemon started for it would refuse to run beside that one: see
+// duplicate.go), and the request that names the service among that
+// daemon's servers: the file as that daemon spells it, or the URL.
+func ServiceDaemon(reg *registry.Registry, file string) (registry.Entry, statusapi.ReconnectRequest, bool, error) {
 	entries, err := reg.List()
 	if err != nil {
-		return false, err
+		return registry.Entry{}, statusapi.ReconnectRequest{}, false, err
 	}
 	var urls []string
 	if svc, err := opencode.ReadServiceFile(file); err == nil {
 		urls = append(urls, svc.URL)
 	}
-	return findDuplicate(entries, 0, urls, file) != nil, nil
+	var dup *DuplicateError
+	if !errors.As(findDuplicate(entries, 0, urls, file), &dup) {
+		return registry.Entry{}, statusapi.ReconnectRequest{}, false, nil
+	}
+	e := dup.Running
+	if e.Service != "" && sameFile(file, e.Service) {
+		return e, statusapi.ReconnectRequest{Service: e.Service}, true, nil
+	}
+	return e, statusapi.ReconnectRequest{URL: dup.URL}, true, nil
 }
 
 // EnsureServiceWatch starts a daemon for the OpenCode 2 service file file

@@ -188,3 +188,30 @@ func TestServiceServerLooksEveryFewSeconds(t *testing.T) {
 		}
 	})
 }
+
+// The daemon started at login follows the service file through the path
+// its environment spells (a symlinked state directory), before the
+// service has written it; run, spelling the file another way, finds that
+// daemon all the same, and starts no second one for the service (nor
+// would that second one run beside it).
+func TestServiceWatchedUnderAnotherSpellingBeforeTheServiceStarts(t *testing.T) {
+	root := t.TempDir()
+	state := filepath.Join(root, "state")
+	if err := os.MkdirAll(filepath.Join(state, "opencode"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(root, "state-link")
+	if err := os.Symlink(state, link); err != nil {
+		t.Fatal(err)
+	}
+	reg := &registry.Registry{Dir: filepath.Join(root, "daemons")}
+	first := otherDaemon(t, reg, filepath.Join(link, "opencode", "service.json"))
+	file := filepath.Join(state, "opencode", "service.json") // not written yet
+	e, req, ok, err := ServiceDaemon(reg, file)
+	if err != nil || !ok || e.PID != first.PID || req.Service != first.Service {
+		t.Fatalf("ServiceDaemon(%s) = %+v, %+v, %v, %v; want the daemon following %s, named by its spelling", file, e, req, ok, err, first.Service)
+	}
+	if ok, _ := ServiceWatched(reg, filepath.Join(state, "opencode", "service-beta.json")); ok {
+		t.Errorf("another channel's file counts as the same")
+	}
+}

@@ -49,3 +49,34 @@ func TestReconnectOfADirectoryNamesOneOfSeveralServers(t *testing.T) {
 		t.Fatalf("without a directory: calls %+v %+v, want one each", a.calls, b.calls)
 	}
 }
+
+// run hands its --directory to the daemon that follows the OpenCode 2
+// service before its command starts the service, whose URL it cannot
+// know yet: the request names the server by the service file it follows
+// (as the daemon's registry entry spells it), and keeps the directory
+// there only. A file the daemon follows in no server is 404, armed
+// nowhere.
+func TestReconnectNamesTheServerByTheServiceFileItFollows(t *testing.T) {
+	a := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:4101"}}
+	b := &fakeSource{snap: reconnect.Snapshot{URL: "http://127.0.0.1:49374"}, file: "/state/opencode/service.json"}
+	s := &API{Sources: []Source{a, b}, Broker: NewBroker(), Metrics: metrics.NewSet(), Token: testToken}
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	defer s.Broker.Close()
+	c := &Client{Addr: strings.TrimPrefix(hs.URL, "http://"), Token: testToken}
+	ctx := context.Background()
+
+	if _, err := c.Reconnect(ctx, ReconnectRequest{Directory: "/p", Keep: true, Service: "/state/opencode/service.json"}); err != nil {
+		t.Fatalf("keep in the service's server: %v", err)
+	}
+	if len(a.armed)+len(a.calls) != 0 || len(b.armed) != 1 || b.armed[0] != "/p "+reconnect.ArmedByFlag {
+		t.Fatalf("armed %q in the other server, %q in the service's; want /p kept in the service's only", a.armed, b.armed)
+	}
+	_, err := c.Reconnect(ctx, ReconnectRequest{Directory: "/q", Keep: true, Service: "/other/service.json"})
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("a service file the daemon does not follow: err = %v, want 404", err)
+	}
+	if len(a.armed)+len(b.armed) != 1 {
+		t.Fatalf("a refused keep armed the directory: %q %q", a.armed, b.armed)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +65,10 @@ type Source interface {
 	// through, which it follows; nil while none answers, or when it
 	// follows none.
 	Service() *Service
+	// ServiceFile is the OpenCode 2 service file the server was set to
+	// follow (the daemon's registry entry names it), also while no
+	// service answers; "" for a server found by URL.
+	ServiceFile() string
 }
 
 // Service is the OpenCode 2 service a server was found through.
@@ -112,6 +117,11 @@ type ReconnectRequest struct {
 	// next one (run's --directory, handed to the daemon that watches the
 	// OpenCode 2 service).
 	Keep bool `json:"keep,omitempty"`
+	// Service names the server by the OpenCode 2 service file it follows,
+	// as the daemon's registry entry spells it, instead of by URL: the
+	// service's URL is unknown while it does not run (run hands its
+	// --directory over before its command starts the service).
+	Service string `json:"service,omitempty"`
 }
 
 // ReconnectResponse is the answer of POST /reconnect.
@@ -254,6 +264,15 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 		})
 		if len(sources) == 0 {
 			http.Error(w, "this daemon does not watch "+req.URL, http.StatusNotFound)
+			return
+		}
+	}
+	if req.Service != "" {
+		sources = slices.DeleteFunc(slices.Clone(sources), func(src Source) bool {
+			return src.ServiceFile() == "" || filepath.Clean(src.ServiceFile()) != filepath.Clean(req.Service)
+		})
+		if len(sources) == 0 {
+			http.Error(w, "this daemon does not follow the OpenCode 2 service file "+req.Service, http.StatusNotFound)
 			return
 		}
 	}

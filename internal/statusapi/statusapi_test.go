@@ -25,7 +25,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeSource is a watched server whose state the test sets: snap, and
-// gen, alive and svc as its Generation, Alive and Service answer.
+// gen, alive, svc and file as its Generation, Alive, Service and
+// ServiceFile answer.
 // snapshots counts what Summary and Directories were asked.
 type fakeSource struct {
 	mu        sync.Mutex
@@ -35,6 +36,7 @@ type fakeSource struct {
 	gen       string
 	alive     error
 	svc       *Service
+	file      string // the service file it follows
 	snapshots atomic.Int32
 }
 
@@ -64,6 +66,7 @@ func (f *fakeSource) Alive(time.Duration) error     { return f.alive }
 func (f *fakeSource) CurrentURL() string            { return f.snap.URL }
 func (f *fakeSource) Stream() reconnect.StreamState { return f.snap.Stream }
 func (f *fakeSource) Generation() string            { return f.gen }
+func (f *fakeSource) ServiceFile() string           { return f.file }
 func (f *fakeSource) Service() *Service             { return f.svc }
 
 func (f *fakeSource) Reconnect(dir string, names []string) (reconnect.ReconnectResult, error) {
