@@ -1,0 +1,82 @@
+// The OpenCode plugin of mcp-reconnect: named once in OpenCode's config
+// ("plugin" on 1.x, "plugins" on 2.x), it makes sure one daemon watches
+// the OpenCode server it runs in. It starts `mcp-reconnect watch
+// --opencode-pid PID` for its own process, detached, once per process
+// (OpenCode loads it again for every directory), and never waits for it:
+// the daemon finds the server (the URL a 1.x plugin is given, else the
+// OpenCode 2 service file or the port of that process), refuses to be a
+// second daemon for one server, and ends when this process ends. The
+// plugin connects nothing, shows nothing in the TUI, and puts the
+// password in the daemon's environment, never on its command line.
+//
+// One module for both generations (measured on 1.18.34 and 2.1.2): 1.x
+// calls the default export's server(input), with input.serverUrl (a 1.x
+// TUI calls its setup too, with no input.app); 2.x calls setup(input),
+// with input.app, and ignores server.
+import { spawn } from "node:child_process"
+import fs from "node:fs"
+import { createRequire } from "node:module"
+import os from "node:os"
+import path from "node:path"
+
+const require = createRequire(import.meta.url)
+const { binary } = require("../lib/binary.cjs")
+
+// OpenCode may load this module more than once in one process (a module
+// per directory); the daemon is started once.
+const started = Symbol.for("mcp-reconnect.plugin.started")
+
+function start(args, env) {
+  if (globalThis[started]) return
+  globalThis[started] = true
+  let bin = "mcp-reconnect" // on PATH, when the package's own is missing
+  try {
+    bin = binary()
+  } catch {}
+  try {
+    const child = spawn(bin, ["watch", "--opencode-pid", String(process.pid), ...args], { detached: true, stdio: "ignore", env })
+    child.on("error", note)
+    child.unref()
+  } catch (err) {
+    note(err)
+  }
+}
+
+// note says why no daemon started, in the file the daemon would log to
+// (never on OpenCode's screen).
+function note(err) {
+  const state = process.env.XDG_STATE_HOME || path.join(os.homedir(), ".local", "state")
+  const line = `${new Date().toISOString()} mcp-reconnect OpenCode plugin: could not start mcp-reconnect (pid ${process.pid}): ${err.message}\n`
+  fs.mkdir(path.join(state, "mcp-reconnect"), { recursive: true, mode: 0o700 }, () =>
+    fs.appendFile(path.join(state, "mcp-reconnect", "mcp-reconnect.log"), line, { mode: 0o600 }, () => {}),
+  )
+}
+
+// environ is OpenCode's environment for the daemon, with the server's
+// password where watch reads it (OPENCODE_SERVER_PASSWORD) and no
+// OPENCODE_URL: the daemon's server is this process's.
+function environ(password) {
+  const env = { ...process.env }
+  delete env.OPENCODE_URL
+  delete env.OPENCODE_PASSWORD
+  if (password) env.OPENCODE_SERVER_PASSWORD = password
+  else delete env.OPENCODE_SERVER_PASSWORD
+  return env
+}
+
+export default {
+  id: "mcp-reconnect",
+  // OpenCode 1.x: told its server's URL; the password is in its
+  // environment.
+  server: async (input) => {
+    if (input?.serverUrl) start(["--url", String(input.serverUrl)], environ(process.env.OPENCODE_SERVER_PASSWORD))
+    return {}
+  },
+  // OpenCode 2.x: told no URL; it reads OPENCODE_PASSWORD first, then
+  // OPENCODE_SERVER_PASSWORD (its background service keeps its password
+  // in its service file, which the daemon reads).
+  setup: async (input) => {
+    if (input?.app) start([], environ(process.env.OPENCODE_PASSWORD || process.env.OPENCODE_SERVER_PASSWORD))
+    return {}
+  },
+}
