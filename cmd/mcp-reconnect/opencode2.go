@@ -52,14 +52,18 @@ func (f *watchFlags) serviceServer(file string, alone bool) daemon.Target {
 // spawnServiceWatch starts `self watch` for the OpenCode 2 service in
 // the background (launch.StartDetached: a session of its own, so it
 // outlives the terminal, and not this process's child, so the TUI this
-// process becomes never holds it as a zombie), logging to logFile. Its
-// environment names no OpenCode URL, user or password: the service file
-// says them, and a password meant for another server must not reach it.
-func spawnServiceWatch(self, file, logFile, config string) func() error {
+// process becomes never holds it as a zombie), logging to logFile, with
+// dirs (absolute) as its --directory. Its environment names no OpenCode
+// URL, user or password: the service file says them, and a password
+// meant for another server must not reach it.
+func spawnServiceWatch(self, file, logFile, config string, dirs []string) func() error {
 	return func() error {
 		args := []string{"watch", "--service-file", file, "--status-addr", "127.0.0.1:0", "--log-file", logFile}
 		if config != "" {
 			args = append(args, "--config", config)
+		}
+		for _, d := range dirs {
+			args = append(args, "--directory", d)
 		}
 		_, err := launch.StartDetached(self, args, serviceWatchEnv(os.Environ()))
 		return err

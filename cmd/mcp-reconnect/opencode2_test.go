@@ -12,8 +12,9 @@ import (
 
 // The background watch `run` starts for the OpenCode 2 service inherits
 // no OpenCode URL, user or password (one meant for another server must
-// not reach the service), and is not this process's child (run execs into
-// the TUI next, which would never reap it).
+// not reach the service), is not this process's child (run execs into
+// the TUI next, which would never reap it), and has run's --directory
+// directories as its own.
 func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 	dir := t.TempDir()
 	self := filepath.Join(dir, "mcp-reconnect")
@@ -26,7 +27,7 @@ func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 		t.Setenv(k, "leaked-"+k)
 	}
 	t.Setenv("MCP_RECONNECT_KEPT", "kept")
-	if err := spawnServiceWatch(self, "/svc/service.json", "/logs/run.log", "")(); err != nil {
+	if err := spawnServiceWatch(self, "/svc/service.json", "/logs/run.log", "", []string{"/p1", "/p2"})(); err != nil {
 		t.Fatal(err)
 	}
 	var b []byte
@@ -34,7 +35,7 @@ func TestServiceWatchIsScrubbedAndDetached(t *testing.T) {
 		b, _ = os.ReadFile(out)
 	}
 	got := string(b)
-	if !strings.Contains(got, "args=watch --service-file /svc/service.json --status-addr 127.0.0.1:0 --log-file /logs/run.log\n") {
+	if !strings.Contains(got, "args=watch --service-file /svc/service.json --status-addr 127.0.0.1:0 --log-file /logs/run.log --directory /p1 --directory /p2\n") {
 		t.Fatalf("the watch ran as:\n%s", got)
 	}
 	for _, k := range scrubbed {

@@ -92,6 +92,9 @@ func TestDoctorRefusesPasswordOverPlainHTTP(t *testing.T) {
 func TestPasswordFileMustBeARegularFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "pw")
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mkfifo under CI: %v", err)
+		}
 		t.Skip(err)
 	}
 	done := make(chan error, 1)

@@ -18,42 +18,67 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
 
-// runV2 wraps an OpenCode 2 command: a 2.x TUI attaches to the user's
-// shared background service instead of serving itself, so there is no
-// child server to manage. It makes sure one daemon watches that service
+// runV2 wraps an OpenCode 2 command that attaches to the user's shared
+// background service (launch.KindOfV2: the TUI, run, mcp, api, session,
+// …, serve --service), and starts it when none runs, so there is no child
+// server to manage. It makes sure one daemon watches that service
 // (starting one, detached, when the registry holds none) and then gets
 // out of the way: this process becomes the command.
+//
+// The directories run is given (--directory) are the daemon's own
+// --directory when run starts it: armed for good, as on 1.x. The command
+// usually starts the service after that daemon, and a daemon forgets the
+// directories it was merely asked to arm when the service it follows
+// (re)starts. One that runs already is asked to arm them
+// (armInServiceWatch).
 func runV2(cmd *cobra.Command, f *watchFlags, args []string, log *slog.Logger) error {
 	file := cmp.Or(f.service, defaultServiceFile())
 	config := ""
 	if cmd.Flags().Changed("config") {
 		config = f.config
 	}
+	dirs := physicalDirs(f.directories, log)
 	reg, err := registry.Default()
 	var self string
 	if err == nil {
 		self, err = os.Executable()
 	}
+	var started bool
 	if err == nil {
-		var started bool
-		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config), 5*time.Second)
+		started, err = daemon.EnsureServiceWatch(cmd.Context(), reg, file, spawnServiceWatch(self, file, f.logFile, config, dirs), 5*time.Second)
 		if started {
-			log.Info("started a daemon for the OpenCode 2 service", "file", file)
+			log.Info("started a daemon for the OpenCode 2 service", "file", file, "directories", len(dirs))
 		}
 	}
 	if err != nil {
 		// The user's command matters more than the watch: say why in the
 		// log and start it all the same.
 		log.Warn("the OpenCode 2 service is not watched", "err", err)
-	} else if len(f.directories) > 0 {
-		armInServiceWatch(cmd.Context(), reg, file, f.directories, log)
+	} else if len(dirs) > 0 && !started {
+		armInServiceWatch(cmd.Context(), reg, file, dirs, log)
 	}
 	return launch.Exec(args, os.Environ())
 }
 
+// physicalDirs are dirs as a TUI started in each would name it
+// (daemon.PhysicalDir); one that cannot be resolved is left out, and the
+// log says so.
+func physicalDirs(dirs []string, log *slog.Logger) []string {
+	var out []string
+	for _, d := range dirs {
+		abs, err := daemon.PhysicalDir(d)
+		if err != nil {
+			log.Warn("a --directory is not watched", "directory", d, "err", err)
+			continue
+		}
+		out = append(out, abs)
+	}
+	return out
+}
+
 // armInServiceWatch asks the daemon that watches the OpenCode 2 service
-// to arm the directories run was given (--directory): it is shared by
-// every TUI and was started with none of them.
+// to arm the directories run was given (--directory, physical): it is
+// shared by every TUI and was started with none of them.
 func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string, dirs []string, log *slog.Logger) {
 	ents, err := reg.List()
 	if err != nil {
@@ -66,12 +91,9 @@ func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string,
 		}
 		c := &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}
 		for _, d := range dirs {
-			abs, err := daemon.PhysicalDir(d)
-			if err == nil {
-				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err = c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: abs})
-				cancel()
-			}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.Reconnect(rctx, statusapi.ReconnectRequest{Directory: d, Keep: true})
+			cancel()
 			if err != nil {
 				log.Warn("could not arm a --directory in the service's daemon", "directory", d, "err", err)
 			}
@@ -131,13 +153,18 @@ binary and remembered in the user's cache directory
 resolves to changes (an upgrade, a re-pointed symlink, an npm install), so
 a start costs no --version run.
 
-OpenCode 2: "opencode serve" and "opencode web", with or without --port,
-are servers of their own, supervised and watched as on 1.x. The 2.x TUI
-(and "opencode serve --service") attaches to the user's shared background
-service instead: run then makes sure a daemon watches that service (it
-starts "mcp-reconnect watch" in the background, once, when the registry of
-running daemons holds none; that daemon outlives the TUI, as the service
-does, and is not the TUI's child) and then becomes COMMAND.
+OpenCode 2: "opencode serve", with or without --port, is a server of its
+own, supervised and watched as on 1.x. Every other 2.x command that needs
+a server (the TUI, run, mcp, api, session, models, …, "serve --service",
+"service start") attaches to the user's shared background service, and
+starts it when none runs: run then makes sure a daemon watches that
+service (it starts "mcp-reconnect watch" in the background, once, when the
+registry of running daemons holds none; that daemon outlives the command,
+as the service does, and is not its child) and then becomes COMMAND.
+--help, --version, upgrade, uninstall, "service stop" (and status, get,
+set, unset), and the private servers of --standalone, --server URL and acp
+are passed through, and start no daemon (docs/guide.md says why
+--standalone cannot be watched).
 
 This alias is all it takes, for either generation:
 
@@ -174,36 +201,44 @@ This alias is all it takes, for either generation:
 			defer closeLog()
 			cred := launch.Credentials{Password: f.password, Username: f.username}
 			if launch.IsOpenCode(args[0]) {
-				kind, grammar := launch.KindOf(args[1:]), launch.NeedsGrammar(args[1:])
-				if kind != launch.Other || grammar {
+				kind, grammar, kind2 := launch.KindOf(args[1:]), launch.NeedsGrammar(args[1:]), launch.KindOfV2(args[1:])
+				// An OpenCode 2 command attaches to the background service
+				// whatever its subcommand: the generation is asked unless
+				// the command line starts nothing on either (--help,
+				// --version).
+				if kind != launch.Other || grammar || kind2 != launch.Other {
 					// Once per binary (remembered): its version and, when the
 					// command line's first word may be a subcommand of this
-					// release, its grammar.
+					// 1.x release, its grammar.
 					facts := launch.DefaultVersions().Facts(cmd.Context(), args[0], os.Environ(), grammar)
-					if grammar {
+					major, err := facts.Major, facts.MajorErr
+					v2 := err == nil && major >= 2
+					switch {
+					case v2:
+						kind = kind2
+					case grammar:
 						if facts.GrammarErr != nil {
 							log.Debug("could not read the OpenCode grammar; using 1.18's", "err", facts.GrammarErr)
 						}
 						kind = facts.Grammar.Kind(args[1:])
 						cred.Grammar = &facts.Grammar
 					}
-					major, err := facts.Major, facts.MajorErr
 					if err != nil {
 						log.Debug("could not tell the OpenCode generation; wrapping it as 1.x", "err", err)
 					} else {
 						log.Debug("opencode generation", "major", major, "remembered", facts.Cached, "kind", kind)
 					}
 					switch {
-					case kind == launch.Other:
-						// A subcommand of this release: passed through as it is.
-					case err == nil && major >= 2 && (kind == launch.TUI || launch.AsService(args[1:])):
+					case v2 && kind == launch.Service:
 						return runV2(cmd, &f, args, log)
-					case err == nil && major >= 2:
-						// A 2.x serve or web is a server of its own: supervised
-						// and watched as on 1.x, with 2.x's password rules.
-						g := cred.Grammar
+					case v2 && kind == launch.Other:
+						// Nothing of the service's, or a server nobody else
+						// can reach (--standalone): the command as it is.
+						return launch.Exec(args, os.Environ())
+					case v2:
+						// A 2.x serve is a server of its own: supervised and
+						// watched as on 1.x, with 2.x's password rules.
 						cred = v2Credentials(&f, log)
-						cred.Grammar = g
 					}
 				}
 			}

@@ -74,8 +74,8 @@ func TestHelperOpenCode2(t *testing.T) {
 	os.Exit(0)
 }
 
-// On OpenCode 2, `run -- opencode serve --port P` (and `web`, with or
-// without a port) is a server of its own, as on 1.x: run supervises it,
+// On OpenCode 2, `run -- opencode serve --port P` (or without a port,
+// then the wrapper's) is a server of its own, as on 1.x: run supervises it,
 // gives it its password in OPENCODE_PASSWORD, waits until it answers as
 // OpenCode 2, and watches it (a registry entry for its URL while it
 // runs); it is not the background service, and no service daemon is
@@ -88,8 +88,8 @@ func TestRunOnOpenCode2ServeWatchesTheServerItStarts(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	for _, args := range [][]string{{"serve", "--port", ""}, {"web"}} {
-		t.Run(args[0], func(t *testing.T) {
+	for _, args := range [][]string{{"serve", "--port", ""}, {"serve"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			home := t.TempDir()
 			state := filepath.Join(home, "state")
 			script, dir := fakeOpenCode2(t, 4*time.Second)
@@ -147,7 +147,7 @@ func TestRunOnOpenCode2ServeWatchesTheServerItStarts(t *testing.T) {
 			if watching.PID == 0 {
 				t.Fatalf("run watched no server of its own (exit %d); output:\n%s\nlog:\n%s", cmd.ProcessState.ExitCode(), out.String(), log)
 			}
-			if port := args[len(args)-1]; args[0] == "serve" && !watching.Watches("http://127.0.0.1:"+port) {
+			if port := args[len(args)-1]; len(args) > 1 && !watching.Watches("http://127.0.0.1:"+port) {
 				t.Errorf("the daemon watches %v, want http://127.0.0.1:%s", watching.URLs, port)
 			}
 			if !strings.Contains(string(log), "generation=2.x") {
@@ -201,11 +201,95 @@ func TestRunV2ArmsItsDirectoriesInTheServiceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	armInServiceWatch(context.Background(), reg, file, []string{dir}, slog.New(slog.DiscardHandler))
+	armInServiceWatch(context.Background(), reg, file, physicalDirs([]string{dir}, slog.New(slog.DiscardHandler)), slog.New(slog.DiscardHandler))
 	mu.Lock()
 	defer mu.Unlock()
 	physical, _ := filepath.EvalSymlinks(dir)
 	if len(got) != 1 || got[0] != "POST /reconnect Bearer tok "+physical {
 		t.Fatalf("requests to the service's daemon: %q", got)
+	}
+}
+
+// On OpenCode 2 every command that attaches to the background service
+// (and starts it when none runs: mcp list, run, session, …) leaves the
+// service watched, as the TUI does: run starts one daemon following the
+// service file, then becomes the command, its arguments untouched. Two
+// such commands at once start one daemon between them; a command that
+// starts no service (service stop, --help) or runs a private server
+// (--standalone) starts none, and gets no --port.
+func TestRunOnOpenCode2CommandsLeaveTheServiceWatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "mcp-reconnect")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "opencode")
+	body := "#!/bin/sh\ncase \"$1\" in --version) echo 'opencode v2.1.2'; exit 0;; esac\n" +
+		"echo \"$*\" >> " + filepath.Join(dir, "args") + "\nexit 7\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	state := filepath.Join(home, "state")
+	env := append(cleanEnv(), "PATH="+os.Getenv("PATH"), "HOME="+home, "XDG_STATE_HOME="+state,
+		"XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_CACHE_HOME="+filepath.Join(home, "cache"))
+	reg := &registry.Registry{Dir: filepath.Join(state, "mcp-reconnect", "daemons")}
+	daemons := func() []registry.Entry {
+		ents, _ := reg.List()
+		return ents
+	}
+	t.Cleanup(func() {
+		for _, e := range daemons() {
+			_ = syscall.Kill(e.PID, syscall.SIGTERM)
+		}
+	})
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"run", "--log-file", filepath.Join(dir, "run.log"), "--", script}, args...)...)
+		cmd.Env = env
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 7 {
+			t.Fatalf("run -- opencode %v: exit %d, want the command's 7:\n%s", args, code, out)
+		}
+	}
+	ran := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "args"))
+		_ = os.Remove(filepath.Join(dir, "args"))
+		return string(b)
+	}
+
+	for _, args := range [][]string{{"service", "stop"}, {"--help"}, {"mcp", "--help"}, {"--standalone"}, {"run", "--standalone", "hi"}, {"upgrade"}} {
+		run(args...)
+		if got, want := ran(), strings.Join(args, " ")+"\n"; got != want {
+			t.Errorf("run -- opencode %v ran %q, want %q", args, got, want)
+		}
+		if d := daemons(); len(d) != 0 {
+			t.Fatalf("run -- opencode %v started a daemon: %+v", args, d)
+		}
+	}
+
+	run("mcp", "list")
+	if got := ran(); got != "mcp list\n" {
+		t.Errorf("ran %q", got)
+	}
+	file := filepath.Join(state, "opencode", "service.json")
+	if d := daemons(); len(d) != 1 || d[0].Service != file {
+		t.Fatalf("after mcp list, daemons %+v; want one following %s", d, file)
+	}
+	first := daemons()[0].PID
+
+	var wg sync.WaitGroup
+	for _, args := range [][]string{{"run", "hello"}, {"session", "list"}, {"api", "GET", "/api/info"}} {
+		wg.Go(func() { run(args...) })
+	}
+	wg.Wait()
+	if d := daemons(); len(d) != 1 || d[0].PID != first {
+		t.Fatalf("after three more commands, daemons %+v; want the one that follows the service (pid %d)", d, first)
+	}
+	if got := strings.Count(ran(), "\n"); got != 3 {
+		t.Errorf("%d commands ran, want 3", got)
 	}
 }

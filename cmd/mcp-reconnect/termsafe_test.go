@@ -46,6 +46,8 @@ func (hostileSource) Snapshot() reconnect.Snapshot {
 			Servers: []reconnect.ServerSnapshot{{Name: "s" + hostile, Status: "failed", Error: hostile}}}}}
 }
 
+func (hostileSource) Arm(string, string) error { return nil }
+
 func (hostileSource) Reconnect(string, []string) (reconnect.ReconnectResult, error) {
 	return reconnect.ReconnectResult{URL: "http://127.0.0.1:4096", Directories: []string{"/p" + hostile}}, nil
 }

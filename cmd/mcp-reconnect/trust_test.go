@@ -80,6 +80,8 @@ func (c *countingSource) Snapshot() reconnect.Snapshot {
 	return s
 }
 
+func (c *countingSource) Arm(string, string) error { return nil }
+
 func (c *countingSource) Reconnect(dir string, _ []string) (reconnect.ReconnectResult, error) {
 	c.calls++
 	c.dirs = append(c.dirs, dir)

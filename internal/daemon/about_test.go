@@ -14,9 +14,8 @@ import (
 
 // What a server lacks is a capability the daemon says it runs without, in
 // status too: the preview build has no config route (kinds come from the
-// config files); 2.0.21 has no booted-locations list (it announces
-// location.shutdown instead); nothing
-// is said (and nothing asked) before a detection.
+// config files); 2.1.2 lacks nothing; nothing is said (and nothing
+// asked) before a detection.
 func TestStatusSaysWhatTheServerRunsWithout(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -24,7 +23,7 @@ func TestStatusSaysWhatTheServerRunsWithout(t *testing.T) {
 		without []string
 	}{
 		{"preview", fake2.NewPreview(map[string]fakeopencode.Spec{"s": {}}), []string{"config"}},
-		{"2.0.21", fake2.New(map[string]fakeopencode.Spec{"s": {}}), []string{"locations"}},
+		{"2.1.2", fake2.New(map[string]fakeopencode.Spec{"s": {}}), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -40,7 +40,7 @@ func TestHangingServerDoesNotStarveAnother(t *testing.T) {
 				{URL: "http://" + host1, Password: "one-pw", Directories: []string{"/a1", "/a2", "/a3", "/a4", "/a5", "/a6"}, Transport: hosts.Transport()},
 				{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/b"}, Transport: hosts.Transport()},
 			},
-			Engine: ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine: ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)

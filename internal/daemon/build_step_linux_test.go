@@ -28,10 +28,10 @@ import (
 // both.)
 func TestAPreparationStepBelowALauncherIsNotTakenForItsServer(t *testing.T) {
 	if _, err := exec.LookPath("dash"); err != nil {
-		t.Skip("no dash")
+		missing(t, "no dash: %v", err)
 	}
 	if _, err := procview.NewExits(); errors.Is(err, errors.ErrUnsupported) {
-		t.Skip(err)
+		missing(t, "no exit watcher here: %v", err)
 	}
 	dir := t.TempDir()
 	script := "sleep 2; sleep 600"

@@ -35,8 +35,8 @@ func TestHelperListen(t *testing.T) {
 }
 
 // listenAs runs this test binary, named name, listening on a free
-// loopback port; it returns the port.
-func listenAs(t *testing.T, name string) int {
+// loopback port; it returns the port and the listener's pid.
+func listenAs(t *testing.T, name string) (port, pid int) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -54,7 +54,7 @@ func listenAs(t *testing.T, name string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	cmd := exec.Command(bin, "-test.run=^TestHelperListen$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("HELPER_LISTEN_ADDR=127.0.0.1:%d", port))
@@ -68,32 +68,34 @@ func listenAs(t *testing.T, name string) int {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if n, _ := out.Read(buf); n > 0 {
-			return port
+			return port, cmd.Process.Pid
 		}
 	}
 	t.Fatal("the helper never listened")
-	return 0
+	return 0, 0
 }
 
 // What listens on an OpenCode's loopback port without being OpenCode
-// decides whose config files it has: a tunnel or a container's port
-// publisher forwards to files elsewhere (none are read); another process
-// of this user here (a wrapper the view does not know) sees this
-// machine's.
+// (as the view tells one) sees this machine's config files only when it is
+// the process the server says it is (its reported pid): a wrapper, a
+// renamed binary. Whatever its name, a listener the server does not name
+// may forward to files elsewhere, and none are read.
 func TestConfigFilesOfAListenerThatIsNotOpenCode(t *testing.T) {
 	tab, err := procview.System()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, local := range map[string]bool{"socat": false, "docker-proxy": false, "ssh": false, "my-wrapper": true} {
-		port := listenAs(t, name)
+	for _, name := range []string{"socat", "docker-proxy", "ssh", "my-wrapper"} {
+		port, pid := listenAs(t, name)
 		client, err := opencode.NewServer(opencode.ServerOptions{URL: fmt.Sprintf("http://127.0.0.1:%d", port)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := newProcWatch(nil, client, 0, slog.New(slog.DiscardHandler))
-		if env := p.listenerConfigEnv(tab, opencode.V2); env.Local != local {
-			t.Errorf("a listener named %s: config files read = %v, want %v", name, env.Local, local)
+		for reported, local := range map[int]bool{pid: true, 0: false, 43067: false} {
+			if env := p.listenerConfigEnv(tab, opencode.V2, reported); env.Local != local {
+				t.Errorf("a listener named %s (pid %d), the server reporting pid %d: config files read = %v, want %v", name, pid, reported, env.Local, local)
+			}
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -87,9 +88,13 @@ type Config struct {
 	NoProbes bool
 	// NoToasts turns off the toasts shown in an attached TUI.
 	NoToasts bool
-	// NoNetwatch turns off retrying failed servers on network changes and
-	// renewing remote sessions after a wake from sleep.
+	// NoNetwatch turns off acting on network changes and wakes from sleep
+	// (retrying failed servers, renewing remote sessions).
 	NoNetwatch bool
+	// NoProcessView turns off watching OpenCode's MCP processes: for tests
+	// whose OpenCode is an in-process fake at a loopback address, where the
+	// view would watch whatever real process listens on that port.
+	NoProcessView bool
 	// NetSource and Wake replace the network-change source and the wake
 	// detector (tests); nil and the zero value are the machine's.
 	NetSource netwatch.Source
@@ -114,6 +119,9 @@ type watched struct {
 	retry  backoff.Policy // the stream's reconnect backoff (zero: the default)
 	procs  *procWatch     // the MCP process view of a local OpenCode
 	follow *serviceFollower
+	// unseen is set while OpenCode has not answered since the daemon
+	// said it was waiting for it: the first subscription says it found it.
+	unseen atomic.Bool
 }
 
 // Run watches the configured OpenCode servers until ctx ends. It returns
@@ -228,7 +236,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for i, w := range all {
 		wg.Go(func() { _ = w.eng.Run(ctx) })
 		wg.Go(func() { w.ann.Run(ctx) })
-		wg.Go(func() { w.procs.run(ctx) })
+		if !cfg.NoProcessView {
+			wg.Go(func() { w.procs.run(ctx) })
+		}
 		wg.Go(func() { streamLoop(ctx, w, broker, log, func(url string) { reg.setURL(i, url) }) })
 		if w.follow != nil && w.follow.fallback != nil {
 			wg.Go(func() { w.follow.watch(ctx) })
@@ -325,6 +335,7 @@ func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
 		log.Error("opencode refused the credentials", "url", w.client.URL(), "err", err)
 		return err
 	case err != nil:
+		w.unseen.Store(true)
 		log.Warn("opencode not reachable yet; waiting for it", "url", w.client.URL(), "err", err)
 	default:
 		log.Info("watching opencode", "url", w.client.URL(), "generation", gen.String(), "version", version)
@@ -448,6 +459,10 @@ func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *
 				eng.SetStream(true, nil)
 				broker.Publish(reconnect.Event{Time: time.Now(), Type: reconnect.EventStreamUp, URL: client.URL(), Attempt: c.N})
 				wasUnauthorized = false
+				if w.unseen.CompareAndSwap(true, false) {
+					gen, version := client.Generation()
+					log.Info("watching opencode", "url", client.URL(), "generation", gen.String(), "version", version)
+				}
 				if c.N > 1 {
 					// Events may have been missed while the stream was down.
 					// (An OpenCode restart reached the engine through

@@ -29,7 +29,7 @@ func TestEnsureServiceWatchSeesAStartingDaemon(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{Servers: []Target{{URL: "http://127.0.0.1:1", Discover: slow, ServiceFile: file}},
-			StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true},
+			StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true},
 			slog.New(slog.DiscardHandler))
 	}()
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,7 +37,7 @@ func TestHungServerDoesNotDelayTheOthersStart(t *testing.T) {
 				{URL: "http://hung-2:4096", Transport: hosts.Transport()},
 				{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/b"}, Transport: hosts.Transport()},
 			},
-			Engine: ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine: ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -50,6 +51,39 @@ func TestHungServerDoesNotDelayTheOthersStart(t *testing.T) {
 		synctest.Wait()
 		if n := v2.Count(fake2.RouteConnect, "/b", "b"); n == 0 {
 			t.Fatal("3 s after start, server two's failed MCP server got no connect: Run is still detecting the hung servers listed before it (5 s each)")
+		}
+	})
+}
+
+// An OpenCode that starts after the daemon: the daemon says once that it
+// waits for it, and once that it watches it when it answers (the user who
+// read the first line learns that it caught up).
+func TestOpenCodeThatStartsLaterIsSaidToBeWatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		logs := &logBuffer{}
+		cfg := Config{
+			Servers: []Target{{URL: "http://" + host2, Password: fake2.DefaultPassword, Transport: hosts.Transport()}},
+			Engine:  reconnect.DefaultConfig, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+		defer func() {
+			cancel()
+			<-done
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !strings.Contains(logs.String(), "opencode not reachable yet") || strings.Contains(logs.String(), `msg="watching opencode"`) {
+			t.Fatalf("before OpenCode answers:\n%s", logs)
+		}
+		hosts.Serve(host2, fake2.New(nil))
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if n := strings.Count(logs.String(), `msg="watching opencode"`); n != 1 || !strings.Contains(logs.String(), "generation=2.x") {
+			t.Fatalf("once OpenCode answers, the daemon said it watches it %d times (want once, with its generation):\n%s", n, logs)
 		}
 	})
 }

@@ -81,7 +81,7 @@ func TestManagedChildGetsTheUsername(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Engine: reconnect.DefaultConfig, NoProbes: true, NoNetwatch: true, NoToasts: true}
+	cfg := Config{Engine: reconnect.DefaultConfig, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true}
 	type result struct {
 		code int
 		err  error

@@ -57,7 +57,7 @@ func runTwo(t *testing.T, v1 *fakeopencode.Server, v2 *fake2.Server, maxConcurre
 			{URL: "http://" + host1, Password: "one-pw", Directories: []string{"/p"}, Transport: gauge},
 			{URL: "http://" + host2, Password: fake2.DefaultPassword, Directories: []string{"/p"}, Transport: gauge},
 		},
-		Engine: ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+		Engine: ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -81,6 +81,8 @@ type procWatch struct {
 	newExits func() (*procview.Exits, error)
 	// record keeps what was seen, for the orphans' evidence (nil: none).
 	record *procview.Record
+	// clock is the table the last watch reads births from (Clock).
+	clock atomic.Pointer[procview.Table]
 
 	mu        sync.Mutex
 	table     procview.Table
@@ -154,7 +156,7 @@ func signal(ch chan struct{}) {
 }
 
 // Successor implements reconnect.ProcessView from a fresh scan.
-func (p *procWatch) Successor(dir, name string, after time.Time) bool {
+func (p *procWatch) Successor(dir, name string, birth uint64) bool {
 	p.mu.Lock()
 	v := p.view
 	p.mu.Unlock()
@@ -162,7 +164,19 @@ func (p *procWatch) Successor(dir, name string, after time.Time) bool {
 		return false
 	}
 	p.syncServers(v)
-	return v.Successor(procview.Key{Directory: dir, Name: name}, after)
+	return v.Successor(procview.Key{Directory: dir, Name: name}, birth)
+}
+
+// Clock implements reconnect.ProcessView: the clock of the table the
+// children's births were read from (0 before any was watched: then no
+// child is known to be older than a connect). It takes no lock: the
+// engine asks under its own.
+func (p *procWatch) Clock() uint64 {
+	tab := p.clock.Load()
+	if tab == nil {
+		return 0
+	}
+	return (*tab).Now()
 }
 
 // run watches until ctx ends: finds OpenCode's process, watches its
@@ -269,7 +283,7 @@ func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
 	}
 	gen, _ := p.client.Generation()
 	if found != nil {
-		p.client.SetConfigEnv(p.listenerConfigEnv(tab, gen))
+		p.client.SetConfigEnv(p.listenerConfigEnv(tab, gen, p.client.PID()))
 		return
 	}
 	env := opencode.OwnConfigEnv(gen)
@@ -284,25 +298,25 @@ func (p *procWatch) tellConfigEnv(tab procview.Table, pid int, found error) {
 	p.client.SetConfigEnv(env)
 }
 
-// forwarders are programs that listen for a server elsewhere: a tunnel, a
-// proxy, a container runtime's port publisher. The config files of the
-// OpenCode behind them are not this machine's.
-var forwarders = map[string]bool{"ssh": true, "sshd": true, "socat": true, "kubectl": true, "docker-proxy": true,
-	"rootlesskit": true, "slirp4netns": true, "pasta": true, "gvproxy": true, "vpnkit": true, "com.docker.backend": true, "com.docker.back": true,
-	"conmon": true, "podman": true, "nc": true, "ncat": true}
-
 // listenerConfigEnv is how the config files of an OpenCode that is no
-// local process of this user are resolved: with this daemon's own
-// environment when what listens on its loopback port is a process of
-// this user in this mount namespace that forwards nothing (a wrapper of
-// OpenCode's that the view does not know), else not at all.
-func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation) opencode.ConfigEnv {
-	if port, err := p.loopbackPort(); err == nil {
-		if pid, err := procview.ListenerPID(port, os.Getuid()); err == nil {
-			proc, err := tab.Read(pid)
-			same, nsErr := procview.SameMountNamespace(pid)
-			if err == nil && nsErr == nil && same && proc.UID == os.Getuid() && !forwarders[proc.Comm] {
-				return opencode.OwnConfigEnv(gen)
+// local process of this user (as find sees it) are resolved: with this
+// daemon's own environment when the process listening on its loopback
+// port is the process the server says it is (reported, its own pid:
+// OpenCode 2's /api/info), of this user and in this mount namespace (an
+// OpenCode the view does not take for one: a wrapper, a renamed binary);
+// else not at all. What listens may forward to an OpenCode elsewhere (ssh,
+// a container's port publisher, Lima, VS Code's forwarded ports,
+// cloudflared, a reverse proxy), and no list of names covers them: a
+// server that reports no pid (1.x) is never taken for the listener.
+func (p *procWatch) listenerConfigEnv(tab procview.Table, gen opencode.Generation, reported int) opencode.ConfigEnv {
+	if reported > 0 {
+		if port, err := p.loopbackPort(); err == nil {
+			if pid, err := procview.ListenerPID(port, os.Getuid()); err == nil && pid == reported {
+				proc, err := tab.Read(pid)
+				same, nsErr := procview.SameMountNamespace(pid)
+				if err == nil && nsErr == nil && same && proc.UID == os.Getuid() {
+					return opencode.OwnConfigEnv(gen)
+				}
 			}
 		}
 	}
@@ -366,6 +380,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	if err != nil {
 		return err
 	}
+	p.clock.Store(&tab)
 	ctx, cancel := context.WithCancel(ctx)
 	var exits *procview.Exits
 	var wg sync.WaitGroup
@@ -433,7 +448,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 					// when it decides (Successor); an older one left
 					// running is none: OpenCode talks to its newest.
 					if p.eng != nil {
-						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Start, at)
+						p.eng.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Birth, at)
 					}
 				case ev.Kind == procview.Started && p.eng != nil:
 					p.eng.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
@@ -454,7 +469,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			if s.Gone && !prev.At.IsZero() {
 				// What proves its orphans: the last children seen under
 				// it (prev is never a Gone snapshot), and when it ended.
-				p.save(prev, v, s.At)
+				p.save(prev, v, tab.Now())
 			}
 			p.mu.Lock()
 			p.last = s
@@ -468,7 +483,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			}
 			prev = s
 			if dirty && time.Since(saved) >= recordEvery {
-				dirty, saved = !p.save(s, v, time.Time{}), time.Now() // saved: when the save ended
+				dirty, saved = !p.save(s, v, 0), time.Now() // saved: when the save ended
 			}
 		}
 		every := procview.ScanPeriod(scanEvery, lastScan.Sub(start))
@@ -483,7 +498,7 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 			// run ends the daemon as soon as OpenCode exits: the record
 			// must say so all the same.
 			if s, err := v.Scan(); err == nil && s.Gone && !prev.At.IsZero() {
-				p.save(prev, v, s.At)
+				p.save(prev, v, tab.Now())
 			}
 			return nil
 		case <-p.again:
@@ -586,18 +601,19 @@ func (p *procWatch) forgetBelow(s procview.Snapshot) {
 // save writes the record of the OpenCode watched: its identity, and each
 // process seen under it that still runs (each child serving a server, the
 // process below a launcher that runs the server, OpenCode's other
-// children), with the OpenCode process it is a child of. ended, when
-// set, is when OpenCode was seen gone (s is then the last snapshot of it
-// alive, and what ran below each launcher is taken as last seen: a
-// launcher ended by a signal can leave its server). complete is false
-// while a launcher's server has not been found yet (save again later).
-func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time) (complete bool) {
+// children), with the OpenCode process it is a child of, and the boot
+// they run on. ended, when set, is the table's clock when OpenCode was
+// seen gone (s is then the last snapshot of it alive, and what ran below
+// each launcher is taken as last seen: a launcher ended by a signal can
+// leave its server). complete is false while a launcher's server has not
+// been found yet (save again later).
+func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended uint64) (complete bool) {
 	if p.record == nil {
 		return true
 	}
 	complete = true
 	root := v.OpenCode()
-	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At, Ended: ended}
+	rec := procview.Sightings{OpenCode: procview.IdentOf(root), At: s.At, Boot: p.table.BootID(), End: ended}
 	if root.PGID == os.Getpid() {
 		// run: the wrapper leads OpenCode's group (the terminal's job),
 		// and this process is the wrapper.
@@ -626,7 +642,7 @@ func (p *procWatch) save(s procview.Snapshot, v *procview.View, ended time.Time)
 			// The server below a launcher too: a launcher ended by a
 			// signal can leave it (npm's node survives npm's SIGKILL).
 			var b serverBelow
-			if ended.IsZero() {
+			if ended == 0 {
 				b = p.serverBelow(p.table, c)
 				complete = complete && (b.known || b.tries >= maxBelowTries)
 			} else {

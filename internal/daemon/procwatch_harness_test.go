@@ -16,6 +16,17 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
+// missing skips a test whose dependency (a program, a kernel feature,
+// root) is absent here; under CI, where .ci/run provides every one, it
+// fails.
+func missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf("missing under CI: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
 // watchRig is what a procWatch test runs: an engine (optional) and the
 // watches, all on one context; stop cancels it and waits for them.
 type watchRig struct {

@@ -10,9 +10,9 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
-// The record now keeps when OpenCode ended (Sightings.Ended: "nothing
-// that started later is its"), and the group evidence relies on it to
-// refuse a later group that got the dead OpenCode's id. But Ended is
+// The record keeps when OpenCode ended (Sightings.End: "nothing born
+// at or after it is its"), and the group evidence relies on it to
+// refuse a later group that got the dead OpenCode's id. But End is
 // written only by the scan that sees OpenCode gone. Under `run` the
 // daemon is stopped the moment its child ends (RunManaged: <-child.Done(),
 // then stop()), and nothing makes a scan happen first: the exit watcher
@@ -32,6 +32,7 @@ func TestRecordOfRunsOpenCodeSaysWhenItEnded(t *testing.T) {
 			{PID: 2000, PPID: 1, PGID: 2000, UID: uid, Start: 100, Argv: []string{"/home/ana/.opencode/bin/opencode", "serve"}, Cwd: "/p"},
 			{PID: 2100, PPID: 2000, PGID: 2000, UID: uid, Start: 200, Argv: srv, Cwd: "/p"},
 		})
+		writeClock(t, root, "3000.00", "boot-a")
 		tab := procFS(t, root)
 		r := newWatchRig()
 		r.runEngine(t, &connectedOC{cmd: srv}, "/p")
@@ -60,8 +61,8 @@ func TestRecordOfRunsOpenCodeSaysWhenItEnded(t *testing.T) {
 		if err != nil || len(all) != 1 {
 			t.Fatalf("record: %+v, %v", all, err)
 		}
-		if all[0].Ended.IsZero() {
-			t.Errorf("the record of run's OpenCode, which ended before the daemon stopped, has no Ended: its group proves any later member of a group %d", all[0].OpenCode.PGID)
+		if all[0].End != 300000 || all[0].Boot != "boot-a" {
+			t.Errorf("the record of run's OpenCode, which ended before the daemon stopped, says end %d on boot %q, want the table's clock then (300000) on boot-a: its group proves any later member of a group %d", all[0].End, all[0].Boot, all[0].OpenCode.PGID)
 		}
 	})
 }

@@ -34,6 +34,8 @@ func writeGroupedTree(t *testing.T, root string, procs []groupedProc) {
 	}
 	must(os.MkdirAll(root, 0o755))
 	must(os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 0 1 1 0 0 0 0 0 0\nbtime 1796110733\nprocesses 1\n"), 0o644))
+	must(os.MkdirAll(filepath.Join(root, "sys", "kernel", "random"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "sys", "kernel", "random", "boot_id"), []byte("5d2f0b7e-3c1a-4e8b-9f6d-0a1b2c3d4e5f\n"), 0o644))
 	kids := map[int][]int{}
 	for _, p := range procs {
 		kids[p.PPID] = append(kids[p.PPID], p.PID)
@@ -54,6 +56,22 @@ func writeGroupedTree(t *testing.T, root string, procs []groupedProc) {
 			list = append(strconv.AppendInt(list, int64(c), 10), ' ')
 		}
 		must(os.WriteFile(filepath.Join(dir, "task", strconv.Itoa(p.PID), "children"), list, 0o644))
+	}
+}
+
+// writeClock gives the fake /proc tree at root a boot clock (uptime,
+// seconds with two decimals, as the kernel writes it) and a boot id.
+func writeClock(t *testing.T, root, uptime, bootID string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, "uptime"), []byte(uptime+" 0.00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "sys", "kernel", "random")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "boot_id"), []byte(bootID+"\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

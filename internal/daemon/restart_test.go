@@ -34,7 +34,7 @@ func TestRestartSeenByTheStreamForgetsDirectoriesAtOnce(t *testing.T) {
 		ec.IdleInterval = 10 * time.Minute
 		cfg := Config{
 			Servers: []Target{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
-			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine:  ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -89,7 +89,7 @@ func TestReplacedServiceSeenByItsPidForgetsDirectories(t *testing.T) {
 		ec.IdleInterval = 10 * time.Minute
 		cfg := Config{
 			Servers: []Target{{URL: "http://" + host2, Password: fake2.DefaultPassword, Transport: hosts.Transport()}},
-			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine:  ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -101,6 +101,7 @@ func TestReplacedServiceSeenByItsPidForgetsDirectories(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		synctest.Wait()
+		old.Boot("/p") // a session there
 		old.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"})
 		time.Sleep(3 * time.Second)
 		synctest.Wait()

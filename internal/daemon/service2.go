@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 )
 
@@ -59,6 +63,14 @@ var servicePoll = 5 * time.Second
 // service in another pid namespace, sharing the state directory).
 const serviceYoung = 2 * time.Minute
 
+// followPatience is how long the service followed may go without an
+// answer (timeouts, resets, 5xx, "not yet") before the daemon looks for
+// another: a busy or restarting-in-place service proves nothing by one
+// failure, and moving is not free (the other service boots every
+// --directory and starts its MCP servers). Evidence moves it at once: a
+// refused connection, its file gone or stale, or its pid gone (holds).
+const followPatience = time.Minute
+
 // serviceURL is where the shared service usually listens (macOS and
 // Linux), shown until its service file says otherwise.
 const serviceURL = "http://127.0.0.1:49374"
@@ -77,8 +89,10 @@ const serviceURL = "http://127.0.0.1:49374"
 // followed is file (service.json) when its service answers, else the most
 // recently written file whose service answers: the service started last.
 // The daemon says which in its log, in status and in doctor, with the
-// others that answer; it stays with the one it follows until that one
-// goes away (one watch --service-file FILE per channel follows several).
+// others that answer; it stays with the file it follows until its
+// service goes away (holds: a timeout or a "not yet" is not that), and
+// follows the file to the service that rewrites it (one watch
+// --service-file FILE per channel follows several).
 //
 // With fallback, while no service answers, the server watched is
 // fallback if OpenCode answers there (1.x at its default address, for a
@@ -88,7 +102,7 @@ const serviceURL = "http://127.0.0.1:49374"
 // have at start.
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
-		alive: pidAlive, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
+		alive: pidAlive, listener: listenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
 	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
@@ -113,11 +127,18 @@ type serviceFollower struct {
 	fallback *Target
 	opts     opencode.Options // transport; the credentials come from each file
 	alive    func(pid int) bool
+	// listener says why the service's password must not go to url (what
+	// listens there is another user's), or nil.
+	listener func(url string) error
 	// log is the daemon's logger, set before anything runs.
 	log *slog.Logger
 
 	mu  sync.Mutex
 	cur followed
+	// quiet is when the service followed began failing to answer, in the
+	// run of failures going on (zero while it answers): see
+	// followPatience.
+	quiet time.Time
 	// failed holds the files whose service did not answer, as they were
 	// then: one that has not changed since, whose pid is gone and that
 	// is no longer young, registers a service that is not coming back,
@@ -137,6 +158,8 @@ type followed struct {
 	// others are further files whose service answered when this one
 	// was chosen.
 	others []string
+	// alive: the service's pid was alive when it was chosen.
+	alive bool
 }
 
 func (a followed) same(b followed) bool {
@@ -146,8 +169,11 @@ func (a followed) same(b followed) bool {
 // discover is the server's Discover: the service, else the fallback.
 func (f *serviceFollower) discover(ctx context.Context) (string, string, error) {
 	svc, others, err := f.find(ctx)
+	if errors.Is(err, errHeld) {
+		return svc.URL, svc.Password(), err // still the one followed
+	}
 	if err == nil {
-		f.set(followed{svc: svc, others: others})
+		f.set(followed{svc: svc, others: others, alive: f.alive(svc.PID)})
 		return svc.URL, svc.Password(), nil
 	}
 	if f.fallback == nil || errors.Is(err, opencode.ErrUnauthorized) {
@@ -173,14 +199,20 @@ func (f *serviceFollower) discover(ctx context.Context) (string, string, error) 
 	return "", "", fmt.Errorf("%w: %v; and no OpenCode answers at %s", opencode.ErrUnavailable, err, fb.URL)
 }
 
+// errHeld marks find's error when the service followed did not answer
+// but is kept (holds): the daemon stays with it, and tries again.
+var errHeld = errors.New("the OpenCode 2 service followed did not answer; staying with it")
+
 // find looks for the first service that answers among the state
 // directory's service files (one ReadDir), preferring the one followed
 // now, then file, then the newest, asking only the files worth asking
-// (see failed). Once one answers, the rest are asked too when that is
-// news (another service than the one followed), so that the log and
-// status can name every service that answers. A refused password is
-// the error only when no file's service answers (a stale file's port
-// may be another OpenCode's); with no file at all the error matches
+// (see failed). The one followed is kept while its failure proves
+// nothing (holds): then the error matches errHeld, and no other file is
+// asked. Once one answers, the rest are asked too when that is news
+// (another service than the one followed), so that the log and status
+// can name every service that answers. A refused password is the error
+// only when no file's service answers (a stale file's port may be
+// another OpenCode's); with no file at all the error matches
 // fs.ErrNotExist.
 func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string, error) {
 	regs, err := opencode.Registrations(f.file, f.channels)
@@ -206,6 +238,9 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 			break // no news
 		}
 		svc, err := f.ask(ctx, r)
+		if r.Path == cur && f.holds(svc, err) {
+			return svc, nil, fmt.Errorf("%w: %w", errHeld, err)
+		}
 		switch {
 		case err == nil && found.Path == "":
 			found = svc
@@ -233,7 +268,9 @@ func (f *serviceFollower) find(ctx context.Context) (opencode.Service, []string,
 }
 
 // ask reads one service file and verifies it against its server, unless
-// it is a file that failed before and is not worth asking again.
+// it is a file that failed before and is not worth asking again (not the
+// one followed: holds judges that one). The service the file names comes
+// back with any error but the file's own.
 func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (opencode.Service, error) {
 	svc, err := opencode.ReadServiceFile(r.Path)
 	if err != nil {
@@ -241,19 +278,56 @@ func (f *serviceFollower) ask(ctx context.Context, r opencode.Registration) (ope
 	}
 	f.mu.Lock()
 	prev, failed := f.failed[r.Path]
+	failed = failed && r.Path != f.cur.svc.Path
 	f.mu.Unlock()
 	if failed && prev.Same(r) && time.Since(r.ModTime) > serviceYoung && !f.alive(svc.PID) {
-		return opencode.Service{}, fmt.Errorf("%w: %s registers pid %d, which is gone", opencode.ErrStaleService, r.Path, svc.PID)
+		return svc, fmt.Errorf("%w: %s registers pid %d, which is gone", opencode.ErrStaleService, r.Path, svc.PID)
+	}
+	if err := f.listener(svc.URL); err != nil {
+		// The file is stale (its service is gone) and another user
+		// holds the port: the password, which the next service reuses,
+		// is not handed to them.
+		return svc, fmt.Errorf("%w: %s: %w", opencode.ErrStaleService, r.Path, err)
 	}
 	_, err = svc.Verify(ctx, f.opts)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil && !errors.Is(err, opencode.ErrUnauthorized) {
 		f.failed[r.Path] = r
-		return opencode.Service{}, err
+		return svc, err
 	}
 	delete(f.failed, r.Path)
 	return svc, err // a refusal names its file: find may report it
+}
+
+// holds decides for the file followed, which names svc (the service
+// followed, or the one that rewrote the file since: the channel's service
+// restarted) and answered err: whether the daemon stays with it. It does
+// while the failure proves nothing (a timeout, a reset, a 5xx, a "not
+// yet": opencode.ErrUnavailable but not ErrRefused) and the file has not
+// gone unanswered for followPatience. Evidence lets the daemon look
+// elsewhere at once: a refused connection; the file gone, unreadable or
+// stale (another process answers at its URL); a refused password; the
+// pid gone (when the daemon saw the service's pid alive: a service in
+// another pid namespace has a pid it cannot see). An answer ends the run
+// of failures.
+func (f *serviceFollower) holds(svc opencode.Service, err error) bool {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	transient := errors.Is(err, opencode.ErrUnavailable) && !errors.Is(err, opencode.ErrRefused)
+	if err == nil || !transient || f.cur.alive && !f.alive(svc.PID) {
+		f.quiet = time.Time{}
+		return false
+	}
+	if f.quiet.IsZero() {
+		f.quiet = now
+	}
+	if now.Sub(f.quiet) < followPatience {
+		return true
+	}
+	f.log.Info("the OpenCode 2 service followed has not answered for a minute; looking for another", "file", svc.Path, "url", svc.URL, "err", err)
+	return false
 }
 
 // where names the files looked at, for an error.
@@ -274,6 +348,9 @@ func (f *serviceFollower) set(now followed) {
 		now.others = prev.others // found without asking the rest again
 	}
 	f.cur = now
+	if !now.same(prev) {
+		f.quiet = time.Time{} // a run of failures is the one followed's
+	}
 	f.mu.Unlock()
 	if now.same(prev) {
 		return
@@ -335,6 +412,24 @@ func (f *serviceFollower) setRestream(fn func()) {
 
 // pidAlive reports whether a process with this pid exists and this user
 // may signal it (a service of this user's would be).
+// listenerOfOtherUser says so when what listens at url's loopback port
+// is provably a process of another user of this machine. It cannot tell
+// elsewhere (another host, no /proc): nil.
+func listenerOfOtherUser(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || !loopback.Host(u.Hostname()) {
+		return nil
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return nil
+	}
+	if _, err := procview.ListenerPID(port, os.Getuid()); errors.Is(err, procview.ErrNotMine) {
+		return fmt.Errorf("what listens at %s is another user's process; the service's password is not sent there", u.Host)
+	}
+	return nil
+}
+
 func pidAlive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil {

@@ -172,7 +172,7 @@ func TestServiceServerLooksEveryFewSeconds(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- Run(ctx, Config{Servers: []Target{sc}, Registry: &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")},
-				Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true}, slog.New(slog.DiscardHandler))
+				Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true}, slog.New(slog.DiscardHandler))
 		}()
 		time.Sleep(time.Minute)
 		synctest.Wait()

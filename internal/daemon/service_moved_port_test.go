@@ -37,7 +37,7 @@ func TestServiceMovedPortIsReportedAndReachable(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{Servers: []Target{{URL: a.URL, Discover: discover, ServiceFile: "/svc.json"}},
-			StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true,
+			StatusAddr: "127.0.0.1:0", Registry: reg, Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 			Ready: func(s string) { ready <- s }}, slog.New(slog.DiscardHandler))
 	}()
 	addr := <-ready

@@ -76,7 +76,7 @@ func runFollowing(t *testing.T, sc Target, log *slog.Logger) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{Servers: []Target{sc}, Registry: &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")},
-			Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoToasts: true}, log)
+			Engine: fastConfig(), NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true}, log)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -48,7 +48,7 @@ func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 		cfg := Config{
 			// ServiceServer, through the in-memory hosts.
 			Servers: []Target{followService(file, false, nil, hosts.Transport())},
-			Engine:  ec, NoProbes: true, NoNetwatch: true, NoToasts: true,
+			Engine:  ec, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -61,6 +61,7 @@ func TestServiceCleanExitForgetsDirectories(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		synctest.Wait()
+		old.Boot("/p")
 		old.Publish("/p", "session.created", map[string]any{"sessionID": "ses_1"}) // armed; checked at 2 and 3 s, next at 603 s
 		time.Sleep(3 * time.Second)
 		synctest.Wait()

@@ -55,7 +55,7 @@ func TestDirectoryFlagThroughSymlinkIsThePhysicalDirectory(t *testing.T) {
 				cfg := Config{
 					Servers:     []Target{{URL: "http://" + gen.host, Password: gen.password, Transport: hosts.Transport()}},
 					Directories: []string{link}, // the user's --directory
-					Engine:      reconnect.DefaultConfig, NoProbes: true, NoNetwatch: true, NoToasts: true,
+					Engine:      reconnect.DefaultConfig, NoProbes: true, NoNetwatch: true, NoProcessView: true, NoToasts: true,
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)

@@ -64,10 +64,10 @@ func (m *messages) count(s string) int {
 
 // A jump of the wall clock ahead of the monotonic one (the machine slept)
 // and the burst of interface changes after it (Wi-Fi joining again) are
-// one network change, major: the connected remote server's session is
-// renewed once (a connect), the connected local one left alone. A second
-// wake within max-delay renews nothing (charged as a network change).
-func TestWallClockJumpIsOneDebouncedMajorChange(t *testing.T) {
+// one network change: the connected remote server's session is renewed
+// once (a connect), the connected local one left alone. A second wake
+// within max-delay renews nothing yet (charged as a network change).
+func TestWallClockJumpIsOneDebouncedChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fakeopencode.New(map[string]fakeopencode.Spec{
 			"web": {Type: "remote", URL: "http://remote.test:9000/mcp"},
@@ -124,6 +124,57 @@ func TestWallClockJumpIsOneDebouncedMajorChange(t *testing.T) {
 		}
 		if n := fake.Count("/mcp/{name}/connect", "/p", "web"); n != 1 {
 			t.Fatalf("remote connects after a second wake within max-delay = %d, want still one", n)
+		}
+	})
+}
+
+// A burst of interface changes without a wake (a VPN connecting: its
+// tunnel, its address, its routes) is one network change, and renews the
+// connected remote server's session as a wake does: a VPN may reset every
+// live socket while OpenCode still says connected. The local server is
+// left alone.
+func TestInterfaceChangeRenewsRemoteSessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{
+			"web": {Type: "remote", URL: "http://remote.test:9000/mcp"},
+			"fs":  {},
+		})
+		fake.Password = "pw"
+		fake.SetHeartbeat(10 * time.Second)
+		hosts := fakeopencode.NewHosts()
+		hosts.Serve(host1, fake)
+		net := burstNet{burst: make(chan int)}
+		logs := &messages{}
+		cfg := Config{
+			Servers:     []Target{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
+			Directories: []string{"/p"},
+			Engine:      reconnect.DefaultConfig, NoProbes: true, NoToasts: true,
+			NetSource: net,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(logs)) }()
+		defer func() {
+			cancel()
+			<-done
+			hosts.Close()
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := fake.Count("/mcp/{name}/connect", "/p", ""); n != 0 {
+			t.Fatalf("%d connects before the change", n)
+		}
+		net.burst <- 4
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if c, w := logs.count("network changed"), logs.count("woke from sleep"); c != 1 || w != 0 {
+			t.Fatalf("a burst of 4 interface changes was %d changes and %d wakes, want one change", c, w)
+		}
+		if n := fake.Count("/mcp/{name}/connect", "/p", "web"); n != 1 {
+			t.Fatalf("remote connects after the change = %d, want one", n)
+		}
+		if n := fake.Count("/mcp/{name}/connect", "/p", "fs"); n != 0 {
+			t.Fatalf("%d connects of the connected local server", n)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
@@ -86,21 +87,43 @@ func CheckDoc(doc []byte, need Needs) []Check {
 	}
 
 	statuses := d.Components(statusComponents(d)...).Property("status").Literals()
-	gone, unknown := absent(need.Statuses, statuses), absent(statuses, need.Statuses)
-	slices.Sort(unknown)
-	switch {
-	case len(gone) > 0:
-		checks = append(checks, Check{Fail, "mcp statuses", "OpenCode no longer reports " + strings.Join(gone, ", ")})
-	case len(unknown) > 0:
-		checks = append(checks, Check{Warn, "mcp statuses", "OpenCode reports statuses the daemon does not know and will never retry: " + strings.Join(unknown, ", ")})
-	default:
-		checks = append(checks, Check{OK, "mcp statuses", strings.Join(need.Statuses, ", ")})
-	}
+	checks = append(checks, judgeStatuses(need.Statuses, statuses, "in the MCPStatus schemas", "")...)
 	noEvent := absent(need.Events, d.Components(d.ComponentNames()...).Property("type").Literals())
 	if len(noEvent) > 0 {
 		checks = append(checks, Check{Fail, "events", "OpenCode no longer publishes " + strings.Join(noEvent, ", ")})
 	} else {
 		checks = append(checks, Check{OK, "events", strings.Join(need.Events, ", ")})
+	}
+	return checks
+}
+
+// judgeStatuses compares the MCP status values a description lists (found
+// where; note, when set, is added to the ok line) with the ones the
+// daemon knows. A value it does not know fails: the daemon leaves a
+// server in it alone, whatever it means, and a renamed `failed` would
+// never be retried. A value it knows that the description lacks is
+// harmless (OpenCode 2.1.2 has no needs_client_registration: it never
+// reports it), unless it is `failed`, the one status the daemon acts on.
+func judgeStatuses(known, listed []string, where, note string) []Check {
+	const name = "mcp statuses"
+	var checks []Check
+	for _, s := range absent(listed, known) {
+		checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `%s` %s is unknown to mcp-reconnect: it would leave a server in it alone, whatever it means (a renamed `failed` would never be retried)", s, where)})
+	}
+	if !slices.Contains(listed, opencode.StatusFailed) {
+		checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `failed` is not %s (found %s): mcp-reconnect reconnects only failed servers", where, quoteList(listed))})
+	}
+	if len(checks) > 0 {
+		return checks
+	}
+	lacked := absent(known, listed)
+	detail := strings.Join(absent(known, lacked), ", ")
+	if note != "" {
+		detail += " (" + note + ")"
+	}
+	checks = append(checks, Check{OK, name, detail})
+	for _, s := range lacked {
+		checks = append(checks, Check{Info, name, fmt.Sprintf("MCP status `%s` is not %s: this OpenCode never reports it", s, where)})
 	}
 	return checks
 }
@@ -206,10 +229,10 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, Check{OK, "authenticated", "credentials accepted"})
 		}
-		if version == BuiltForV2 {
-			checks = append(checks, Check{OK, "version", version + " (the 2.x client is built to its published API; not tested against a real binary)"})
+		if version == TestedVersionV2 {
+			checks = append(checks, Check{OK, "version", version})
 		} else {
-			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect's 2.x client is built for %s (the checks below tell whether it still fits)", version, BuiltForV2)})
+			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersionV2)})
 		}
 		// The description the client chose its routes from: one read.
 		var oe *opencode.Error
@@ -222,6 +245,7 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 			checks = append(checks, checkDescV2(desc)...)
 		}
 		checks = append(checks, capabilityChecks(v.Capabilities(ctx))...)
+		checks = append(checks, streamCheck(ctx, v, "GET /api/event"))
 	default:
 		v, err := opencode.New(rawURL, oo)
 		if err != nil {
@@ -239,8 +263,32 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, CheckDoc(doc, Used)...)
 		}
+		checks = append(checks, streamCheck(ctx, v, "GET /global/event"))
 	}
 	return append(checks, serverChecks(ctx, c, o)...)
+}
+
+// streamWait bounds the stream check's wait for the first event: a
+// healthy server sends server.connected at once.
+const streamWait = 5 * time.Second
+
+// streamCheck subscribes to the event stream once, as the daemon does:
+// it must answer and send server.connected first, within streamWait.
+// Without it the daemon hears of nothing and checks every idle interval
+// only; and where the description names no event types (2.1.2), the wire
+// is the only proof the stream works.
+func streamCheck(ctx context.Context, c interface {
+	FirstEvent(context.Context, time.Duration) (string, error)
+}, route string) Check {
+	const name = "event stream"
+	typ, err := c.FirstEvent(ctx, streamWait)
+	switch {
+	case err != nil:
+		return Check{Fail, name, err.Error() + ": mcp-reconnect would hear of no crash, and check every idle interval only"}
+	case typ != opencode.EventServerConnected:
+		return Check{Fail, name, fmt.Sprintf("%s's first event is %q, not %s: mcp-reconnect takes the stream for another program's", route, typ, opencode.EventServerConnected)}
+	}
+	return Check{OK, name, route + " answers; its first event is " + opencode.EventServerConnected}
 }
 
 // statusReader is what the server checks need of either generation's
@@ -301,6 +349,9 @@ func serverChecks(ctx context.Context, c statusReader, o Options) []Check {
 			checks = append(checks, Check{Fail, "directory " + d, err.Error()})
 			continue
 		}
+		if _, v2 := c.(*opencode.ClientV2); v2 && len(st) == 0 {
+			checks = append(checks, Check{Info, "directory " + d, "no MCP server listed: OpenCode 2 lists a location's servers only a second or two after the read that boots it; run doctor again to see them"})
+		}
 		for _, name := range opencode.Names(st) {
 			checks = append(checks, serverCheck(d, name, st[name].Status, st[name].Error, 0)...)
 		}
@@ -330,7 +381,7 @@ func serverCheck(dir, name, status, errText string, attempts int) []Check {
 	if status == "" || opencode.KnownStatus(status) {
 		return nil
 	}
-	return []Check{{Warn, label, fmt.Sprintf("status %q is unknown to mcp-reconnect: it leaves the server alone", status)}}
+	return []Check{{Fail, label, fmt.Sprintf("status %q is unknown to mcp-reconnect: it leaves the server alone, whatever the status means", status)}}
 }
 
 // Healthy reports whether no check failed.

@@ -107,6 +107,8 @@ func writeTree(t testing.TB, root string, procs []fakeProc) {
 	// /proc/stat: procfs reads the boot time from it.
 	must(t, os.MkdirAll(root, 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "stat"), []byte("cpu  1 0 1 1 0 0 0 0 0 0\nbtime 1796110733\nprocesses 1\n"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "sys", "kernel", "random"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "sys", "kernel", "random", "boot_id"), []byte(treeBoot+"\n"), 0o644))
 	kids := map[int][]int{}
 	for _, p := range procs {
 		kids[p.PPID] = append(kids[p.PPID], p.PID)
@@ -169,6 +171,9 @@ func anaOptions(t testing.TB) Options {
 	}
 }
 
+// treeBoot is the boot of the trees writeTree writes, and of anaRecord.
+const treeBoot = "0b7e5d2f-3c1a-4e8b-9f6d-0a1b2c3d4e5f"
+
 // anaRecord is what a daemon saw under OpenCode 1500 before it was
 // SIGKILLed: 3001 serving otherDir's c (a v2-line OpenCode leaves nothing
 // in its children's environment: the record is the evidence there).
@@ -176,7 +181,7 @@ func anaRecord(t testing.TB) *procview.Record {
 	r := &procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
 	boot := time.Unix(1796110733, 0)
 	oc := procview.Ident{PID: 1500, Birth: 40000, Start: boot.Add(400 * time.Second), PGID: 1500}
-	must(t, r.Save(procview.Sightings{OpenCode: oc, Seen: []procview.Sighting{
+	must(t, r.Save(procview.Sightings{OpenCode: oc, Boot: treeBoot, Seen: []procview.Sighting{
 		{Ident: procview.Ident{PID: 3001, Birth: 50001, Start: boot.Add(50001 * 10 * time.Millisecond), PGID: 1500}, Parent: oc, Directory: otherDir, Server: "c"},
 	}}))
 	return r

@@ -32,7 +32,7 @@ func TestServerCheckAsksTheStatusOwner(t *testing.T) {
 			t.Errorf("%s is known and needs no user: %+v", status, got)
 		}
 	}
-	if got := serverCheck("/p", "x", "disconnected", "", 0); len(got) != 1 || got[0].Severity != Warn {
-		t.Errorf("a status opencode does not know: %+v, want a warning", got)
+	if got := serverCheck("/p", "x", "disconnected", "", 0); len(got) != 1 || got[0].Severity != Fail {
+		t.Errorf("a status opencode does not know: %+v, want a failure", got)
 	}
 }

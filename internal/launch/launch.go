@@ -122,6 +122,9 @@ const (
 	TUI
 	// Server: `serve` or `web`.
 	Server
+	// Service: an OpenCode 2 command that attaches to the user's
+	// background service, and starts it when none runs (KindOfV2).
+	Service
 )
 
 // KindOf reads an OpenCode command line (the arguments after the command
@@ -138,20 +141,66 @@ const (
 // the binary's --help (Versions.Facts) and asks Grammar.Kind.
 func KindOf(args []string) Kind { return BuiltIn.Kind(args) }
 
-// AsService reports whether a `serve` command line asks for OpenCode 2's
-// shared background service (`opencode serve --service`) rather than a
-// server of its own.
-func AsService(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if a == "--service" || a == "--service=true" {
-			return true
+// KindOfV2 reads an OpenCode 2 command line. Every OpenCode 2 command
+// that needs a server attaches to the user's background service, and
+// starts it when none runs: measured on 2.1.2, the TUI, run, mcp, api,
+// session, models, stats, auth, plugin, debug config, reload, pair and
+// service start all did. So a command line is Service whatever its
+// subcommand (a release that adds one is watched too), and the wrapper
+// needs no grammar of the binary's. The exceptions are read from the
+// command line alone:
+//
+//   - --help, --version, --completions (nothing starts), --standalone
+//     (a private server, `serve --stdio --port 0`, whose password only it
+//     knows: docs/guide.md), --server URL (another server), acp (a
+//     private server too), upgrade, update, uninstall, and the service's
+//     own commands but start and restart (status, stop, get, set, unset)
+//     are Other: passed through, no daemon started for them;
+//   - serve without --service is a Server of its own (serve --stdio,
+//     the private server's child, is Other).
+func KindOfV2(args []string) Kind {
+	var words []string
+	service, stdio := false, false
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		name, _, valued := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		switch {
+		case !strings.HasPrefix(args[i], "-"):
+			words = append(words, args[i])
+		case name == "help" || name == "h" || name == "version" || name == "v" || name == "completions" || name == "standalone" || name == "server":
+			return Other
+		case name == "service":
+			service = !valued || args[i] == "--service=true"
+		case name == "stdio":
+			stdio = true
+		case !valued && valueFlagsV2[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
+			i++ // its value is not a subcommand (a flag after it is a flag)
 		}
 	}
-	return false
+	words = append(words, "", "")
+	switch words[0] {
+	case "serve":
+		if service {
+			return Service
+		}
+		if stdio {
+			return Other
+		}
+		return Server
+	case "service":
+		if words[1] == "start" || words[1] == "restart" {
+			return Service
+		}
+		return Other
+	case "acp", "upgrade", "update", "uninstall":
+		return Other
+	}
+	return Service
 }
+
+// valueFlagsV2 are OpenCode 2.1.2's flags that take a value and may come
+// before a subcommand or between it and its own (`opencode --log-level
+// debug service stop`).
+var valueFlagsV2 = map[string]bool{"log-level": true, "session": true, "s": true, "prompt": true, "model": true, "m": true, "agent": true}
 
 // subcommands are OpenCode 1.18's (`opencode --help`), aliases included,
 // and 2.x's `service` (see BuiltIn).

@@ -69,11 +69,92 @@ func TestKindOf(t *testing.T) {
 			t.Errorf("KindOf(%q) = %v, want %v", args, got, want)
 		}
 	}
-	for args, want := range map[string]bool{"serve --service": true, "serve --service=true": true, "serve --port 1": false, "serve -- --service": false} {
-		if got := AsService(strings.Fields(args)); got != want {
-			t.Errorf("AsService(%q) = %v, want %v", args, got, want)
+}
+
+// On OpenCode 2 every command that needs a server attaches to the
+// background service and starts it when none runs (measured on 2.1.2):
+// Service, whatever the subcommand, a later release's included; a serve
+// of its own is a Server; help, version, the service's own commands but
+// start and restart, upgrade and the private servers (--standalone, acp,
+// serve --stdio, --server URL) are Other.
+func TestKindOfV2(t *testing.T) {
+	for args, want := range map[string]Kind{
+		"":                                   Service, // the TUI
+		"~/src/p":                            Service,
+		"mcp list":                           Service,
+		"run hello":                          Service,
+		"run --model x/y hello":              Service,
+		"api GET /api/info":                  Service,
+		"session list":                       Service,
+		"models":                             Service,
+		"mini":                               Service,
+		"debug config":                       Service,
+		"share ses_1":                        Service, // a subcommand 2.1.2 lacks
+		"--log-level debug mcp list":         Service,
+		"--continue":                         Service,
+		"-s ses_1":                           Service,
+		"serve --service":                    Service,
+		"serve --service=true":               Service,
+		"--log-level debug serve --service":  Service,
+		"service start":                      Service,
+		"service restart":                    Service,
+		"--log-level debug service start":    Service,
+		"serve":                              Server,
+		"serve --port 4096":                  Server,
+		"serve --service=false":              Server,
+		"serve -- --service":                 Server,
+		"serve --stdio --port 0":             Other,
+		"service stop":                       Other,
+		"service status":                     Other,
+		"service set port 5000":              Other,
+		"service":                            Other,
+		"--log-level debug service stop":     Other,
+		"upgrade":                            Other,
+		"update 2.1.3":                       Other,
+		"uninstall":                          Other,
+		"acp":                                Other,
+		"--help":                             Other,
+		"-h":                                 Other,
+		"mcp --help":                         Other,
+		"--version":                          Other,
+		"-v":                                 Other,
+		"--completions bash":                 Other,
+		"--standalone":                       Other,
+		"run --standalone hello":             Other,
+		"models --server http://127.0.0.1:1": Other,
+		"--server=http://127.0.0.1:1":        Other,
+		"-- --help":                          Service, // a project named --help
+		"--session serve":                    Service, // a session named serve
+		"--session --help":                   Other,
+	} {
+		if got := KindOfV2(strings.Fields(args)); got != want {
+			t.Errorf("KindOfV2(%q) = %v, want %v", args, got, want)
 		}
 	}
+}
+
+// Whatever the command line, KindOfV2 decides without panicking, and
+// never takes a command line that asks for help or names a private
+// server for one the service watch or a supervised server is for.
+func FuzzKindOfV2(f *testing.F) {
+	for _, s := range []string{"", "mcp list", "serve --service", "--log-level debug service stop", "run --standalone hi", "-- --help", "serve --stdio"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Fields(line)
+		k := KindOfV2(args)
+		if k != Other && k != Service && k != Server {
+			t.Fatalf("KindOfV2(%q) = %v", args, k)
+		}
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if (a == "--help" || a == "--standalone" || a == "--version") && k != Other {
+				t.Fatalf("KindOfV2(%q) = %v, want Other", args, k)
+			}
+		}
+	})
 }
 
 // The credentials follow the generation's rules: 1.x reads

@@ -102,20 +102,21 @@ func (d WakeDetector) Run(ctx context.Context, wakes chan<- Wake) error {
 	}
 }
 
-// Change is one debounced notification of WatchChanges.
+// Change is one debounced notification of WatchChanges. Every change
+// matters alike to a watcher of remote servers: a connection held across
+// it may be dead, whether an interface moved (a VPN that resets every
+// live socket) or the machine slept (every interface looks as before).
 type Change struct {
-	// Major: the machine woke from sleep among these changes. Held
-	// connections may be dead though every interface looks as before:
-	// re-dial them, not only retry what failed.
-	Major bool
-	// Wake is the last wake seen, when Major.
+	// Woke: the machine woke from sleep among these changes.
+	Woke bool
+	// Wake is the last wake seen, when Woke.
 	Wake Wake
 }
 
 // WatchChanges runs src and the wake detector d together until ctx ends,
 // and calls fn once per burst, debounced (Debounce: 200 ms quiet, 1 s
 // at most): a wake and the interface changes that follow it (Wi-Fi
-// joining again) are one Change, Major. A nil src watches wakes alone.
+// joining again) are one Change, Woke. A nil src watches wakes alone.
 // It returns src's error as soon as src fails, having stopped everything;
 // a caller that still wants wakes then calls it again with a nil src.
 func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Change)) error {
@@ -124,7 +125,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 	changes := make(chan struct{}, 1)
 	wakes := make(chan Wake, 1)
 	var mu sync.Mutex
-	var pending Change // Major when a wake came since the last fn
+	var pending Change // Woke when a wake came since the last fn
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = d.Run(ctx, wakes) })
 	wg.Go(func() {
@@ -134,7 +135,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 				return
 			case w := <-wakes:
 				mu.Lock()
-				pending = Change{Major: true, Wake: w}
+				pending = Change{Woke: true, Wake: w}
 				mu.Unlock()
 				notify(changes)
 			}

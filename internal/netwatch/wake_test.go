@@ -129,8 +129,8 @@ func (s *fakeSource) Run(ctx context.Context, changes chan<- struct{}) error {
 	}
 }
 
-// A wake and the interface changes after it are one Major change; an
-// ordinary change alone is one that is not Major.
+// A wake and the interface changes after it are one Change that Woke; an
+// ordinary change alone is one that did not.
 func TestWatchChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var clock jumpClock
@@ -162,8 +162,8 @@ func TestWatchChanges(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(got) != 2 || !got[0].Major || got[0].Wake.Slept != 2*time.Hour || got[1].Major {
-			t.Fatalf("changes %+v, want one Major (the wake and its burst), then one ordinary", got)
+		if len(got) != 2 || !got[0].Woke || got[0].Wake.Slept != 2*time.Hour || got[1].Woke {
+			t.Fatalf("changes %+v, want one that Woke (the wake and its burst), then one ordinary", got)
 		}
 		if at[0] < 15*time.Second || at[0] > 16*time.Second {
 			t.Fatalf("the wake was reported %v after the start, want within a second of the 15 s tick", at[0])
@@ -185,7 +185,7 @@ func TestWatchChangesSourceFails(t *testing.T) {
 		done := make(chan error)
 		go func() {
 			done <- WatchChanges(ctx, nil, WakeDetector{Wall: clock.now}, func(c Change) {
-				if c.Major {
+				if c.Woke {
 					n.Add(1)
 				}
 			})
@@ -195,7 +195,7 @@ func TestWatchChangesSourceFails(t *testing.T) {
 		time.Sleep(time.Minute)
 		cancel()
 		if err := <-done; err != nil || n.Load() != 1 {
-			t.Fatalf("err %v, %d major changes, want 1", err, n.Load())
+			t.Fatalf("err %v, %d wakes, want 1", err, n.Load())
 		}
 	})
 }

@@ -91,15 +91,15 @@ func TestRoutesFromPreviewDescription(t *testing.T) {
 	})
 }
 
-// A description in 2.0.21's shape (the fake's default, built from the
-// facts) gives 2.0.21's routes and no booted-location list.
-func TestRoutesFrom2021Description(t *testing.T) {
+// OpenCode 2.1.2's own description (the fake's default, recorded) gives
+// its routes, the booted-location list included.
+func TestRoutesFrom212Description(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		caps, _ := capsAgainst(t, fake2.Release2021, "")
+		caps, _ := capsAgainst(t, fake2.Release212, "")
 		want := map[string]string{
 			opencode.CapVersion: "GET /api/info", opencode.CapStatus: "GET /api/mcp",
 			opencode.CapConnect: "POST /api/experimental/mcp/{name}/connect", opencode.CapConfig: "GET /api/config",
-			opencode.CapEvents: "GET /api/event", opencode.CapLocations: "",
+			opencode.CapEvents: "GET /api/event", opencode.CapLocations: "GET /api/debug/location",
 		}
 		if got := routesOf(caps); !equalMaps(got, want) {
 			t.Errorf("routes = %v, want %v", got, want)
@@ -112,7 +112,7 @@ func TestRoutesFrom2021Description(t *testing.T) {
 func TestRoutesWithoutDescription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, doc := range []string{"<!doctype html>", `{"paths":{"/doc":{"get":{}}}}`, `{"openapi":"3.1.0"}`} {
-			caps, _ := capsAgainst(t, fake2.Release2021, doc)
+			caps, _ := capsAgainst(t, fake2.Release212, doc)
 			want := map[string]string{
 				opencode.CapVersion: "GET /api/info", opencode.CapStatus: "GET /api/mcp",
 				opencode.CapConnect: "POST /api/experimental/mcp/{name}/connect", opencode.CapConfig: "GET /api/config",

@@ -150,7 +150,7 @@ func TestServiceFileVerifiedAgainstItsServer(t *testing.T) {
 			return s, err
 		}
 		dir := t.TempDir()
-		p := writeService(t, dir, fmt.Sprintf(`{"id":"1","version":"2.0.21","url":"http://0.0.0.0:49374","pid":%d,"password":%q}`, fake2.DefaultPID, fake2.DefaultPassword))
+		p := writeService(t, dir, fmt.Sprintf(`{"id":"1","version":%q,"url":"http://0.0.0.0:49374","pid":%d,"password":%q}`, fake2.DefaultVersion, fake2.DefaultPID, fake2.DefaultPassword))
 		s, err := discover(context.Background(), p, o)
 		if err != nil || s.Password() != fake2.DefaultPassword {
 			t.Fatalf("discover: %v, %v", s, err)
@@ -179,7 +179,7 @@ func TestServiceFileVerifiedAgainstItsServer(t *testing.T) {
 		if _, err := discover(context.Background(), p, o); !errors.Is(err, opencode.ErrUnauthorized) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("old file after restart: %v, want ErrUnauthorized", err)
 		}
-		writeService(t, dir, `{"id":"2","version":"2.0.21","url":"http://127.0.0.1:50000","pid":999,"password":"new-`+pw+`"}`)
+		writeService(t, dir, `{"id":"2","version":"2.1.2","url":"http://127.0.0.1:50000","pid":999,"password":"new-`+pw+`"}`)
 		s2, err := discover(context.Background(), p, o)
 		if err != nil || s2.URL != "http://127.0.0.1:50000" || s2.Same(s) {
 			t.Fatalf("re-read: %v, %v", s2, err)

@@ -89,6 +89,36 @@ func (v *ClientV2) feed() feed {
 	return feed{client: v.c, path: "/api/event", parse: v.parseEvent, parseHead: ParseEventV2Head, heartbeat: 15 * time.Second}
 }
 
+// FirstEvent subscribes to the event stream once and returns the type of
+// the first event it delivers (server.connected on a healthy server), or
+// why none came within wait.
+func (c *Client) FirstEvent(ctx context.Context, wait time.Duration) (string, error) {
+	return firstEvent(ctx, c.feed(), wait)
+}
+
+// FirstEvent is Client.FirstEvent for OpenCode 2's GET /api/event.
+func (v *ClientV2) FirstEvent(ctx context.Context, wait time.Duration) (string, error) {
+	return firstEvent(ctx, v.feed(), wait)
+}
+
+func firstEvent(ctx context.Context, f feed, wait time.Duration) (string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := StreamOptions{Handshake: wait, Silence: wait}
+	opts.defaults()
+	typ := ""
+	_, err := subscribe(ctx, f, opts, func() {}, func(ev Event) {
+		if typ == "" {
+			typ = ev.Type
+			cancel()
+		}
+	})
+	if typ != "" {
+		return typ, nil
+	}
+	return "", err
+}
+
 // identity tells one OpenCode process from another, as far as it can be
 // told: 1.x reports no pid.
 type identity struct {

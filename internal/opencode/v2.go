@@ -98,7 +98,7 @@ const (
 
 // EmptyRereadDelay is how long MCPStatus waits before it reads again an
 // answer that lists no server: right after a boot an empty list may not be
-// final (docs/opencode.md#what-is-unknown-for-2021-and-how-the-daemon-degrades).
+// final (docs/opencode.md#mcp-status-and-pending-2x).
 const EmptyRereadDelay = 500 * time.Millisecond
 
 // maxRemembered bounds the per-directory memories of a client (the

@@ -253,6 +253,7 @@ func TestClientV2RoundTripsOddNames(t *testing.T) {
 		ctx := context.Background()
 		c.Capabilities(ctx) // the one read of /openapi.json
 		for _, d := range dirs {
+			fake.Boot(d) // its servers listed at the first read
 			fake.ResetRequests()
 			st, err := c.MCPStatus(ctx, d)
 			if err != nil || len(st) != len(names) {
@@ -310,6 +311,7 @@ func TestClientV2ConnectFallsBackToDevRoute(t *testing.T) {
 		c, _ := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
 		fake.SetDoc([]byte("not a description"))
 		fake.SetDevConnectRoute(true)
+		fake.Boot("/p")
 		ctx := context.Background()
 		for range 3 {
 			if err := c.Connect(ctx, "/p", "a"); err != nil {
@@ -343,7 +345,7 @@ func TestClientV2ConnectFollowsTheDescription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake, c := v2Rig(t, map[string]fake2.Spec{"a": {}})
 		fake.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, `"/api/experimental/mcp/{server}/connect":`, `"/api/mcp/{server}/connect":`, 1)))
-		fake.SetDevConnectRoute(true)
+		fake.Boot("/p")
 		if err := c.Connect(context.Background(), "/p", "a"); err != nil {
 			t.Fatal(err)
 		}

@@ -145,7 +145,7 @@ func TestFake2StreamDecodes(t *testing.T) {
 		cancel()
 		for range frames {
 		}
-		if n := strings.Count(raw.String(), ": heartbeat\n\n"); n != 2 {
+		if n := strings.Count(raw.String(), ": heartbeat\n\n"); n != 3 { // one right after server.connected
 			t.Errorf("%d heartbeat comments in %q", n, raw.String())
 		}
 		if len(fake.Instances()) != 0 {

@@ -100,13 +100,21 @@ func TestLocationBooted(t *testing.T) {
 			t.Fatal("booted after a disposal")
 		}
 
-		f21 := fake2.New(nil)
-		s21 := server(f21)
-		if booted, known, err := booted(s21, "/p"); booted || known || err != nil {
-			t.Fatalf("2.0.21: %v %v %v", booted, known, err)
+		f212 := fake2.New(nil)
+		s212 := server(f212)
+		if booted, known, err := booted(s212, "/p"); booted || !known || err != nil {
+			t.Fatalf("2.1.2: %v %v %v", booted, known, err)
 		}
-		if n := f21.Count(fake2.RouteUnknownAPI, "", ""); n != 0 {
-			t.Errorf("2.0.21 was asked a route its description lacks")
+		if n := f212.Count(fake2.RouteUnknownAPI, "", ""); n != 0 {
+			t.Errorf("2.1.2 was asked a route its description lacks")
+		}
+		noList := fake2.New(nil)
+		noList.SetDoc([]byte(strings.Replace(fake2.DefaultDoc, `"/api/debug/location":`, `"/api/debug/locations-gone":`, 1)))
+		if booted, known, err := booted(server(noList), "/p"); booted || known || err != nil {
+			t.Fatalf("a description without the list: %v %v %v", booted, known, err)
+		}
+		if n := noList.Count(fake2.RouteUnknownAPI, "", ""); n != 0 {
+			t.Errorf("a server without the list was asked for it")
 		}
 	})
 }

@@ -338,7 +338,7 @@ func TestWatchNeverDialsFasterThanFloor(t *testing.T) {
 // hold re-dials at once, and only repeated short holds wait out the
 // floor. Before this, the first short hold waited out the floor, and a
 // server back within it was never reported (an e2e run showed it:
-// TestToolCallSurvivesRemoteRestart, under load).
+// TestToolCallAfterRemoteRestart, under load).
 func TestWatchSeesRestartRightAfterDial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{}

@@ -42,7 +42,7 @@ func orphanOf(t *testing.T, tab *memTable, s Scope) Orphan {
 // under the same identity, proves nothing.
 func TestOrphanProvenByTheRecord(t *testing.T) {
 	tab := evidenceTable(1234) // the wrapper's group, its leader gone
-	record := []Sightings{{OpenCode: goneOpenCode, Seen: []Sighting{seen3000}}}
+	record := []Sightings{{OpenCode: goneOpenCode, Boot: testBoot, Seen: []Sighting{seen3000}}}
 	o := orphanOf(t, tab, Scope{UID: ana, Record: record})
 	if o.Evidence != SeenUnderOpenCode || !strings.Contains(o.Why, "under OpenCode pid 2000") {
 		t.Fatalf("evidence %v: %s", o.Evidence, o.Why)
@@ -50,7 +50,7 @@ func TestOrphanProvenByTheRecord(t *testing.T) {
 
 	reused := seen3000
 	reused.Birth++ // the record saw another process with pid 3000
-	o = orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: goneOpenCode, Seen: []Sighting{reused}}}})
+	o = orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: goneOpenCode, Boot: testBoot, Seen: []Sighting{reused}}}})
 	if o.Evidence.Proven() {
 		t.Fatalf("a sighting of another process with the same pid proved it: %s", o.Why)
 	}
@@ -66,11 +66,13 @@ func TestOrphanProvenByTheRecord(t *testing.T) {
 // gone, is its orphan; one that started before that OpenCode did is not.
 func TestOrphanProvenByTheGroupOfARecordedOpenCode(t *testing.T) {
 	tab := evidenceTable(2000)
-	record := []Sightings{{OpenCode: goneOpenCode}}
+	record := []Sightings{{OpenCode: goneOpenCode, Boot: testBoot}}
 	if o := orphanOf(t, tab, Scope{UID: ana, Record: record}); o.Evidence != GroupOfGoneOpenCode {
 		t.Fatalf("evidence %v: %s", o.Evidence, o.Why)
 	}
-	tab.update(3000, func(p *Process) { p.Start = goneOpenCode.Start.Add(-time.Second) })
+	tab.update(3000, func(p *Process) {
+		p.Birth, p.Start = goneOpenCode.Birth-1, goneOpenCode.Start.Add(-10*time.Millisecond)
+	})
 	if o := orphanOf(t, tab, Scope{UID: ana, Record: record}); o.Evidence.Proven() {
 		t.Fatalf("a process older than the OpenCode whose group it is in: %v %s", o.Evidence, o.Why)
 	}
@@ -152,11 +154,11 @@ func TestOrphanProvenByTheGroupOfTheRunWrapper(t *testing.T) {
 	tab := evidenceTable(1900)
 	oc := Ident{PID: 2000, Birth: 2000, Start: goneOpenCode.Start, PGID: 1900}
 	wrapper := Ident{PID: 1900, Birth: 1900, Start: goneOpenCode.Start.Add(-time.Second), PGID: 1900}
-	record := []Sightings{{OpenCode: oc, Leader: wrapper}}
+	record := []Sightings{{OpenCode: oc, Leader: wrapper, Boot: testBoot}}
 	if o := orphanOf(t, tab, Scope{UID: ana, Record: record}); o.Evidence != GroupOfGoneOpenCode {
 		t.Fatalf("evidence %v: %s", o.Evidence, o.Why)
 	}
-	if o := orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: oc}}}); o.Evidence.Proven() {
+	if o := orphanOf(t, tab, Scope{UID: ana, Record: []Sightings{{OpenCode: oc, Boot: testBoot}}}); o.Evidence.Proven() {
 		t.Fatalf("a group led by nobody recorded (a shell's job) proved it: %s", o.Why)
 	}
 	tab.put(Process{PID: 1900, PPID: 1, PGID: 1900, UID: ana, Birth: 1900, Start: wrapper.Start, Comm: "mcp-reconnect"})

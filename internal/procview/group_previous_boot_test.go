@@ -9,7 +9,7 @@ import (
 
 // The group evidence (GroupOfGoneOpenCode) now asks that no process hold
 // the group's id and, "when its end is on record", that the member
-// started before OpenCode's recorded end (Sightings.Ended). A record
+// started before OpenCode's recorded end (Sightings.End). A record
 // whose end is not on record -- the machine was rebooted or lost power
 // while OpenCode ran (the daemon died with it and never saw the end), the
 // very record that outlives a boot in ~/.local/state -- proves every
@@ -31,11 +31,10 @@ func TestGroupOfAnOpenCodeFromAPreviousBootProvesNothing(t *testing.T) {
 		// pid) led group 2000 and exited; srv stays in that group.
 		Process{PID: 3000, PPID: 1, PGID: 2000, UID: ana, Birth: 300, Start: later.Add(5 * time.Second), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 	)
-	tab.boot = later
 	// goneOpenCode: pid 2000 leading group 2000, started a boot ago; no
 	// daemon saw it end (the machine went down under it).
 	r := Record{Dir: t.TempDir()}
-	must(t, r.Save(Sightings{OpenCode: goneOpenCode, At: goneOpenCode.Start.Add(time.Hour)}))
+	must(t, r.Save(Sightings{OpenCode: goneOpenCode, At: goneOpenCode.Start.Add(time.Hour), Boot: "the boot before"}))
 	all, err := r.Load()
 	must(t, err)
 	kept := r.Prune(tab, all)

@@ -37,7 +37,7 @@ func TestGroupOfAGoneOpenCodeNeverProvesANewGroupWithItsID(t *testing.T) {
 		// the service: pid 2000 (the old OpenCode's), its own group
 		Process{PID: 2000, PPID: 900, PGID: 2000, UID: ana, Birth: 200, Start: later.Add(time.Second), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 	)
-	record := []Sightings{{OpenCode: goneOpenCode}} // pid 2000, group 2000, a boot ago
+	record := []Sightings{{OpenCode: goneOpenCode, Boot: testBoot}} // pid 2000, group 2000
 	r := Record{Dir: t.TempDir()}
 	must(t, r.Save(record[0]))
 	kept := r.Prune(tab, record)

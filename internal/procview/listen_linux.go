@@ -116,6 +116,10 @@ func ListenAddrs(pid int) ([]netip.AddrPort, error) {
 	return slices.Compact(out), nil
 }
 
+// ErrNotMine: what listens on the port is no process of the user asked
+// about (ListenerPID).
+var ErrNotMine = errors.New("the process listening on the port is not this user's")
+
 // ListenerPID finds the process of user uid that listens on the loopback
 // TCP port (an OpenCode that `watch` attaches to: its MCP children are
 // then watched too). Only that user's processes are looked at: a file
@@ -142,5 +146,5 @@ func ListenerPID(port, uid int) (int, error) {
 			return p.PID, nil
 		}
 	}
-	return 0, errors.New("the process listening on the port is not this user's")
+	return 0, ErrNotMine
 }

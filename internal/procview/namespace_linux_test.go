@@ -140,7 +140,7 @@ func TestVerifyServerPIDLive(t *testing.T) {
 	}
 	child := exec.Command("sleep", "30")
 	if err := child.Start(); err != nil {
-		t.Skipf("no sleep: %v", err)
+		missing(t, "no sleep: %v", err)
 	}
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 	if err := VerifyServerPID(tab, child.Process.Pid, port, os.Getuid()); !errors.Is(err, ErrNotServer) {

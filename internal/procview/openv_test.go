@@ -81,7 +81,7 @@ func TestOpenCodeEnvOfARealProcess(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	cmd.Env = []string{"HOME=/nowhere/home", "OPENCODE_CONFIG=/nowhere/oc.json", "OPENCODE_CONFIG_CONTENT={\"mcp\":{}}", "OTHER=x"}
 	if err := cmd.Start(); err != nil {
-		t.Skip("sleep:", err)
+		missing(t, "sleep: %v", err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	tab, err := System()

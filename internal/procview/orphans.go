@@ -25,8 +25,12 @@ import (
 //     OpenCode is gone;
 //   - the environment: OPENCODE_PID in it names OpenCode's pid (1.14 and
 //     later put it in every child's environment), it is still in the
-//     group that pid led, and no process has that pid any more (a pid is
-//     not handed out again while a group of that id exists).
+//     group that pid led, and no process runs with that pid any more (a
+//     pid is not handed out again while a group of that id exists).
+//
+// Gone includes a zombie: an OpenCode that was killed and that its
+// parent has not reaped yet is still in the table, in state Z, and runs
+// nothing; its children were handed to init when it exited.
 //
 // A process that runs a configured server's command with none of these
 // is at most "possibly left over": listed with why it is not proven,
@@ -168,8 +172,11 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 
 // sighting finds p in the record: the sighting of this very process, and
 // the OpenCode it was seen under.
-func (s Scope) sighting(p Process) (Sighting, bool) {
+func (s Scope) sighting(t Table, p Process) (Sighting, bool) {
 	for _, r := range s.Record {
+		if r.Boot == "" || r.Boot != t.BootID() {
+			continue // pids and births start over at each boot
+		}
 		if i := slices.IndexFunc(r.Seen, func(x Sighting) bool { return x.is(p) }); i >= 0 {
 			return r.Seen[i], true
 		}
@@ -181,7 +188,7 @@ func (s Scope) sighting(p Process) (Sighting, bool) {
 // over, was started by an OpenCode that is gone: the evidence, and its
 // words (or, unproven, what is missing).
 func (s Scope) prove(t Table, p Process) (Evidence, string) {
-	if x, ok := s.sighting(p); ok {
+	if x, ok := s.sighting(t, p); ok {
 		if x.Parent.Alive(t) {
 			return Unproven, fmt.Sprintf("seen %s under OpenCode pid %d, which still runs", x.what(), x.Parent.PID)
 		}
@@ -192,7 +199,7 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		if oc.PGID == oc.PID {
 			leader = oc
 		}
-		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && r.groupMember(t, p) {
+		if leader.PID != 0 && p.PGID == oc.PGID && leader.PID == oc.PGID && r.groupMember(t, p, leader) {
 			return GroupOfGoneOpenCode, fmt.Sprintf("in the process group of OpenCode pid %d (started %s), which is gone", oc.PID, oc.Start.Format(time.DateTime))
 		}
 	}
@@ -205,7 +212,11 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		case p.PGID != n:
 			missing = append(missing, fmt.Sprintf("its OPENCODE_PID names pid %d, but it left that process group (it is in group %d)", n, p.PGID))
 		default:
-			if _, err := t.Stat(n); errors.Is(err, ErrGone) {
+			// p is in group n, so pid n cannot have been handed out
+			// again: a process there is the OpenCode that made the
+			// group, and a zombie (killed, its parent not waiting for
+			// it yet) runs nothing.
+			if oc, err := t.Stat(n); errors.Is(err, ErrGone) || err == nil && oc.Zombie {
 				return EnvOfGoneOpenCode, fmt.Sprintf("started by OpenCode pid %d (its OPENCODE_PID and its process group), which is gone", n)
 			}
 			return Unproven, fmt.Sprintf("started by OpenCode pid %d (its OPENCODE_PID), which still runs", n)
@@ -222,32 +233,32 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 }
 
 // groupMember reports whether p, in the process group r's OpenCode (or
-// its run wrapper) led, can only be one of that OpenCode's: the group's id
-// is a pid, free again once the group is empty, and whatever gets it next
-// and leads a group (a service, a setsid or nohup job) makes a new group
-// with the same id. So p must not lead the group, no process at all may
-// hold the group's id (a live leader is a new group's, since the recorded
-// one is gone), and p must have started after that OpenCode did and,
+// its run wrapper, leader) led, can only be one of that OpenCode's: the
+// group's id is a pid, free again once the group is empty, and whatever
+// gets it next and leads a group (a service, a setsid or nohup job) makes
+// a new group with the same id. So p must not lead the group, no process
+// may hold the group's id but the recorded leader as a zombie (killed,
+// not yet reaped by its parent: a live leader is a new group's, since
+// the recorded one is gone, and so is a zombie that is another process),
+// and p must have started after that OpenCode did and,
 // when its end is on record, before it ended. An OpenCode of another boot
 // (the record outlives a reboot, and pids start over) proves nothing, nor
-// one whose boot the table cannot tell.
-func (r Sightings) groupMember(t Table, p Process) bool {
-	if p.PID == p.PGID || p.Start.Before(r.OpenCode.Start) || r.OpenCode.Alive(t) {
+// one whose boot is not on record or the table cannot tell. Births and
+// the end are on the table's one clock (Table.Now): no start time is set
+// against a time read from another.
+func (r Sightings) groupMember(t Table, p Process, leader Ident) bool {
+	if r.Boot == "" || r.Boot != t.BootID() {
 		return false
 	}
-	if boot, ok := bootOf(t); !ok || r.OpenCode.Start.Before(boot.Add(-bootSlack)) {
+	if p.PID == p.PGID || p.Birth < r.OpenCode.Birth || r.OpenCode.Alive(t) {
 		return false
 	}
-	if !r.Ended.IsZero() && p.Start.After(r.Ended) {
+	if r.End != 0 && p.Birth >= r.End {
 		return false
 	}
-	_, err := t.Stat(p.PGID)
-	return errors.Is(err, ErrGone)
+	g, err := t.Stat(p.PGID)
+	return errors.Is(err, ErrGone) || err == nil && g.Zombie && leader.is(g)
 }
-
-// bootSlack allows for the boot time's drift: btime is now minus the
-// uptime, read in whole seconds.
-const bootSlack = 2 * time.Second
 
 // leftOver calls fn with each process in all (the table's list) that
 // looks left over by an OpenCode, for s: this user's, not a zombie nor
@@ -286,7 +297,7 @@ func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, wh
 		}
 		parent, ok := byPID[p.PPID]
 		why := s.adoption(p, parent, ok, isOpenCode)
-		if seen, wasSeen := s.sighting(p); wasSeen && why == 0 && !seen.Parent.Alive(t) {
+		if seen, wasSeen := s.sighting(t, p); wasSeen && why == 0 && !seen.Parent.Alive(t) {
 			why = ReparentedToSubreaper // adopted by a parent we did not know to adopt
 		}
 		if why == 0 {
@@ -340,7 +351,7 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		if len(keys) == 0 {
 			keys = m.runs(full)
 		}
-		if seen, wasSeen := s.sighting(full); len(keys) == 0 && wasSeen && seen.Server != "" {
+		if seen, wasSeen := s.sighting(t, full); len(keys) == 0 && wasSeen && seen.Server != "" {
 			keys = []Key{{seen.Directory, seen.Server}}
 		}
 		if len(keys) == 0 {
@@ -417,7 +428,7 @@ func (s Scope) check(t Table, o Orphan) error {
 		// Its parent adopts nothing (or is the watched OpenCode): only a
 		// process seen under an OpenCode that is gone may have such a
 		// parent (one that made itself a subreaper).
-		if x, ok := s.sighting(p); !ok || x.Parent.Alive(t) {
+		if x, ok := s.sighting(t, p); !ok || x.Parent.Alive(t) {
 			return fmt.Errorf("procview: pid %d has parent %d: %w", o.PID, p.PPID, ErrNotOrphan)
 		}
 	}

@@ -24,7 +24,7 @@ func TestOrphansSynthetic(t *testing.T) {
 	pt := openTable(t, filepath.Join("testdata", "synthetic"))
 	boot := time.Unix(bootTime, 0)
 	gone := Ident{PID: 1500, Birth: 40000, Start: boot.Add(400 * time.Second), PGID: 1500}
-	record := []Sightings{{OpenCode: gone, Seen: []Sighting{
+	record := []Sightings{{OpenCode: gone, Boot: testBoot, Seen: []Sighting{
 		{Ident: Ident{PID: 3000, Birth: 50000, Start: boot.Add(500 * time.Second), PGID: 1}, Parent: gone, Directory: project, Server: "my server"},
 	}}}
 	got, err := Orphans(pt, syntheticServers(), Scope{UID: ana, Watched: []int{2000}, Record: record})

@@ -22,9 +22,10 @@ type Process struct {
 	UID int
 	// Zombie: the process has exited and waits for its parent to reap it.
 	Zombie bool
-	// Start is when the process started, by the wall clock: to the
-	// hundredth of a second on Linux (boot time + clock ticks), to the
-	// microsecond on macOS.
+	// Start is when the process started, by the wall clock, to show: on
+	// Linux the boot time in whole seconds plus clock ticks (so up to a
+	// second early), on macOS to the microsecond. Never order it against
+	// a time the daemon read: compare Birth with Table.Now.
 	Start time.Time
 	// Birth identifies the process among all that ever had its pid since
 	// boot: Linux clock ticks since boot, macOS microseconds since the
@@ -59,20 +60,14 @@ type Table interface {
 	// snapshot taken while the tree changes: a child can be missing from
 	// it for a moment, so confirm an absence with Read.
 	Children(pid int) ([]int, error)
-}
-
-// Booted is a Table that knows when the machine booted: a process that
-// started before then ran on another boot, and nothing of it is left.
-type Booted interface {
-	Boot() (time.Time, bool)
-}
-
-// bootOf is when t's machine booted, when t can tell.
-func bootOf(t Table) (time.Time, bool) {
-	if b, ok := t.(Booted); ok {
-		return b.Boot()
-	}
-	return time.Time{}, false
+	// Now reads the clock births count in: a process whose Birth is
+	// below a reading started before it, and one that starts after it
+	// has a Birth no smaller. That is how a moment (a connect, an end)
+	// is set against a process: on one clock, exactly.
+	Now() uint64
+	// BootID identifies the boot births count from ("" when the table
+	// cannot tell): a birth of another boot says nothing of this one's.
+	BootID() string
 }
 
 // IsOpenCode reports whether p runs OpenCode: the native binary (argv[0]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,8 +28,13 @@ type procTable struct {
 	root string
 	fs   procfs.FS
 	// boot is the boot time (/proc/stat btime), read once: Start is boot
-	// plus the start ticks.
+	// plus the start ticks. btime is whole seconds, truncated: Start is
+	// early by up to a second, so it is for people; what orders a
+	// process against a moment is its Birth against Now.
 	boot time.Time
+	// bootID is the boot's identity (sys/kernel/random/boot_id); ""
+	// when the tree has none.
+	bootID string
 	// noChildren is set once task/TID/children turned out to be missing
 	// (a kernel without CONFIG_PROC_CHILDREN): Children then filters List.
 	noChildren atomic.Bool
@@ -36,8 +42,34 @@ type procTable struct {
 	reads atomic.Int64
 }
 
-// Boot implements Booted: /proc/stat's btime.
-func (t *procTable) Boot() (time.Time, bool) { return t.boot, !t.boot.IsZero() }
+// Now implements Table from uptime: the boot-time clock
+// (CLOCK_BOOTTIME, offset alike inside a time namespace), which the
+// start ticks count in too, in hundredths of a second truncated as a
+// start is; 0 when it cannot be read (then nothing is known to start
+// after a reading). A recorded tree's uptime is the clock its test sets.
+func (t *procTable) Now() uint64 {
+	b, err := readSmall(filepath.Join(t.root, "uptime"), make([]byte, 64))
+	if err != nil {
+		return 0
+	}
+	return parseUptime(b)
+}
+
+// parseUptime reads the first field of /proc/uptime ("12345.67 ..."),
+// seconds with two decimals, as clock ticks; 0 when it is not one.
+func parseUptime(b []byte) uint64 {
+	up, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte(" "))
+	secs, cents, ok := bytes.Cut(up, []byte("."))
+	s, err1 := strconv.ParseUint(string(secs), 10, 64)
+	c, err2 := strconv.ParseUint(string(cents), 10, 64)
+	if !ok || len(cents) != 2 || err1 != nil || err2 != nil || s > math.MaxUint64/userHZ-1 {
+		return 0
+	}
+	return s*userHZ + c
+}
+
+// BootID implements Table.
+func (t *procTable) BootID() string { return t.bootID }
 
 // ProcFS reads the /proc tree mounted or recorded at root.
 func ProcFS(root string) (Table, error) { return newProcTable(root) }
@@ -51,7 +83,11 @@ func newProcTable(root string) (*procTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("procview: %s/stat: %w", root, err)
 	}
-	return &procTable{root: root, fs: pfs, boot: time.Unix(int64(st.BootTime), 0)}, nil
+	t := &procTable{root: root, fs: pfs, boot: time.Unix(int64(st.BootTime), 0)}
+	if b, err := os.ReadFile(filepath.Join(root, "sys", "kernel", "random", "boot_id")); err == nil {
+		t.bootID = strings.TrimSpace(string(b))
+	}
+	return t, nil
 }
 
 // List implements Table.

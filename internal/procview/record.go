@@ -35,13 +35,12 @@ type Ident struct {
 // IdentOf is p's identity.
 func IdentOf(p Process) Ident { return Ident{PID: p.PID, Birth: p.Birth, Start: p.Start, PGID: p.PGID} }
 
-// is reports whether p is the process id names: the same pid and birth,
-// and a start time within two seconds (Linux derives it from the boot
-// time, which two readers may see a second apart); the start time is
-// what tells two boots apart.
+// is reports whether p is the process id names: the same pid and birth
+// (the kernel's start ticks, exact). Both start over at each boot, so an
+// identity is only ever compared with a process of the boot it was read
+// on (Sightings.Boot).
 func (id Ident) is(p Process) bool {
-	d := p.Start.Sub(id.Start)
-	return p.PID == id.PID && p.Birth == id.Birth && d < 2*time.Second && d > -2*time.Second
+	return p.PID == id.PID && p.Birth == id.Birth
 }
 
 // Alive reports whether the process id names still runs (a zombie has
@@ -86,9 +85,13 @@ type Sightings struct {
 	Seen []Sighting `json:"seen"`
 	// At is when they were last seen.
 	At time.Time `json:"at"`
-	// Ended is when the daemon saw OpenCode end (zero while it runs, or
-	// when no daemon saw it end): nothing that started later is its.
-	Ended time.Time `json:"ended,omitzero"`
+	// Boot is the boot they ran on (Table.BootID): births of another
+	// boot say nothing of this one's processes.
+	Boot string `json:"boot,omitempty"`
+	// End is the table's clock (Table.Now) when the daemon saw OpenCode
+	// end (zero while it runs, or when no daemon saw it end): nothing
+	// born at or after it is its.
+	End uint64 `json:"end,omitempty"`
 }
 
 // Record is the directory of sightings: one file per watched OpenCode,
@@ -166,11 +169,16 @@ func (r Record) Load() ([]Sightings, error) {
 
 // Prune removes the files of OpenCode processes that are gone and that
 // can prove nothing any more: every process seen under them is gone, and
-// so is every process of the group they (or their run wrapper) led.
+// so is every process of the group they (or their run wrapper) led; or
+// they ran on another boot.
 func (r Record) Prune(t Table, all []Sightings) []Sightings {
 	kept := all[:0:0]
 	var groups map[int]bool // the process groups that have a live process
 	for _, s := range all {
+		if s.Boot != "" && s.Boot != t.BootID() {
+			_ = os.Remove(filepath.Join(r.Dir, recordName(s.OpenCode)))
+			continue
+		}
 		live := s.OpenCode.Alive(t) || slices.ContainsFunc(s.Seen, func(x Sighting) bool { return x.Alive(t) })
 		if !live && (s.OpenCode.PGID == s.OpenCode.PID || s.Leader.PID != 0) {
 			if groups == nil {

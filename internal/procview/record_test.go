@@ -45,3 +45,23 @@ func TestRecordSavesLoadsAndPrunes(t *testing.T) {
 		t.Fatal("a record directory others can read was read")
 	}
 }
+
+// Pids and births start over at each boot: the record of an OpenCode of
+// another boot is pruned even while a process of this boot has its pid
+// and birth, and a process identity matches exactly (no start-time
+// tolerance) within one boot.
+func TestRecordOfAnotherBootIsPruned(t *testing.T) {
+	r := Record{Dir: filepath.Join(t.TempDir(), "processes")}
+	boot := time.Unix(bootTime, 0)
+	oc := Ident{PID: 2000, Birth: 2000, Start: boot, PGID: 2000}
+	must(t, r.Save(Sightings{OpenCode: oc, Boot: "a boot before this one"}))
+	got, err := r.Load()
+	must(t, err)
+	tab := newMemTable(Process{PID: 2000, Birth: 2000, Start: boot.Add(72 * time.Hour), PGID: 2000})
+	if kept := r.Prune(tab, got); len(kept) != 0 {
+		t.Fatalf("a record of another boot was kept: %+v", kept)
+	}
+	if oc.is(Process{PID: 2000, Birth: 2001, Start: boot}) || !oc.is(Process{PID: 2000, Birth: 2000, Start: boot.Add(-time.Second)}) {
+		t.Fatal("an identity is its pid and birth, exactly")
+	}
+}

@@ -20,13 +20,18 @@ func System() (Table, error) { return sysctlTable{}, nil }
 
 type sysctlTable struct{}
 
-// Boot implements Booted: kern.boottime.
-func (sysctlTable) Boot() (time.Time, bool) {
-	tv, err := unix.SysctlTimeval("kern.boottime")
+// Now implements Table: a process's Birth is its start time
+// (p_starttime, the wall clock in microseconds at its fork), so the clock
+// is the wall clock, in microseconds, truncated alike.
+func (sysctlTable) Now() uint64 { return uint64(time.Now().UnixMicro()) }
+
+// BootID implements Table: kern.bootsessionuuid ("" when unreadable).
+func (sysctlTable) BootID() string {
+	id, err := unix.Sysctl("kern.bootsessionuuid")
 	if err != nil {
-		return time.Time{}, false
+		return ""
 	}
-	return time.Unix(tv.Unix()), true
+	return id
 }
 
 // List implements Table.

@@ -515,12 +515,12 @@ func (v *View) Exited(pid int, birth uint64) {
 	}
 }
 
-// Successor reports whether a child that started after after serves k
-// (or a server configured alike), read from the process table now: a
-// fresh scan of OpenCode's children, not the last one.
-func (v *View) Successor(k Key, after time.Time) bool {
+// Successor reports whether a child born after birth serves k (or a
+// server configured alike), read from the process table now: a fresh
+// scan of OpenCode's children, not the last one.
+func (v *View) Successor(k Key, birth uint64) bool {
 	s, err := v.Scan()
-	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[k], func(c Child) bool { return c.Start.After(after) })
+	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[k], func(c Child) bool { return c.Birth > birth })
 }
 
 // ScanPeriod is how long to wait after a scan that took took, for a

@@ -44,19 +44,22 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 			s.ep.Postpone(e.onGrid(next))
 		}
 		s.connecting, s.confirm, s.lastConnect = true, true, now
+		if e.procs != nil {
+			s.connectClock = e.procs.Clock()
+		}
 		e.metrics.Attempts.Inc()
 		e.metrics.InFlightConnects.Inc()
 		tier := tierOf(s.ep.Phase(p))
 		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", a.name, "attempt", s.ep.NumRequeues(), "tier", tier)
 		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: a.name, Attempt: s.ep.NumRequeues(), Tier: tier, Error: s.err})
 		work.Add(1)
-		go func(name string, extra bool) {
+		go func(name string) {
 			defer work.Done()
 			err := e.oc.Connect(ctx, d.path, name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
-			e.post(d, func() { e.finishConnect(d, name, extra, err) })
-		}(a.name, a.trigger != backoff.Scheduled)
+			e.post(d, func() { e.finishConnect(d, name, err) })
+		}(a.name)
 	}
 	e.mu.Unlock()
 	e.publish(evs...)
@@ -115,11 +118,14 @@ func (e *Engine) releaseHeld(d *dir) {
 	}
 }
 
-// finishConnect schedules the re-check of a server whose connect returned
-// err: at its next scheduled attempt, which also confirms the outcome;
-// sooner when the attempt jumped the schedule (extra: the user should not
-// wait a backoff delay to see a probe's reconnect confirmed).
-func (e *Engine) finishConnect(d *dir, name string, extra bool, err error) {
+// finishConnect schedules the read of the outcome of a server's connect
+// that returned err, and its next attempt. The call returns when its
+// attempt is over, so OpenCode says then whether the server came back,
+// and status must not show failed for seconds after OpenCode said
+// connected: the outcome is read announceGrace later (a disposal that
+// answered the connect is announced meanwhile). The read connects
+// nothing the schedule does not allow.
+func (e *Engine) finishConnect(d *dir, name string, err error) {
 	now := time.Now()
 	var evs []Event
 	e.mu.Lock()
@@ -157,17 +163,15 @@ func (e *Engine) finishConnect(d *dir, name string, extra bool, err error) {
 	if s.rateLimited {
 		// The last attempt was answered 429, and this one most likely
 		// too: its outcome (the read) decides whether it counted, so the
-		// read comes soon, and a give-up waits for it (reconcile).
+		// read comes soon.
 		d.wakeBy(now.Add(e.wakeDelay()))
-	} else if ev, ok := e.gaveUp(d, s, name, now); ok {
-		evs = append(evs, ev)
 	}
 	if next := s.ep.Next(); !next.IsZero() {
 		evs = append(evs, Event{Time: now, Type: EventBackingOff, Directory: d.path, Server: name, Attempt: s.ep.NumRequeues(), Tier: tierOf(ph), Next: &next})
 		d.wakeBy(next)
 	}
-	if extra {
-		d.wakeBy(now.Add(e.wakeDelay()))
+	if !s.rateLimited {
+		d.wakeBy(now.Add(announceGrace))
 	}
 	local := d.config.local(name)
 	pv := e.procs

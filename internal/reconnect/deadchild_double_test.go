@@ -29,6 +29,7 @@ func TestDeadChildReportOfAnAlreadyRepairedCrashIsNoNews(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		e.SetProcessView(&tableView{}) // the clock births count in
 		_ = e.Arm("/p", ArmedByFlag)
 		stop := runEngine(e)
 		defer stop()
@@ -44,7 +45,7 @@ func TestDeadChildReportOfAnAlreadyRepairedCrashIsNoNews(t *testing.T) {
 			t.Fatalf("connects after the crash = %v, want one", got)
 		}
 		// The view's next scan sees the crashed child gone.
-		e.ChildExited("/p", "s", crash.Add(-80*time.Second), time.Now()) // the crashed child, started long before
+		e.ChildExited("/p", "s", birthAt(crash.Add(-80*time.Second)), time.Now()) // the crashed child, started long before
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if got := oc.connectTimes("/p", "s", crash); len(got) != 1 {

@@ -19,9 +19,8 @@ import (
 const (
 	trigProbe   = 1 << iota // the endpoint of a failed remote server answers again
 	trigRestart             // the endpoint of a connected remote server restarted
-	trigNetwork             // the machine's network changed
+	trigNetwork             // the machine's network changed (or it woke from sleep)
 	trigDead                // the process serving a local server exited (processes.go)
-	trigWake                // the machine woke from sleep: a connected remote's session may be dead
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -89,6 +88,10 @@ type dir struct {
 	// readStart is when the last status read was sent: process evidence
 	// counts only against a read sent after it.
 	readStart time.Time
+	// netChanged: the network changed since the last read, which sets
+	// trigNetwork on every server it lists, also those the directory
+	// did not know yet (NetworkChanged).
+	netChanged bool
 	// kindsKnown is set once GET /config answered; a failed read, or a
 	// server it did not list, clears it so the next check asks again.
 	kindsKnown bool
@@ -125,9 +128,11 @@ type server struct {
 
 	lastReconnect time.Time
 
-	// lastConnect is when the engine last connected it (a child older
-	// than that was replaced by it).
-	lastConnect time.Time
+	// lastConnect is when the engine last connected it, and
+	// connectClock the process view's clock then (ProcessView.Clock): a
+	// child born before that reading was replaced by that connect.
+	lastConnect  time.Time
+	connectClock uint64
 
 	// The state only some servers need, allocated when one does: most of
 	// ten thousand servers are connected locals.
@@ -157,11 +162,12 @@ type endpointWatch struct {
 }
 
 // deadChild is the evidence the process view gave of a local server's
-// process: at is when it saw the child exit (trigDead), start when that
-// child had started (a child serving the server that started later is
-// its successor).
+// process: at is when it saw the child exit (trigDead), birth when that
+// child was born (on the view's clock: a child serving the server born
+// later is its successor).
 type deadChild struct {
-	at, start time.Time
+	at    time.Time
+	birth uint64
 }
 
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
@@ -274,7 +280,7 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 }
 
 func triggerOf(trig int) backoff.Trigger {
-	if trig&(trigNetwork|trigWake) != 0 {
+	if trig&trigNetwork != 0 {
 		return backoff.Network
 	}
 	return backoff.Extra

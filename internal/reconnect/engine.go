@@ -387,24 +387,37 @@ func (e *Engine) OpenCodeGone(err error) {
 	}
 }
 
-// NetworkChanged asks for a check of every armed directory holding a
-// failed server, as soon as its episode allows a network-triggered
-// attempt (at once in the fast episode; at most one per server per
-// max-delay; none once stopped): a network change (a VPN connecting) is
-// the moment an unreachable server may answer. The check decides from a
-// fresh read.
+// NetworkChanged tells the engine the machine's network changed in a way
+// that matters (netwatch: an interface or a default route came, went or
+// moved, as when a VPN connects, or the machine woke from sleep). A failed
+// server may answer now; a connected remote server's session may be dead
+// while OpenCode still says connected (a VPN that resets every live
+// socket, a sleep the remote server dropped the session in), and OpenCode
+// finds out only when a tool call fails. So every armed directory's next
+// read decides, server by server (trigNetwork, reconcile): a failed server
+// is connected, a connected remote one connected again for a fresh
+// session; connected local servers and those left to the user (disabled,
+// needs_auth) are left alone. Each attempt is charged to the server's
+// episode as a network-triggered one: at once in the fast episode, at most
+// one per server per max-delay, none once stopped. A directory is due as
+// soon as one of the servers it knows may have one. Every endpoint watch
+// is dialled anew: a held connection may be dead without a word, and a
+// watch over it would miss the server's next restart.
 func (e *Engine) NetworkChanged() {
+	if e.hub != nil {
+		e.hub.Renew()
+	}
 	e.mu.Lock()
 	now := time.Now()
 	n := 0
 	for _, d := range e.dirs {
-		var first time.Time // when the first of its failed servers may try
-		for _, s := range d.servers {
-			if s.status != opencode.StatusFailed || s.connecting {
+		d.netChanged = true
+		var first time.Time // when the first of its servers may try
+		for name, s := range d.servers {
+			if !networkMatters(d, name, s) {
 				continue
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
-				s.trig |= trigNetwork
 				first = earlier(first, later(at, now))
 			}
 		}
@@ -415,51 +428,23 @@ func (e *Engine) NetworkChanged() {
 	}
 	e.mu.Unlock()
 	if n > 0 {
-		e.log.Info("network changed; checking failed MCP servers now", "url", e.url, "directories", n)
+		e.log.Info("network changed; checking MCP servers now", "url", e.url, "directories", n)
 	}
 	e.publish(Event{Time: now, Type: EventNetworkChanged, Attempt: n})
 }
 
-// Woke tells the engine the machine woke from sleep, a network change that
-// matters more than any other: every failed server is checked as for a
-// network change, and every connected remote server is connected again
-// for a fresh session, since after a sleep a remote session is often dead
-// while OpenCode still says connected and no interface looks different.
-// Charged like any network-triggered attempt: at most one per server per
-// max-delay, none once stopped. Every endpoint watch is dialled anew,
-// those of servers the wake does not connect too (connecting, stopped, or
-// within max-delay of their last network attempt): a watch shared with
-// one of them would otherwise go on over a connection the sleep killed,
-// and miss the server's next restart.
-func (e *Engine) Woke() {
-	if e.hub != nil {
-		e.hub.Renew()
+// networkMatters reports whether a network change may cause an attempt
+// for s, as the directory last read it: it failed, or it is a remote
+// server OpenCode holds a session of, or is making one (pending). Caller
+// holds Engine.mu.
+func networkMatters(d *dir, name string, s *server) bool {
+	switch s.status {
+	case opencode.StatusFailed:
+		return true
+	case opencode.StatusConnected, opencode.StatusPending:
+		return d.config.remote(name) != ""
 	}
-	e.NetworkChanged()
-	e.mu.Lock()
-	now := time.Now()
-	n := 0
-	for _, d := range e.dirs {
-		woken := false
-		for name, s := range d.servers {
-			if s.status != opencode.StatusConnected || s.connecting || d.config.remote(name) == "" {
-				continue
-			}
-			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
-				s.endWatch() // its held connection may be dead: the next check dials anew
-				s.trig |= trigWake
-				d.wakeBy(later(at, now))
-				woken = true
-			}
-		}
-		if woken {
-			n++
-		}
-	}
-	e.mu.Unlock()
-	if n > 0 {
-		e.log.Info("woke from sleep; renewing remote MCP sessions", "url", e.url, "directories", n)
-	}
+	return false
 }
 
 // ReconnectResult says what an explicit reconnect did.

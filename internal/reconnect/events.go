@@ -79,15 +79,32 @@ func (e *Engine) serverFailed(path, name, reason string) {
 
 // reported wakes d for a report about its server name ("": none named):
 // at once for a first crash (firstCrash), else initial-delay later, and
-// not at all for a server in the slow tier or stopped: a permanently
-// broken server must not keep its directory busy. Caller holds Engine.mu.
+// not at all for a server in the slow tier or stopped (a permanently
+// broken server must not keep its directory busy), unless the daemon
+// believes it connected: then once, at once, so that status follows
+// OpenCode. Caller holds Engine.mu.
 func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 	if s := d.servers[name]; name != "" && s != nil {
 		if e.firstCrash(d, s, now, ambiguous) {
 			return
 		}
+		if s.trig&trigDead != 0 && !s.connecting {
+			// OpenCode's word on an exit the process view saw: the
+			// grace waited for it (ChildExited), so a crash loop is
+			// checked at its episode's time, not the grace's.
+			d.wakeBy(later(s.ep.Next(), now))
+			return
+		}
 		switch s.ep.Phase(e.cfg.Backoff) {
 		case backoff.Slow, backoff.Stopped:
+			if s.status == opencode.StatusConnected && !s.connecting {
+				// The last read showed an attempt of ours brought it
+				// back, and OpenCode now says it changed: status must
+				// not go on saying connected. One read, no attempt (the
+				// episode allows none), once per time the daemon
+				// believed it connected.
+				d.wakeBy(now)
+			}
 			return
 		}
 	}
@@ -107,9 +124,14 @@ func (e *Engine) reported(d *dir, name string, now time.Time, ambiguous bool) {
 // read is most likely that read's own doing (it booted the location, whose
 // servers announce every transition) and gets the ordinary wake, at most
 // initial-delay later, instead of a read of its own.
+//
+// A report of a server whose process the view saw exit (trigDead) is
+// OpenCode's word on that exit, not news: its check at once was counted
+// when the exit came (ChildExited), and waits only for this word.
 func (e *Engine) firstCrash(d *dir, s *server, now time.Time, ambiguous bool) bool {
-	if !e.stableConnected(s, now) || s.connecting || ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial ||
-		!d.atOnce(now, e.cfg.Backoff.Initial) {
+	spoken := s.trig&trigDead != 0
+	if !e.stableConnected(s, now) || s.connecting ||
+		!spoken && (ambiguous && now.Sub(d.lastCheck) < e.cfg.Backoff.Initial || !d.atOnce(now, e.cfg.Backoff.Initial)) {
 		return false
 	}
 	s.forget()

@@ -70,12 +70,8 @@ func TestCheckWaitsForTheDescriptionBeforeReading(t *testing.T) {
 		if n := fake.Server.Count(fake2.RouteDoc, "", ""); n != 2 {
 			t.Fatalf("description read %d times, want twice", n)
 		}
-		booted := fake.Server.Count(fake2.RouteMCP, dirA, "") > 0
-		if fake.Profile().Name == "preview" && booted {
-			t.Fatalf("the preview lists its booted locations: %s is not one, and was read (booted) anyway", dirA)
-		}
-		if fake.Profile().Name != "preview" && !booted {
-			t.Fatalf("2.0.21 cannot list its booted locations: %s should be read as before", dirA)
+		if fake.Server.Count(fake2.RouteMCP, dirA, "") > 0 {
+			t.Fatalf("%s lists its booted locations: %s is not one, and was read (booted) anyway", fake.Profile().Name, dirA)
 		}
 	})
 }

@@ -54,15 +54,21 @@ func (e *Engine) LocalServers(since uint64) (gen uint64, servers []LocalServer, 
 }
 
 // ChildExited tells the engine that the process serving the local server
-// name in dir, started at started, was seen gone at (the exit happened
-// before), and no other child serves it. The directory is checked: at
-// once for a first crash (a server that stayed connected and stable), at
-// its episode's next attempt for a crash loop; the check decides from a
-// read sent after at. A child that started before the engine's last
-// connect of the server is no news: that connect replaced it (a connect
-// of a connected local server starts a new process, and the old one
-// exits), or answered its crash.
-func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
+// name in dir, born at birth (the process view's clock: ProcessView.Clock),
+// was seen gone at (the exit happened before), and no other child serves
+// it. The directory is checked: at once for a first crash (a server that
+// stayed connected and stable), at its episode's next attempt for a crash
+// loop; the check decides from a read sent after at. A child born before
+// the engine's last connect of the server began is no news: that connect
+// replaced it (a connect of a connected local server starts a new
+// process, and the old one exits), or answered its crash. One born since
+// is news even while a connect is in flight: the child that connect
+// started may die before it returns, and on a release that never says so
+// nothing else would tell. Birth and connect are read on one clock, the
+// process view's: a start time computed from the boot time in whole
+// seconds is up to a second early, and would pass the very child a
+// connect started for older than that connect.
+func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d := e.dirs[dir]
@@ -70,10 +76,7 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 		return
 	}
 	s := d.servers[name]
-	if s == nil || s.connecting {
-		return // a connect in flight replaces its process anyway
-	}
-	if !s.lastConnect.IsZero() && !started.After(s.lastConnect) {
+	if s == nil || !s.lastConnect.IsZero() && birth < s.connectClock {
 		return
 	}
 	if s.dead == nil {
@@ -84,9 +87,9 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 		// OpenCode talked to, and a successor must be newer than it (an
 		// older duplicate's exit after it must not pass the one between
 		// for its successor).
-		started = later(s.dead.start, started)
+		birth = max(s.dead.birth, birth)
 	}
-	s.dead.start = started
+	s.dead.birth = birth
 	s.trig |= trigDead
 	s.dead.at = later(s.dead.at, at)
 	now := time.Now()
@@ -94,7 +97,7 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	// disconnect) is announced on the event stream about when the child
 	// dies, and the check must see that, not read (and so re-create) a
 	// disposed instance, or connect a server being disabled.
-	soon := now.Add(deadChildGrace)
+	soon := now.Add(announceGrace)
 	switch {
 	case s.status == opencode.StatusConnected && !e.stableConnected(s, now):
 		d.wakeBy(later(s.ep.Next(), soon)) // a crash loop waits for its episode
@@ -105,9 +108,13 @@ func (e *Engine) ChildExited(dir, name string, started, at time.Time) {
 	}
 }
 
-// deadChildGrace is how long a child's exit waits for OpenCode's own word
-// on it before the directory is checked.
-const deadChildGrace = 500 * time.Millisecond
+// announceGrace is how long the engine waits, after something ended that
+// OpenCode may have ended itself, for OpenCode's word on the event stream
+// before it reads the directory: a child's exit (a disposal, a
+// disconnect), a connect's return (a disposal answers a connect in
+// flight). A read of a disposed instance re-creates it. Once OpenCode
+// has spoken, the wait is over (reported).
+const announceGrace = 500 * time.Millisecond
 
 // deadChild decides a connect for a server whose child exited while its
 // fresh read says connected: allowed when the read was sent after the exit
@@ -131,11 +138,15 @@ func (e *Engine) deadChild(d *dir, s *server, name string, now time.Time) (attem
 // decides on a dead child: the process table as it is now, not as the
 // last scan saw it.
 type ProcessView interface {
-	// Successor reports whether a process that started after after now
-	// serves the local server name of dir: OpenCode started it again by
-	// itself (a config reload, a restart of the server, another client's
+	// Successor reports whether a process born after birth now serves
+	// the local server name of dir: OpenCode started it again by itself
+	// (a config reload, a restart of the server, another client's
 	// connect), so the exit needs no repair.
-	Successor(dir, name string, after time.Time) bool
+	Successor(dir, name string, birth uint64) bool
+	// Clock reads the clock births count in (procview.Table.Now): a
+	// process born before a reading started before it. It must not
+	// block.
+	Clock() uint64
 	// Look says that OpenCode's children may have changed: a connect
 	// returned, a status read saw a local server change. It must not
 	// block.
@@ -159,20 +170,20 @@ func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []strin
 	pv := e.procs
 	type dead struct {
 		name  string
-		start time.Time
+		birth uint64
 	}
 	var ask []dead
 	if pv != nil {
 		for name, s := range d.servers {
 			if s.trig&trigDead != 0 && st[name].Status == opencode.StatusConnected {
-				ask = append(ask, dead{name, s.dead.start})
+				ask = append(ask, dead{name, s.dead.birth})
 			}
 		}
 	}
 	e.mu.Unlock()
 	var out []string
 	for _, a := range ask {
-		if pv.Successor(d.path, a.name, a.start) {
+		if pv.Successor(d.path, a.name, a.birth) {
 			out = append(out, a.name)
 		}
 	}

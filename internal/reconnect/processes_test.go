@@ -38,12 +38,12 @@ func TestDeadChildOfAConnectedServerIsReconnected(t *testing.T) {
 			t.Fatalf("%d connects of a healthy server", n)
 		}
 		exited := time.Now()
-		e.ChildExited("/p", "s", exited.Add(-time.Minute), exited)
+		e.ChildExited("/p", "s", birthAt(exited.Add(-time.Minute)), exited)
 		time.Sleep(510 * time.Millisecond)
 		synctest.Wait()
 		got := oc.connectTimes("/p", "s", exited)
-		if len(got) != 1 || got[0] != deadChildGrace {
-			t.Fatalf("connects after the child exited = %v, want one after the %v grace", got, deadChildGrace)
+		if len(got) != 1 || got[0] != announceGrace {
+			t.Fatalf("connects after the child exited = %v, want one after the %v grace", got, announceGrace)
 		}
 	})
 }
@@ -67,7 +67,7 @@ func TestDeadChildCrashLoopBacksOff(t *testing.T) {
 		synctest.Wait()
 		start := time.Now()
 		for range 60 * 20 { // the child "dies" 20 times a second for a minute
-			e.ChildExited("/p", "s", time.Now(), time.Now())
+			e.ChildExited("/p", "s", birthAt(time.Now()), time.Now())
 			time.Sleep(50 * time.Millisecond)
 		}
 		synctest.Wait()
@@ -106,7 +106,7 @@ func TestDeadChildNeverConnectsWhatTheReadSaysNotTo(t *testing.T) {
 				time.Sleep(90 * time.Second)
 				synctest.Wait()
 				oc.set("/p", "s", status) // the user disabled it; its process ended
-				e.ChildExited("/p", "s", time.Now(), time.Now())
+				e.ChildExited("/p", "s", birthAt(time.Now()), time.Now())
 				time.Sleep(10 * time.Minute)
 				synctest.Wait()
 				if n := len(oc.connectTimes("/p", "s", time.Time{})); n != 0 {
@@ -159,7 +159,7 @@ func TestDeadChildNeedsAReadSentAfterTheExit(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		exited := time.Now()
-		e.ChildExited("/p", "s", exited.Add(-time.Minute), exited)
+		e.ChildExited("/p", "s", birthAt(exited.Add(-time.Minute)), exited)
 		time.Sleep(1100 * time.Millisecond) // the read in flight returns
 		synctest.Wait()
 		if got := oc.connectTimes("/p", "s", exited); len(got) != 0 {
@@ -192,13 +192,97 @@ func TestDeadChildOfADisposedInstanceReadsNothing(t *testing.T) {
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
 		reads := oc.count("status", "/p")
-		e.ChildExited("/p", "s", time.Now().Add(-time.Minute), time.Now()) // the disposal killed it
+		e.ChildExited("/p", "s", birthAt(time.Now().Add(-time.Minute)), time.Now()) // the disposal killed it
 		time.Sleep(100 * time.Millisecond)
 		e.HandleEvent(opencode.Event{Kind: opencode.KindInstanceGone, Type: "server.instance.disposed", Directory: "/p"})
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if n := oc.count("status", "/p"); n != reads {
 			t.Fatalf("%d status reads of a disposed directory after its children died", n-reads)
+		}
+	})
+}
+
+// The child a connect of the engine starts can die before that connect
+// returns (a server that crashes right after its handshake): its exit
+// is news, not the exit of the child the connect replaced, and on a
+// release that never reports it nothing else would tell. It is repaired
+// at the episode's next attempt.
+func TestDeadChildOfTheConnectInFlightIsRepaired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+		oc.delay["s"] = 400 * time.Millisecond
+		oc.after["s"] = "connected" // OpenCode before 1.15: whatever its child does
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetProcessView(&tableView{})
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second) // connected and stable
+		synctest.Wait()
+		crash := time.Now()
+		e.ChildExited("/p", "s", birthAt(crash.Add(-80*time.Second)), crash)
+		time.Sleep(announceGrace + 100*time.Millisecond) // the repair's connect is in flight
+		if got := oc.connectTimes("/p", "s", crash); len(got) != 1 {
+			t.Fatalf("setup: connects %v", got)
+		}
+		// The child it started (born after the connect began) dies
+		// before the connect returns.
+		e.ChildExited("/p", "s", birthAt(time.Now().Add(-50*time.Millisecond)), time.Now())
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", crash); len(got) != 2 || got[1] != announceGrace+time.Second {
+			t.Fatalf("connects after the crash = %v, want the repair and, at the episode's next attempt (%v), the repair of the child it started", got, announceGrace+time.Second)
+		}
+	})
+}
+
+// Whose connect started a child does not matter: the exit of a child
+// born after the engine's last connect (another client connected the
+// server since) is a crash to repair; the exit of one born before that
+// connect is the exit of a child it replaced.
+func TestDeadChildStartedByAnotherClientIsRepaired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+		oc.after["s"] = "connected"
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetProcessView(&tableView{})
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		first := time.Now()
+		e.ChildExited("/p", "s", birthAt(first.Add(-80*time.Second)), first) // repaired by the engine
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		if n := len(oc.connectTimes("/p", "s", first)); n != 1 {
+			t.Fatalf("setup: %d connects", n)
+		}
+		// The child the engine's connect replaced ends late: no news.
+		e.ChildExited("/p", "s", birthAt(first.Add(-80*time.Second)), time.Now())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(oc.connectTimes("/p", "s", first)); n != 1 {
+			t.Fatalf("the late exit of a replaced child caused %d connects", n-1)
+		}
+		// A TUI connected it since (a new child, born 30 s ago), which
+		// crashes.
+		e.ChildExited("/p", "s", birthAt(time.Now().Add(-30*time.Second)), time.Now())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(oc.connectTimes("/p", "s", first)); n != 2 {
+			t.Fatalf("the crash of a child another client started: %d connects, want 1", n-1)
 		}
 	})
 }

@@ -37,12 +37,12 @@ func TestRateLimitDoesNotAdvanceTheEpisode(t *testing.T) {
 		if s.Attempts != 2 || s.Tier != TierFast || !s.RateLimited || s.Error != fake2.ErrCooldown {
 			t.Fatalf("rate limited: r = %+v; want its two attempts, fast, rate limited", s)
 		}
-		if want := r.start.Add(10 * time.Second); !s.NextAttempt.Equal(want) {
-			t.Fatalf("next attempt at %v, want 10 s", s.NextAttempt.Sub(r.start))
+		if want := r.start.Add(12 * time.Second); !s.NextAttempt.Equal(want) {
+			t.Fatalf("next attempt at %v, want 12 s", s.NextAttempt.Sub(r.start))
 		}
-		r.at(20 * time.Second)
+		r.at(19 * time.Second)
 		if s := r.server(dirA, "r"); s.Attempts != 2 || !s.RateLimited || s.Tier != TierFast {
-			t.Fatalf("rate limited for 17 s: r = %+v; want its two attempts", s)
+			t.Fatalf("rate limited for 16 s: r = %+v; want its two attempts", s)
 		}
 		if n := len(r.eventsOf(EventGaveUp)); n != 0 {
 			t.Fatalf("%d gave_up events for a rate limited server", n)
@@ -58,11 +58,11 @@ func TestRateLimitDoesNotAdvanceTheEpisode(t *testing.T) {
 		}
 
 		r.at(40 * time.Second)
-		// 4 s: the third attempt, answered 429; 8 s: the read shows it,
-		// and the hold (2 s, the schedule's after two attempts) is over:
-		// tried again, within OpenCode's cooldown; then holds of 2, 4, 8
-		// and 16 s from each answer.
-		if got, want := r.connectTimes(dirA, "r"), secs(1, 2, 4, 8, 10, 14, 22, 38); !equalDurations(got, want) {
+		// 4 s: the third attempt, answered 429, which the read of its
+		// outcome shows half a second later; then holds of 2, 2, 4, 8 and 16 s from
+		// each answer (the schedule's 2 s after two attempts, then
+		// doubling), each within OpenCode's cooldown until it ends (23 s).
+		if got, want := r.connectTimes(dirA, "r"), secs(1, 2, 4, 6, 8, 12, 20, 36); !equalDurations(got, want) {
 			t.Fatalf("connects = %v, want %v", got, want)
 		}
 		if s := r.server(dirA, "r"); s.Status != opencode.StatusConnected || s.Attempts != 3 || s.RateLimited {

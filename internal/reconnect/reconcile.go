@@ -58,6 +58,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		next = earlier(next, o.next)
 	}
 	d.next = earlier(d.next, next)
+	d.netChanged = false
 	return connects, needKinds, evs
 }
 
@@ -113,11 +114,20 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 		d.servers[name] = s
 	}
 	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig}
+	if d.netChanged {
+		r.trig |= trigNetwork
+	}
 	s.status, s.err = cur.Status, cur.Error
 	if d.config.local(name) && r.prev != cur.Status {
 		d.localsChanged = true
 	}
 	s.trig, s.slotWait = 0, false
+	if s.connecting || cur.Status == opencode.StatusPending {
+		// A session being made now (by our connect, or OpenCode's own
+		// start) may have been made before the network changed: the
+		// read after it decides the network's trigger.
+		s.trig = r.trig & trigNetwork
+	}
 	if cur.Status != opencode.StatusPending {
 		s.pending = nil
 	}
@@ -131,9 +141,9 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 // reconcileConnected decides for a connected server: an attempt of ours
 // that shows here brought it back (announced: OpenCode says nothing), one
 // that stayed up long enough ends its episode, and a trigger may still
-// ask for a fresh session (its process exited, the machine slept, its
-// endpoint restarted), each at most when its episode allows. Caller holds
-// Engine.mu.
+// ask for a fresh session (its process exited, the network changed or
+// the machine slept, its endpoint restarted), each at most when its
+// episode allows. Caller holds Engine.mu.
 func (e *Engine) reconcileConnected(d *dir, r read, now time.Time) (o outcome) {
 	s, name, p := r.s, r.name, e.cfg.Backoff
 	s.rateLimited = false
@@ -157,15 +167,18 @@ func (e *Engine) reconcileConnected(d *dir, r read, now time.Time) (o outcome) {
 		}
 		o.next = s.ep.Next()
 	}
-	fire, at := s.fire(r.trig&trigWake, p, now)
-	if fire {
-		// The machine slept: OpenCode may hold a session the remote
-		// server dropped meanwhile, and nothing says so.
-		e.log.Info("woke from sleep; reconnecting a remote MCP server for a fresh session", "url", e.url, "directory", d.path, "server", name)
-		o.connect = &attempt{name, backoff.Network, trigWake}
-		return o
+	if d.config.remote(name) != "" {
+		fire, at := s.fire(r.trig&trigNetwork, p, now)
+		if fire {
+			// The network changed, or the machine slept: OpenCode may
+			// hold a session whose connection is dead, and nothing says
+			// so until a tool call fails.
+			e.log.Info("network changed; reconnecting a remote MCP server for a fresh session", "url", e.url, "directory", d.path, "server", name)
+			o.connect = &attempt{name, backoff.Network, trigNetwork}
+			return o
+		}
+		o.next = earlier(o.next, at)
 	}
-	o.next = earlier(o.next, at)
 	if fire, at := s.fire(r.trig&trigRestart, p, now); fire {
 		// Its endpoint restarted: OpenCode holds a dead session. A
 		// connect gives it a fresh one without passing through disabled
@@ -190,6 +203,12 @@ func (e *Engine) reconcileFailed(d *dir, r read, now time.Time) (o outcome) {
 		return o
 	}
 	if ev, ok := e.settleRateLimit(d, r, now); ok {
+		o.evs = append(o.evs, ev)
+	}
+	// A give-up is told when a read shows the last fast attempt failed,
+	// never before its outcome is known: one that brought the server
+	// back gives up nothing.
+	if ev, ok := e.gaveUp(d, s, name, now); ok {
 		o.evs = append(o.evs, ev)
 	}
 	if s.ep.Allow(p, now, backoff.Scheduled) {

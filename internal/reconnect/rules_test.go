@@ -602,9 +602,11 @@ func TestUnavailableStatusKeepsCounters(t *testing.T) {
 							t.Fatalf("connects while status unavailable: %d, want none beyond 2", got-2)
 						}
 						reads := fake.Count(routeStatus, dirA, "")
-						// 2 good reads, then one at 4 s and one every idle interval
-						// (30 s), each bounded by the client timeout when hanging.
-						if reads < 4 || reads > 9 {
+						// 4 good reads (before the attempts at 1 and 2 s and
+						// of their outcomes), then one at 4 s and one every
+						// idle interval (30 s), each bounded by the client
+						// timeout when hanging.
+						if reads < 6 || reads > 11 {
 							t.Fatalf("reads = %d, want about one per idle interval", reads)
 						}
 						if d := r.eng.Snapshot().Directories[0]; d.LastError == "" {

@@ -74,18 +74,26 @@ func exactSchedule(t *testing.T, g generation, events bool) {
 		_ = r.eng.Arm(fmt.Sprintf("/p/%d", i), "test")
 	}
 	r.at(11 * time.Minute)
-	// Per directory: status reads at 1, 2, 4, 8, 16 s, then every 30 s
-	// from 46 s to 646 s (21, the slow-tier attempts at 316 and 616 s
-	// among them); connects at 1, 2, 4, 8, 16, 316, 616 s; one config read
-	// to learn the failing server's kind.
-	reads := secs(1, 2, 4, 8, 16)
-	for at := 46; at <= 646; at += 30 {
-		reads = append(reads, secs(float64(at))...)
+	// Per directory: connects at 1, 2, 4, 8, 16, 316, 616 s, each after
+	// a status read and followed by a read of its outcome announceGrace
+	// after it returns (at once here); between them a read every idle
+	// interval from the last (47 s, 77 s, ...); one config read to learn
+	// the failing server's kind.
+	var reads []time.Duration
+	for _, at := range []float64{1, 2, 4, 8, 16} {
+		reads = append(reads, secs(at, at+announceGrace.Seconds())...)
+	}
+	for at := 47.0; at <= 647; at += 30 {
+		if at == 317 || at == 617 {
+			reads = append(reads, secs(at-1, at-1+announceGrace.Seconds())...) // the slow tier's attempts
+			continue
+		}
+		reads = append(reads, secs(at)...)
 	}
 	// With the stream on, 2.x's mcp.status.changed after the boot and
-	// after each of the engine's own connects wakes nothing: the schedule
-	// re-checks those outcomes anyway, so both generations read exactly
-	// the same.
+	// after each of the engine's own connects wakes nothing: the read
+	// after the connect shows those outcomes anyway, so both generations
+	// read exactly the same.
 	var got0 []time.Duration
 	for _, q := range r.perDirRequests() {
 		if q.Directory == "/p/0" && q.Route == routeStatus {

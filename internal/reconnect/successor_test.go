@@ -10,30 +10,36 @@ import (
 )
 
 // tableView is a process table as the engine's ProcessView sees it: the
-// start time of the process serving each server now.
+// birth of the process serving each server now, on a clock of ticks of
+// the (fake) wall clock (birthAt).
 type tableView struct {
 	mu      sync.Mutex
-	serving map[[2]string]time.Time
+	serving map[[2]string]uint64
 	asked   int
 }
+
+// birthAt is the birth of a process started at t, on tableView's clock.
+func birthAt(t time.Time) uint64 { return uint64(t.UnixMilli() / 10) }
 
 func (v *tableView) set(dir, name string, started time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.serving == nil {
-		v.serving = map[[2]string]time.Time{}
+		v.serving = map[[2]string]uint64{}
 	}
-	v.serving[[2]string{dir, name}] = started
+	v.serving[[2]string{dir, name}] = birthAt(started)
 }
 
 func (v *tableView) Look() {}
 
-func (v *tableView) Successor(dir, name string, after time.Time) bool {
+func (v *tableView) Clock() uint64 { return birthAt(time.Now()) }
+
+func (v *tableView) Successor(dir, name string, birth uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.asked++
-	started, ok := v.serving[[2]string{dir, name}]
-	return ok && started.After(after)
+	b, ok := v.serving[[2]string{dir, name}]
+	return ok && b > birth
 }
 
 // A server OpenCode started again by itself (a config reload, another
@@ -61,7 +67,7 @@ func TestSuccessorSeenAtDecisionTimeIsNotReconnected(t *testing.T) {
 		// The old child is gone; OpenCode has started its successor
 		// already, which only a later scan would report.
 		view.set("/p", "s", exited.Add(5*time.Millisecond))
-		e.ChildExited("/p", "s", first, exited)
+		e.ChildExited("/p", "s", birthAt(first), exited)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if got := oc.connectTimes("/p", "s", exited); len(got) != 0 {
@@ -93,11 +99,11 @@ func TestDeadChildWithoutASuccessorIsReconnected(t *testing.T) {
 		time.Sleep(90 * time.Second)
 		synctest.Wait()
 		exited := time.Now()
-		e.ChildExited("/p", "s", exited.Add(-80*time.Second), exited)
+		e.ChildExited("/p", "s", birthAt(exited.Add(-80*time.Second)), exited)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 || got[0] != deadChildGrace {
-			t.Fatalf("connects after a dead child with no successor = %v, want one after %v", got, deadChildGrace)
+		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 || got[0] != announceGrace {
+			t.Fatalf("connects after a dead child with no successor = %v, want one after %v", got, announceGrace)
 		}
 	})
 }

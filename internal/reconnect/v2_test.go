@@ -14,7 +14,7 @@ import (
 // announced by a burst of mcp.status.changed, and eviction of idle
 // locations (location.shutdown).
 
-// each2x runs f in a synctest bubble once per OpenCode 2 profile (2.0.21
+// each2x runs f in a synctest bubble once per OpenCode 2 profile (2.1.2
 // and the v2 preview build), as subtests v2 and v2preview; newFake2 makes
 // that profile's fake.
 func each2x(t *testing.T, f func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2)) {
@@ -180,11 +180,12 @@ func TestLocationShutdownDisarms(t *testing.T) {
 		if n := fake.Count(routeStatus, "/b", ""); n < 200 {
 			t.Fatalf("/b was read %d times in two hours: it stopped too", n)
 		}
-		// A session in /a: armed again, read initial-delay later, booted.
+		// A session in /a: armed again, read initial-delay later (and
+		// the outcome of its failed server's connect), booted.
 		fake.Activity("/a")
-		r.at(2*time.Hour + 1100*time.Millisecond)
-		if n := fake.Count(routeStatus, "/a", ""); n != 1 {
-			t.Fatalf("reads of /a after a session event = %d, want 1", n)
+		r.at(2*time.Hour + time.Second + announceGrace + 100*time.Millisecond)
+		if n := fake.Count(routeStatus, "/a", ""); n != 2 {
+			t.Fatalf("reads of /a after a session event = %d, want 2 (before and after the connect)", n)
 		}
 		if got := fake.Instances(); !slices.Equal(got, []string{"/a", "/b"}) {
 			t.Fatalf("booted locations = %v, want /a again", got)

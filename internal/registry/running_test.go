@@ -26,6 +26,9 @@ func zombie(t *testing.T) int {
 	for {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("no /proc under CI: %v", err)
+			}
 			t.Skipf("no /proc: %v", err)
 		}
 		if i := strings.LastIndexByte(string(b), ')'); i > 0 && strings.HasPrefix(string(b[i+1:]), " Z") {
@@ -77,6 +80,9 @@ func TestReusedPIDIsNotRunning(t *testing.T) {
 		t.Fatal("Register recorded no start time")
 	}
 	if got[0].ProcStart == 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no process start time under CI")
+		}
 		t.Skip("no process start time on this system")
 	}
 

@@ -40,6 +40,9 @@ import (
 type Source interface {
 	Snapshot() reconnect.Snapshot
 	Reconnect(dir string, names []string) (reconnect.ReconnectResult, error)
+	// Arm arms dir for reason (reconnect.ArmedByFlag keeps it through
+	// OpenCode's restarts, as a --directory given at the start does).
+	Arm(dir, reason string) error
 }
 
 // Lister is a Source that hands out its directories one at a time, so
@@ -99,6 +102,11 @@ type ReconnectRequest struct {
 	// empty means every one (refused with a Directory: arming a directory
 	// in every server would start its MCP servers in each).
 	URL string `json:"url,omitempty"`
+	// Keep makes Directory the daemon's own, as if given with --directory
+	// at its start: armed through OpenCode's restarts, not only until the
+	// next one (run's --directory, handed to the daemon that watches the
+	// OpenCode 2 service).
+	Keep bool `json:"keep,omitempty"`
 }
 
 // ReconnectResponse is the answer of POST /reconnect.
@@ -263,11 +271,22 @@ func (s *API) reconnect(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "this daemon does not watch "+req.URL, http.StatusNotFound)
 			return
 		}
-	} else if req.Directory != "" && len(sources) > 1 {
+	}
+	if req.Keep && req.Directory == "" {
+		http.Error(w, "keep needs a directory", http.StatusBadRequest)
+		return
+	}
+	if req.URL == "" && req.Directory != "" && len(sources) > 1 {
 		http.Error(w, "this daemon watches several OpenCode servers ("+join(sources, sourceURL)+"); name one with url (reconnect --url)", http.StatusBadRequest)
 		return
 	}
 	for _, src := range sources {
+		if req.Keep {
+			if err := src.Arm(req.Directory, reconnect.ArmedByFlag); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
 		res, err := src.Reconnect(req.Directory, req.Servers)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

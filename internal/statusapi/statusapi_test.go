@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeSource struct {
 	mu    sync.Mutex
 	calls []ReconnectRequest
+	armed []string // "dir reason"
 	snap  reconnect.Snapshot
+}
+
+func (f *fakeSource) Arm(dir, reason string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if dir == "relative" {
+		return errors.New(`directory "relative" is not an absolute path`)
+	}
+	f.armed = append(f.armed, dir+" "+reason)
+	return nil
 }
 
 func (f *fakeSource) Snapshot() reconnect.Snapshot { return f.snap }
@@ -95,6 +107,34 @@ func TestReconnect(t *testing.T) {
 	}
 	if _, err := c.Reconnect(context.Background(), ReconnectRequest{Directory: "relative"}); err == nil || !strings.Contains(err.Error(), "absolute") {
 		t.Fatalf("relative directory: err = %v", err)
+	}
+}
+
+// A reconnect with keep makes its directory the daemon's own (armed as
+// --directory, kept through OpenCode's restarts); one without does not.
+func TestReconnectKeepArmsTheDirectoryAsTheUsersOwn(t *testing.T) {
+	src, _, hs := newAPI(t)
+	c := &Client{Addr: strings.TrimPrefix(hs.URL, "http://"), Token: testToken}
+	if _, err := c.Reconnect(context.Background(), ReconnectRequest{Directory: "/p/plain"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reconnect(context.Background(), ReconnectRequest{Directory: "/p/my projéct", Keep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/p/my projéct " + reconnect.ArmedByFlag}; !slices.Equal(src.armed, want) {
+		t.Fatalf("armed = %q, want %q", src.armed, want)
+	}
+	if len(src.calls) != 2 {
+		t.Fatalf("reconnects = %+v, want both", src.calls)
+	}
+	if _, err := c.Reconnect(context.Background(), ReconnectRequest{Keep: true}); err == nil || !strings.Contains(err.Error(), "keep needs a directory") {
+		t.Fatalf("keep without a directory: err = %v", err)
+	}
+	if _, err := c.Reconnect(context.Background(), ReconnectRequest{Directory: "relative", Keep: true}); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Fatalf("keep of a relative directory: err = %v", err)
+	}
+	if len(src.armed) != 1 || len(src.calls) != 2 {
+		t.Fatalf("refused requests reached the engine: armed %q, calls %+v", src.armed, src.calls)
 	}
 }
 

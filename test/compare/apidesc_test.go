@@ -17,7 +17,7 @@ import (
 var descriptions = []struct{ name, file string }{
 	{"1.18.34", "../../internal/doctor/testdata/opencode-1.18.34-openapi.json"},
 	{"preview", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json"},
-	{"2.0.21", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-2.0.21-openapi.json"},
+	{"2.1.2", "../../internal/opencode/fakeopencode/fake2/testdata/opencode-2.1.2-openapi.json"},
 }
 
 // parsers each read a description into what answers the questions: the
@@ -65,11 +65,12 @@ func TestParsersReadTheDescriptions(t *testing.T) {
 
 // The question doctor asks hardest, which MCP statuses GET /api/mcp's
 // answer allows (data[].status, an anyOf of $refs, each a one-value enum),
-// and the 3.1 keyword the event stream needs (contentSchema), answered by
-// each library's model on the 2.0.21 description.
+// answered by each library's model on the 2.1.2 description; and the 3.1
+// keyword the preview's event stream needed (contentSchema).
 func TestLibrariesAnswerTheStatuses(t *testing.T) {
 	b := readDescription(t, descriptions[2].file)
-	want := []string{"connected", "disabled", "failed", "needs_auth", "needs_client_registration", "pending"}
+	preview := readDescription(t, descriptions[1].file)
+	want := []string{"connected", "disabled", "failed", "needs_auth", "pending"}
 
 	d, _ := apidesc.Parse(b)
 	got := d.Answers("GET", "/api/mcp").Property("data").Items().Property("status").Property("status").Literals()
@@ -93,8 +94,8 @@ func TestLibrariesAnswerTheStatuses(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("kin-openapi: %v", got)
 	}
-	if kin.Components.Schemas["V2EventJsonString"].Value.ContentSchema == nil {
-		t.Error("kin-openapi: no contentSchema")
+	if kinPreview, err := openapi3.NewLoader().LoadFromData(preview); err != nil || kinPreview.Components.Schemas["V2EventJsonString"].Value.ContentSchema == nil {
+		t.Errorf("kin-openapi: no contentSchema (%v)", err)
 	}
 
 	doc, err := libopenapi.NewDocument(b)
@@ -117,8 +118,13 @@ func TestLibrariesAnswerTheStatuses(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("libopenapi: %v", got)
 	}
-	if m.Model.Components.Schemas.GetOrZero("V2EventJsonString").Schema().ContentSchema == nil {
-		t.Error("libopenapi: no contentSchema")
+	pdoc, err := libopenapi.NewDocument(preview)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := pdoc.BuildV3Model()
+	if err != nil || pm.Model.Components.Schemas.GetOrZero("V2EventJsonString").Schema().ContentSchema == nil {
+		t.Errorf("libopenapi: no contentSchema (%v)", err)
 	}
 }
 

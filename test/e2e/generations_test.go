@@ -1,9 +1,17 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"maps"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
@@ -61,13 +69,61 @@ type gen struct {
 	// publishes mcp.tools.changed; 2.x has no such event on its stream and
 	// publishes mcp.status.changed on every status transition instead.
 	CrashEvent string
+	// Connect is the route a client connects an MCP server on (%s: its
+	// name, path-escaped; the directory goes in the query, see
+	// OpenCode.Do), and ConnectOK the code it answers when the attempt
+	// has ended: 1.x POST /mcp/NAME/connect answers 200 true, 2.x POST
+	// /api/experimental/mcp/NAME/connect 204.
+	Connect   string
+	ConnectOK int
+	// PasswordFix is what the daemon's error for a refused password says
+	// that the other generation's does not: 1.x names --username (its
+	// user is configurable), 2.x its password variables, OPENCODE_PASSWORD
+	// first, and its service.json.
+	PasswordFix string
+	// PasswordVar is the variable `run` hands the server's password to
+	// a server of this generation in (2.x reads OPENCODE_PASSWORD first).
+	PasswordVar string
+	// InfoRoute is the route that says which OpenCode answers, and
+	// refuses a request without the password: 1.x GET /global/health,
+	// 2.x GET /api/info.
+	InfoRoute string
+	// TermExit is how a foreground `opencode serve` ends on SIGTERM, as
+	// an exit code (128+N: killed by signal N): 1.x has no handler and
+	// dies of it (143); 2.1.2 stops its MCP servers and exits 130
+	// (measured).
+	TermExit int
+	// UsesServer is a command line that makes OpenCode serve the
+	// directory it runs in and its MCP servers: 1.x `serve` (the wrapper
+	// supervises it, and watches it while it runs); 2.x `mcp list`, which
+	// attaches to the background service (starting it when none runs),
+	// lists the directory's servers and exits, while the service, and
+	// the daemon the wrapper leaves watching it, stay.
+	UsesServer []string
+	// ToolModes are the ways a session's model is offered an MCP
+	// server's tools: by name (1.x; 2.x with "codemode": false on the
+	// server), and on 2.x also through Code Mode's one execute tool, its
+	// default. A test of what a session sees runs once per mode.
+	ToolModes []toolMode
+}
+
+// toolMode is one way MCP tools reach a session's model: Name is its
+// subtest's name, Server the keys a server's config gets for it.
+type toolMode struct {
+	Name   string
+	Server map[string]any
 }
 
 // generations are the releases every capability's e2e test runs on: the
 // pinned 1.x and 2.x releases.
 var generations = []gen{
-	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed"},
-	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed"},
+	{Name: ochost.Version, Gen: ochost.Gen1, CrashEvent: "mcp.tools.changed", Connect: "/mcp/%s/connect", ConnectOK: 200,
+		PasswordFix: "--username", PasswordVar: "OPENCODE_SERVER_PASSWORD", InfoRoute: "/global/health", TermExit: 128 + 15,
+		UsesServer: []string{"serve"}, ToolModes: []toolMode{{Name: "tools"}}},
+	{Name: ochost.Version2, Gen: ochost.Gen2, CrashEvent: "mcp.status.changed", Connect: "/api/experimental/mcp/%s/connect", ConnectOK: 204,
+		PasswordFix: "OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json", PasswordVar: "OPENCODE_PASSWORD",
+		InfoRoute: "/api/info", TermExit: 130, UsesServer: []string{"mcp", "list"},
+		ToolModes: []toolMode{{Name: "tools", Server: map[string]any{"codemode": false}}, {Name: "codemode"}}},
 }
 
 // findBinaries fills each generation's binary.
@@ -87,6 +143,22 @@ func forEachGeneration(t *testing.T, body func(t *testing.T, g gen)) {
 			needBinary(t, g.Bin, g.Name)
 			body(t, g)
 		})
+	}
+}
+
+// onlyGeneration runs body as forEachGeneration does, for the one
+// generation that has a capability the other lacks (2.x's background
+// service, --standalone): its subtest is named after its release, so the
+// output says which generation the capability is tested on.
+func onlyGeneration(t *testing.T, which ochost.Generation, body func(t *testing.T, g gen)) {
+	t.Helper()
+	for _, g := range generations {
+		if g.Gen == which {
+			t.Run(g.Name, func(t *testing.T) {
+				needBinary(t, g.Bin, g.Name)
+				body(t, g)
+			})
+		}
 	}
 }
 
@@ -129,6 +201,55 @@ func (g gen) newHome(t testing.TB) string {
 	return home
 }
 
+// newCLIHome makes a hermetic home (newHome) for OpenCode's own command
+// line, run by a test as a user runs it, in which the server a command
+// uses asks for password and never listens on a shared port. 1.x: each
+// command serves itself, and the password is in env, the environment
+// the test gives the commands. 2.x: the commands attach to the
+// background service, and start it when none runs; it is set as a user
+// sets it (`opencode service set port|password`: a free port, never the
+// shared 49374, and password), and env is empty. Every process still
+// running in the home when the test ends (a service, its MCP servers, a
+// daemon a wrapper started) is ended then.
+func (g gen) newCLIHome(t testing.TB, password string) (home string, env []string) {
+	t.Helper()
+	needBinary(t, g.Bin, g.Name)
+	home = g.newHome(t)
+	t.Cleanup(func() { endProcessesOf(home) })
+	if g.Gen == ochost.Gen1 {
+		return home, []string{g.PasswordVar + "=" + password}
+	}
+	for _, set := range [][]string{{"port", strconv.Itoa(freePort(t))}, {"password", password}} {
+		cmd := exec.Command(g.Bin, append([]string{"service", "set"}, set...)...)
+		cmd.Env, cmd.Dir = ochost.Env(home), home
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("opencode service set %s: %v\n%s", set[0], err, out)
+		}
+	}
+	return home, nil
+}
+
+// endProcessesOf kills every process of the hermetic home (its
+// environment's HOME), twice over: a service a command was starting when
+// the first pass ran is ended by the second.
+func endProcessesOf(home string) {
+	marker := []byte("\x00HOME=" + home + "\x00")
+	for range 2 {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if bytes.Contains(append([]byte{0}, env...), marker) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // newProject makes a project directory (its name has a space and a
 // non-ASCII letter) whose config, in this release's file and shape,
 // names the MCP servers mcp (name → server config; see rewriteProject).
@@ -148,6 +269,35 @@ func (g gen) newProject(t testing.TB, mcp map[string]any) *Project {
 // generation's words (1.x "enabled": false, 2.x "disabled": true).
 func (p *Project) Disabled(server map[string]any) map[string]any {
 	return p.gen.Disabled(server)
+}
+
+// WithStartupTimeout is server's config with the time OpenCode gives it
+// to start and list its tools, in the project's generation's words: 1.x
+// "timeout": ms, 2.x "timeout": {"startup": ms}.
+func (p *Project) WithStartupTimeout(server map[string]any, ms int) map[string]any {
+	c := maps.Clone(server)
+	if p.gen == ochost.Gen2 {
+		c["timeout"] = map[string]any{"startup": ms}
+	} else {
+		c["timeout"] = ms
+	}
+	return c
+}
+
+// Disconnect disables server name in dir as a user does (1.x POST
+// /mcp/NAME/disconnect, 2.x POST /api/experimental/mcp/NAME/disconnect):
+// OpenCode stops it and says disabled.
+func (o *OpenCode) Disconnect(t testing.TB, dir, name string) {
+	t.Helper()
+	route, want := "/mcp/"+url.PathEscape(name)+"/disconnect", 200
+	if o.Gen == ochost.Gen2 {
+		route, want = "/api/experimental"+route, 204
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, body, err := o.Do(ctx, "POST", route, dir); err != nil || code != want {
+		t.Fatalf("disconnect %s: %d %v %s", name, code, err, body)
+	}
 }
 
 // Dispose ends dir's instance (1.x) or location (2.x) as a client does,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // needNpx finds npx; it skips only when npx is missing and CI is not set.
@@ -62,62 +63,104 @@ func jsString(s string) string {
 	return string(b)
 }
 
-// A server configured through npx, killed on an old release that never
-// reports it, has a new, working process within 5 s, as a server run
-// directly by node does: the view knows npm's retitled process as the
-// server's launcher and sees it exit the moment it does. On 1.18.34,
-// which reports the crash itself, the same.
-func TestNpxServerCrashRecovered(t *testing.T) {
-	if buildErr != nil {
-		t.Fatal(buildErr)
+// ShServer is the config of a local test server run the way a user
+// wraps one in a shell, `sh -c "cd DIR && SERVER ARGS"`: dash, the
+// shell here, forks the server as its child and exits when it does
+// (bash would exec it).
+func (p *Project) ShServer(t testing.TB, name string) map[string]any {
+	script := "cd " + shellquote.Quote(p.Dir) + " && " + shellquote.Join(p.StdioServer(name)["command"].([]string))
+	return map[string]any{"type": "local", "command": []string{"sh", "-c", script}}
+}
+
+// ScriptServer is the config of a local test server run by a wrapper
+// script of the user's (a file beside the project, `#!/bin/sh`, which
+// sets the environment and execs the server under its own pid).
+func (p *Project) ScriptServer(t testing.TB, name string) map[string]any {
+	t.Helper()
+	script := filepath.Join(filepath.Dir(p.Dir), "run-"+strings.NewReplacer("/", "_", " ", "_").Replace(name)+".sh")
+	body := "#!/bin/sh\nexport MCP_WRAPPED=1\nexec " + shellquote.Quote(mcpServerBin) + ` "$@"` + "\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	needNpx(t)
-	for _, v := range append(slicesClone(oldReleases), ochost.Version) {
+	args := p.StdioServer(name)["command"].([]string)[1:]
+	return map[string]any{"type": "local", "command": append([]string{script}, args...)}
+}
+
+// launcher is one way a user's config runs a local server: through npx,
+// a shell, a wrapper script, or as itself.
+type launcher struct {
+	Name string
+	// Word is what the daemon's status says runs the server
+	// ("launcher"), "" when OpenCode's child is the server itself.
+	Word string
+	// Server is the config of the test server called name in p.
+	Server func(p *Project, t testing.TB, name string) map[string]any
+}
+
+var launchers = []launcher{
+	{Name: "direct", Server: func(p *Project, _ testing.TB, name string) map[string]any { return p.StdioServer(name) }},
+	{Name: "npx", Word: "npx", Server: (*Project).NpxServer},
+	{Name: "sh -c", Word: "sh -c", Server: (*Project).ShServer},
+	{Name: "script", Server: (*Project).ScriptServer},
+}
+
+// A stdio server whatever runs it (npx, a shell, a wrapper script, or
+// nothing) has a new, working process within 10 s of a crash, and so
+// has the process the daemon's own repair started when it crashes in
+// turn: a second crash is repaired like the first.
+func TestStdioCrashThroughLauncherRecovered(t *testing.T) {
+	forEachGeneration(t, func(t *testing.T, g gen) {
+		for _, l := range launchers {
+			t.Run(l.Name, func(t *testing.T) { crashTwice(t, g, l) })
+		}
+	})
+}
+
+// On releases that never report a dead stdio server (oldReleases) the
+// daemon's process view is the only crash report: it knows npm's
+// retitled process as the server's launcher and sees it exit the moment
+// it does, for the first crash and for a crash of the process the
+// daemon's repair started.
+func TestOldReleaseNpxServerCrashRecovered(t *testing.T) {
+	for _, v := range oldReleases {
 		t.Run(v, func(t *testing.T) {
-			bin := opencodeBin
-			if v != ochost.Version {
-				bin = installOpenCode(t, v)
-			} else {
-				needOpenCode(t)
+			if buildErr != nil {
+				t.Fatal(buildErr)
 			}
-			oc, err := ochost.Start(ochost.Options{Binary: bin})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(oc.Kill)
-			o := &OpenCode{OpenCode: oc}
-			p := newProject(t, nil)
-			rewriteProject(t, p, map[string]any{"s": p.NpxServer(t, "s")})
-			w := startWatch(t, o, oc.Password, "--directory", p.Dir)
-			w.WaitLog(t, "watching opencode", 15*time.Second)
-			p.WaitStarts(t, "s", 1, 60*time.Second)
-			waitFor(t, 20*time.Second, "the view serving s through npx", func() bool {
-				st := w.StatusJSON(t)
-				return strings.Contains(mustJSON(t, st), `"launcher":"npx"`)
-			})
-			killed := time.Now()
-			killPID(t, p.Starts(t, "s")[0])
-			p.WaitStarts(t, "s", 2, 5*time.Second)
-			took := time.Since(killed)
-			waitFor(t, 5*time.Second, "the new server initialized", func() bool {
-				n := 0
-				for _, ev := range p.ServerEvents(t, "s") {
-					if ev.Event == "initialize" {
-						n++
-					}
-				}
-				return n >= 2
-			})
-			t.Logf("OpenCode %s: a new, working npx server %v after the kill", v, took.Round(10*time.Millisecond))
-			// The server logs its initialize before OpenCode has its
-			// answer; 1.18.34 may say failed meanwhile (the old npx ended
-			// during the connect), until the handshake or the daemon's
-			// read after its connect puts it right.
-			waitFor(t, 10*time.Second, "OpenCode to say connected after the repair", func() bool {
-				return o.Status(t, p.Dir)["s"].Status == "connected"
-			})
+			crashTwice(t, gen{Name: v, Gen: ochost.Gen1, Bin: installOpenCode(t, v)}, launchers[1])
 		})
 	}
 }
 
-func slicesClone(s []string) []string { return append([]string(nil), s...) }
+// crashTwice runs the test server s through launcher l under a watching
+// daemon on OpenCode release g, kills it, waits for its repair, and kills
+// the process that repair started. After each kill a new process answers
+// OpenCode's initialize within 10 s and OpenCode says connected.
+func crashTwice(t *testing.T, g gen, l launcher) {
+	oc := g.startOpenCode(t, 0, "")
+	p := g.newProject(t, nil)
+	rewriteProject(t, p, map[string]any{"s": l.Server(p, t, "s")})
+	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+	w.WaitLog(t, "watching opencode", 15*time.Second)
+	p.WaitStarts(t, "s", 1, 60*time.Second)
+	if l.Word != "" {
+		waitFor(t, 20*time.Second, "the view serving s through "+l.Word, func() bool {
+			return strings.Contains(mustJSON(t, w.StatusJSON(t)), `"launcher":"`+l.Word+`"`)
+		})
+	}
+	for n := 1; n <= 2; n++ {
+		killed := time.Now()
+		killPID(t, p.Starts(t, "s")[n-1])
+		p.WaitStarts(t, "s", n+1, 10*time.Second)
+		took := time.Since(killed)
+		waitFor(t, 10*time.Second, "the new server initialized", func() bool {
+			return p.Count(t, "s", "initialize") >= n+1
+		})
+		t.Logf("OpenCode %s, %s: crash %d: a new, working server %v after the kill", g.Name, l.Name, n, took.Round(10*time.Millisecond))
+		// The server logs its initialize before OpenCode has its answer;
+		// OpenCode may say failed meanwhile (an old npx ended during the
+		// connect), until the handshake or the daemon's read after its
+		// connect puts it right.
+		oc.WaitStatus(t, p.Dir, "s", "connected", 10*time.Second)
+	}
+}

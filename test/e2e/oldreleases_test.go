@@ -81,3 +81,47 @@ func TestOldReleaseStdioCrashRecovered(t *testing.T) {
 		})
 	}
 }
+
+// On an old release a stdio server is repaired each time it crashes: the
+// child the daemon's own repair started is born after that repair's
+// connect (both read on the kernel's clock), so its crash is news too.
+// Killed three times, 5 s apart, on 1.14.48 and 1.1.65 (1.1.65 puts no
+// OPENCODE_PID in its children's environment), it comes back each time.
+func TestOldReleaseStdioCrashRepairedEachTime(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, v := range oldReleases {
+		t.Run(v, func(t *testing.T) {
+			bin := installOpenCode(t, v)
+			oc, err := ochost.Start(ochost.Options{Binary: bin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(oc.Kill)
+			o := &OpenCode{OpenCode: oc}
+			p := newProject(t, nil)
+			rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
+			w := startWatch(t, o, oc.Password, "--directory", p.Dir)
+			w.WaitLog(t, "watching opencode", 15*time.Second)
+			p.WaitStarts(t, "s", 1, 30*time.Second)
+			waitFor(t, 20*time.Second, "the daemon watching OpenCode's MCP processes", func() bool {
+				return strings.Contains(w.Log.String(), "watching opencode's MCP processes")
+			})
+			time.Sleep(3 * time.Second) // the view has seen the child
+			for crash := 1; crash <= 3; crash++ {
+				starts := p.Starts(t, "s")
+				killed := time.Now()
+				killPID(t, starts[len(starts)-1])
+				// Generous for -race on 2 cores: a crash loop's second
+				// and third attempts come 1 and 2 s after the ones before.
+				p.WaitStarts(t, "s", crash+1, 30*time.Second)
+				t.Logf("OpenCode %s, crash %d: a new child %v after the kill", v, crash, time.Since(killed).Round(10*time.Millisecond))
+				time.Sleep(5 * time.Second) // the new child serves
+			}
+			if st := o.Status(t, p.Dir); st["s"].Status != "connected" {
+				t.Fatalf("status after the third repair: %+v", st)
+			}
+		})
+	}
+}

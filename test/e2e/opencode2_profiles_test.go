@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,10 +17,13 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
-// The real mcp-reconnect binary against both profiles of the 2.x fake over
-// real loopback TCP: 2.0.21 as its facts describe it, and the v2 preview
-// build as measured (facts section 6; the fake serves that server's own
-// API description and the routes it lists).
+// Detection and the first-crash repair on both real generations; and the
+// real mcp-reconnect binary against both profiles of the 2.x fake over
+// real loopback TCP, for what the released 2.1.2 cannot show: a 2.x
+// server that lacks routes 2.1.2 has: the v2 preview build as
+// measured (facts section 6: no /api/info, no /api/config, no
+// location.shutdown, connect on /api/mcp/NAME/connect; the fake serves
+// that server's own API description and the routes it lists).
 
 const profilePassword = "profile-secret-pw"
 
@@ -64,6 +68,8 @@ func watchFake(t testing.TB, url string, args ...string) *ochost.Buffer {
 // it offers are chosen from its description and said once in the log, a
 // failed server is connected on the route that profile has, and no route
 // it lacks is asked after detection. doctor says the same per capability.
+// (2.1.2 offers every route: TestDetectTellsTheGenerationOfRealOpenCode
+// and the watch tests run it.)
 func TestOpenCode2ProfilesDetected(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -74,7 +80,6 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 		lacks   string // what the log says the daemon runs without
 		uses    string // a doctor line
 	}{
-		{fake2.Release2021, fake2.RouteConnect, "running_without=locations", "uses connect     POST /api/experimental/mcp/{name}/connect"},
 		{fake2.Preview, fake2.RouteConnectDev, "running_without=config", "uses connect     POST /api/mcp/{name}/connect"},
 	} {
 		t.Run(c.profile.Name, func(t *testing.T) {
@@ -99,7 +104,7 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 			// Detection asks /api/info first (the preview lacks it); after
 			// that, never a route the server lacks.
 			unknown := 0
-			if c.profile.RoutesFromDoc {
+			if c.profile.Name == fake2.Preview.Name {
 				unknown = 1
 			}
 			if n := fake.Count(fake2.RouteUnknownAPI, "", ""); n != unknown {
@@ -120,73 +125,73 @@ func TestOpenCode2ProfilesDetected(t *testing.T) {
 }
 
 // A remote server restarted behind OpenCode's back (on the preview it
-// shows no event and stays "connected") is repaired on both profiles:
-// 2.0.21 names its URL in GET /api/config; the preview has no such route,
-// and the daemon learns the URL from the directory's opencode.jsonc. The
-// daemon watches the endpoint and connects the server for a fresh session
-// when a real streamable-HTTP MCP server is stopped and started again on
-// its port.
+// shows no event and stays "connected") is repaired on a 2.x server
+// without GET /api/config, which 2.1.2 has (TestWatchRepairsStaleRemoteSession
+// runs the repair on both real generations): the daemon learns the URL
+// from the directory's opencode.jsonc, watches the endpoint and connects
+// the server for a fresh session when a real streamable-HTTP MCP server
+// is stopped and started again on its port.
 func TestOpenCode2RemoteRestartRepaired(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	for _, c := range []struct {
-		profile fake2.Profile
-		connect string
-	}{{fake2.Release2021, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
-		t.Run(c.profile.Name, func(t *testing.T) {
-			p := newProject(t, nil)
-			remote := newHTTPServer(t, p.ServerLog("web"))
-			remote.Start(t)
-			// 2.x's shape, with a comment: OpenCode reads JSONC.
-			cfg := "{\n  // the remote under test\n  \"mcp\": {\"servers\": {\"web\": {\"type\": \"remote\", \"url\": \"" + remote.URL + "\"},},},\n}\n"
-			if err := os.Remove(p.Dir + "/opencode.json"); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p.Dir+"/opencode.jsonc", []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			fake := fake2.NewProfile(c.profile, nil)
-			fake.SetDirConfig(p.Dir, map[string]fakeopencode.Spec{"web": {Type: "remote", URL: remote.URL}})
-			fake.SetPassword(profilePassword)
-			srv := serveHTTP(t, fake)
-			watchFake(t, srv.URL, "--directory", p.Dir)
-			waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, p.Dir, "") > 0 })
-			time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
-			if n := fake.Count(c.connect, p.Dir, "web"); n != 0 {
-				t.Fatalf("%d connects of a connected remote before its restart", n)
-			}
+	p := generations[1].newProject(t, nil)
+	remote := newHTTPServer(t, p.ServerLog("web"))
+	remote.Start(t)
+	// 2.x's shape, with a comment: OpenCode reads JSONC.
+	cfg := "{\n  // the remote under test\n  \"mcp\": {\"servers\": {\"web\": {\"type\": \"remote\", \"url\": \"" + remote.URL + "\"},},},\n}\n"
+	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.jsonc"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fake := fake2.NewProfile(fake2.Preview, nil)
+	fake.SetDirConfig(p.Dir, map[string]fakeopencode.Spec{"web": {Type: "remote", URL: remote.URL}})
+	fake.SetPassword(profilePassword)
+	fake.SetPID(os.Getpid()) // the listener: config files are read only for the server the listener is
+	srv := serveHTTP(t, fake)
+	watchFake(t, srv.URL, "--directory", p.Dir)
+	waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, p.Dir, "") > 0 })
+	time.Sleep(2 * time.Second) // the daemon checks and starts watching the endpoint
+	if n := fake.Count(fake2.RouteConnectDev, p.Dir, "web"); n != 0 {
+		t.Fatalf("%d connects of a connected remote before its restart", n)
+	}
 
-			remote.Stop()
-			time.Sleep(500 * time.Millisecond)
-			remote.Start(t)
-			restarted := time.Now()
-			waitFor(t, 20*time.Second, "a connect of the restarted remote", func() bool { return fake.Count(c.connect, p.Dir, "web") > 0 })
-			t.Logf("connect %v after the restart", time.Since(restarted))
-			if c.profile.Name == fake2.Preview.Name {
-				if n := fake.Count(fake2.RouteConfig, "", "") + fake.Count(fake2.RouteConnect, "", ""); n != 0 {
-					t.Fatalf("%d requests of routes the preview lacks", n)
-				}
-			}
-		})
+	remote.Stop()
+	time.Sleep(500 * time.Millisecond)
+	remote.Start(t)
+	restarted := time.Now()
+	waitFor(t, 20*time.Second, "a connect of the restarted remote", func() bool { return fake.Count(fake2.RouteConnectDev, p.Dir, "web") > 0 })
+	t.Logf("connect %v after the restart", time.Since(restarted))
+	if n := fake.Count(fake2.RouteConfig, "", "") + fake.Count(fake2.RouteConnect, "", ""); n != 0 {
+		t.Fatalf("%d requests of routes the preview lacks", n)
 	}
 }
 
-// The real OpenCode 1.18.34 serves some /api/* routes too (/api/health
+// Detection tells each real generation by its own answers, with its
+// version, and a wrong password is that generation's refusal with that
+// generation's fix. 1.18.34 serves some /api/* routes too (/api/health
 // answers {"healthy":true}) and refuses a wrong password with the same
 // empty Basic-realm 401 as the v2 preview build at /api/info and
-// /global/health: detection must still call it 1.x, and a wrong password
-// 1.x's refusal with 1.x's fix.
-func TestDetectReal1xIsNotOpenCode2(t *testing.T) {
-	oc := startOpenCode(t, 0, "")
-	gen, version, _, err := opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: oc.Password})
-	if err != nil || gen != opencode.V1 || version != "1.18.34" {
-		t.Fatalf("right password: %v %q %v", gen, version, err)
-	}
-	gen, _, _, err = opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: "wrong-password"})
-	if gen == opencode.V2 || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), "--username") || strings.Contains(err.Error(), "service.json") {
-		t.Fatalf("wrong password: %v %v, want 1.x's refusal and fix", gen, err)
-	}
+// /global/health: it must still be called 1.x, and its refusal given
+// 1.x's fix; 2.1.2 refuses with its UnauthorizedError.
+func TestDetectTellsTheGenerationOfRealOpenCode(t *testing.T) {
+	forEachGeneration(t, func(t *testing.T, g gen) {
+		oc := g.startOpenCode(t, 0, "")
+		other := generations[0]
+		if other.Gen == g.Gen {
+			other = generations[1]
+		}
+		gen, version, pid, err := opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: oc.Password})
+		if err != nil || gen.String() != g.Gen.String() || version != g.Name {
+			t.Fatalf("right password: %v %q %v, want %s %s", gen, version, err, g.Gen, g.Name)
+		}
+		t.Logf("detected %v %s (pid %d)", gen, version, pid)
+		gen, _, _, err = opencode.Detect(context.Background(), oc.URL, opencode.Options{Password: "wrong-password"})
+		// A refusal need not name the generation (1.x's only says 401),
+		// but must never name the other one.
+		if gen.String() == other.Gen.String() || !errors.Is(err, opencode.ErrUnauthorized) || !strings.Contains(err.Error(), g.PasswordFix) || strings.Contains(err.Error(), other.PasswordFix) {
+			t.Fatalf("wrong password: %v %v, want %s's refusal and its fix (%q)", gen, err, g.Gen, g.PasswordFix)
+		}
+	})
 }
 
 // connectAfter is how long after t the first connect of name in dir on
@@ -200,51 +205,50 @@ func connectAfter(fake *fake2.Server, route, dir, name string, t0 time.Time) tim
 	return -1
 }
 
-// A first crash is retried at once on OpenCode 2 too: the crash's
-// mcp.status.changed, for a server last seen connected, reads the
-// directory now and connects what the read shows failed. On both
-// profiles, over real TCP; well within 0.3 s (the fake spawns nothing).
-func TestOpenCode2StdioCrashRepairedAtOnce(t *testing.T) {
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	for _, c := range []struct {
-		profile fake2.Profile
-		connect string
-	}{{fake2.Release2021, fake2.RouteConnect}, {fake2.Preview, fake2.RouteConnectDev}} {
-		t.Run(c.profile.Name, func(t *testing.T) {
-			fake := fake2.NewProfile(c.profile, map[string]fakeopencode.Spec{"fs": {AfterConnect: "connected"}})
-			fake.SetPassword(profilePassword)
-			srv := serveHTTP(t, fake)
-			dir := t.TempDir()
-			watchFake(t, srv.URL)
-			waitFor(t, 20*time.Second, "subscribed to /api/event", func() bool { return fake.Subscribers() > 0 })
-			fake.Boot(dir) // a TUI there
-			fake.Publish(dir, "session.created", map[string]any{"sessionID": "ses_1"})
-			waitFor(t, 20*time.Second, "a status read of the directory", func() bool { return fake.Count(fake2.RouteMCP, dir, "") > 0 })
-			time.Sleep(3 * time.Second) // connected and stable for a few seconds
-			crashed := time.Now()
-			fake.Crash(dir, "fs")
-			waitFor(t, 10*time.Second, "a connect of the crashed server", func() bool { return connectAfter(fake, c.connect, dir, "fs", crashed) >= 0 })
-			took := connectAfter(fake, c.connect, dir, "fs", crashed)
-			t.Logf("connect %v after the crash", took)
-			if took > 300*time.Millisecond {
-				t.Fatalf("the crashed server was connected %v after its crash, want at once (< 0.3 s, not initial-delay)", took)
-			}
-		})
-	}
+// A first crash is retried at once, on both generations: OpenCode's
+// report of the crash (1.x mcp.tools.changed, 2.x mcp.status.changed)
+// for a server last seen connected, with a clear counter, reads the
+// directory now and connects what the read shows failed; it does not
+// wait out initial-delay (5 s here, so a wait cannot pass for "at
+// once"). The new process is up well within 3 s of the kill, spawn and
+// handshake included.
+func TestFirstCrashRepairedAtOnce(t *testing.T) {
+	forEachGeneration(t, func(t *testing.T, g gen) {
+		oc := g.startOpenCode(t, 0, "")
+		p := g.newProject(t, nil)
+		rewriteProject(t, p, map[string]any{"fs": p.StdioServer("fs")})
+		w := startWatch(t, oc, oc.Password, "--initial-delay", "5s")
+		w.WaitLog(t, "watching opencode", 30*time.Second)
+		if st := oc.Status(t, p.Dir); st["fs"].Status != "connected" {
+			t.Fatalf("before the crash: %+v", st)
+		}
+		time.Sleep(3 * time.Second) // connected and stable for a few seconds
+		crashed := time.Now()
+		killPID(t, p.Starts(t, "fs")[0])
+		p.WaitStarts(t, "fs", 2, 30*time.Second)
+		took := time.Since(crashed)
+		oc.WaitStatus(t, p.Dir, "fs", "connected", 30*time.Second)
+		t.Logf("a new process %v after the crash", took.Round(10*time.Millisecond))
+		if took > 3*time.Second {
+			t.Fatalf("the crashed server was started again %v after its crash, want at once (< 3 s, not initial-delay's 5 s)", took)
+		}
+		w.WaitLog(t, "reason="+g.CrashEvent, 5*time.Second)
+	})
 }
 
-// A disposal stays disposed on OpenCode 2: 2.0.21 announces
+// A disposal stays disposed on OpenCode 2: 2.1.2 announces
 // location.shutdown; the preview announces nothing but its servers'
 // mcp.status.changed, and the daemon, asking GET /api/debug/location
 // before the check those changes wake, finds the location gone. Neither
 // boots it again, however long it waits; a session there arms it again.
+// On the fake, which counts every request by directory: the real 2.1.2's
+// disposal is TestWatchRespectsDispose, on both generations, which sees a
+// boot only by the servers it starts.
 func TestOpenCode2DisposalStaysDisposed(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	for _, profile := range []fake2.Profile{fake2.Release2021, fake2.Preview} {
+	for _, profile := range []fake2.Profile{fake2.Release212, fake2.Preview} {
 		t.Run(profile.Name, func(t *testing.T) {
 			fake := fake2.NewProfile(profile, map[string]fakeopencode.Spec{"fs": {}, "broken": {Status: "failed"}})
 			fake.SetPassword(profilePassword)

@@ -17,6 +17,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // postReconnect sends POST /reconnect {"directory": dir} to addr with the
@@ -53,86 +54,90 @@ func reconnectCLI(t *testing.T, args ...string) (int, string) {
 // /reconnect starts nothing; the reconnect command, which reads the token
 // from the registry, does. With two daemons running, status lists both,
 // reconnect refuses to guess and --url picks; a daemon killed with SIGKILL
-// leaves a file the next status ignores and removes.
+// leaves a file the next status ignores and removes. On both
+// generations: what a refused request must not start is OpenCode's.
 func TestStatusAPINeedsTokenAndRegistry(t *testing.T) {
-	state := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", state) // the daemons' and the commands' registry
-	oc := startOpenCode(t, 0, "")
-	p := newProject(t, nil)
-	rewriteProject(t, p, map[string]any{"marker": p.StdioServer("marker")})
-	marker := p.ServerLog("marker") // the server writes it when it starts
-	w := startWatch(t, oc, oc.Password)
-	w.WaitLog(t, "status api listening", 30*time.Second)
+	forEachGeneration(t, func(t *testing.T, g gen) {
+		state := t.TempDir()
+		t.Setenv("XDG_STATE_HOME", state) // the daemons' and the commands' registry
+		oc := g.startOpenCode(t, 0, "")
+		p := g.newProject(t, nil)
+		rewriteProject(t, p, map[string]any{"marker": p.StdioServer("marker")})
+		marker := p.ServerLog("marker") // the server writes it when it starts
+		w := startWatch(t, oc, oc.Password)
+		w.WaitLog(t, "status api listening", 30*time.Second)
 
-	regDir := filepath.Join(state, "mcp-reconnect", "daemons")
-	ents, _ := os.ReadDir(regDir)
-	if len(ents) != 1 {
-		t.Fatalf("registry holds %v, want one daemon", ents)
-	}
-	for path, want := range map[string]os.FileMode{regDir: 0o700, filepath.Join(regDir, ents[0].Name()): 0o600} {
-		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
-			t.Errorf("%s: %v, want mode %v", path, err, want)
+		regDir := filepath.Join(state, "mcp-reconnect", "daemons")
+		ents, _ := os.ReadDir(regDir)
+		if len(ents) != 1 {
+			t.Fatalf("registry holds %v, want one daemon", ents)
 		}
-	}
-
-	_, port, _ := strings.Cut(w.StatusAddr, ":")
-	for name, c := range map[string]struct {
-		host string
-		hdr  map[string]string
-		want int
-	}{
-		"no token":      {"", nil, 401},
-		"wrong token":   {"", map[string]string{"Authorization": "Bearer 0000"}, 401},
-		"DNS rebinding": {"attacker.example:" + port, map[string]string{"Origin": "http://attacker.example:" + port}, 403},
-	} {
-		if code := postReconnect(t, w.StatusAddr, c.host, p.Dir, c.hdr); code != c.want {
-			t.Errorf("%s: POST /reconnect = %d, want %d", name, code, c.want)
+		for path, want := range map[string]os.FileMode{regDir: 0o700, filepath.Join(regDir, ents[0].Name()): 0o600} {
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+				t.Errorf("%s: %v, want mode %v", path, err, want)
+			}
 		}
-	}
-	// OpenCode spawns a stdio server well within 3 s of a status read.
-	time.Sleep(3 * time.Second)
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Fatalf("a refused request started the directory's MCP server (%s: %v)", marker, err)
-	}
-	if st := w.StatusJSON(t); strings.Contains(mustJSON(t, st), p.Dir) {
-		t.Fatal("a refused request armed the directory")
-	}
 
-	// A second daemon, for an OpenCode that is not up.
-	other := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	w2 := startWatch(t, &OpenCode{OpenCode: &ochost.OpenCode{URL: other, Password: "pw2"}}, "pw2")
-	w2.WaitLog(t, "status api listening", 30*time.Second)
-	code, out := reconnectCLI(t, "status")
-	if code != 0 || !strings.Contains(out, oc.URL) || !strings.Contains(out, other) {
-		t.Fatalf("status with two daemons: exit %d\n%s", code, out)
-	}
-	code, out = reconnectCLI(t, "reconnect", "--directory", p.Dir)
-	if code == 0 || !strings.Contains(out, "several") {
-		t.Fatalf("reconnect with two daemons: exit %d\n%s", code, out)
-	}
-	code, out = reconnectCLI(t, "reconnect", "--url", oc.URL, "--directory", p.Dir)
-	if code != 0 || !strings.Contains(out, "reconnect scheduled") {
-		t.Fatalf("reconnect --url: exit %d\n%s", code, out)
-	}
-	p.WaitStarts(t, "marker", 1, 30*time.Second)
+		_, port, _ := strings.Cut(w.StatusAddr, ":")
+		for name, c := range map[string]struct {
+			host string
+			hdr  map[string]string
+			want int
+		}{
+			"no token":      {"", nil, 401},
+			"wrong token":   {"", map[string]string{"Authorization": "Bearer 0000"}, 401},
+			"DNS rebinding": {"attacker.example:" + port, map[string]string{"Origin": "http://attacker.example:" + port}, 403},
+		} {
+			if code := postReconnect(t, w.StatusAddr, c.host, p.Dir, c.hdr); code != c.want {
+				t.Errorf("%s: POST /reconnect = %d, want %d", name, code, c.want)
+			}
+		}
+		// OpenCode spawns a stdio server well within 3 s of a status read
+		// (2.x boots the location of any directory-scoped request).
+		time.Sleep(3 * time.Second)
+		if _, err := os.Stat(marker); !os.IsNotExist(err) {
+			t.Fatalf("a refused request started the directory's MCP server (%s: %v)", marker, err)
+		}
+		if st := w.StatusJSON(t); strings.Contains(mustJSON(t, st), p.Dir) {
+			t.Fatal("a refused request armed the directory")
+		}
 
-	_ = w2.cmd.Process.Signal(syscall.SIGKILL)
-	<-w2.done
-	stale := filepath.Join(regDir, strconv.Itoa(w2.cmd.Process.Pid)+".json")
-	if _, err := os.Stat(stale); err != nil {
-		t.Fatalf("the killed daemon left no file: %v", err)
-	}
-	code, out = reconnectCLI(t, "status")
-	if code != 0 || strings.Contains(out, other) || !strings.Contains(out, p.Dir) {
-		t.Fatalf("status after SIGKILL: exit %d\n%s", code, out)
-	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Fatalf("status did not remove the stale file: %v", err)
-	}
-	// One daemon again: reconnect needs no choice.
-	if code, out := reconnectCLI(t, "reconnect", "--directory", p.Dir); code != 0 {
-		t.Fatalf("reconnect: exit %d\n%s", code, out)
-	}
+		// A second daemon, for an OpenCode that is not up.
+		other := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		w2 := startWatch(t, &OpenCode{OpenCode: &ochost.OpenCode{URL: other, Password: "pw2"}}, "pw2")
+		w2.WaitLog(t, "status api listening", 30*time.Second)
+		code, out := reconnectCLI(t, "status")
+		if code != 0 || !strings.Contains(out, oc.URL) || !strings.Contains(out, other) {
+			t.Fatalf("status with two daemons: exit %d\n%s", code, out)
+		}
+		code, out = reconnectCLI(t, "reconnect", "--directory", p.Dir)
+		if code == 0 || !strings.Contains(out, "several") {
+			t.Fatalf("reconnect with two daemons: exit %d\n%s", code, out)
+		}
+		code, out = reconnectCLI(t, "reconnect", "--url", oc.URL, "--directory", p.Dir)
+		if code != 0 || !strings.Contains(out, "reconnect scheduled") {
+			t.Fatalf("reconnect --url: exit %d\n%s", code, out)
+		}
+		p.WaitStarts(t, "marker", 1, 30*time.Second)
+
+		_ = w2.cmd.Process.Signal(syscall.SIGKILL)
+		<-w2.done
+		stale := filepath.Join(regDir, strconv.Itoa(w2.cmd.Process.Pid)+".json")
+		if _, err := os.Stat(stale); err != nil {
+			t.Fatalf("the killed daemon left no file: %v", err)
+		}
+		code, out = reconnectCLI(t, "status")
+		if code != 0 || strings.Contains(out, other) || !strings.Contains(out, p.Dir) {
+			t.Fatalf("status after SIGKILL: exit %d\n%s", code, out)
+		}
+		if _, err := os.Stat(stale); !os.IsNotExist(err) {
+			t.Fatalf("status did not remove the stale file: %v", err)
+		}
+		// One daemon again: reconnect needs no choice.
+		if code, out := reconnectCLI(t, "reconnect", "--directory", p.Dir); code != 0 {
+			t.Fatalf("reconnect: exit %d\n%s", code, out)
+		}
+	})
 }
 
 // ptyRun runs `mcp-reconnect run [flags] -- command...` under a
@@ -146,7 +151,7 @@ func ptyRun(t *testing.T, dir string, env []string, command ...string) (*ochost.
 	logFile := filepath.Join(t.TempDir(), "run.log")
 	args := append([]string{"run", "--log-level", "debug", "--log-file", logFile, "--status-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--"}, command...)
 	cmd := exec.Command(reconnectBin, args...)
-	home := t.TempDir()
+	home := hermeticHome(t)
 	cmd.Env = append(append(ochost.Env(home), "TERM=xterm-256color"), env...)
 	cmd.Dir = dir
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
@@ -193,7 +198,9 @@ func waitScreen(t *testing.T, screen *ochost.Buffer, s string, timeout time.Dura
 }
 
 // Ctrl-\ reaches the child as without the wrapper; the wrapper prints
-// nothing (no goroutine dump) and exits with the child's code.
+// nothing (no goroutine dump) and exits with the child's code. The child
+// is a shell, not OpenCode: signal relay and the terminal are the
+// wrapper's alone, whatever the generation.
 func TestRunCtrlBackslashReachesChild(t *testing.T) {
 	script := `trap 'echo child-got-SIGQUIT; exit 7' QUIT; echo child-ready; while :; do sleep 0.05; done`
 	screen, tty, wait, _ := ptyRun(t, t.TempDir(), nil, "sh", "-c", script)
@@ -211,12 +218,13 @@ func TestRunCtrlBackslashReachesChild(t *testing.T) {
 	}
 }
 
-// fakeOpenCode builds a stand-in for opencode: it prints its arguments;
-// with --port it serves /global/health, unless the port is taken, when it
-// fails as `opencode serve` does (exit 1 after 1.5 s with ServeError).
-// With $FAKE_OC_STEAL set, its first run first has a detached process
-// (not its descendant) take the port, as another program racing the
-// wrapper would.
+// fakeOpenCode builds a stand-in for opencode 1.x: it prints its
+// arguments; with --port it serves /global/health, unless the port is
+// taken, when it fails as `opencode serve` does (exit 1 after 1.5 s with
+// ServeError). `fake __spawn PORT` has a detached process (not its
+// descendant) take PORT and write its pid to $FAKE_OC_STEAL/holder.pid,
+// as another program racing the wrapper would; with $FAKE_OC_STEAL set,
+// its own first serve does that first.
 func fakeOpenCode(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -302,6 +310,10 @@ func main() {
 
 // `opencode models` in a repository holding a models/ folder is the models
 // subcommand: it gets no --port (the old check stat'ed its arguments).
+// 1.x only: a 1.x subcommand that is no server runs as it is, and run
+// adds a port only to a server; a 2.x subcommand attaches to the
+// background service instead, which is what run does for 2.x
+// (TestRunOnOpenCode2StartsOneServiceWatch).
 func TestRunSubcommandInFolderOfItsNameGetsNoPort(t *testing.T) {
 	oc := fakeOpenCode(t)
 	repo := t.TempDir()
@@ -323,26 +335,53 @@ func TestRunSubcommandInFolderOfItsNameGetsNoPort(t *testing.T) {
 }
 
 // A port another program takes between the wrapper's choice and OpenCode's
-// start is recovered: OpenCode is started again on another port, and the
-// user sees no error.
+// start is recovered, on both generations: the real OpenCode fails to
+// bind it (both print ServeError and exit 1), is started again on another
+// port, and the user sees no error. OpenCode runs through a script of the
+// user's, the first of whose serves has another program take the port
+// first.
 func TestRunRecoversTakenPort(t *testing.T) {
-	oc := fakeOpenCode(t)
-	steal := t.TempDir()
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(steal, "holder.pid")); err == nil {
-			if pid, err := strconv.Atoi(string(b)); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+	holder := fakeOpenCode(t) // only the port's other program
+	forEachGeneration(t, func(t *testing.T, g gen) {
+		steal := t.TempDir()
+		t.Cleanup(func() {
+			if b, err := os.ReadFile(filepath.Join(steal, "holder.pid")); err == nil {
+				if pid, err := strconv.Atoi(string(b)); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
 			}
+		})
+		starts := filepath.Join(steal, "starts")
+		script := `#!/bin/sh
+port=; prev=
+for a in "$@"; do [ "$prev" = --port ] && port=$a; prev=$a; done
+if [ -n "$port" ]; then
+	echo "$port" >> ` + shellquote.Quote(starts) + `
+	if [ ! -e ` + shellquote.Quote(filepath.Join(steal, "stolen")) + ` ]; then
+		: > ` + shellquote.Quote(filepath.Join(steal, "stolen")) + `
+		FAKE_OC_STEAL=` + shellquote.Quote(steal) + ` ` + shellquote.Quote(holder) + ` __spawn "$port"
+		i=0
+		while [ ! -s ` + shellquote.Quote(filepath.Join(steal, "holder.pid")) + ` ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done
+	fi
+fi
+exec ` + shellquote.Quote(g.Bin) + ` "$@"
+`
+		oc := filepath.Join(t.TempDir(), "opencode")
+		if err := os.WriteFile(oc, []byte(script), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		screen, _, _, logFile := ptyRun(t, t.TempDir(), nil, oc, "serve")
+		waitFile(t, logFile, "starting it on another", 60*time.Second)
+		waitFile(t, logFile, "watching opencode", 60*time.Second)
+		if b, _ := os.ReadFile(filepath.Join(steal, "holder.pid")); len(b) == 0 {
+			t.Fatal("no other program took the port")
+		}
+		if strings.Contains(screen.String(), "ServeError") {
+			t.Fatalf("the user saw the taken port:\n%s", screen)
+		}
+		b, _ := os.ReadFile(starts)
+		if ports := strings.Fields(string(b)); len(ports) != 2 || ports[0] == ports[1] {
+			t.Fatalf("serves on ports %v, want 2 on two ports", ports)
 		}
 	})
-	screen, _, _, logFile := ptyRun(t, t.TempDir(), []string{"FAKE_OC_STEAL=" + steal}, oc, "serve")
-	waitFile(t, logFile, "starting it on another", 20*time.Second)
-	waitFile(t, logFile, "status api listening", 20*time.Second)
-	waitScreen(t, screen, "fake opencode listening on", 10*time.Second)
-	if strings.Contains(screen.String(), "ServeError") {
-		t.Fatalf("the user saw the taken port:\n%s", screen)
-	}
-	if n := strings.Count(screen.String(), "ARGS: serve --port"); n != 2 {
-		t.Fatalf("%d starts, want 2:\n%s", n, screen)
-	}
 }

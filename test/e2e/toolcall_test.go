@@ -1,173 +1,113 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 )
 
-// fakeModel is an OpenAI-compatible chat-completions endpoint on loopback
-// that scripts one tool call: asked without a tool result, it calls the
-// tool; asked with one, it answers in text.
-type fakeModel struct {
-	srv  *httptest.Server
-	tool string
-	mu   sync.Mutex
-	text int
+// The user's real outcome: a running session calls an MCP server's tool
+// through a real prompt; the server goes away behind OpenCode's back;
+// with mcp-reconnect watching, the same session's next call succeeds and
+// is served by the server's new process. What OpenCode alone does is
+// recorded in the same test: that call fails. Run once per way the
+// generation offers tools to the model (gen.ToolModes: by name, and on
+// 2.x through Code Mode's execute tool, its default).
+
+// A stdio server that crashes.
+func TestToolCallAfterStdioCrash(t *testing.T) {
+	toolCallAfterRepair(t, func(t *testing.T, p *Project) (map[string]any, func()) {
+		return p.StdioServer("s"), func() {
+			pids := p.Starts(t, "s")
+			killPID(t, pids[len(pids)-1])
+		}
+	})
 }
 
-func newFakeModel(t *testing.T, tool string) *fakeModel {
-	m := &fakeModel{tool: tool}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(m.srv.Close)
-	return m
+// A remote server that restarts (-strict-sessions: like the TypeScript
+// SDK's servers, the restarted process answers OpenCode's old session id
+// with 400, from which OpenCode does not recover by itself; a 404 it
+// would).
+func TestToolCallAfterRemoteRestart(t *testing.T) {
+	toolCallAfterRepair(t, func(t *testing.T, p *Project) (map[string]any, func()) {
+		remote := newHTTPServer(t, p.ServerLog("s"), "-strict-sessions")
+		remote.Start(t)
+		return RemoteServer(remote.URL), func() {
+			remote.Stop()
+			time.Sleep(300 * time.Millisecond)
+			remote.Start(t)
+		}
+	})
 }
 
-func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		Messages []struct {
-			Role string `json:"role"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(body, &req)
-	toolResult := false
-	for _, msg := range req.Messages {
-		if msg.Role == "tool" {
-			toolResult = true
-		}
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	chunk := func(delta map[string]any, finish any) {
-		b, _ := json.Marshal(map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-		fmt.Fprintf(w, "data: %s\n\n", b)
-	}
-	if toolResult && req.Messages[len(req.Messages)-1].Role == "tool" {
-		chunk(map[string]any{"role": "assistant", "content": "done"}, nil)
-		chunk(map[string]any{}, "stop")
-	} else {
-		chunk(map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_%d", time.Now().UnixNano()), "type": "function",
-			"function": map[string]any{"name": m.tool, "arguments": `{"text":"hello"}`}}}}, nil)
-		chunk(map[string]any{}, "tool_calls")
-	}
-	fmt.Fprint(w, "data: [DONE]\n\n")
-}
+// toolCallAfterRepair runs the scenario for the server "s" that server
+// configures (and starts) in p; its fail makes s go away behind
+// OpenCode's back.
+func toolCallAfterRepair(t *testing.T, server func(t *testing.T, p *Project) (config map[string]any, fail func())) {
+	forEachGeneration(t, func(t *testing.T, g gen) {
+		for _, mode := range g.ToolModes {
+			t.Run(mode.Name, func(t *testing.T) {
+				m := newFakeModel(t, "s")
+				oc := g.start(t, ochost.Options{Env: m.Env(g)})
+				p := g.newProject(t, nil)
+				cfg, fail := server(t, p)
+				maps.Copy(cfg, mode.Server)
+				rewriteProject(t, p, map[string]any{"s": cfg})
+				oc.Status(t, p.Dir)
+				oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
+				time.Sleep(userPause)
+				c := newChat(t, oc, p.Dir)
+				if err := c.Echo(t, p, m, "one"); err != "" {
+					t.Fatalf("before any failure: %s", err)
+				}
 
-// prompt sends one prompt in a new session and returns the state and
-// output of the tool part OpenCode recorded.
-func prompt(t *testing.T, oc *OpenCode, dir string) (status, output string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	do := func(method, path string, body any) []byte {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, oc.URL+path+"?directory="+urlQueryEscape(dir), rd)
-		req.SetBasicAuth("opencode", oc.Password)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return b
-	}
-	var sess struct{ ID string }
-	_ = json.Unmarshal(do("POST", "/session", map[string]any{"title": "e2e"}), &sess)
-	do("POST", "/session/"+sess.ID+"/message", map[string]any{"parts": []any{map[string]any{"type": "text", "text": "echo hello"}}})
-	var msgs []struct {
-		Parts []struct {
-			Type  string `json:"type"`
-			Tool  string `json:"tool"`
-			State struct {
-				Status string `json:"status"`
-				Output string `json:"output"`
-				Error  string `json:"error"`
-			} `json:"state"`
-		} `json:"parts"`
-	}
-	_ = json.Unmarshal(do("GET", "/session/"+sess.ID+"/message", nil), &msgs)
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if p.Type == "tool" {
-				return p.State.Status, p.State.Output + p.State.Error
-			}
-		}
-	}
-	t.Fatalf("no tool part in the session: %+v", msgs)
-	return "", ""
-}
+				// OpenCode alone: the session's call fails.
+				fail()
+				time.Sleep(userPause)
+				err := c.Echo(t, p, m, "two")
+				t.Logf("OpenCode alone, after the failure: %s", err)
+				if err == "" {
+					t.Fatal("OpenCode alone served the call after the failure: the premise of this test changed; re-check the facts")
+				}
 
-func urlQueryEscape(s string) string {
-	r := strings.NewReplacer("%", "%25", " ", "%20", "&", "%26", "?", "%3F", "#", "%23", "+", "%2B")
-	return r.Replace(s)
-}
-
-// The user's real outcome: OpenCode calls the remote server's echo tool
-// through a real prompt; the server restarts; with mcp-reconnect the next
-// call succeeds. What OpenCode alone does is recorded in the same test.
-func TestToolCallSurvivesRemoteRestart(t *testing.T) {
-	oc := startOpenCode(t, 0, "")
-	p := newProject(t, nil)
-	// -strict-sessions: like the TypeScript SDK's servers, the restarted
-	// process answers OpenCode's old session id with 400, which OpenCode
-	// does not recover from (a 404 it would).
-	remote := newHTTPServer(t, p.ServerLog("rem"), "-strict-sessions")
-	remote.Start(t)
-	model := newFakeModel(t, "rem_echo")
-	cfg := map[string]any{
-		"$schema": "https://opencode.ai/config.json",
-		"provider": map[string]any{"fake": map[string]any{"npm": "@ai-sdk/openai-compatible",
-			"options": map[string]any{"baseURL": model.srv.URL + "/v1", "apiKey": "x"},
-			"models":  map[string]any{"m": map[string]any{"name": "m", "tool_call": true}}}},
-		"model": "fake/m",
-		"mcp":   map[string]any{"rem": RemoteServer(remote.URL)},
-	}
-	b, _ := json.MarshalIndent(cfg, "", "  ")
-	if err := os.WriteFile(filepath.Join(p.Dir, "opencode.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if st, out := prompt(t, oc, p.Dir); st != "completed" || !strings.Contains(out, "hello") {
-		t.Fatalf("first call: %s %q", st, out)
-	}
-
-	// OpenCode alone: the server restarts and OpenCode keeps its dead session.
-	remote.Stop()
-	remote.Start(t)
-	st, out := prompt(t, oc, p.Dir)
-	t.Logf("OpenCode alone, after a restart of the remote server: tool call %s: %.200s", st, out)
-	if st == "completed" {
-		t.Fatalf("OpenCode alone recovered from a restart (%q): the premise of stale-session repair changed; re-check the facts", out)
-	}
-
-	// With mcp-reconnect watching, the same restart is repaired.
-	w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
-	w.WaitLog(t, "watching opencode", 15*time.Second)
-	time.Sleep(3 * time.Second) // first check and the endpoint watch
-	remote.Stop()
-	time.Sleep(300 * time.Millisecond)
-	remote.Start(t)
-	w.WaitLog(t, "restarted behind OpenCode's back", 20*time.Second)
-	time.Sleep(time.Second)
-	if st, out := prompt(t, oc, p.Dir); st != "completed" || !strings.Contains(out, "hello") {
-		t.Fatalf("with mcp-reconnect, after the restart: tool call %s: %q", st, out)
-	}
+				// With mcp-reconnect watching, the same failure is repaired
+				// and the running session's next call works.
+				w := startWatch(t, oc, oc.Password, "--directory", p.Dir)
+				w.WaitLog(t, "watching opencode", 15*time.Second)
+				oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
+				// The daemon watches a remote endpoint from its first read
+				// that says connected: a restart before that is one it
+				// cannot see.
+				waitFor(t, 30*time.Second, "the daemon to read s connected", func() bool {
+					s := serverState(t, w, p.Dir, "s")
+					return s != nil && s["status"] == "connected"
+				})
+				time.Sleep(time.Second) // its watch holds a connection to the endpoint
+				defer func() {
+					if t.Failed() {
+						t.Logf("the daemon's status: %s", mustJSON(t, w.StatusJSON(t)))
+					}
+				}()
+				before := strings.Count(w.Log.String(), "reconnected MCP server")
+				fail()
+				failed := time.Now()
+				// What a user waits for: the daemon's announcement that it
+				// brought the server back (its log line; a toast in a 1.x
+				// TUI), then the time it takes to type a prompt (userPause:
+				// 2.1.2 offers the tools a moment after it says connected).
+				waitFor(t, 30*time.Second, "the daemon to announce the repair", func() bool {
+					return strings.Count(w.Log.String(), "reconnected MCP server") > before
+				})
+				t.Logf("repair announced %v after the failure", time.Since(failed).Round(10*time.Millisecond))
+				oc.WaitStatus(t, p.Dir, "s", "connected", 10*time.Second)
+				time.Sleep(userPause)
+				if err := c.Echo(t, p, m, "three"); err != "" {
+					t.Fatalf("with mcp-reconnect, after the repair: %s", err)
+				}
+			})
+		}
+	})
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
-// The descriptions the daemon is built against: 1.18.34's GET /doc, the
-// v2 preview build's GET /openapi.json (both real), and a hand-built
-// 2.0.21 one (see its README).
+// The descriptions the daemon is built against, each recorded from the
+// real server: 1.18.34's GET /doc, 2.1.2's and the v2 preview build's GET
+// /openapi.json.
 var references = map[string]string{
 	"1.18.34": "../../doctor/testdata/opencode-1.18.34-openapi.json",
+	"2.1.2":   "../fakeopencode/fake2/testdata/opencode-2.1.2-openapi.json",
 	"preview": "../fakeopencode/fake2/testdata/opencode-v2-preview-openapi.json",
-	"2.0.21":  "../fakeopencode/fake2/testdata/opencode-2.0.21-openapi.json",
 }
 
 func reference(t testing.TB, name string) []byte {
@@ -33,7 +33,7 @@ func TestReferences(t *testing.T) {
 	}{
 		"1.18.34": {162, [][2]string{{"GET", "/mcp"}, {"post", "/mcp/{x}/connect"}, {"GET", "/global/event"}}},
 		"preview": {93, [][2]string{{"GET", "/api/health"}, {"POST", "/api/mcp/{name}/connect"}, {"GET", "/api/debug/location"}, {"DELETE", "/api/debug/location"}}},
-		"2.0.21":  {10, [][2]string{{"GET", "/api/info"}, {"POST", "/api/experimental/mcp/{name}/connect"}, {"GET", "/api/config"}}},
+		"2.1.2":   {119, [][2]string{{"GET", "/api/info"}, {"POST", "/api/experimental/mcp/{name}/connect"}, {"GET", "/api/config"}, {"GET", "/api/debug/location"}}},
 	} {
 		d, err := apidesc.Parse(reference(t, name))
 		if err != nil || len(d.Paths()) != want.paths {
@@ -96,7 +96,7 @@ func TestNothingFound(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	f.Add(reference(f, "2.0.21"))
+	f.Add(reference(f, "2.1.2"))
 	f.Add([]byte(`{"paths":{"/api/mcp/{server}/connect":{"post":{}},"/api/x":{"get":null,"GET":{}}}}`))
 	f.Add([]byte(`{"paths":{"api/x":{"get":{}},"/api/y":[],"/api/z":{"fetch":{}}}}`))
 	f.Add([]byte(`{"paths":{"/a":{"$ref":"#/paths/~1a"}},"components":{"schemas":{"A":{"allOf":[{"$ref":"#/components/schemas/A"}],"contentSchema":{"items":{"enum":["x",1]}}}}}}`))
@@ -120,7 +120,7 @@ func FuzzParse(f *testing.F) {
 // BenchmarkParse is the cost of one read of each reference description
 // (BENCHMARKS.md compares it with two OpenAPI libraries, in test/compare).
 func BenchmarkParse(b *testing.B) {
-	for _, name := range []string{"1.18.34", "preview", "2.0.21"} {
+	for _, name := range []string{"1.18.34", "preview", "2.1.2"} {
 		doc := reference(b, name)
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(doc)))

@@ -54,12 +54,22 @@ func (s *Server) emitLocked(dir, typ string, data map[string]any) {
 		data = map[string]any{}
 	}
 	s.seq++
-	msg := map[string]any{"id": fmt.Sprintf("evt_%04d", s.seq), "created": time.Now().UnixMilli(), "type": typ, "data": data}
 	if s.profile.ExecutionWithoutLocation && strings.HasPrefix(typ, "session.execution.") {
 		dir = ""
 	}
+	type location struct {
+		Directory string `json:"directory"`
+	}
+	// 2.x's envelope, in its order.
+	msg := struct {
+		ID       string         `json:"id"`
+		Created  int64          `json:"created"`
+		Type     string         `json:"type"`
+		Location *location      `json:"location,omitempty"`
+		Data     map[string]any `json:"data"`
+	}{ID: fmt.Sprintf("evt_%04d", s.seq), Created: time.Now().UnixMilli(), Type: typ, Data: data}
 	if dir != "" {
-		msg["location"] = map[string]any{"directory": dir}
+		msg.Location = &location{dir}
 	}
 	b, _ := json.Marshal(msg)
 	s.sendLocked(b)
@@ -100,9 +110,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	_ = sse.Write(w, "", []byte(first))
-	if s.profile.HeartbeatAtConnect {
-		_, _ = w.Write([]byte(": heartbeat\n\n"))
-	}
+	// Both builds measured send a heartbeat comment right after it.
+	_, _ = w.Write([]byte(": heartbeat\n\n"))
 	fl.Flush()
 	var tick <-chan time.Time
 	if hb > 0 {

@@ -1,26 +1,30 @@
 // Package fake2 is an in-process stand-in for an OpenCode 2.x server, the
-// 2.x sibling of fakeopencode, built from docs/opencode.md#the-2x-surface-and-its-authentication:
+// 2.x sibling of fakeopencode, built from docs/opencode.md#opencode-2x:
 // JSON routes under /api with basic auth always on, the location chosen by
 // location[directory] or the x-opencode-directory header (?directory= is
 // ignored, as 2.x does), MCP status as an array with "pending", connect
 // answering 204, config as a bare array of layers, and one /api/event
 // stream with the {id,created,type,location,data} envelope and heartbeat
-// comments. Any location-scoped request boots the location: every server
-// goes "pending", then to its configured status, each step announced by
-// mcp.status.changed. Every request is recorded.
+// comments (one right after server.connected). Any location-scoped
+// request boots the location: every server goes "pending", then to its
+// configured status, each step announced by mcp.status.changed. Every
+// request is recorded.
 //
-// It has two profiles. Release2021 (New) is 2.0.21 as docs/opencode.md describes
-// it. Preview (NewPreview) is the v2 preview build measured in docs/opencode.md#the-v2-preview-build-measured
-// section 6: it serves the /api routes its own API description lists
-// (testdata/opencode-v2-preview-openapi.json, the real server's, served at
-// /openapi.json) and answers others 404 with an empty body, so /api/health
-// instead of /api/info, connect only at /api/mcp/{name}/connect, no
-// /api/config, and GET and DELETE /api/debug/location; non-API paths 404
-// empty (no web UI); 401 empty with only www-authenticate; a directory
-// marked missing answers 500 empty and is booted anyway; no
-// location.shutdown (a disposal announces itself by mcp.status.changed);
-// session.execution.* without a location; a heartbeat comment right after
-// server.connected.
+// It has two profiles, each serving the /api routes of its own recorded
+// API description (testdata) and answering others 404 with an empty body.
+// Release212 (New, the default) is the released OpenCode 2.1.2 as
+// measured: GET /api/info with its capabilities, connect under
+// /api/experimental, GET and DELETE /api/debug/location, a 401 with an
+// UnauthorizedError body, 404 LocationNotFoundError for a directory that
+// does not exist, location.shutdown followed by the status changes of the
+// servers a disposal stopped, and a first read of a booting location that
+// lists no server yet. Preview (NewPreview) is the v2 preview build of
+// docs/opencode.md#the-v2-preview-build-measured: /api/health instead of
+// /api/info, connect only at /api/mcp/{name}/connect, no /api/config;
+// non-API paths 404 empty (no web UI); 401 empty with only
+// www-authenticate; a directory marked missing answers 500 empty and is
+// booted anyway; no location.shutdown; session.execution.* without a
+// location.
 //
 // Its API mirrors fakeopencode's so tests can run over both generations.
 // Serve it over an in-memory pipe (Serve) inside a testing/synctest bubble.
@@ -57,9 +61,11 @@ const (
 	// request that names none (the shared service runs in $HOME).
 	DefaultHome = "/home/fake"
 	// DefaultVersion is what /api/info reports.
-	DefaultVersion = "2.0.21"
-	// DefaultPID is what /api/info reports.
-	DefaultPID = 43067
+	DefaultVersion = "2.1.2"
+	// DefaultPID is what /api/info reports: above the largest pid_max
+	// (2^22), so no process of the machine running the tests has it and
+	// no process watch of the daemon under test can reach a real one.
+	DefaultPID = 4194343
 	// DefaultHeartbeat is the period of ": heartbeat" comments.
 	DefaultHeartbeat = 15 * time.Second
 	// URL is the base URL to use with the transport from Serve.
@@ -102,10 +108,11 @@ type Server struct {
 	PID     int
 
 	profile Profile
-	// served lists the routes the doc offers ("METHOD template") when the
-	// profile serves only those; nil serves every route the fake knows.
+	// served lists the routes the doc offers ("METHOD template"); nil
+	// (a doc that is not a description) serves every route the fake
+	// knows.
 	served  map[string]bool
-	missing map[string]bool // directories that answer 500 (and boot)
+	missing map[string]bool // directories that do not exist (SetMissingDirectory)
 
 	mu        sync.Mutex
 	config    map[string]map[string]Spec // dir → name → spec; "" is every location's default
@@ -161,9 +168,9 @@ func (st *state) bump() {
 	}
 }
 
-// New returns a fake of OpenCode 2.0.21 (Release2021) whose locations all
+// New returns a fake of OpenCode 2.1.2 (Release212) whose locations all
 // have the given servers.
-func New(servers map[string]Spec) *Server { return NewProfile(Release2021, servers) }
+func New(servers map[string]Spec) *Server { return NewProfile(Release212, servers) }
 
 // NewPreview returns a fake of the v2 preview build (Preview).
 func NewPreview(servers map[string]Spec) *Server { return NewProfile(Preview, servers) }
@@ -225,8 +232,9 @@ func (s *Server) SetPending(d time.Duration) {
 }
 
 // SetDevConnectRoute serves connect only at /api/mcp/{name}/connect, as
-// development builds did; /api/experimental/... then answers a 404
-// without _tag, like any unknown /api route.
+// development builds did, when the doc is no description (SetDoc); the
+// experimental route then answers a 404 without _tag, like any unknown
+// /api route.
 func (s *Server) SetDevConnectRoute(dev bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,8 +242,8 @@ func (s *Server) SetDevConnectRoute(dev bool) {
 }
 
 // SetDoc sets what GET /openapi.json answers (default: the profile's
-// Doc). In a profile that serves only what its description lists, the
-// routes follow it (a document that is not one serves every route).
+// Doc). The routes served follow it (a document that is not one serves
+// every route).
 func (s *Server) SetDoc(doc []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -244,9 +252,7 @@ func (s *Server) SetDoc(doc []byte) {
 
 func (s *Server) setDocLocked(doc []byte) {
 	s.doc = doc
-	if s.profile.RoutesFromDoc {
-		s.served = docRoutes(doc)
-	}
+	s.served = docRoutes(doc)
 }
 
 // The service states of SetService (docs/opencode.md#not-yet-503-while-the-service-starts-or-stops).
@@ -279,8 +285,9 @@ func (s *Server) NotYetConnects(n int, retryAfter time.Duration) {
 }
 
 // SetMissingDirectory makes dir a directory that does not exist on the
-// server's machine: the preview build answers 500 with an empty body to a
-// location-scoped request for it, and boots the location anyway.
+// server's machine: a location-scoped request for it answers 404
+// LocationNotFoundError and boots nothing (2.1.2), or 500 with an empty
+// body, booting the location anyway (the preview, MissingAs500).
 func (s *Server) SetMissingDirectory(dir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -401,8 +408,9 @@ func (s *Server) rateLimitedLocked(url string) (errText string, limited bool) {
 }
 
 // Shutdown evicts a location, as 2.x does after an hour without session
-// activity, and publishes location.shutdown. The next location-scoped
-// request boots it again.
+// activity, and publishes location.shutdown, then mcp.status.changed for
+// each server it stopped. The next location-scoped request boots it
+// again.
 func (s *Server) Shutdown(dir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -416,20 +424,24 @@ func (s *Server) shutdownLocked(dir string) {
 	if _, ok := s.loc[dir]; !ok {
 		return
 	}
-	names := sortedNames(s.loc[dir])
-	for _, st := range s.loc[dir] {
+	var stopped []string
+	for _, name := range sortedNames(s.loc[dir]) {
+		st := s.loc[dir][name]
+		if st.status != "disabled" {
+			stopped = append(stopped, name)
+		}
 		st.bump()
 	}
 	delete(s.loc, dir)
-	if s.profile.NoShutdownEvent {
-		// The preview build stops the location's MCP servers, and each
-		// stop is a status change (a read now boots the location again).
-		for _, name := range names {
-			s.emitLocked(dir, "mcp.status.changed", map[string]any{"server": name})
-		}
-		return
+	if !s.profile.NoShutdownEvent {
+		s.emitLocked(dir, "location.shutdown", map[string]any{})
 	}
-	s.emitLocked(dir, "location.shutdown", map[string]any{})
+	// Each server stopped is a status change too (2.1.2 sends them after
+	// location.shutdown; the preview sends only them): a read now boots
+	// the location again.
+	for _, name := range stopped {
+		s.emitLocked(dir, "mcp.status.changed", map[string]any{"server": name})
+	}
 }
 
 // Instances lists the booted locations.
@@ -606,8 +618,8 @@ func (s *Server) FailDoc(n int) {
 }
 
 // Reload shuts every location down, as POST /api/location/reload does
-// (each publishes location.shutdown; the next request boots it again),
-// without recording a request.
+// (each is announced as by Shutdown), without recording a request. The
+// next request boots each again (2.1.2 itself boots them again at once).
 func (s *Server) Reload() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -101,14 +101,118 @@ func TestFakeSurface(t *testing.T) {
 	})
 }
 
+// The default profile answers as OpenCode 2.1.2 answered curl (the
+// bodies below are its own, but for the pid): /api/info with its
+// capabilities, a 401 with an UnauthorizedError body, empty 404s for
+// routes its description lacks, 404 LocationNotFoundError for a directory
+// that does not exist (booting nothing), a booting location's first read
+// and connect finding no server yet, and a disposal announced by
+// location.shutdown and then the status change of each server it stopped.
+func TestFakeAnswersAs212(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(map[string]fake2.Spec{"echo": {}, "off": {Status: "disabled"}})
+		tr, stop := fake.Serve()
+		defer stop()
+		r := &rig{t: t, fake: fake, hc: &http.Client{Transport: tr}}
+		const loc = "?location%5Bdirectory%5D="
+
+		if resp, body := r.do("GET", "/api/info", true, nil); resp.StatusCode != 200 ||
+			body != `{"version":"2.1.2","pid":4194343,"urls":["http://127.0.0.1:49374"],"paths":{"tmp":"/tmp/opencode"},"capabilities":{"persistentPty":true}}` {
+			t.Errorf("/api/info: %d %s", resp.StatusCode, body)
+		}
+		resp, body := r.do("GET", "/api/info", false, nil)
+		if resp.StatusCode != 401 || body != `{"_tag":"UnauthorizedError","message":"Authentication required"}` ||
+			resp.Header.Get("Www-Authenticate") != `Basic realm="Secure Area"` || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("no auth: %d %q %v", resp.StatusCode, body, resp.Header)
+		}
+		for _, q := range []struct{ method, path string }{{"GET", "/api/health"}, {"GET", "/api/status"}, {"POST", "/api/mcp/echo/connect" + loc + "/p"}} {
+			if resp, body := r.do(q.method, q.path, true, nil); resp.StatusCode != 404 || body != "" {
+				t.Errorf("%s %s: %d %q, want an empty 404", q.method, q.path, resp.StatusCode, body)
+			}
+		}
+		fake.SetMissingDirectory("/nonexistent/x")
+		if resp, body := r.do("GET", "/api/mcp"+loc+"/nonexistent/x", true, nil); resp.StatusCode != 404 ||
+			body != `{"_tag":"LocationNotFoundError","location":{"directory":"/nonexistent/x"},"message":"Location not found: /nonexistent/x"}` {
+			t.Errorf("a directory that does not exist: %d %s", resp.StatusCode, body)
+		}
+		if got := fake.Instances(); len(got) != 0 {
+			t.Errorf("booted %v", got)
+		}
+
+		// The read that boots a location lists nothing; the next one
+		// lists its servers. A connect in a location it boots finds no
+		// server.
+		if _, body := r.do("GET", "/api/mcp"+loc+"/p", true, nil); body != `{"location":{"directory":"/p"},"data":[]}` {
+			t.Errorf("first read: %s", body)
+		}
+		if _, body := r.do("GET", "/api/mcp"+loc+"/p", true, nil); body != `{"location":{"directory":"/p"},"data":[{"name":"echo","status":{"status":"connected"}},{"name":"off","status":{"status":"disabled"}}]}` {
+			t.Errorf("second read: %s", body)
+		}
+		if resp, body := r.do("POST", "/api/experimental/mcp/echo/connect"+loc+"/q", true, nil); resp.StatusCode != 404 ||
+			body != `{"_tag":"McpServerNotFoundError","server":"echo","message":"MCP server not found: echo"}` {
+			t.Errorf("connect in a booting location: %d %s", resp.StatusCode, body)
+		}
+		if resp, _ := r.do("POST", "/api/experimental/mcp/echo/connect"+loc+"/q", true, nil); resp.StatusCode != 204 {
+			t.Errorf("connect once booted: %d", resp.StatusCode)
+		}
+		if _, body := r.do("GET", "/api/debug/location", true, nil); body != `[{"directory":"/p"},{"directory":"/q"}]` {
+			t.Errorf("booted locations: %s", body)
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", fake2.URL+"/api/event", nil)
+		req.SetBasicAuth("opencode", fake2.DefaultPassword)
+		resp, err := r.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var mu sync.Mutex
+		var stream []byte
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			buf := make([]byte, 4096)
+			for {
+				n, err := resp.Body.Read(buf)
+				mu.Lock()
+				stream = append(stream, buf[:n]...)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+		synctest.Wait()
+		if resp, _ := r.do("DELETE", "/api/debug/location"+loc+"/q", true, nil); resp.StatusCode != 204 {
+			t.Errorf("evict: %d", resp.StatusCode)
+		}
+		synctest.Wait()
+		mu.Lock()
+		got := string(stream)
+		mu.Unlock()
+		cancel()
+		<-read
+		if !strings.Contains(got, `"type":"server.connected","data":{}}`+"\n\n: heartbeat\n\n") {
+			t.Errorf("stream start: %q", got)
+		}
+		shutdown, changed := strings.Index(got, `"type":"location.shutdown","location":{"directory":"/q"}`), strings.Index(got, `"type":"mcp.status.changed","location":{"directory":"/q"},"data":{"server":"echo"}`)
+		if shutdown < 0 || changed < shutdown || strings.Contains(got, `"server":"off"`) {
+			t.Errorf("the eviction of /q: %q, want location.shutdown, then mcp.status.changed of echo only (off was disabled)", got)
+		}
+	})
+}
+
 // A connect is stop + start: pending while it runs, 204 when it is over,
 // and a shutdown evicts the location.
 func TestFakeConnectAndShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
 		r.fake.SetDirConfig("/p", map[string]fake2.Spec{"s": {Status: "failed", Error: "boom", AfterConnect: "connected", ConnectDelay: 2 * time.Second}})
+		r.fake.Boot("/p")
 		_, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil)
-		if !strings.Contains(body, `{"name":"s","status":{"error":"boom","status":"failed"}}`) {
+		if !strings.Contains(body, `{"name":"s","status":{"status":"failed","error":"boom"}}`) {
 			t.Fatalf("status %s", body)
 		}
 		done := make(chan struct{})
@@ -136,6 +240,7 @@ func TestFakeConnectAndShutdown(t *testing.T) {
 		}
 		// A shutdown during a pending connect ends it.
 		r.fake.SetPending(time.Hour)
+		r.fake.Boot("/q")
 		done = make(chan struct{})
 		start = time.Now()
 		go func() {
@@ -178,7 +283,7 @@ func TestFakeTestKnobs(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait() // the crash timer's goroutine has run
-		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `{"name":"loop","status":{"error":"Connection closed","status":"failed"}}`) {
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=%2Fp", true, nil); !strings.Contains(body, `{"name":"loop","status":{"status":"failed","error":"Connection closed"}}`) {
 			t.Errorf("after the crash: %s", body)
 		}
 		r.fake.FailConfig(1)
@@ -213,7 +318,7 @@ func TestFakePreviewSurface(t *testing.T) {
 		defer stop()
 		r := &rig{t: t, fake: fake, hc: &http.Client{Transport: tr}}
 
-		if resp, body := r.do("GET", "/api/health", true, nil); resp.StatusCode != 200 || body != `{"healthy":true,"pid":27820,"version":"0.0.0-v2src-44b6938b"}`+"\n" {
+		if resp, body := r.do("GET", "/api/health", true, nil); resp.StatusCode != 200 || body != `{"healthy":true,"pid":4194320,"version":"0.0.0-v2src-44b6938b"}` {
 			t.Errorf("/api/health: %d %q", resp.StatusCode, body)
 		}
 		for _, q := range []struct{ method, path string }{
@@ -242,13 +347,13 @@ func TestFakePreviewSurface(t *testing.T) {
 
 		// Status, with integrationID on the remote server only; connect
 		// on the development route; the booted list boots nothing.
-		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=/p", true, nil); !strings.Contains(body, `{"integrationID":"mcp_fake_web","name":"web"`) || strings.Count(body, "integrationID") != 1 {
+		if _, body := r.do("GET", "/api/mcp?location%5Bdirectory%5D=/p", true, nil); !strings.Contains(body, `{"name":"web","status":{"status":"connected"},"integrationID":"mcp_fake_web"}`) || strings.Count(body, "integrationID") != 1 {
 			t.Errorf("status: %s", body)
 		}
 		if resp, _ := r.do("POST", "/api/mcp/a/connect?location%5Bdirectory%5D=/p", true, nil); resp.StatusCode != 204 {
 			t.Errorf("connect: %d", resp.StatusCode)
 		}
-		if _, body := r.do("GET", "/api/debug/location", true, nil); body != `[{"directory":"/p"}]`+"\n" {
+		if _, body := r.do("GET", "/api/debug/location", true, nil); body != `[{"directory":"/p"}]` {
 			t.Errorf("locations: %s", body)
 		}
 		fake.SetMissingDirectory("/gone")
@@ -305,7 +410,7 @@ func TestFakePreviewSurface(t *testing.T) {
 		if strings.Contains(got, "location.shutdown") || strings.Count(got, "mcp.status.changed") != 2 {
 			t.Errorf("disposal events: %q", got)
 		}
-		if !strings.Contains(got, `"type":"session.execution.started"}`) || !strings.Contains(got, `"location":{"directory":"/p"},"type":"session.created"`) {
+		if !strings.Contains(got, `"type":"session.execution.started","data":`) || !strings.Contains(got, `"type":"session.created","location":{"directory":"/p"}`) {
 			t.Errorf("session events: %q", got)
 		}
 		if got := fake.Instances(); !slices.Equal(got, []string{"/gone"}) {

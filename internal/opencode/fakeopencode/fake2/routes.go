@@ -13,8 +13,9 @@ import (
 )
 
 // The HTTP side of the fake: its routes and handlers, authentication, the
-// choice of location, what a profile serves and what it answers 404, and
-// the recording of every request. The event stream is in events.go.
+// choice of location, what a profile's description serves and what it
+// answers 404, and the recording of every request. The event stream is in
+// events.go.
 
 // Routes as recorded in Request.Route.
 const (
@@ -94,7 +95,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"_tag": "UnauthorizedError", "message": "Unauthorized"})
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"_tag": "UnauthorizedError", "message": "Authentication required"})
 		return
 	}
 	s.mu.Lock()
@@ -121,24 +122,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// offered reports whether the profile serves r's route: always, unless it
-// serves only what its description lists.
+// offered reports whether the fake serves r's route: one its description
+// lists, or any when the description is none.
 func (s *Server) offered(r *http.Request) bool {
 	s.mu.Lock()
 	served := s.served
 	s.mu.Unlock()
 	if served == nil {
-		// 2.0.21 has none of the preview build's own routes (2.0.20
-		// answers /api/health 404).
-		return !previewOnly[r.Method+" "+template(r.URL.Path)]
+		return true
 	}
 	return served[r.Method+" "+template(r.URL.Path)] || r.Method == http.MethodHead && served["GET "+template(r.URL.Path)]
-}
-
-// previewOnly are the routes only the preview profile serves.
-var previewOnly = map[string]bool{
-	"GET /api/health": true, "GET /api/debug/location": true, "DELETE /api/debug/location": true,
-	"POST /api/mcp/{}/disconnect": true,
 }
 
 // template erases path parameters for matching a request against the
@@ -229,17 +222,31 @@ func (s *Server) record(r *http.Request, route, dir, name string) {
 		Name: name, LegacyDirectory: r.URL.Query().Get("directory"), ViaHeader: via, RawQuery: r.URL.RawQuery})
 }
 
+// writeJSON answers v as 2.x does: compact, without a final newline.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b)
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	s.record(r, RouteInfo, "", "")
+	type paths struct {
+		Tmp string `json:"tmp"`
+	}
+	type capabilities struct {
+		PersistentPty bool `json:"persistentPty"`
+	}
 	s.mu.Lock()
-	body := map[string]any{"version": s.Version, "pid": s.PID, "urls": []string{"http://127.0.0.1:49374"},
-		"paths": map[string]any{"tmp": "/tmp/opencode", "home": s.Home}}
+	// 2.1.2's fields, in its order.
+	body := struct {
+		Version      string       `json:"version"`
+		PID          int          `json:"pid"`
+		URLs         []string     `json:"urls"`
+		Paths        paths        `json:"paths"`
+		Capabilities capabilities `json:"capabilities"`
+	}{s.Version, s.PID, []string{"http://127.0.0.1:49374"}, paths{"/tmp/opencode"}, capabilities{true}}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, body)
 }
@@ -276,6 +283,42 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// bootForLocked is the location a location-scoped request for dir
+// finds, booting it if it was not booted: unlisted when this request
+// booted it and the profile registers its servers only later
+// (EmptyFirstRead); missing when dir does not exist (writeMissing
+// answers).
+func (s *Server) bootForLocked(dir string) (l map[string]*state, unlisted, missing bool) {
+	_, booted := s.loc[dir]
+	if s.missing[dir] {
+		if s.profile.MissingAs500 {
+			s.bootLocked(dir)
+		}
+		return nil, false, true
+	}
+	return s.bootLocked(dir), !booted && s.profile.EmptyFirstRead, false
+}
+
+// writeMissing answers a request for a directory that does not exist.
+func (s *Server) writeMissing(w http.ResponseWriter, dir string) {
+	if s.profile.MissingAs500 {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "LocationNotFoundError",
+		"location": map[string]any{"directory": dir}, "message": "Location not found: " + dir})
+}
+
+// writeNoServer answers a request for a server the location does not
+// list.
+func writeNoServer(w http.ResponseWriter, name string) {
+	writeJSON(w, http.StatusNotFound, struct {
+		Tag     string `json:"_tag"`
+		Server  string `json:"server"`
+		Message string `json:"message"`
+	}{"McpServerNotFoundError", name, "MCP server not found: " + name})
+}
+
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	dir, _ := s.location(r)
 	s.record(r, RouteMCP, dir, "")
@@ -285,30 +328,42 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	l := s.bootLocked(dir)
-	if s.missing[dir] {
+	l, unlisted, missing := s.bootForLocked(dir)
+	if missing {
 		s.mu.Unlock()
-		w.WriteHeader(http.StatusInternalServerError)
+		s.writeMissing(w, dir)
 		return
 	}
-	data := []map[string]any{}
+	if unlisted {
+		l = nil
+	}
+	// 2.1.2's fields, in its order.
+	type status struct {
+		Status string `json:"status"`
+		Error  string `json:"error,omitempty"`
+	}
+	type server struct {
+		Name          string `json:"name"`
+		Status        status `json:"status"`
+		IntegrationID string `json:"integrationID,omitempty"`
+	}
+	data := []server{}
 	for _, name := range sortedNames(l) {
-		st := map[string]any{"status": l[name].status}
-		if l[name].err != "" {
-			st["error"] = l[name].err
-		}
-		item := map[string]any{"name": name, "status": st}
+		item := server{Name: name, Status: status{l[name].status, l[name].err}}
 		if l[name].spec.Type == "remote" {
 			// OpenCode ties each remote server to an integration.
-			item["integrationID"] = "mcp_fake_" + url.PathEscape(name)
+			item.IntegrationID = "mcp_fake_" + url.PathEscape(name)
 		}
 		data = append(data, item)
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"location": map[string]any{"directory": dir, "project": map[string]any{"id": "prj_fake", "directory": dir}},
-		"data":     data,
-	})
+	type location struct {
+		Directory string `json:"directory"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Location location `json:"location"`
+		Data     []server `json:"data"`
+	}{location{dir}, data})
 }
 
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
@@ -343,15 +398,16 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, dev bool) {
 	dir, _ := s.location(r)
 	s.record(r, route, dir, name)
 	s.mu.Lock()
-	st := s.bootLocked(dir)[name]
-	if s.missing[dir] {
+	l, unlisted, missing := s.bootForLocked(dir)
+	if missing {
 		s.mu.Unlock()
-		w.WriteHeader(http.StatusInternalServerError)
+		s.writeMissing(w, dir)
 		return
 	}
-	if st == nil || st.spec.ConnectNotFound {
+	st := l[name]
+	if st == nil || unlisted || st.spec.ConnectNotFound {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "McpServerNotFoundError", "server": name, "message": "MCP server not found: " + name})
+		writeNoServer(w, name)
 		return
 	}
 	s.connecting++
@@ -396,9 +452,14 @@ func (s *Server) disconnect(w http.ResponseWriter, r *http.Request) {
 	s.record(r, RouteDisconnect, dir, name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.bootLocked(dir)[name]
-	if st == nil {
-		writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "McpServerNotFoundError", "server": name, "message": "MCP server not found: " + name})
+	l, unlisted, missing := s.bootForLocked(dir)
+	if missing {
+		s.writeMissing(w, dir)
+		return
+	}
+	st := l[name]
+	if st == nil || unlisted {
+		writeNoServer(w, name)
 		return
 	}
 	st.bump()
@@ -417,8 +478,14 @@ func (s *Server) configRoute(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"_tag": "UnknownError", "message": "config unavailable"})
 		return
 	}
+	l, _, missing := s.bootForLocked(dir)
+	if missing {
+		s.mu.Unlock()
+		s.writeMissing(w, dir)
+		return
+	}
 	servers := map[string]any{}
-	for name, st := range s.bootLocked(dir) {
+	for name, st := range l {
 		e := map[string]any{"type": "local", "command": []string{"node", "server.js"}}
 		if st.spec.Type == "remote" {
 			e = map[string]any{"type": "remote", "url": st.spec.URL}

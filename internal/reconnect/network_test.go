@@ -1,0 +1,340 @@
+package reconnect
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The tests of a network change (an interface or a default route came,
+// went or moved, or the machine woke from sleep: netwatch tells both
+// alike): failed servers are retried, and connected remote servers are
+// connected again for a fresh session, since a VPN that resets every live
+// socket leaves OpenCode holding a dead session that it still calls
+// connected. Every attempt is charged to the server's episode.
+
+// connectsIn returns the connects of name in dir received in [from, to).
+func (r *rig) connectsIn(dir, name string, from, to time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, c := range r.connectTimes(dir, name) {
+		if c >= from && c < to {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// A network change connects every connected remote server again, at once,
+// and leaves alone the connected local server and the remote servers left
+// to the user (disabled, needs_auth). A second change within max-delay of
+// the renewal is not dropped (the renewal may have been made on the
+// network before it) but waits: one more renewal, max-delay after the
+// first, and nothing after that.
+func TestNetworkChangeRenewsConnectedRemoteSessions(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
+			"rem":  {Type: "remote", URL: "http://rem.test:9000/mcp"},
+			"loc":  {},
+			"off":  {Status: "disabled", Type: "remote", URL: "http://off.test:9000/mcp"},
+			"auth": {Status: "needs_auth", Type: "remote", URL: "http://auth.test:9000/mcp"},
+		})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(time.Minute)
+		if n := fake.Count(routeConnect, "", ""); n != 0 {
+			t.Fatalf("setup: %d connects before the change", n)
+		}
+		r.eng.NetworkChanged()
+		r.at(time.Minute + 100*time.Millisecond)
+		if got := r.connectTimes(dirA, "rem"); len(got) != 1 || got[0] != time.Minute {
+			t.Fatalf("remote connects = %v, want one at once (60 s)", got)
+		}
+		for _, name := range []string{"loc", "off", "auth"} {
+			if n := fake.Count(routeConnect, "", name); n != 0 {
+				t.Errorf("%d connects of %s after a network change", n, name)
+			}
+		}
+		r.at(time.Minute + time.Second)
+		r.eng.NetworkChanged()
+		r.at(time.Minute + 30*time.Second - time.Millisecond)
+		if got := r.connectTimes(dirA, "rem"); len(got) != 1 {
+			t.Fatalf("remote connects = %v after a second change within max-delay, want still one", got)
+		}
+		r.at(5 * time.Minute)
+		if got := r.connectTimes(dirA, "rem"); !equalDurations(got, secs(60, 90)) {
+			t.Fatalf("remote connects = %v, want the renewal at 60 s and the second change's at 90 s", got)
+		}
+		if n := fake.Count(routeConnect, "", "") - fake.Count(routeConnect, "", "rem"); n != 0 {
+			t.Fatalf("%d connects of other servers", n)
+		}
+	})
+}
+
+// Rule 7: the change only makes the directory due; a server the user
+// disabled (or that came to need auth) after the last read is left alone,
+// as the check's fresh read shows it (rule 1).
+func TestNetworkChangeDecidesFromAFreshRead(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
+			"rem":  {Type: "remote", URL: "http://rem.test:9000/mcp"},
+			"auth": {Type: "remote", URL: "http://auth.test:9000/mcp"},
+		})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(10 * time.Second)
+		fake.SetStatus(dirA, "rem", "disabled", "")
+		fake.SetStatus(dirA, "auth", "needs_auth", "")
+		reads := fake.Count(routeStatus, dirA, "")
+		r.eng.NetworkChanged()
+		r.at(12 * time.Second)
+		if fake.Count(routeStatus, dirA, "") == reads {
+			t.Fatal("the network change did not make the directory due")
+		}
+		if n := fake.Count(routeConnect, "", ""); n != 0 {
+			t.Fatalf("%d connects of servers the fresh read shows disabled and needs_auth", n)
+		}
+	})
+}
+
+// SPEC rule 5: a renewal is charged like any network-triggered attempt.
+// A connected remote server still in the slow tier (a crash loop that
+// someone else ended, not yet stable) is renewed no sooner than max-delay
+// after its last attempt; with slow-interval 0 (stopped) never.
+func TestNetworkChangeRenewalInSlowTierWaitsForMaxDelay(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		const url = "http://rem.test:9000/mcp"
+		fake := g.new(map[string]Spec{"rem": {Status: "failed", Type: "remote", URL: url}})
+		fake.SetDirConfig("/stopped", map[string]Spec{"rem": {Status: "failed", Type: "remote", URL: url}})
+		cfg := noJitter()
+		r := newRig(t, fake, cfg, nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(17 * time.Second) // fast episode spent: 1, 2, 4, 8, 16 s
+		if got := r.connectTimes(dirA, "rem"); !equalDurations(got, secs(1, 2, 4, 8, 16)) {
+			t.Fatalf("setup: connects = %v", got)
+		}
+		fake.SetStatus(dirA, "rem", "connected", "") // someone else connected it
+		r.eng.NetworkChanged()
+		r.at(46*time.Second - time.Millisecond)
+		if got := r.connectsIn(dirA, "rem", 17*time.Second, time.Hour); len(got) != 0 {
+			t.Fatalf("renewed at %v, within max-delay of the slow tier's last attempt (16 s)", got)
+		}
+		r.at(46*time.Second + time.Millisecond)
+		if got := r.connectsIn(dirA, "rem", 17*time.Second, time.Hour); !equalDurations(got, secs(46)) {
+			t.Fatalf("renewals = %v, want one at 46 s (max-delay after the last attempt)", got)
+		}
+	})
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"rem": {Status: "failed", Type: "remote", URL: "http://rem.test:9000/mcp"}})
+		cfg := noJitter()
+		cfg.Backoff.SlowInterval = 0
+		cfg.StableAfter = time.Hour // stays stopped through the test
+		r := newRig(t, fake, cfg, nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(17 * time.Second)
+		fake.SetStatus(dirA, "rem", "connected", "")
+		r.at(50 * time.Second) // the idle check read it connected
+		r.eng.NetworkChanged()
+		r.at(10 * time.Minute)
+		if got := r.connectTimes(dirA, "rem"); len(got) != 5 {
+			t.Fatalf("connects = %v: a stopped episode was renewed", got)
+		}
+	})
+}
+
+// A change while a connect of the server is in flight: the session it
+// makes may predate the change, so the read after it decides, and renews
+// it (a read taken meanwhile, here for a failed server beside it, does not
+// drop the change).
+func TestNetworkChangeDuringConnectRenewsAfterIt(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
+			"rem": {Status: "failed", Type: "remote", URL: "http://rem.test:9000/mcp", AfterConnect: "connected", ConnectDelay: 3 * time.Second},
+			"f":   {Status: "failed"},
+		})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(2 * time.Second) // rem's connect runs from 1 s to 4 s
+		if s := r.server(dirA, "rem"); !s.Connecting {
+			t.Fatalf("setup: %+v, want a connect in flight", s)
+		}
+		reads := fake.Count(routeStatus, dirA, "")
+		r.eng.NetworkChanged()
+		r.at(3 * time.Second)
+		if fake.Count(routeStatus, dirA, "") == reads {
+			t.Fatal("setup: no read during the connect")
+		}
+		r.at(10 * time.Second)
+		got := r.connectTimes(dirA, "rem")
+		if len(got) != 2 || got[1] < 4*time.Second {
+			t.Fatalf("rem connects = %v, want the first (1 s) and a renewal after it returned (4 s)", got)
+		}
+		if s := r.server(dirA, "rem"); s.Status != "connected" {
+			t.Fatalf("%+v", s)
+		}
+	})
+}
+
+// A change while a check's status read is in flight: the read's reconcile
+// renews the connected remote server once; the check the change also
+// asked for, after it, renews nothing more.
+func TestNetworkChangeDuringACheckRenewsOnce(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"rem": {Type: "remote", URL: "http://rem.test:9000/mcp"}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(5 * time.Second)
+		fake.SetStatusDelay(2 * time.Second)
+		r.eng.Reconnect(dirA, []string{"nothing"}) // a check now, its read slow
+		r.at(5*time.Second + time.Second)
+		r.eng.NetworkChanged() // the read is in flight
+		r.at(20 * time.Second)
+		if got := r.connectTimes(dirA, "rem"); len(got) != 1 {
+			t.Fatalf("rem connects = %v, want one renewal", got)
+		}
+	})
+}
+
+// A directory armed but not read yet when the network changes: its first
+// read renews the connected remote server it finds (OpenCode connected it
+// before the change).
+func TestNetworkChangeReachesServersNotReadYet(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"rem": {Type: "remote", URL: "http://rem.test:9000/mcp"}, "loc": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(500 * time.Millisecond)
+		r.eng.NetworkChanged()
+		r.at(3 * time.Second)
+		if got := r.connectTimes(dirA, "rem"); !equalDurations(got, secs(1)) {
+			t.Fatalf("rem connects = %v, want the renewal at the first check (1 s)", got)
+		}
+		if n := fake.Count(routeConnect, "", "loc"); n != 0 {
+			t.Fatalf("%d connects of the local server", n)
+		}
+	})
+}
+
+// A flapping network (a change every 600 ms for ten minutes) renews a
+// connected remote server at most once per max-delay, and reads no
+// directory that holds nothing a change may touch (only local servers).
+func TestFlappingNetworkRenewsAtMostOncePerMaxDelay(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"rem": {Type: "remote", URL: "http://rem.test:9000/mcp"}})
+		fake.SetDirConfig("/locals", map[string]Spec{"loc": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		_ = r.eng.Arm("/locals", "test")
+		r.at(10 * time.Second)
+		locals := fake.Count(routeStatus, "/locals", "")
+		for i := range 1000 {
+			r.eng.NetworkChanged()
+			r.at(10*time.Second + time.Duration(i)*600*time.Millisecond)
+		}
+		n := len(r.connectTimes(dirA, "rem"))
+		if n > 20+1 {
+			t.Fatalf("%d renewals in ten minutes of network changes, want at most one per max-delay", n)
+		}
+		if n < 15 {
+			t.Fatalf("%d renewals in ten minutes of network changes, want about one per max-delay", n)
+		}
+		// Idle checks alone: one per idle interval.
+		if got := fake.Count(routeStatus, "/locals", "") - locals; got > 21 {
+			t.Fatalf("%d reads of a directory of local servers under the changes, want its idle checks alone", got)
+		}
+	})
+}
+
+// Many directories, each with two connected remote servers, and the
+// default budget of two connects: one network change renews every one of
+// them exactly once, never more connects in flight than the budget; the
+// ones that waited for a slot were not charged for the wait.
+func TestNetworkChangeRenewsManyDirectoriesWithinTheBudget(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
+			"a": {Type: "remote", URL: "http://a.test:9000/mcp", ConnectDelay: 200 * time.Millisecond},
+			"b": {Type: "remote", URL: "http://b.test:9000/mcp", ConnectDelay: 200 * time.Millisecond},
+		})
+		r := newRig(t, fake, noJitter(), nil)
+		var dirs []string
+		for i := range 40 {
+			d := fmt.Sprintf("/p%02d", i)
+			dirs = append(dirs, d)
+			_ = r.eng.Arm(d, "test")
+		}
+		r.at(10 * time.Second)
+		r.eng.NetworkChanged()
+		r.at(2 * time.Minute)
+		for _, d := range dirs {
+			for _, name := range []string{"a", "b"} {
+				if got := r.connectTimes(d, name); len(got) != 1 {
+					t.Fatalf("%s %s connects = %v, want one renewal", d, name, got)
+				}
+				if s := r.server(d, name); s.Attempts > 1 {
+					t.Fatalf("%s %s: %+v, want the one renewal charged, not the waits", d, name, s)
+				}
+			}
+		}
+		if n := fake.MaxConcurrentConnects(); n > DefaultConfig.MaxConcurrent {
+			t.Fatalf("%d connects in flight at once, want at most %d", n, DefaultConfig.MaxConcurrent)
+		}
+	})
+}
+
+// forget drops the endpoint's side of every connection without closing
+// it: after the network changed, a connection the server lost (it
+// restarted meanwhile, and its reset never arrived) stays open here, and
+// silent.
+func (ep *endpoint) forget() {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	ep.conns = nil
+}
+
+// After a network change, every endpoint watch is dialled anew, also one
+// shared with a server the change did not renew (in /b its episode is
+// stopped: slow-interval 0 after its fast episode, connected again by
+// someone else and not yet stable): the held connection from before may
+// be dead without a word, and a watch over it would miss the server's
+// next restart.
+func TestNetworkChangeRedialsSharedEndpointWatches(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		const url = "http://r.test:9000/mcp"
+		ep := &endpoint{}
+		ep.up.Store(true)
+		fake := g.new(map[string]Spec{"r": {Status: "connected", Type: "remote", URL: url, AfterConnect: "connected"}})
+		fake.SetDirConfig("/b", map[string]Spec{"r": {Status: "failed", Type: "remote", URL: url}})
+		cfg := noJitter()
+		cfg.Backoff.SlowInterval = 0
+		r := newRigFlapping(t, fake, cfg, Options{}, ep)
+		_ = r.eng.Arm("/a", "test")
+		_ = r.eng.Arm("/b", "test")
+		r.at(25 * time.Second)
+		if s := r.server("/b", "r"); s.Tier != TierStopped {
+			t.Fatalf("setup: /b r = %+v, want stopped", s)
+		}
+		fake.SetStatus("/b", "r", "connected", "") // someone else connected it
+		r.at(49 * time.Second)                     // /b's idle check saw it: its watch shares /a's
+		if s := r.server("/b", "r"); s.Status != "connected" {
+			t.Fatalf("setup: /b r = %+v, want connected", s)
+		}
+		ep.forget() // the held connection died silently
+		r.at(50 * time.Second)
+		r.eng.NetworkChanged()
+		r.at(55 * time.Second) // /a renewed its session
+		renewed := len(r.connectTimes("/a", "r"))
+		if renewed != 1 {
+			t.Fatalf("/a connects after the change = %v, want its renewal", r.connectTimes("/a", "r"))
+		}
+		// The server restarts: its connections drop, new ones are refused
+		// for 3 s.
+		r.at(60 * time.Second)
+		ep.up.Store(false)
+		ep.close()
+		r.at(63 * time.Second)
+		ep.up.Store(true)
+		r.at(66 * time.Second)
+		if got := r.connectTimes("/a", "r"); len(got) != renewed+1 || got[renewed] < 63*time.Second {
+			t.Fatalf("/a connects = %v, want one more soon after the endpoint came back at 63 s", got)
+		}
+	})
+}
