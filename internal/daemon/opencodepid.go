@@ -50,6 +50,10 @@ var findFor = 10 * time.Second
 // OpenCode's daemon may still be ending.
 var dupWait = 5 * time.Second
 
+// listenAddrs is procview.ListenAddrs (tests stand in for a system
+// without it).
+var listenAddrs = procview.ListenAddrs
+
 // errOpenCodeEnded ends a daemon whose OpenCode process ended.
 var errOpenCodeEnded = errors.New("the OpenCode process ended")
 
@@ -104,16 +108,22 @@ func waitEnd(ctx context.Context, pid int, d time.Duration, log *slog.Logger) bo
 }
 
 // find is the server of oc's process (its PID set, so the process view
-// watches that process): oc.Server when the process listens on its URL's
-// port, or when that cannot be read here; else the OpenCode 2 service
-// whose file names the process; else the first port it listens on. It
-// looks again every 200 ms until findFor has passed or ctx ends.
+// watches that process): oc.Server when the process listens on its
+// URL's port, or, without PID, when that cannot be read here; else the
+// OpenCode 2 service whose file names the process; else the first port
+// it listens on. It looks again every 200 ms until findFor has passed or
+// ctx ends.
 func (oc OpenCodeProcess) find(ctx context.Context) (Target, error) {
 	deadline := time.Now().Add(findFor)
 	for {
-		addrs, err := procview.ListenAddrs(oc.PID)
-		unsupported := errors.Is(err, errors.ErrUnsupported)
-		if oc.Server.URL != "" && (unsupported || listensOn(addrs, oc.Server.URL)) {
+		addrs, err := listenAddrs(oc.PID)
+		if oc.Server.URL != "" && errors.Is(err, errors.ErrUnsupported) {
+			// Nothing ties the URL to the process here (macOS): it is
+			// watched as `watch --url` watches it, its process found
+			// as there, never taken to be oc.PID.
+			return oc.Server, nil
+		}
+		if oc.Server.URL != "" && listensOn(addrs, oc.Server.URL) {
 			sc := oc.Server
 			sc.PID = oc.PID
 			return sc, nil
