@@ -323,6 +323,32 @@ func TestPluginOneDaemonPerOpenCode(t *testing.T) {
 	})
 }
 
+// OpenCode before 1.18 calls every export of a plugin module as a
+// plugin function: with the plugin, 1.14.48 and 1.1.65 answer as
+// without it, and get their daemon, which ends with them.
+func TestPluginOnOldReleases(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	pkg := npmPackage(t, true)
+	g := generations[0]
+	for _, v := range oldReleases {
+		t.Run(v, func(t *testing.T) {
+			home := g.pluginHome(t, pkg)
+			oc, err := ochost.Start(ochost.Options{Binary: installOpenCode(t, v), Home: home, Password: pluginPassword})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(oc.Kill)
+			o := &OpenCode{OpenCode: oc}
+			readAll(t, o, []string{g.newProject(t, nil).Dir})
+			e := daemonFor(t, home, o)
+			killOpenCode(t, o)
+			waitFor(t, 5*time.Second, "the daemon's end after OpenCode's", func() bool { return !running(e.PID) })
+		})
+	}
+}
+
 // Without the platform package (optional dependencies left out) and
 // with no mcp-reconnect on PATH, OpenCode starts and serves as without
 // the plugin, shows nothing of it, and the plugin says why in the log

@@ -23,10 +23,10 @@ import (
 // npm/ is the mcp-reconnect package as it ships, every file of it; the
 // release adds to its package.json the version, licence, homepage, "os",
 // "cpu" and the optional dependencies, and adds LICENSE, README.md and
-// THIRD_PARTY_NOTICES. The OpenCode plugin is npm/plugin/, its entry
-// point the package's "main", so that OpenCode loads the package by name
-// or path; npm/lib/binary.cjs finds the binary for the command and the
-// plugin alike.
+// THIRD_PARTY_NOTICES. The OpenCode plugin is npm/plugin/: OpenCode 1.x
+// loads the package's "main" (npm/plugin/index.mjs), 2.x its index.mjs;
+// npm/lib/binary.cjs finds the binary for the command and the plugin
+// alike.
 //
 //go:embed all:npm
 var npmFiles embed.FS

@@ -66,7 +66,7 @@ func TestNPMPackages(t *testing.T) {
 		len(main.OptionalDependencies) != 3 || main.OptionalDependencies["@mcp-reconnect/darwin-arm64"] != "1.2.3" {
 		t.Errorf("mcp-reconnect's package.json: %+v", main)
 	}
-	if main.Main != "index.mjs" || len(files["package/index.mjs"]) == 0 || len(files["package/plugin/index.mjs"]) == 0 || len(files["package/lib/binary.cjs"]) == 0 {
+	if main.Main != "plugin/index.mjs" || len(files["package/index.mjs"]) == 0 || len(files["package/plugin/index.mjs"]) == 0 || len(files["package/lib/binary.cjs"]) == 0 {
 		t.Errorf("the OpenCode plugin: main %q, files %v", main.Main, len(files))
 	}
 	if modes["package/bin/mcp-reconnect.cjs"] != 0o755 || !bytes.HasPrefix(files["package/bin/mcp-reconnect.cjs"], []byte("#!/usr/bin/env node\n")) {

@@ -9,10 +9,9 @@
 // plugin connects nothing, shows nothing in the TUI, and puts the
 // password in the daemon's environment, never on its command line.
 //
-// One module for both generations (measured on 1.18.34 and 2.1.2): 1.x
-// calls the default export's server(input), with input.serverUrl (a 1.x
-// TUI calls its setup too, with no input.app); 2.x calls setup(input),
-// with input.app, and ignores server.
+// 1.x calls server(input), with input.serverUrl (and setup too, as it
+// calls every export: with no input.app, it does nothing); 2.x calls
+// setup(input), with input.app.
 import { spawn } from "node:child_process"
 import fs from "node:fs"
 import { createRequire } from "node:module"
@@ -64,19 +63,25 @@ function environ(password) {
   return env
 }
 
-export default {
-  id: "mcp-reconnect",
-  // OpenCode 1.x: told its server's URL; the password is in its
-  // environment.
-  server: async (input) => {
-    if (input?.serverUrl) start(["--url", String(input.serverUrl)], environ(process.env.OPENCODE_SERVER_PASSWORD))
-    return {}
-  },
-  // OpenCode 2.x: told no URL; it reads OPENCODE_PASSWORD first, then
-  // OPENCODE_SERVER_PASSWORD (its background service keeps its password
-  // in its service file, which the daemon reads).
-  setup: async (input) => {
-    if (input?.app) start([], environ(process.env.OPENCODE_PASSWORD || process.env.OPENCODE_SERVER_PASSWORD))
-    return {}
-  },
+// OpenCode 1.x: told its server's URL; the password is in its
+// environment.
+async function server(input) {
+  if (input?.serverUrl) start(["--url", String(input.serverUrl)], environ(process.env.OPENCODE_SERVER_PASSWORD))
+  return {}
 }
+
+// OpenCode 2.x: told no URL; it reads OPENCODE_PASSWORD first, then
+// OPENCODE_SERVER_PASSWORD (its background service keeps its password
+// in its service file, which the daemon reads).
+async function setup(input) {
+  if (input?.app) start([], environ(process.env.OPENCODE_PASSWORD || process.env.OPENCODE_SERVER_PASSWORD))
+  return {}
+}
+
+// 1.x loads the package's "main", this module, and calls each of its
+// exports as a plugin function (before 1.18 an export that is not one
+// fails every request: 1.1.65, measured); 2.x loads the package's
+// index.mjs, whose default is the {id, setup} definition it requires (a
+// function there is ignored: 2.1.2, measured).
+export default server
+export { setup }
