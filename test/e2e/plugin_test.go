@@ -323,9 +323,10 @@ func TestPluginOneDaemonPerOpenCode(t *testing.T) {
 	})
 }
 
-// OpenCode before 1.18 calls every export of a plugin module as a
-// plugin function: with the plugin, 1.14.48 and 1.1.65 answer as
-// without it, and get their daemon, which ends with them.
+// OpenCode 1.1.65 calls every export of a plugin module as a plugin
+// function, and fails every directory's requests on one that is not:
+// with the plugin, 1.14.48 and 1.1.65 answer as without it, and get
+// their daemon, which ends with them.
 func TestPluginOnOldReleases(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
