@@ -278,6 +278,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 func newWatch() *cobra.Command {
 	var f watchFlags
 	var envFile string
+	var opencodePID int
 	cmd := &cobra.Command{
 		Use:   "watch [flags]",
 		Short: "Attach to a running OpenCode server and keep its MCP servers connected",
@@ -304,6 +305,17 @@ also while 1.x at :4096 is watched, so a service that starts after watch,
 or goes away and comes back, is followed within about 5 s. Servers listed
 as [[opencode]] in the config file are watched beside the service
 (without the 1.x fallback).
+
+With --opencode-pid PID, watch serves that one OpenCode process, as the
+OpenCode plugin starts it: the server is --url when given (the 1.x
+plugin passes the URL OpenCode gave it) and PID listens on its port, else
+the OpenCode 2 service whose service file names PID, else the port PID
+listens on (read from /proc: Linux only). watch ends when PID ends (the
+kernel tells it), logs to the file run logs to unless --log-file
+is given, and takes a free status port when its address is taken. A
+running daemon that watches the same server makes it wait up to 5 s for
+that one to end (the previous OpenCode on the same port), then refuse
+as below.
 
 A running daemon of this user that already watches the same OpenCode server
 (its URL compared normalised, or the same OpenCode 2 service file) makes
@@ -335,9 +347,15 @@ shows the daemon's own resident memory and goroutines.`,
   mcp-reconnect watch --directory ~/src/project --log-level debug`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			forPID := cmd.Flags().Changed(opencodePIDFlag)
+			if forPID && !cmd.Flags().Changed("log-file") {
+				f.logFile = defaultLogPath() // started detached, as run's daemon: nobody reads its stderr
+			}
+			statusAddrTyped := cmd.Flags().Changed("status-addr")
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
+			forPID = forPID || cmd.Flags().Changed(opencodePIDFlag)
 			log, closeLog, err := f.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -368,10 +386,23 @@ shows the daemon's own resident memory and goroutines.`,
 				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
 				AllowDuplicate: f.allowDuplicate,
 			}
-			if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
+			if forPID {
+				// One daemon per OpenCode process: several OpenCodes, several
+				// daemons, each on a free status port unless one was typed.
+				cfg.StatusAddrFallback = !statusAddrTyped
+				var oc daemon.OpenCodeProcess
+				if oc, err = f.openCodeProcess(opencodePID, log); err != nil {
+					return err
+				}
+				err = daemon.RunFor(ctx, cfg, oc, log)
+				if err != nil && f.logsToFile() && !errors.As(err, new(*daemon.DuplicateError)) {
+					log.Error("not watching", "pid", opencodePID, "err", err) // started detached: the log is where it is read
+				}
+			} else if cfg.Servers, err = f.servers(cmd.Flags(), log); err != nil {
 				return err
+			} else {
+				err = daemon.Run(ctx, cfg, log)
 			}
-			err = daemon.Run(ctx, cfg, log)
 			if dup := (*daemon.DuplicateError)(nil); errors.As(err, &dup) {
 				// The exit status service managers are told not to restart
 				// after (service.ExitDuplicate, or
@@ -384,6 +415,7 @@ shows the daemon's own resident memory and goroutines.`,
 	}
 	f.register(cmd.Flags())
 	f.registerOptIns(cmd.Flags(), true)
+	cmd.Flags().IntVar(&opencodePID, opencodePIDFlag, 0, "watch the server of OpenCode process `PID`, and end when it ends (the OpenCode plugin starts watch so): its server is --url when given and PID listens on its port, else the OpenCode 2 service whose service file names PID, else the port PID listens on (Linux); logs go to "+defaultLogPath()+" unless --log-file says otherwise, and the status API moves to a free port when its address is taken [$MCP_RECONNECT_OPENCODE_PID]")
 	cmd.Flags().StringVar(&envFile, service.EnvFileFlag, "", "the environment file the service manager started watch with (the installed systemd unit passes it): refused when another user owns it or others can change it, or when it holds a password others can read")
 	_ = cmd.Flags().MarkHidden(service.EnvFileFlag)
 	return cmd

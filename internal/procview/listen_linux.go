@@ -1,9 +1,12 @@
 package procview
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,19 +48,72 @@ func listeningSockets(fs procfs.FS, port int) map[uint64]bool {
 
 // SocketOwner reports whether pid holds one of the sockets.
 func SocketOwner(fs procfs.FS, pid int, sockets map[uint64]bool) bool {
-	proc, err := fs.Proc(pid)
+	held, err := socketsOf(fs, pid)
 	if err != nil {
 		return false
 	}
-	targets, _ := proc.FileDescriptorTargets()
-	for _, t := range targets {
-		if inode, ok := strings.CutPrefix(t, "socket:["); ok {
-			if n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64); err == nil && sockets[n] {
-				return true
-			}
+	for n := range held {
+		if sockets[n] {
+			return true
 		}
 	}
 	return false
+}
+
+// socketsOf returns the inodes of the sockets process pid holds open.
+func socketsOf(fs procfs.FS, pid int) (map[uint64]bool, error) {
+	proc, err := fs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := proc.FileDescriptorTargets()
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64]bool{}
+	for _, t := range targets {
+		if inode, ok := strings.CutPrefix(t, "socket:["); ok {
+			if n, err := strconv.ParseUint(strings.TrimSuffix(inode, "]"), 10, 64); err == nil {
+				out[n] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// ListenAddrs returns the TCP addresses process pid listens on, sorted
+// by port: the way from an OpenCode process to its server when nothing
+// says its URL (an OpenCode 2 plugin knows its process, not its port).
+// Only sockets of this network namespace are seen, the only ones a
+// daemon here could reach.
+func ListenAddrs(pid int) ([]netip.AddrPort, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, err
+	}
+	held, err := socketsOf(fs, pid)
+	if err != nil {
+		return nil, fmt.Errorf("the sockets of pid %d: %w", pid, err)
+	}
+	var out []netip.AddrPort
+	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
+		lines, err := read()
+		if err != nil {
+			continue
+		}
+		for _, l := range lines {
+			if l.St != tcpListen || !held[l.Inode] {
+				continue
+			}
+			if a, ok := netip.AddrFromSlice(l.LocalAddr); ok {
+				out = append(out, netip.AddrPortFrom(a.Unmap(), uint16(l.LocalPort)))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b netip.AddrPort) int {
+		return cmp.Or(cmp.Compare(a.Port(), b.Port()), a.Addr().Compare(b.Addr()))
+	})
+	return slices.Compact(out), nil
 }
 
 // ErrNotMine: what listens on the port is no process of the user asked

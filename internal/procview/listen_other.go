@@ -2,7 +2,10 @@
 
 package procview
 
-import "errors"
+import (
+	"errors"
+	"net/netip"
+)
 
 // ListenerPID is not available here: finding a socket's owner needs
 // /proc (on macOS, without cgo, there is no way to read another process's
@@ -10,6 +13,11 @@ import "errors"
 // OpenCode 2 pid.
 func ListenerPID(port, uid int) (int, error) {
 	return 0, errors.ErrUnsupported
+}
+
+// ListenAddrs is not available here either, for the same reason.
+func ListenAddrs(pid int) ([]netip.AddrPort, error) {
+	return nil, errors.ErrUnsupported
 }
 
 // ErrNotMine: what listens on the port is no process of the user asked

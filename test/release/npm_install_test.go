@@ -776,7 +776,7 @@ func recorder(t *testing.T, root, prefix, plat string) signalRecorder {
 	}
 	src := filepath.Join(prefix, "lib", "node_modules", "mcp-reconnect")
 	modules := filepath.Join(dir, "node_modules")
-	for _, f := range []string{"package.json", "bin/mcp-reconnect.cjs"} {
+	for _, f := range []string{"package.json", "bin/mcp-reconnect.cjs", "lib/binary.cjs"} {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {
 			t.Fatal(err)

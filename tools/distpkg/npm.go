@@ -23,8 +23,10 @@ import (
 // npm/ is the mcp-reconnect package as it ships, every file of it; the
 // release adds to its package.json the version, licence, homepage, "os",
 // "cpu" and the optional dependencies, and adds LICENSE, README.md and
-// THIRD_PARTY_NOTICES. The OpenCode plugin goes in npm/plugin/, with its
-// entry point named in npm/package.json.
+// THIRD_PARTY_NOTICES. The OpenCode plugin is npm/plugin/: OpenCode 1.x
+// loads the package's "main" (npm/plugin/index.mjs), 2.x its index.mjs;
+// npm/lib/binary.cjs finds the binary for the command and the plugin
+// alike.
 //
 //go:embed all:npm
 var npmFiles embed.FS
@@ -140,7 +142,8 @@ func appendNew(list []string, s string) []string {
 }
 
 // npmMain reads npm/: its package.json, and its other files, those its
-// "bin" names executable.
+// "bin" names executable; its "main" (the OpenCode plugin) must be one of
+// them.
 func (o Options) npmMain() (map[string]any, []entry, error) {
 	raw, err := npmFiles.ReadFile("npm/package.json")
 	if err != nil {
@@ -157,6 +160,11 @@ func (o Options) npmMain() (map[string]any, []entry, error) {
 	if m, ok := manifest["bin"].(map[string]any); ok {
 		for _, p := range m {
 			bins[path.Clean(fmt.Sprint(p))] = true
+		}
+	}
+	if m, ok := manifest["main"].(string); ok {
+		if _, err := fs.Stat(npmFiles, path.Join("npm", m)); err != nil {
+			return nil, nil, fmt.Errorf("npm/package.json's main names %s, which is not in npm/", m)
 		}
 	}
 	var files []entry

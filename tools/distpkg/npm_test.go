@@ -52,10 +52,10 @@ func TestNPMPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	var main struct {
-		Name, Version, License string
-		Bin                    map[string]string
-		OS, CPU                []string
-		OptionalDependencies   map[string]string
+		Name, Version, License, Main string
+		Bin                          map[string]string
+		OS, CPU                      []string
+		OptionalDependencies         map[string]string
 	}
 	modes, files := readTgz(t, filepath.Join(o.Out, "mcp-reconnect-npm.tgz"))
 	if err := json.Unmarshal(files["package/package.json"], &main); err != nil {
@@ -65,6 +65,9 @@ func TestNPMPackages(t *testing.T) {
 		strings.Join(main.OS, " ") != "darwin linux" || strings.Join(main.CPU, " ") != "arm64 x64" ||
 		len(main.OptionalDependencies) != 3 || main.OptionalDependencies["@mcp-reconnect/darwin-arm64"] != "1.2.3" {
 		t.Errorf("mcp-reconnect's package.json: %+v", main)
+	}
+	if main.Main != "plugin/index.mjs" || len(files["package/index.mjs"]) == 0 || len(files["package/plugin/index.mjs"]) == 0 || len(files["package/lib/binary.cjs"]) == 0 {
+		t.Errorf("the OpenCode plugin: main %q, files %v", main.Main, len(files))
 	}
 	if modes["package/bin/mcp-reconnect.cjs"] != 0o755 || !bytes.HasPrefix(files["package/bin/mcp-reconnect.cjs"], []byte("#!/usr/bin/env node\n")) {
 		t.Errorf("the command: mode %o", modes["package/bin/mcp-reconnect.cjs"])

@@ -1,8 +1,6 @@
 #!/usr/bin/env node
-// The mcp-reconnect command of the npm package. npm installed, beside this
-// package, the one optional dependency whose "os" and "cpu" match this
-// machine: @mcp-reconnect/OS-CPU, holding the release binary (nothing is
-// downloaded at install or at run time). This runs that binary with the
+// The mcp-reconnect command of the npm package. It runs the binary npm
+// installed beside this package (lib/binary.cjs finds it) with the
 // same arguments, environment and standard streams (a TUI gets the
 // terminal itself) and exits as it does: with its exit code, or killed by
 // the same signal.
@@ -10,19 +8,13 @@
 const { spawn, execFileSync } = require("child_process")
 const fs = require("fs")
 const os = require("os")
-const path = require("path")
+const { binary } = require("../lib/binary.cjs")
 
-const pkg = `@mcp-reconnect/${process.platform}-${process.arch}`
 let bin
 try {
-  bin = require.resolve(`${pkg}/bin/mcp-reconnect`)
-} catch {
-  const built = Object.keys(require(path.join(__dirname, "..", "package.json")).optionalDependencies || {})
-  console.error(
-    built.includes(pkg)
-      ? `mcp-reconnect: ${pkg}, which holds the binary for this machine, is not installed (were optional dependencies left out?); install mcp-reconnect again with them: npm install -g mcp-reconnect`
-      : `mcp-reconnect: no binary for ${process.platform} ${process.arch}; there is one for ${built.map((p) => p.replace("@mcp-reconnect/", "")).join(", ")}`,
-  )
+  bin = binary()
+} catch (err) {
+  console.error(`mcp-reconnect: ${err.message}`)
   process.exit(1)
 }
 
