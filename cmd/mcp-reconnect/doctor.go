@@ -47,7 +47,10 @@ naming the other services that answer); else OpenCode 1.x's default,
 http://127.0.0.1:4096. Its first line says which it chose and why. A
 daemon's OpenCode is checked with the password the daemon has too: its
 service file's, or its [[opencode]] table's password-file, else the one
-given to doctor, to a server on this machine only.
+given to doctor, to a server on this machine only. A service file's
+password never goes to a port another user's process holds (the file is
+stale, its service gone): that service is not checked, and doctor says
+why, as the daemon refuses to follow it.
 
 It then lists the MCP servers that need attention: those the daemon
 watching that OpenCode sees in armed directories, and those of each
@@ -129,7 +132,11 @@ It exits 0 only when nothing failed.`,
 				return err
 			}
 			var checks []doctor.Check
-			for i, t := range targets {
+			for _, t := range targets {
+				checks = append(checks, t.lines...)
+				if t.url == "" {
+					continue // not checked: its lines say why
+				}
 				if t.password != "" && !t.fromService && !f.allowHTTPPassword {
 					if err := checkPlainHTTP(t.url); err != nil {
 						return err // before the password is sent anywhere
@@ -137,12 +144,11 @@ It exits 0 only when nothing failed.`,
 				}
 				to := o
 				to.PasswordSource, to.Daemon = t.passwordSource, t.daemon
-				if i < len(targets)-1 {
-					to.ProcessTable = nil // this machine's processes: once, after the last
-				}
-				checks = append(checks, t.lines...)
+				to.ProcessTable = nil // this machine's processes: once, after the last
 				checks = append(checks, doctor.Run(cmd.Context(), t.url, opencode.Options{Username: t.username, Password: t.password}, to)...)
 			}
+			_, procs := doctor.FindProcesses(cmd.Context(), o)
+			checks = append(checks, procs...)
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {
 					return err
@@ -182,6 +188,7 @@ func (f *watchFlags) registerDoctor(fs *pflag.FlagSet) {
 // doctorTarget is one OpenCode server doctor checks: where, with which
 // credentials, and the lines that say why it was chosen.
 type doctorTarget struct {
+	// url is "" for a server not checked (lines say why).
 	url, username, password string
 	// passwordSource says where the password came from (never the
 	// password), for the report.
@@ -276,7 +283,8 @@ func (f *watchFlags) doctorTargets(ctx context.Context, flags *pflag.FlagSet, en
 // daemonTargets are the OpenCode servers the running daemons ents watch,
 // each once, with the password each daemon has for it: the service
 // file's, for the URL of the OpenCode 2 service a daemon follows (while
-// its pid runs); the password-file of the config file's [[opencode]]
+// its pid runs, and no other user's process holds its port: then that
+// service is not checked); the password-file of the config file's [[opencode]]
 // table for its URL; else the one given to doctor.
 func (f *watchFlags) daemonTargets(ents []registry.Entry) ([]doctorTarget, error) {
 	tables, err := f.file.servers()
@@ -296,8 +304,16 @@ func (f *watchFlags) daemonTargets(ents []registry.Entry) ([]doctorTarget, error
 				daemon: &statusapi.Client{Addr: e.StatusAddr, Token: e.Token}}
 			why := fmt.Sprintf("watched by the running mcp-reconnect daemon pid %d (no --url or $OPENCODE_URL given)", e.PID)
 			if svc, ok := liveServiceAt(e.Service, u); ok {
-				t.username, t.password, t.passwordSource, t.fromService = "", svc.Password(), "service file "+svc.Path, true
 				why = fmt.Sprintf("the OpenCode 2 service the running mcp-reconnect daemon pid %d follows (no --url or $OPENCODE_URL given)", e.PID)
+				if err := daemon.ListenerOfOtherUser(svc.URL); err != nil {
+					// The file is stale (its pid runs again) and its port
+					// another user's: the password, which the next service
+					// reuses, is not handed to them, nor anything checked.
+					out = append(out, doctorTarget{lines: []doctor.Check{targetLine(u, why),
+						{Severity: doctor.Warn, Name: "service", Detail: svc.Path + ": " + err.Error() + ": not checked"}}})
+					continue
+				}
+				t.username, t.password, t.passwordSource, t.fromService = "", svc.Password(), "service file "+svc.Path, true
 			} else if i := slices.IndexFunc(tables, func(s serverEntry) bool { return registry.NormalizeURL(s.URL) == n }); i >= 0 {
 				t.username, t.password, t.passwordSource = cmp.Or(tables[i].Username, f.username), "", ""
 				if pf := tables[i].PasswordFile; pf != "" {
@@ -372,24 +388,28 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 		return opencode.Service{}, doctor.Check{}, nil // no service registered: the 1.x default
 	}
 	regs, _ := opencode.Registrations(file, channels)
-	var gone []string
+	var stale []string
 	for _, r := range regs {
 		s, rerr := opencode.ReadServiceFile(r.Path)
 		switch {
 		case rerr != nil:
 		case pidRuns(s.PID):
+			if err := daemon.ListenerOfOtherUser(s.URL); err != nil {
+				stale = append(stale, r.Path+": "+err.Error()) // stale: its pid runs again
+				break
+			}
 			return s, doctor.Check{Severity: doctor.Warn, Name: "service", Detail: "no registered OpenCode 2 service answers (" + err.Error() + "); checking " + r.Path}, nil
 		default:
-			gone = append(gone, fmt.Sprintf("%s registers pid %d, which is gone", r.Path, s.PID))
+			stale = append(stale, fmt.Sprintf("%s registers pid %d, which is gone", r.Path, s.PID))
 		}
 	}
-	if len(gone) > 0 && channels {
+	if len(stale) > 0 && channels {
 		// Left by services that are gone: watch would watch the 1.x
 		// default meanwhile, and so does doctor.
-		return opencode.Service{}, doctor.Check{Severity: doctor.Warn, Name: "service", Detail: "no OpenCode 2 service runs: " + strings.Join(gone, "; ")}, nil
+		return opencode.Service{}, doctor.Check{Severity: doctor.Warn, Name: "service", Detail: "no OpenCode 2 service runs: " + strings.Join(stale, "; ")}, nil
 	}
-	if len(gone) > 0 {
-		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service is not running: %s (pass --url to check another server)", strings.Join(gone, "; "))
+	if len(stale) > 0 {
+		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service is not running: %s (pass --url to check another server)", strings.Join(stale, "; "))
 	}
 	return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,9 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
@@ -277,5 +281,95 @@ func TestDoctorRefusesAnotherUsersPasswordFileForADaemonsServer(t *testing.T) {
 	code, out, errOut := runCLI(t, "doctor", "--config", writeConfig(t, "[[opencode]]\nurl = \""+url+"\"\npassword-file = \""+pw+"\"\n"))
 	if code == 0 || out != "" || !strings.Contains(errOut, pw) || !strings.Contains(errOut, "another user") || strings.Contains(errOut, "their-secret") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// A service file's password never goes to a port another user of the
+// machine holds, as the daemon's follower refuses it (the file is stale:
+// its service is gone, its pid runs again -- here this process -- and
+// the next service reuses that password): not for a daemon that follows
+// that file (no --url), not for the service doctor would choose itself,
+// not for the one --service-file names. doctor says why it is not
+// checked.
+func TestDoctorNeverSendsAServicePasswordToAnotherUsersListener(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("a listener of another user needs root: CI runs as root")
+		}
+		t.Skip("a listener of another user needs root")
+	}
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("another user's listener needs perl")
+		}
+		t.Skip("another user's listener needs perl")
+	}
+	state := doctorState(t)
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool, err := os.MkdirTemp("", "mcpr-leak-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(spool) })
+	if err := os.Chmod(spool, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	heard := filepath.Join(spool, "heard")
+	// Another user's listener: it keeps whatever it is sent.
+	l := exec.Command(perl, "-MIO::Socket::INET", "-e",
+		`$s=IO::Socket::INET->new(LocalAddr=>"127.0.0.1",LocalPort=>$ARGV[0],Listen=>5,ReuseAddr=>1) or die "$!"; open(F,">",$ARGV[1]) or die; select F; $|=1; while($c=$s->accept){ $c->recv($b,4096); print F $b; close $c }`,
+		fmt.Sprint(port), heard)
+	l.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := l.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			t.Fatal("another user's listener did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	u := fmt.Sprintf("http://127.0.0.1:%d", port)
+	file := writeService(t, state, u, os.Getpid())
+	leaked := func(how string) {
+		t.Helper()
+		b, _ := os.ReadFile(heard)
+		if basic := base64.StdEncoding.EncodeToString([]byte("opencode:" + fake2.DefaultPassword)); strings.Contains(string(b), basic) || strings.Contains(string(b), fake2.DefaultPassword) {
+			t.Fatalf("%s: doctor sent the service file's password to another user's listener at %s; it heard:\n%s", how, u, b)
+		}
+	}
+	why := file + ": what listens at 127.0.0.1:" + fmt.Sprint(port) + " is another user's process; the service's password is not sent there"
+
+	pid := registeredDaemon(t, file, u)
+	checks := runDoctor(t, "--config", "")
+	leaked("a daemon following the file")
+	if got := named(checks, "service"); len(got) != 1 || got[0] != "warn "+why+": not checked" {
+		t.Errorf("a daemon following the file: service %q", got)
+	}
+	if got := named(checks, "processes"); len(got) != 1 {
+		t.Errorf("the processes are checked %d times, want once: %q", len(got), got)
+	}
+	reg, _ := registry.Default()
+	_ = os.Remove(filepath.Join(reg.Dir, strconv.Itoa(pid)+".json"))
+
+	checks = runDoctor(t, "--config", "")
+	leaked("no daemon")
+	if got := named(checks, "service"); len(got) != 1 || !strings.Contains(got[0], why) {
+		t.Errorf("no daemon: service %q", got)
+	}
+
+	_, _, errOut := runCLI(t, "doctor", "--config", "", "--service-file", file)
+	leaked("--service-file")
+	if !strings.Contains(errOut, why) {
+		t.Errorf("--service-file: %s", errOut)
 	}
 }

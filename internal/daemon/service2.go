@@ -105,7 +105,7 @@ const serviceURL = "http://127.0.0.1:49374"
 // have at start.
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
-		alive: pidAlive, listener: listenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
+		alive: pidAlive, listener: ListenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
 	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
@@ -427,12 +427,11 @@ func (f *serviceFollower) setRestream(fn func()) {
 	f.restream = fn
 }
 
-// pidAlive reports whether a process with this pid exists and this user
-// may signal it (a service of this user's would be).
-// listenerOfOtherUser says so when what listens at url's loopback port
-// is provably a process of another user of this machine. It cannot tell
-// elsewhere (another host, no /proc): nil.
-func listenerOfOtherUser(rawURL string) error {
+// ListenerOfOtherUser says so when what listens at url's loopback port
+// is provably a process of another user of this machine: a service
+// file's password is not sent there (the follower, and doctor, ask). It
+// cannot tell elsewhere (another host, no /proc): nil.
+func ListenerOfOtherUser(rawURL string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil || !loopback.Host(u.Hostname()) {
 		return nil
@@ -447,6 +446,8 @@ func listenerOfOtherUser(rawURL string) error {
 	return nil
 }
 
+// pidAlive reports whether a process with this pid exists and this user
+// may signal it (a service of this user's would be).
 func pidAlive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil {

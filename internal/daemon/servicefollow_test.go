@@ -410,7 +410,7 @@ func TestServicePasswordNeverGoesToAnotherUsersListener(t *testing.T) {
 	}
 }
 
-// listenerOfOtherUser knows nothing against a listener of this user, a
+// ListenerOfOtherUser knows nothing against a listener of this user, a
 // free port, another host or a URL without a port.
 func TestListenerOfThisUserIsNotRefused(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -419,7 +419,7 @@ func TestListenerOfThisUserIsNotRefused(t *testing.T) {
 	}
 	defer l.Close()
 	for _, u := range []string{"http://" + l.Addr().String(), "http://127.0.0.1:1", "http://example.com:49374", "http://127.0.0.1"} {
-		if err := listenerOfOtherUser(u); err != nil {
+		if err := ListenerOfOtherUser(u); err != nil {
 			t.Errorf("%s: %v", u, err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -301,18 +302,25 @@ func serverChecks(ctx context.Context, c statusReader, o Options) []Check {
 	var checks []Check
 	if o.Daemon != nil {
 		st, err := o.Daemon.Status(ctx)
-		if err != nil {
+		// The registry found this daemon by the normalised URL; its view
+		// is read the same way ("localhost" is 127.0.0.1).
+		var i int
+		if err == nil {
+			i = slices.IndexFunc(st.Servers, func(s statusapi.ServerStatus) bool {
+				return registry.NormalizeURL(s.URL) == registry.NormalizeURL(c.URL())
+			})
+		}
+		switch {
+		case err != nil:
 			checks = append(checks, Check{Warn, "daemon", fmt.Sprintf("no mcp-reconnect daemon at %s: armed directories unknown", o.Daemon.Addr)})
-		} else {
-			for _, s := range st.Servers {
-				if s.URL != c.URL() {
-					continue
-				}
-				checks = append(checks, Check{OK, "daemon", fmt.Sprintf("watching, %d directories armed", len(s.Directories))})
-				for _, d := range s.Directories {
-					for _, sv := range d.Servers {
-						checks = append(checks, serverCheck(d.Directory, sv.Name, sv.Status, sv.Error, sv.Attempts)...)
-					}
+		case i < 0:
+			checks = append(checks, Check{Warn, "daemon", fmt.Sprintf("the mcp-reconnect daemon at %s does not watch %s: armed directories unknown", o.Daemon.Addr, opencode.Redact(c.URL()))})
+		default:
+			s := st.Servers[i]
+			checks = append(checks, Check{OK, "daemon", fmt.Sprintf("watching, %d directories armed", len(s.Directories))})
+			for _, d := range s.Directories {
+				for _, sv := range d.Servers {
+					checks = append(checks, serverCheck(d.Directory, sv.Name, sv.Status, sv.Error, sv.Attempts)...)
 				}
 			}
 		}

@@ -3,6 +3,8 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 	"go.uber.org/goleak"
 )
 
@@ -159,5 +163,47 @@ func TestWriteEscapesControlCharacters(t *testing.T) {
 	}
 	if !strings.Contains(out, `\x1b]52;c;eA==\x07\r`) || !strings.Contains(out, `s\u202e`) {
 		t.Fatalf("Write hides what the server said: %q", out)
+	}
+}
+
+// urlOnly is an OpenCode client doctor was pointed at, spelled as the
+// user typed it.
+type urlOnly string
+
+func (u urlOnly) URL() string { return string(u) }
+func (urlOnly) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+	return nil, nil
+}
+
+// doctor --url http://localhost:4096 while the daemon watches
+// http://127.0.0.1:4096 (its default): the registry finds that daemon by
+// the normalised URL, and doctor reads the daemon's view of that server
+// the same way -- its failed servers and one in a status mcp-reconnect
+// does not know are reported (FAIL), not dropped for the spelling. A
+// daemon that watches another server says so.
+func TestDoctorReadsTheDaemonsViewOfTheSameServerSpelledOtherwise(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
+			Directories: []reconnect.DirSnapshot{{Directory: "/p", Servers: []reconnect.ServerSnapshot{
+				{Name: "gh", Status: "failed", Error: "Connection closed", Attempts: 5},
+				{Name: "odd", Status: "paused"},
+			}}}}}}})
+	})}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	o := Options{Daemon: &statusapi.Client{Addr: l.Addr().String()}}
+	for _, spelled := range []string{"http://localhost:4096", "HTTP://127.0.0.1:4096/"} {
+		d := describe(serverChecks(context.Background(), urlOnly(spelled), o))
+		if !strings.Contains(d, "FAIL /p: gh") || !strings.Contains(d, "FAIL /p: odd") {
+			t.Errorf("doctor --url %s, the daemon watching http://127.0.0.1:4096 sees gh failed and odd in an unknown status; doctor says:\n%s", spelled, d)
+		}
+	}
+	// A daemon (--status-addr) that watches another server says so.
+	if d := describe(serverChecks(context.Background(), urlOnly("http://127.0.0.1:4097"), o)); !strings.Contains(d, "warn daemon: the mcp-reconnect daemon at "+l.Addr().String()+" does not watch http://127.0.0.1:4097") {
+		t.Errorf("doctor --url http://127.0.0.1:4097, the daemon watching http://127.0.0.1:4096; doctor says:\n%s", d)
 	}
 }
