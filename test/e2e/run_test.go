@@ -310,12 +310,13 @@ func TestRunTUI(t *testing.T) {
 
 		// The TUI starts its directory's MCP servers at once.
 		p.WaitStarts(t, "s", 1, 60*time.Second)
-		waitWatched(t, tui.home, p, "s", 60*time.Second)
+		st := waitWatched(t, tui.home, p, "s", 60*time.Second)
 		time.Sleep(2 * time.Second) // let it render
 		if tui.screen.String() == "" {
 			t.Fatal("the TUI rendered nothing")
 		}
 		_ = pty.Setsize(tui.tty, &pty.Winsize{Rows: 30, Cols: 100}) // a resize reaches it
+		tui.waitConnected(t, st)
 		killed := time.Now()
 		killPID(t, p.Starts(t, "s")[0])
 		p.WaitStarts(t, "s", 2, repairBound)
@@ -337,7 +338,7 @@ func TestRunTUIAnnouncesTheRepairOnItsScreen(t *testing.T) {
 		tui := startTUI(t, g)
 		p := tui.p
 		p.WaitStarts(t, "s", 1, 60*time.Second)
-		waitWatched(t, tui.home, p, "s", 60*time.Second)
+		tui.waitConnected(t, waitWatched(t, tui.home, p, "s", 60*time.Second))
 		killPID(t, p.Starts(t, "s")[0])
 		p.WaitStarts(t, "s", 2, repairBound)
 		deadline := time.Now().Add(repairBound)
@@ -362,17 +363,31 @@ type tuiRun struct {
 	logFile string
 	home    string
 	p       *Project
+	gen     gen
 	done    chan struct{}
 }
+
+// waitConnected waits until the TUI's OpenCode (st: the daemon's status)
+// says its directory's server s is connected: a server killed while
+// OpenCode still starts it (a loaded machine) is one OpenCode never
+// reports.
+func (r *tuiRun) waitConnected(t *testing.T, st statusapi.Status) {
+	t.Helper()
+	oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: st.Servers[0].URL, Password: tuiPassword, Gen: r.gen.Gen}}
+	oc.WaitStatus(t, r.p.Dir, "s", "connected", 60*time.Second)
+}
+
+// tuiPassword is the password of the TUI's OpenCode (startTUI).
+const tuiPassword = "tui-e2e-password"
 
 // startTUI starts `run -- opencode` of release g in a pseudo-terminal, in
 // a CLI home (newCLIHome), from a new project with one stdio server "s".
 func startTUI(t *testing.T, g gen) *tuiRun {
 	t.Helper()
-	home, env := g.newCLIHome(t, "tui-e2e-password")
+	home, env := g.newCLIHome(t, tuiPassword)
 	p := g.newProject(t, nil)
 	rewriteProject(t, p, map[string]any{"s": p.StdioServer("s")})
-	r := &tuiRun{logFile: filepath.Join(t.TempDir(), "run.log"), home: home, p: p, screen: &ochost.Buffer{}, done: make(chan struct{})}
+	r := &tuiRun{gen: g, logFile: filepath.Join(t.TempDir(), "run.log"), home: home, p: p, screen: &ochost.Buffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command(reconnectBin, "run", "--log-level", "debug", "--log-file", r.logFile, "--status-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--", g.Bin)
 	r.cmd.Env = append(append(ochost.Env(home), env...), "TERM=xterm-256color")
 	r.cmd.Dir = p.Dir
