@@ -14,21 +14,22 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// burstNet reports a burst of interface changes when told to (Wi-Fi
-// joining again after a wake).
-type burstNet struct{ burst chan int }
+// burstNet reports a burst of changes when told to (Wi-Fi joining again
+// after a wake), none of which moves the way out; uplink says whether
+// the last one of each burst does (a VPN's default route).
+type burstNet struct {
+	burst  chan int
+	uplink bool
+}
 
-func (b burstNet) Run(ctx context.Context, changes chan<- struct{}) error {
+func (b burstNet) Run(ctx context.Context, changed func(uplink bool)) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case n := <-b.burst:
-			for range n {
-				select {
-				case changes <- struct{}{}:
-				default:
-				}
+			for i := range n {
+				changed(b.uplink && i == n-1)
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
@@ -128,12 +129,12 @@ func TestWallClockJumpIsOneDebouncedChange(t *testing.T) {
 	})
 }
 
-// A burst of interface changes without a wake (a VPN connecting: its
-// tunnel, its address, its routes) is one network change, and renews the
-// connected remote server's session as a wake does: a VPN may reset every
-// live socket while OpenCode still says connected. The local server is
-// left alone.
-func TestInterfaceChangeRenewsRemoteSessions(t *testing.T) {
+// A burst of interface changes without a wake that moves the way out (a
+// VPN connecting: its tunnel, its address, its default route) is one
+// network change, and renews the connected remote server's session as a
+// wake does: a VPN may reset every live socket while OpenCode still says
+// connected. The local server is left alone.
+func TestUplinkChangeRenewsRemoteSessions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fakeopencode.New(map[string]fakeopencode.Spec{
 			"web": {Type: "remote", URL: "http://remote.test:9000/mcp"},
@@ -143,7 +144,7 @@ func TestInterfaceChangeRenewsRemoteSessions(t *testing.T) {
 		fake.SetHeartbeat(10 * time.Second)
 		hosts := fakeopencode.NewHosts()
 		hosts.Serve(host1, fake)
-		net := burstNet{burst: make(chan int)}
+		net := burstNet{burst: make(chan int), uplink: true}
 		logs := &messages{}
 		cfg := Config{
 			Servers:     []Target{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},

@@ -23,13 +23,13 @@ type Netlink struct{}
 func New() Source { return Netlink{} }
 
 // Run implements Source, in the calling thread's network namespace.
-func (Netlink) Run(ctx context.Context, changes chan<- struct{}) error {
+func (Netlink) Run(ctx context.Context, changed func(uplink bool)) error {
 	f, err := listen()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return watchSocket(ctx, f, anyMessage, linuxState, func(State) { notify(changes) })
+	return watchSocket(ctx, f, anyMessage, linuxState, func(was, is State) { changed(Uplink(was, is)) })
 }
 
 // listen opens a netlink route socket subscribed to link, address and

@@ -49,6 +49,29 @@ func (s State) Equal(o State) bool {
 		slices.Equal(s.DefaultRoutes, o.DefaultRoutes)
 }
 
+// Uplink reports whether going from was to is moved the way out of the
+// machine, the change that can kill connections held across it: a
+// default route came, went or moved (another interface, gateway or
+// metric: a VPN taking over, Wi-Fi joining another network), or an
+// interface a default route of was leaves by lost an address (a
+// connection's source address gone). Any other change (a container
+// bridge, a libvirt network or a veth coming or going beside an
+// unchanged default route, an address added) leaves held connections
+// working: it may make an unreachable server reachable, nothing more.
+func Uplink(was, is State) bool {
+	if !slices.Equal(was.DefaultRoutes, is.DefaultRoutes) {
+		return true
+	}
+	for _, r := range was.DefaultRoutes {
+		for _, p := range was.Interfaces[r.Interface] {
+			if !slices.Contains(is.Interfaces[r.Interface], p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // normalize sorts what s holds, so that Equal compares sets.
 func (s *State) normalize() {
 	if s.Interfaces == nil {
