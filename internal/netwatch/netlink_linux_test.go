@@ -173,6 +173,20 @@ func TestChangesInNamespace(t *testing.T) {
 	next("mcpr0=[2001:db8:5::/64]", true)
 	ip("link", "del", "mcpr0")
 	next("", false)
+	// A VPN that leaves the default route in place takes the world all
+	// the same: OpenVPN's halves, wg-quick's default route in a table of
+	// its own. A multicast route is no way out.
+	ip("link", "add", "mcpr4", "type", "veth", "peer", "name", "mcpr5")
+	ip("link", "set", "mcpr5", "up")
+	ip("link", "set", "mcpr4", "up")
+	ip("addr", "add", "192.0.2.1/24", "dev", "mcpr4")
+	next("mcpr4=[192.0.2.1/24]", false)
+	ip("route", "add", "224.0.0.0/4", "dev", "mcpr4")
+	ip("route", "add", "0.0.0.0/1", "via", "192.0.2.254", "dev", "mcpr4")
+	ip("route", "add", "128.0.0.0/1", "via", "192.0.2.254", "dev", "mcpr4")
+	next("mcpr4=[192.0.2.1/24] default4 via 192.0.2.254 dev mcpr4 metric 0", true)
+	ip("route", "add", "default", "dev", "mcpr4", "table", "51820")
+	next("mcpr4=[192.0.2.1/24] default4 via invalid IP dev mcpr4 metric 0 default4 via 192.0.2.254 dev mcpr4 metric 0", true)
 }
 
 // change is one change watchSocket reports.

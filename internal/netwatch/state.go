@@ -25,8 +25,11 @@ type State struct {
 	// addresses in the same network every day, and macOS does not say
 	// which addresses are temporary.
 	Interfaces map[string][]netip.Prefix
-	// DefaultRoutes are the IPv4 and IPv6 default routes of the main
-	// routing table, sorted. Empty where the platform does not say.
+	// DefaultRoutes are the IPv4 and IPv6 routes that take traffic to
+	// the world, sorted: the default routes, and on Linux also those a
+	// VPN takes the world with (a route to a large part of the address
+	// space, a default route in a table of its own: wayOut). Empty where
+	// the platform does not say.
 	DefaultRoutes []Route
 }
 
