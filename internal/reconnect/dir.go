@@ -19,7 +19,7 @@ import (
 const (
 	trigProbe   = 1 << iota // the endpoint of a failed remote server answers again
 	trigRestart             // the endpoint of a connected remote server restarted
-	trigNetwork             // the machine's network changed (or it woke from sleep)
+	trigNetwork             // the machine's network changed (or it woke from sleep): a failed server may answer
 	trigDead                // the process serving a local server exited (processes.go)
 	trigRenew               // the way out moved or the machine slept: a held session may be dead
 )
