@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -14,21 +15,22 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
-// burstNet reports a burst of interface changes when told to (Wi-Fi
-// joining again after a wake).
-type burstNet struct{ burst chan int }
+// burstNet reports a burst of changes when told to (Wi-Fi joining again
+// after a wake), none of which moves the way out; uplink says whether
+// the last one of each burst does (a VPN's default route).
+type burstNet struct {
+	burst  chan int
+	uplink bool
+}
 
-func (b burstNet) Run(ctx context.Context, changes chan<- struct{}) error {
+func (b burstNet) Run(ctx context.Context, changed func(uplink bool)) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case n := <-b.burst:
-			for range n {
-				select {
-				case changes <- struct{}{}:
-				default:
-				}
+			for i := range n {
+				changed(b.uplink && i == n-1)
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
@@ -128,12 +130,19 @@ func TestWallClockJumpIsOneDebouncedChange(t *testing.T) {
 	})
 }
 
-// A burst of interface changes without a wake (a VPN connecting: its
-// tunnel, its address, its routes) is one network change, and renews the
-// connected remote server's session as a wake does: a VPN may reset every
-// live socket while OpenCode still says connected. The local server is
-// left alone.
-func TestInterfaceChangeRenewsRemoteSessions(t *testing.T) {
+// A burst of interface changes without a wake that moves the way out (a
+// VPN connecting: its tunnel, its address, its default route) is one
+// network change, and renews the connected remote server's session as a
+// wake does: a VPN may reset every live socket while OpenCode still says
+// connected. One beside the way out (a container bridge) renews nothing.
+// The local server is left alone.
+func TestUplinkChangeRenewsRemoteSessions(t *testing.T) {
+	for _, uplink := range []bool{true, false} {
+		t.Run(fmt.Sprint("uplink=", uplink), func(t *testing.T) { uplinkChangeRenews(t, uplink) })
+	}
+}
+
+func uplinkChangeRenews(t *testing.T, uplink bool) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := fakeopencode.New(map[string]fakeopencode.Spec{
 			"web": {Type: "remote", URL: "http://remote.test:9000/mcp"},
@@ -143,7 +152,7 @@ func TestInterfaceChangeRenewsRemoteSessions(t *testing.T) {
 		fake.SetHeartbeat(10 * time.Second)
 		hosts := fakeopencode.NewHosts()
 		hosts.Serve(host1, fake)
-		net := burstNet{burst: make(chan int)}
+		net := burstNet{burst: make(chan int), uplink: uplink}
 		logs := &messages{}
 		cfg := Config{
 			Servers:     []Target{{URL: "http://" + host1, Password: "pw", Transport: hosts.Transport()}},
@@ -170,8 +179,8 @@ func TestInterfaceChangeRenewsRemoteSessions(t *testing.T) {
 		if c, w := logs.count("network changed"), logs.count("woke from sleep"); c != 1 || w != 0 {
 			t.Fatalf("a burst of 4 interface changes was %d changes and %d wakes, want one change", c, w)
 		}
-		if n := fake.Count("/mcp/{name}/connect", "/p", "web"); n != 1 {
-			t.Fatalf("remote connects after the change = %d, want one", n)
+		if n, want := fake.Count("/mcp/{name}/connect", "/p", "web"), map[bool]int{true: 1}[uplink]; n != want {
+			t.Fatalf("remote connects after the change = %d, want %d", n, want)
 		}
 		if n := fake.Count("/mcp/{name}/connect", "/p", "fs"); n != 0 {
 			t.Fatalf("%d connects of the connected local server", n)

@@ -23,13 +23,13 @@ type Netlink struct{}
 func New() Source { return Netlink{} }
 
 // Run implements Source, in the calling thread's network namespace.
-func (Netlink) Run(ctx context.Context, changes chan<- struct{}) error {
+func (Netlink) Run(ctx context.Context, changed func(uplink bool)) error {
 	f, err := listen()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return watchSocket(ctx, f, anyMessage, linuxState, func(State) { notify(changes) })
+	return watchSocket(ctx, f, anyMessage, linuxState, func(was, is State) { changed(Uplink(was, is)) })
 }
 
 // listen opens a netlink route socket subscribed to link, address and
@@ -98,7 +98,8 @@ func linuxState() (State, error) {
 		// scope, type (u8 each), flags u32.
 		a := attrs(m)
 		family, table := m.Data[0], u32(a[unix.RTA_TABLE], uint32(m.Data[4]))
-		if (family != unix.AF_INET && family != unix.AF_INET6) || m.Data[1] != 0 || table != unix.RT_TABLE_MAIN ||
+		dst, _ := netip.AddrFromSlice(a[unix.RTA_DST])
+		if (family != unix.AF_INET && family != unix.AF_INET6) || !wayOut(m.Data[1], dst) || table == unix.RT_TABLE_LOCAL ||
 			m.Data[7] != unix.RTN_UNICAST || binary.NativeEndian.Uint32(m.Data[8:])&unix.RTM_F_CLONED != 0 {
 			continue
 		}
@@ -131,6 +132,18 @@ func linuxState() (State, error) {
 	}
 	s.normalize()
 	return s, nil
+}
+
+// wayOut reports whether a route to dst/bits takes traffic to the world
+// as a default route does: the default route itself, or a route to a
+// large part of the address space (a sixteenth or more, multicast aside),
+// which is how a VPN takes over without replacing the default route
+// (OpenVPN's 0.0.0.0/1 and 128.0.0.0/1, its ::/3 and 2000::/4). Every
+// routing table counts but the local one: wg-quick, NetworkManager's
+// WireGuard and a Tailscale exit node put their default route in a table
+// of their own, chosen by a routing rule.
+func wayOut(bits uint8, dst netip.Addr) bool {
+	return bits == 0 || bits <= 4 && !dst.IsMulticast()
 }
 
 // dump reads one netlink dump of typ and keeps its reply messages, those

@@ -37,7 +37,7 @@ func TestRunWaitsInNetpollerAndEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Netlink{}.Run(ctx, make(chan struct{}, 1)) }()
+	go func() { done <- Netlink{}.Run(ctx, func(bool) {}) }()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for !parkedInPoller() {
@@ -81,7 +81,7 @@ func TestRunWithEndedContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan error, 1)
-	go func() { done <- Netlink{}.Run(ctx, make(chan struct{}, 1)) }()
+	go func() { done <- Netlink{}.Run(ctx, func(bool) {}) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -95,7 +95,9 @@ func TestRunWithEndedContext(t *testing.T) {
 // The real kernel, in a network namespace of its own: what counts as a
 // change (an address, a default route, its replacement, its next hops,
 // an interface going down) and what does not (loopback, a veth without a
-// global address, an address refreshed).
+// global address, an address refreshed); and which changes move the way
+// out (Uplink: those of the default routes and of their interfaces'
+// addresses) and which do not (an interface coming beside them).
 func TestChangesInNamespace(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
@@ -118,14 +120,18 @@ func TestChangesInNamespace(t *testing.T) {
 			t.Fatalf("ip %v: %v %s", args, err, out)
 		}
 	}
-	// next waits for the next change and checks it is want: a change
-	// that should not have been one shows up here as the wrong state.
-	next := func(want string) {
+	// next waits for the next change and checks it is want, and Uplink
+	// or not as uplink says: a change that should not have been one shows
+	// up here as the wrong state.
+	next := func(want string, uplink bool) {
 		t.Helper()
 		select {
-		case s := <-states:
-			if got := describe(s); got != want {
+		case c := <-states:
+			if got := describe(c.is); got != want {
 				t.Fatalf("change to\n %q\nwant\n %q", got, want)
+			}
+			if got := Uplink(c.was, c.is); got != uplink {
+				t.Fatalf("change to %q: Uplink %v, want %v", want, got, uplink)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no change to %q", want)
@@ -139,41 +145,58 @@ func TestChangesInNamespace(t *testing.T) {
 	ip("link", "set", "mcpr0", "up")
 	// Changes.
 	ip("addr", "add", "198.51.100.1/24", "dev", "mcpr0")
-	next("mcpr0=[198.51.100.1/24]")
+	next("mcpr0=[198.51.100.1/24]", false)
 	ip("-6", "addr", "add", "2001:db8:5::1/64", "dev", "mcpr0", "valid_lft", "300", "preferred_lft", "300")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64]")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64]", false)
 	// No change: the address refreshed with new lifetimes (and its
 	// duplicate detection finishing).
 	ip("-6", "addr", "change", "2001:db8:5::1/64", "dev", "mcpr0", "valid_lft", "600", "preferred_lft", "600")
 	ip("route", "add", "default", "via", "198.51.100.254", "dev", "mcpr0")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0", true)
 	// The replaced route is gone: switching back later is a change.
 	ip("route", "replace", "default", "via", "198.51.100.253", "dev", "mcpr0")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.253 dev mcpr0 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.253 dev mcpr0 metric 0", true)
 	// ECMP: a default route with two next hops.
 	ip("link", "add", "mcpr2", "type", "veth", "peer", "name", "mcpr3")
 	ip("link", "set", "mcpr3", "up")
 	ip("link", "set", "mcpr2", "up")
 	ip("addr", "add", "203.0.113.1/24", "dev", "mcpr2")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] mcpr2=[203.0.113.1/24] default4 via 198.51.100.253 dev mcpr0 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] mcpr2=[203.0.113.1/24] default4 via 198.51.100.253 dev mcpr0 metric 0", false)
 	ip("route", "replace", "default", "nexthop", "via", "198.51.100.254", "dev", "mcpr0", "nexthop", "via", "203.0.113.254", "dev", "mcpr2")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] mcpr2=[203.0.113.1/24] " +
-		"default4 via 198.51.100.254 dev mcpr0 metric 0 default4 via 203.0.113.254 dev mcpr2 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] mcpr2=[203.0.113.1/24] "+
+		"default4 via 198.51.100.254 dev mcpr0 metric 0 default4 via 203.0.113.254 dev mcpr2 metric 0", true)
 	// An interface going down takes its next hop with it.
 	ip("link", "set", "mcpr2", "down")
-	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0")
+	next("mcpr0=[198.51.100.1/24 2001:db8:5::/64] default4 via 198.51.100.254 dev mcpr0 metric 0", true)
 	// The kernel drops the default route with the address, silently.
 	ip("addr", "del", "198.51.100.1/24", "dev", "mcpr0")
-	next("mcpr0=[2001:db8:5::/64]")
+	next("mcpr0=[2001:db8:5::/64]", true)
 	ip("link", "del", "mcpr0")
-	next("")
+	next("", false)
+	// A VPN that leaves the default route in place takes the world all
+	// the same: OpenVPN's halves, wg-quick's default route in a table of
+	// its own. A multicast route is no way out.
+	ip("link", "add", "mcpr4", "type", "veth", "peer", "name", "mcpr5")
+	ip("link", "set", "mcpr5", "up")
+	ip("link", "set", "mcpr4", "up")
+	ip("addr", "add", "192.0.2.1/24", "dev", "mcpr4")
+	next("mcpr4=[192.0.2.1/24]", false)
+	ip("route", "add", "224.0.0.0/4", "dev", "mcpr4")
+	ip("route", "add", "0.0.0.0/1", "via", "192.0.2.254", "dev", "mcpr4")
+	ip("route", "add", "128.0.0.0/1", "via", "192.0.2.254", "dev", "mcpr4")
+	next("mcpr4=[192.0.2.1/24] default4 via 192.0.2.254 dev mcpr4 metric 0", true)
+	ip("route", "add", "default", "dev", "mcpr4", "table", "51820")
+	next("mcpr4=[192.0.2.1/24] default4 via invalid IP dev mcpr4 metric 0 default4 via 192.0.2.254 dev mcpr4 metric 0", true)
 }
 
+// change is one change watchSocket reports.
+type change struct{ was, is State }
+
 // watchIn watches network namespace ns until the test ends, and returns
-// the States it reports. The watching goroutine's thread enters ns and
+// the changes it reports. The watching goroutine's thread enters ns and
 // never leaves it (the runtime ends a thread still locked when its
 // goroutine returns): the socket and each look are then ns's.
-func watchIn(t *testing.T, ns string) <-chan State {
+func watchIn(t *testing.T, ns string) <-chan change {
 	t.Helper()
 	target, err := os.Open("/run/netns/" + ns)
 	if err != nil {
@@ -181,7 +204,7 @@ func watchIn(t *testing.T, ns string) <-chan State {
 	}
 	defer target.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	states := make(chan State, 16)
+	states := make(chan change, 16)
 	ready, done := make(chan error, 1), make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -195,7 +218,7 @@ func watchIn(t *testing.T, ns string) <-chan State {
 			return
 		}
 		defer f.Close()
-		done <- watchSocket(ctx, f, anyMessage, linuxState, func(s State) { states <- s })
+		done <- watchSocket(ctx, f, anyMessage, linuxState, func(was, is State) { states <- change{was, is} })
 	}()
 	if err := <-ready; err != nil {
 		cancel()

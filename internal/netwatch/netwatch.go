@@ -17,8 +17,9 @@ import (
 
 // Source reports changes of the State; a burst of them is normal.
 type Source interface {
-	// Run sends on changes until ctx ends.
-	Run(ctx context.Context, changes chan<- struct{}) error
+	// Run calls changed for each change until ctx ends, with uplink set
+	// when the change moved the way out of the machine (Uplink).
+	Run(ctx context.Context, changed func(uplink bool)) error
 }
 
 // Debounce turns a burst of raw changes into one notification: fn runs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -90,4 +91,38 @@ func describe(s State) string {
 		fmt.Fprintf(&b, "%s via %v dev %s metric %d ", fam, r.Gateway, r.Interface, r.Metric)
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// Uplink: only a change of the default routes, or an address gone from an
+// interface one leaves by, can kill a held connection.
+func TestUplink(t *testing.T) {
+	p := netip.MustParsePrefix
+	wifi := Route{Interface: "wlan0", Gateway: netip.MustParseAddr("192.168.1.1"), Metric: 600}
+	home := State{Interfaces: map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24")}}, DefaultRoutes: []Route{wifi}}
+	with := func(ifs map[string][]netip.Prefix, routes ...Route) State {
+		s := State{Interfaces: ifs, DefaultRoutes: routes}
+		s.normalize()
+		return s
+	}
+	tun := Route{Interface: "tun0", Metric: 50}
+	for _, c := range []struct {
+		what string
+		is   State
+		want bool
+	}{
+		{"a container bridge comes up", with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24")}, "docker0": {p("172.17.0.1/16")}}, wifi), false},
+		{"an address is added to the uplink", with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24"), p("2001:db8:1::/64")}}, wifi), false},
+		{"the uplink's address is replaced", with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.21/24")}}, wifi), true},
+		{"a VPN takes the default route", with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24")}, "tun0": {p("10.8.0.2/24")}}, wifi, tun), true},
+		{"the default route goes", with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24")}}), true},
+		{"the gateway moves", with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24")}}, Route{Interface: "wlan0", Gateway: netip.MustParseAddr("192.168.1.254"), Metric: 600}), true},
+	} {
+		if got := Uplink(home, c.is); got != c.want {
+			t.Errorf("%s: Uplink = %v, want %v", c.what, got, c.want)
+		}
+	}
+	bridge := with(map[string][]netip.Prefix{"wlan0": {p("192.168.1.20/24")}, "docker0": {p("172.17.0.1/16")}}, wifi)
+	if Uplink(bridge, home) {
+		t.Error("a container bridge going away moved the way out")
+	}
 }

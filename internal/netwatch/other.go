@@ -14,6 +14,6 @@ func New() Source { return unsupported{} }
 
 type unsupported struct{}
 
-func (unsupported) Run(context.Context, chan<- struct{}) error {
+func (unsupported) Run(context.Context, func(bool)) error {
 	return fmt.Errorf("netwatch: network changes on %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }

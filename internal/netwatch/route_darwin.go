@@ -20,7 +20,7 @@ type RouteSocket struct{}
 func New() Source { return RouteSocket{} }
 
 // Run implements Source.
-func (RouteSocket) Run(ctx context.Context, changes chan<- struct{}) error {
+func (RouteSocket) Run(ctx context.Context, changed func(uplink bool)) error {
 	fd, err := unix.Socket(unix.AF_ROUTE, unix.SOCK_RAW, unix.AF_UNSPEC)
 	if err != nil {
 		return fmt.Errorf("netwatch: routing socket: %w", err)
@@ -33,7 +33,7 @@ func (RouteSocket) Run(ctx context.Context, changes chan<- struct{}) error {
 	}
 	f := os.NewFile(uintptr(fd), "route")
 	defer f.Close()
-	return watchSocket(ctx, f, mayMatter, darwinState, func(State) { notify(changes) })
+	return watchSocket(ctx, f, mayMatter, darwinState, func(was, is State) { changed(Uplink(was, is)) })
 }
 
 // mayMatter filters out the routing socket's chatter: ARP and neighbour

@@ -25,8 +25,11 @@ type State struct {
 	// addresses in the same network every day, and macOS does not say
 	// which addresses are temporary.
 	Interfaces map[string][]netip.Prefix
-	// DefaultRoutes are the IPv4 and IPv6 default routes of the main
-	// routing table, sorted. Empty where the platform does not say.
+	// DefaultRoutes are the IPv4 and IPv6 routes that take traffic to
+	// the world, sorted: the default routes, and on Linux also those a
+	// VPN takes the world with (a route to a large part of the address
+	// space, a default route in a table of its own: wayOut). Empty where
+	// the platform does not say.
 	DefaultRoutes []Route
 }
 
@@ -47,6 +50,29 @@ type Route struct {
 func (s State) Equal(o State) bool {
 	return maps.EqualFunc(s.Interfaces, o.Interfaces, slices.Equal) &&
 		slices.Equal(s.DefaultRoutes, o.DefaultRoutes)
+}
+
+// Uplink reports whether going from was to is moved the way out of the
+// machine, the change that can kill connections held across it: a
+// default route came, went or moved (another interface, gateway or
+// metric: a VPN taking over, Wi-Fi joining another network), or an
+// interface a default route of was leaves by lost an address (a
+// connection's source address gone). Any other change (a container
+// bridge, a libvirt network or a veth coming or going beside an
+// unchanged default route, an address added) leaves held connections
+// working: it may make an unreachable server reachable, nothing more.
+func Uplink(was, is State) bool {
+	if !slices.Equal(was.DefaultRoutes, is.DefaultRoutes) {
+		return true
+	}
+	for _, r := range was.DefaultRoutes {
+		for _, p := range was.Interfaces[r.Interface] {
+			if !slices.Contains(is.Interfaces[r.Interface], p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // normalize sorts what s holds, so that Equal compares sets.

@@ -102,21 +102,26 @@ func (d WakeDetector) Run(ctx context.Context, wakes chan<- Wake) error {
 	}
 }
 
-// Change is one debounced notification of WatchChanges. Every change
-// matters alike to a watcher of remote servers: a connection held across
-// it may be dead, whether an interface moved (a VPN that resets every
-// live socket) or the machine slept (every interface looks as before).
+// Change is one debounced notification of WatchChanges. Any change may
+// make an unreachable server reachable; only some can have killed a
+// connection held across them: a wake from sleep (every interface may look
+// as before while the remote end dropped the session) and a change of the
+// way out (Uplink: a VPN that takes over the default route resets every
+// live socket).
 type Change struct {
 	// Woke: the machine woke from sleep among these changes.
 	Woke bool
 	// Wake is the last wake seen, when Woke.
 	Wake Wake
+	// Uplink: one of these changes moved the way out of the machine.
+	Uplink bool
 }
 
 // WatchChanges runs src and the wake detector d together until ctx ends,
 // and calls fn once per burst, debounced (Debounce: 200 ms quiet, 1 s
 // at most): a wake and the interface changes that follow it (Wi-Fi
-// joining again) are one Change, Woke. A nil src watches wakes alone.
+// joining again) are one Change, Woke, and it is Uplink if any change of
+// the burst was. A nil src watches wakes alone.
 // It returns src's error as soon as src fails, having stopped everything;
 // a caller that still wants wakes then calls it again with a nil src.
 func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Change)) error {
@@ -125,7 +130,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 	changes := make(chan struct{}, 1)
 	wakes := make(chan Wake, 1)
 	var mu sync.Mutex
-	var pending Change // Woke when a wake came since the last fn
+	var pending Change // what came since the last fn
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = d.Run(ctx, wakes) })
 	wg.Go(func() {
@@ -135,7 +140,7 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 				return
 			case w := <-wakes:
 				mu.Lock()
-				pending = Change{Woke: true, Wake: w}
+				pending.Woke, pending.Wake = true, w
 				mu.Unlock()
 				notify(changes)
 			}
@@ -152,7 +157,12 @@ func WatchChanges(ctx context.Context, src Source, d WakeDetector, fn func(Chang
 	})
 	var err error
 	if src != nil {
-		err = src.Run(ctx, changes)
+		err = src.Run(ctx, func(uplink bool) {
+			mu.Lock()
+			pending.Uplink = pending.Uplink || uplink
+			mu.Unlock()
+			notify(changes)
+		})
 	} else {
 		<-ctx.Done()
 	}

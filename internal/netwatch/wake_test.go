@@ -3,6 +3,7 @@ package netwatch
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,13 +107,17 @@ func TestSlept(t *testing.T) {
 	}
 }
 
+// burst is n changes 50 ms apart, the one at uplink (from 1) moving the
+// way out.
+type burst struct{ n, uplink int }
+
 // fakeSource sends changes when told.
 type fakeSource struct {
-	bursts chan int
+	bursts chan burst
 	err    error
 }
 
-func (s *fakeSource) Run(ctx context.Context, changes chan<- struct{}) error {
+func (s *fakeSource) Run(ctx context.Context, changed func(uplink bool)) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -120,9 +125,9 @@ func (s *fakeSource) Run(ctx context.Context, changes chan<- struct{}) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case n := <-s.bursts:
-			for range n {
-				notify(changes)
+		case b := <-s.bursts:
+			for i := range b.n {
+				changed(i+1 == b.uplink)
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
@@ -130,11 +135,12 @@ func (s *fakeSource) Run(ctx context.Context, changes chan<- struct{}) error {
 }
 
 // A wake and the interface changes after it are one Change that Woke; an
-// ordinary change alone is one that did not.
+// ordinary change alone is one that did not. A burst is Uplink when any
+// of its changes moved the way out, however many did not after it.
 func TestWatchChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var clock jumpClock
-		src := &fakeSource{bursts: make(chan int)}
+		src := &fakeSource{bursts: make(chan burst)}
 		var mu sync.Mutex
 		var got []Change
 		var at []time.Duration
@@ -152,9 +158,13 @@ func TestWatchChanges(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		clock.jump(2 * time.Hour) // the lid was closed for two hours
 		time.Sleep(5*time.Second + 100*time.Millisecond)
-		src.bursts <- 6 // Wi-Fi joins again right after the wake is seen
+		src.bursts <- burst{n: 6} // Wi-Fi joins again right after the wake is seen
 		time.Sleep(time.Minute)
-		src.bursts <- 1 // a VPN comes up
+		src.bursts <- burst{n: 1} // a container bridge comes up
+		time.Sleep(time.Minute)
+		src.bursts <- burst{n: 5, uplink: 2} // a VPN: its tunnel, its default route, its addresses
+		time.Sleep(time.Minute)
+		src.bursts <- burst{n: 1} // a bridge again: the last burst's Uplink is not kept
 		time.Sleep(time.Minute)
 		cancel()
 		if err := <-done; err != nil {
@@ -162,8 +172,9 @@ func TestWatchChanges(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(got) != 2 || !got[0].Woke || got[0].Wake.Slept != 2*time.Hour || got[1].Woke {
-			t.Fatalf("changes %+v, want one that Woke (the wake and its burst), then one ordinary", got)
+		want := []Change{{Woke: true, Wake: got[0].Wake}, {}, {Uplink: true}, {}}
+		if !slices.Equal(got, want) || got[0].Wake.Slept != 2*time.Hour {
+			t.Fatalf("changes %+v, want one that Woke (the wake and its burst), one ordinary, one Uplink, one ordinary", got)
 		}
 		if at[0] < 15*time.Second || at[0] > 16*time.Second {
 			t.Fatalf("the wake was reported %v after the start, want within a second of the 15 s tick", at[0])

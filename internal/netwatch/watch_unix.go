@@ -13,8 +13,8 @@ import (
 )
 
 // watchSocket waits for the messages of a routing socket f and calls
-// changed with each State that differs from the one before it, until ctx
-// ends. A message only says "look again": read is the truth, since the
+// changed with each State that differs from the one before it (was), until
+// ctx ends. A message only says "look again": read is the truth, since the
 // kernel changes some things without a message (Linux drops the IPv4
 // routes of an interface that loses its last address), and every message
 // queued when a look starts is taken first, so a burst is one look.
@@ -22,7 +22,7 @@ import (
 //
 // f is non-blocking, so it sits in Go's netpoller: a wait does not wake
 // the process, and ctx ends it at once.
-func watchSocket(ctx context.Context, f *os.File, mayMatter func([]byte) bool, read func() (State, error), changed func(State)) error {
+func watchSocket(ctx context.Context, f *os.File, mayMatter func([]byte) bool, read func() (State, error), changed func(was, is State)) error {
 	raw, err := f.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("netwatch: %w", err)
@@ -65,8 +65,9 @@ func watchSocket(ctx context.Context, f *os.File, mayMatter func([]byte) bool, r
 			continue // a failed look is no news; the next message retries
 		}
 		if !now.Equal(last) {
+			was := last
 			last = now
-			changed(now)
+			changed(was, now)
 		}
 	}
 }

@@ -19,8 +19,9 @@ import (
 const (
 	trigProbe   = 1 << iota // the endpoint of a failed remote server answers again
 	trigRestart             // the endpoint of a connected remote server restarted
-	trigNetwork             // the machine's network changed (or it woke from sleep)
+	trigNetwork             // the machine's network changed (or it woke from sleep): a failed server may answer
 	trigDead                // the process serving a local server exited (processes.go)
+	trigRenew               // the way out moved or the machine slept: a held session may be dead
 )
 
 // dir is one armed directory. Its fields are guarded by Engine.mu; only its
@@ -88,10 +89,10 @@ type dir struct {
 	// readStart is when the last status read was sent: process evidence
 	// counts only against a read sent after it.
 	readStart time.Time
-	// netChanged: the network changed since the last read, which sets
-	// trigNetwork on every server it lists, also those the directory
-	// did not know yet (NetworkChanged).
-	netChanged bool
+	// netTrig: the triggers of the network changes since the last read,
+	// set on every server it lists, also those the directory did not
+	// know yet (NetworkChanged, InterfacesChanged).
+	netTrig int
 	// kindsKnown is set once GET /config answered; a failed read, or a
 	// server it did not list, clears it so the next check asks again.
 	kindsKnown bool
@@ -280,7 +281,7 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 }
 
 func triggerOf(trig int) backoff.Trigger {
-	if trig&trigNetwork != 0 {
+	if trig&(trigNetwork|trigRenew) != 0 {
 		return backoff.Network
 	}
 	return backoff.Extra

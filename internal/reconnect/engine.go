@@ -393,37 +393,48 @@ func (e *Engine) OpenCodeGone(err error) {
 	}
 }
 
-// NetworkChanged tells the engine the machine's network changed in a way
-// that matters (netwatch: an interface or a default route came, went or
-// moved, as when a VPN connects, or the machine woke from sleep). A failed
-// server may answer now; a connected remote server's session may be dead
-// while OpenCode still says connected (a VPN that resets every live
-// socket, a sleep the remote server dropped the session in), and OpenCode
-// finds out only when a tool call fails. So every armed directory's next
-// read decides, server by server (trigNetwork, reconcile): a failed server
-// is connected, a connected remote one connected again for a fresh
-// session; connected local servers and those left to the user (disabled,
-// needs_auth) are left alone. Each attempt is charged to the server's
-// episode as a network-triggered one: at once in the fast episode, at most
-// one per server per max-delay, none once stopped. A directory is due as
-// soon as one of the servers it knows may have one: a failed server's
-// repair at once, a renewal initial-delay later, so that the repairs the
-// change asks for wait in the budget's line before any renewal (a known
-// failure comes before a session that may be dead). Every endpoint watch
-// is dialled anew: a held connection may be dead without a word, and a
-// watch over it would miss the server's next restart.
-func (e *Engine) NetworkChanged() {
-	if e.hub != nil {
+// NetworkChanged tells the engine the way out of the machine moved, or
+// the machine woke from sleep (netwatch: a default route came, went or
+// moved, as when a VPN connects, or an address one uses went away). A
+// failed server may answer now; a connected remote server's session may
+// be dead while OpenCode still says connected (a VPN that resets every
+// live socket, a sleep the remote server dropped the session in), and
+// OpenCode finds out only when a tool call fails. So every armed
+// directory's next read decides, server by server (trigNetwork,
+// trigRenew, reconcile): a failed server is connected, a connected remote
+// one connected again for a fresh session; connected local servers and
+// those left to the user (disabled, needs_auth) are left alone. Each
+// attempt is charged to the server's episode as a network-triggered one:
+// at once in the fast episode, at most one per server per max-delay, none
+// once stopped. A directory is due as soon as one of the servers it knows
+// may have one: a failed server's repair at once, a renewal initial-delay
+// later, so that the repairs the change asks for wait in the budget's
+// line before any renewal (a known failure comes before a session that
+// may be dead). Every endpoint watch is dialled anew: a held connection
+// may be dead without a word, and a watch over it would miss the server's
+// next restart.
+func (e *Engine) NetworkChanged() { e.networkChanged(trigNetwork | trigRenew) }
+
+// InterfacesChanged tells the engine the machine's network changed beside
+// a way out that stayed (netwatch: an interface came or went, as a
+// container bridge does): a failed server may answer now, and is checked
+// as NetworkChanged checks it; a held connection is not touched by such a
+// change, so connected servers and endpoint watches are left alone.
+func (e *Engine) InterfacesChanged() { e.networkChanged(trigNetwork) }
+
+func (e *Engine) networkChanged(trig int) {
+	renew := trig&trigRenew != 0
+	if e.hub != nil && renew {
 		e.hub.Renew()
 	}
 	e.mu.Lock()
 	now := time.Now()
 	n := 0
 	for _, d := range e.dirs {
-		d.netChanged = true
+		d.netTrig |= trig
 		var first time.Time // when the first of its servers may try
 		for name, s := range d.servers {
-			if !networkMatters(d, name, s) {
+			if !networkMatters(d, name, s, renew) {
 				continue
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
@@ -446,15 +457,15 @@ func (e *Engine) NetworkChanged() {
 }
 
 // networkMatters reports whether a network change may cause an attempt
-// for s, as the directory last read it: it failed, or it is a remote
-// server OpenCode holds a session of, or is making one (pending). Caller
-// holds Engine.mu.
-func networkMatters(d *dir, name string, s *server) bool {
+// for s, as the directory last read it: it failed, or, when the change
+// may renew, it is a remote server OpenCode holds a session of, or is
+// making one (pending). Caller holds Engine.mu.
+func networkMatters(d *dir, name string, s *server, renew bool) bool {
 	switch s.status {
 	case opencode.StatusFailed:
 		return true
 	case opencode.StatusConnected, opencode.StatusPending:
-		return d.config.remote(name) != ""
+		return renew && d.config.remote(name) != ""
 	}
 	return false
 }

@@ -9,12 +9,12 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// The tests of a network change (an interface or a default route came,
-// went or moved, or the machine woke from sleep: netwatch tells both
-// alike): failed servers are retried, and connected remote servers are
-// connected again for a fresh session, since a VPN that resets every live
-// socket leaves OpenCode holding a dead session that it still calls
-// connected. Every attempt is charged to the server's episode.
+// The tests of a network change. Any change (InterfacesChanged) retries
+// failed servers; one that moved the way out, or a wake from sleep
+// (NetworkChanged), also connects connected remote servers again for a
+// fresh session, since a VPN that resets every live socket leaves
+// OpenCode holding a dead session that it still calls connected. Every
+// attempt is charged to the server's episode.
 
 // connectsIn returns the connects of name in dir received in [from, to).
 func (r *rig) connectsIn(dir, name string, from, to time.Duration) []time.Duration {
@@ -70,6 +70,33 @@ func TestNetworkChangeRenewsConnectedRemoteSessions(t *testing.T) {
 		}
 		if n := fake.Count(routeConnect, "", "") - fake.Count(routeConnect, "", "rem"); n != 0 {
 			t.Fatalf("%d connects of other servers", n)
+		}
+	})
+}
+
+// A change beside a way out that stayed (a container bridge coming up:
+// InterfacesChanged) can kill no held connection: the failed server is
+// retried at once, outside its backoff, and the connected remote server
+// keeps its session.
+func TestInterfacesChangeRetriesFailedServersOnly(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{
+			"rem":  {Type: "remote", URL: "http://rem.test:9000/mcp"},
+			"down": {Status: "failed", Type: "remote", URL: "http://down.test:9000/mcp"},
+		})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(time.Minute) // down's fast episode spent (1, 2, 4, 8, 16 s): slow tier
+		if got := r.connectTimes(dirA, "down"); !equalDurations(got, secs(1, 2, 4, 8, 16)) {
+			t.Fatalf("setup: down connects = %v", got)
+		}
+		r.eng.InterfacesChanged()
+		r.at(2 * time.Minute)
+		if got := r.connectsIn(dirA, "down", time.Minute, time.Hour); len(got) != 1 || got[0] > time.Minute+100*time.Millisecond {
+			t.Fatalf("down connects after the change = %v, want one at once (60 s)", got)
+		}
+		if n := fake.Count(routeConnect, "", "rem"); n != 0 {
+			t.Fatalf("%d connects of the connected remote server after a change that moved no way out", n)
 		}
 	})
 }

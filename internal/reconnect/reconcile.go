@@ -58,7 +58,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		next = earlier(next, o.next)
 	}
 	d.next = earlier(d.next, next)
-	d.netChanged = false
+	d.netTrig = 0
 	return connects, needKinds, evs
 }
 
@@ -114,9 +114,7 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 		d.servers[name] = s
 	}
 	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig}
-	if d.netChanged {
-		r.trig |= trigNetwork
-	}
+	r.trig |= d.netTrig
 	s.status, s.err = cur.Status, cur.Error
 	if d.config.local(name) && r.prev != cur.Status {
 		d.localsChanged = true
@@ -132,7 +130,7 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 	case cur.Status == opencode.StatusPending:
 		// OpenCode's own start may make its session before the network
 		// changed: the read after it decides the network's trigger.
-		s.trig = r.trig & trigNetwork
+		s.trig = r.trig & (trigNetwork | trigRenew)
 	}
 	if cur.Status != opencode.StatusPending {
 		s.pending = nil
@@ -177,13 +175,13 @@ func (e *Engine) reconcileConnected(d *dir, r read, now time.Time) (o outcome) {
 		o.next = s.ep.Next()
 	}
 	if d.config.remote(name) != "" {
-		fire, at := s.fire(r.trig&trigNetwork, p, now)
+		fire, at := s.fire(r.trig&trigRenew, p, now)
 		if fire {
 			// The network changed, or the machine slept: OpenCode may
 			// hold a session whose connection is dead, and nothing says
 			// so until a tool call fails.
 			e.log.Info("network changed; reconnecting a remote MCP server for a fresh session", "url", e.url, "directory", d.path, "server", name)
-			o.connect = &attempt{name, backoff.Network, trigNetwork}
+			o.connect = &attempt{name, backoff.Network, trigRenew}
 			return o
 		}
 		o.next = earlier(o.next, at)
@@ -225,7 +223,7 @@ func (e *Engine) reconcileFailed(d *dir, r read, now time.Time) (o outcome) {
 		return o
 	}
 	o.next = s.ep.Next()
-	if fire, at := s.fire(r.trig&trigNetwork, p, now); fire {
+	if fire, at := s.fire(r.trig&(trigNetwork|trigRenew), p, now); fire {
 		o.connect = &attempt{name, backoff.Network, trigNetwork}
 	} else if fire, at2 := s.fire(r.trig&trigProbe, p, now); fire {
 		o.connect = &attempt{name, backoff.Extra, trigProbe}

@@ -303,12 +303,13 @@ func nsPrompt2(t *testing.T, c *http.Client, base, password, dir string) (status
 // network change (a VPN joining) resets, while the server stays up.
 // OpenCode keeps calling it connected, and its next tool call fails ("The
 // socket connection was closed unexpectedly"); this test first shows
-// OpenCode alone failing so. With mcp-reconnect watching, the network
-// change (an interface with a global address coming up in the daemon's
-// namespace) renews the remote session, and the first tool call after
-// the change completes. Everything runs in a network namespace of its
-// own: OpenCode, the MCP server, the proxy that resets, the scripted
-// model and the daemon.
+// OpenCode alone failing so. With mcp-reconnect watching, a bridge coming
+// up beside the way out (docker's) renews nothing: it kills no connection.
+// The network change a VPN makes (its tunnel, its address, the default
+// route through it, in the daemon's namespace) renews the remote session,
+// and the first tool call after the change completes. Everything runs in
+// a network namespace of its own: OpenCode, the MCP server, the proxy
+// that resets, the scripted model and the daemon.
 func TestNetworkChangeFirstToolCallWorks(t *testing.T) {
 	forEachGeneration(t, func(t *testing.T, g gen) { networkChangeFirstToolCall(t, g, nsDrivers[g.Gen]) })
 }
@@ -382,19 +383,32 @@ func networkChangeFirstToolCall(t *testing.T, g gen, d nsDriver) {
 	}()
 	waitFor(t, 30*time.Second, "the daemon watching", func() bool { return strings.Contains(logs.String(), "watching opencode") })
 	time.Sleep(3 * time.Second) // its first check; its endpoint watch holds a connection through the proxy too
+	const renewing = "reconnecting a remote MCP server for a fresh session"
+	nsRun(t, ns, "ip", "link", "add", "docker0", "type", "bridge")
+	nsRun(t, ns, "ip", "addr", "add", "172.17.0.1/16", "dev", "docker0")
+	nsRun(t, ns, "ip", "link", "set", "docker0", "up")
+	waitFor(t, 10*time.Second, "the daemon seeing the bridge", func() bool {
+		return strings.Contains(logs.String(), `msg="network changed" uplink=false`)
+	})
+	time.Sleep(3 * time.Second) // a renewal would come initial-delay (1 s) after the change
+	if strings.Contains(logs.String(), renewing) {
+		t.Fatal("a bridge coming up beside the way out renewed the remote session")
+	}
 	if n := proxy.cut(); n == 0 {
 		t.Fatal("setup: OpenCode holds no connection to the remote server")
 	}
 	changed := time.Now()
 	nsRun(t, ns, "ip", "link", "add", "vpn0", "type", "veth", "peer", "name", "vpn1")
-	nsRun(t, ns, "ip", "addr", "add", "198.51.100.7/24", "dev", "vpn0")
+	nsRun(t, ns, "ip", "link", "set", "vpn1", "up")
 	nsRun(t, ns, "ip", "link", "set", "vpn0", "up")
-	waitFor(t, 10*time.Second, "the daemon seeing the network change", func() bool {
-		return strings.Contains(logs.String(), `msg="network changed"`)
+	nsRun(t, ns, "ip", "addr", "add", "198.51.100.7/24", "dev", "vpn0")
+	nsRun(t, ns, "ip", "route", "add", "default", "via", "198.51.100.1", "dev", "vpn0")
+	waitFor(t, 10*time.Second, "the daemon seeing the VPN", func() bool {
+		return strings.Contains(logs.String(), `msg="network changed" uplink=true`)
 	})
 	// What it does about it is the tool call's to judge: give it time.
 	renewed := func() bool {
-		i := strings.Index(logs.String(), "reconnecting a remote MCP server for a fresh session")
+		i := strings.Index(logs.String(), renewing)
 		return i >= 0 && strings.Contains(logs.String()[i:], "reconnected MCP server")
 	}
 	for deadline := time.Now().Add(10 * time.Second); !renewed() && time.Now().Before(deadline); {
