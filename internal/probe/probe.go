@@ -202,7 +202,7 @@ func Interval(downFor time.Duration) time.Duration {
 }
 
 // Hold floors: after a held connection that lived less than the floor, and
-// a short hold before it, Watch waits out the rest of the floor before the
+// two short holds before it, Watch waits out the rest of the floor before the
 // next dial, and the floor doubles with each such short hold, from MinHold
 // to MaxHold; a hold of MaxHold or longer resets it. An endpoint that accepts and closes at once (an ssh -L or a kubectl
 // port-forward whose backend is down, a proxy at its connection limit)
@@ -219,7 +219,7 @@ const (
 // connected, to notice a restart OpenCode itself misses (it keeps a dead
 // session and still says connected). It holds one idle TCP connection to
 // the endpoint: a server process that exits closes it at once. When it
-// closes, Watch dials again (at once, unless this connection and the one
+// closes, Watch dials again (at once, unless this connection and the two
 // before it lived less than the hold floor; every dial within the
 // prober's rate): a server that merely closed an idle connection answers,
 // and holding resumes; a restarting one refuses, and Watch calls down and
@@ -256,10 +256,13 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 			}
 			continue
 		}
-		// Short. The first one re-dials at once: the server may have
-		// exited moments after we connected, and a refused dial is what
-		// tells. Repeated ones wait out the floor and grow it.
-		if shorts++; shorts > 1 {
+		// Short. The first two in a row re-dial at once: the server may
+		// have exited moments after we connected, and a refused dial is
+		// what tells. Its exit may end two holds: the one held (short if
+		// dialled less than the floor before), and one dialled into its
+		// listener's queue as the connection closed, gone with the
+		// listener. Repeated ones wait out the floor and grow it.
+		if shorts++; shorts > 2 {
 			wait := floor - lived
 			floor = min(2*floor, MaxHold)
 			if !sleep(ctx, wait) {
