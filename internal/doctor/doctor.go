@@ -9,6 +9,7 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -213,14 +214,22 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		} else {
 			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersionV2)})
 		}
-		if body, err := v.Doc(ctx); err != nil {
+		body, err := v.Doc(ctx)
+		if err != nil {
 			checks = append(checks, Check{Fail, "api description", err.Error()})
 		} else if desc, err := apidesc.Parse(body); err != nil {
 			checks = append(checks, Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()})
 		} else {
 			checks = append(checks, checkDescV2(desc, v.Capabilities())...)
 		}
-		checks = append(checks, streamCheck(ctx, v, "GET /api/event"))
+		stream := streamCheck(ctx, v, "GET /api/event")
+		checks = append(checks, stream)
+		if stream.Severity == OK && err == nil && !bytes.Contains(body, []byte(opencode.EventStatusChangedV2)) {
+			// 2.1.2's description names no event types (an event's data
+			// is an opaque string): the stream answering is the proof
+			// there is; the types are seen only when they happen.
+			checks = append(checks, Check{Info, "event types", fmt.Sprintf("the description names none; %s, %s and session.* are seen only when they happen", opencode.EventStatusChangedV2, opencode.EventLocationShutdownV2)})
+		}
 	default:
 		v, err := opencode.New(rawURL, oo)
 		if err != nil {

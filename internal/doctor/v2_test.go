@@ -417,7 +417,8 @@ func TestRunAgainstFake2(t *testing.T) {
 			{OK, "version", "2.1.2"},
 		}
 		want = append(want, checkDocV2(t, refDocV2(t))...)
-		want = append(want, Check{OK, "event stream", "GET /api/event answers; its first event is server.connected"})
+		want = append(want, Check{OK, "event stream", "GET /api/event answers; its first event is server.connected"},
+			Check{Info, "event types", "the description names none; mcp.status.changed, location.shutdown and session.* are seen only when they happen"})
 		want = append(want, Check{Fail, "/p: gh", "needs_auth: run: opencode mcp auth gh"})
 		if !slices.Equal(checks, want) {
 			t.Fatalf("checks:\n%swant:\n%s", d, describe(want))
