@@ -286,7 +286,7 @@ type statusReader interface {
 func passwordCheck(source string, given bool) Check {
 	switch {
 	case !given:
-		return Check{OK, "password", "none given (--password, OPENCODE_SERVER_PASSWORD, OPENCODE_PASSWORD, the config file or a 2.x service.json)"}
+		return Check{OK, "password", "none given (--password, OPENCODE_SERVER_PASSWORD, the config file or a 2.x service.json)"}
 	case source == "":
 		return Check{OK, "password", "given (its source was not reported)"}
 	}
