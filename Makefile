@@ -1,7 +1,7 @@
 # The two commands a new user needs: `make demo` and `make test`.
 GO ?= go
 # The two OpenCode releases the e2e tests run on (1.18.34, the demo's,
-# and 2.1.2), pinned as in scripts/install-opencode.sh and internal/ochost.
+# and 2.1.2), pinned as in scripts/install-opencode.sh and test/ochost.
 OPENCODE_BIN ?= $(CURDIR)/.cache/opencode/node_modules/opencode-linux-x64/bin/opencode
 OPENCODE2_VERSION = 2.1.2
 OPENCODE2_BIN ?= $(CURDIR)/.cache/opencode-$(OPENCODE2_VERSION)/node_modules/@opencode/cli-linux-x64/bin/opencode

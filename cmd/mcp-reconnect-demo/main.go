@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 var start = time.Now()

@@ -15,12 +15,12 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // TestMain keeps the daemons these tests run out of the user's registry.

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // standIn is an "OpenCode process": a sleep that holds the listening

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // On the real binaries: every connect is decided from a fresh read.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // Every capability's e2e test runs on both OpenCode generations with the
@@ -40,7 +40,7 @@ import (
 // differs between the generations is said in one place, never in a test:
 //
 //   - how OpenCode is started, made ready, read, and disposed of, and the
-//     shape and name of a project's config: internal/ochost, behind
+//     shape and name of a project's config: test/ochost, behind
 //     g.startOpenCode, g.newProject, rewriteProject, p.Disabled,
 //     OpenCode.Status, WaitStatus, Dispose and Do (whose directory query
 //     is the generation's own);

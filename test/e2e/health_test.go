@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // health is GET /healthz or /readyz: the code and the JSON body.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // needNpx finds npx; it skips only when npx is missing and CI is not set.

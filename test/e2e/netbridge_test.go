@@ -17,9 +17,9 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/daemon"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // nsSource is the machine's source of network changes, run in network

@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // netnsSeq numbers the namespaces of one test process.

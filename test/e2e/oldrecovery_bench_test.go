@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // BenchmarkOldReleaseCrash measures, on OpenCode 1.14.48 (which never

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // Releases before about 1.15 never report a dead stdio server: status

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // Detection and the first-crash repair on both real generations; and the

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // OpenCode 2's background service (`opencode serve --service`, which

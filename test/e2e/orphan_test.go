@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // An orphan made on purpose: OpenCode runs under `run`, starts a stdio

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // The OpenCode plugin (tools/distpkg/npm/plugin), installed as npm lays

@@ -18,10 +18,10 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // wrapper is a running `mcp-reconnect run -- …`.

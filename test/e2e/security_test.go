@@ -16,8 +16,8 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // postReconnect sends POST /reconnect {"directory": dir} to addr with the

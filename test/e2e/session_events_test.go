@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // Every session event of a turn, as the daemon's client reads the stream,

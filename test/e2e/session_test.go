@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // A session driven as a user drives one, on either generation, with a

@@ -29,8 +29,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/loopback"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/ochost"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/test/ochost"
 )
 
 // imageRepo is the Makefile's IMAGE_REPO: the examples run the release's
