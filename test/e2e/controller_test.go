@@ -62,7 +62,7 @@ func TestWatchDisabledStaysDisabledThroughSlotWait(t *testing.T) {
 			s := serverState(t, w, busy.Dir, "silent")
 			return s != nil && s["connecting"] == true
 		})
-		killPID(t, p.Starts(t, "f")[0]) // f crashes while the slot is held
+		p.KillConnected(t, oc, "f") // f crashes while the slot is held
 		waitFor(t, 10*time.Second, "f to wait for a slot", func() bool {
 			s := serverState(t, w, p.Dir, "f")
 			return s != nil && s["waiting_for_slot"] == true

@@ -78,7 +78,7 @@ func checkDoctor(t *testing.T, g gen, oc *OpenCode, env []string, args ...string
 		t.Fatal("doctor printed the password")
 	}
 
-	killPID(t, p.Starts(t, "s")[0])
+	p.KillConnected(t, oc, "s")
 	oc.WaitStatus(t, p.Dir, "s", "failed", 30*time.Second)
 	code, out = doctor(t, env, append(args, "--directory", p.Dir)...)
 	if code != 1 || !hasLine(out, `FAIL\s+`+regexp.QuoteMeta(p.Dir+": s")+`\s+failed: \S`) {

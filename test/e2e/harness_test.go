@@ -214,6 +214,20 @@ func (p *Project) Starts(t testing.TB, name string) []int {
 	return pids
 }
 
+// KillConnected kills the process of server name that OpenCode holds:
+// once OpenCode reports name connected in p.Dir, the newest start (on a
+// loaded machine OpenCode's first start may fail and a repair start
+// another). It returns how many processes had started before the kill,
+// and when it killed.
+func (p *Project) KillConnected(t testing.TB, oc *OpenCode, name string) (int, time.Time) {
+	t.Helper()
+	oc.WaitStatus(t, p.Dir, name, "connected", 60*time.Second)
+	starts := p.Starts(t, name)
+	killed := time.Now()
+	killPID(t, starts[len(starts)-1])
+	return len(starts), killed
+}
+
 // Watcher is a running `mcp-reconnect watch`.
 type Watcher struct {
 	StatusAddr string

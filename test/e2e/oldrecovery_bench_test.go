@@ -56,9 +56,8 @@ func BenchmarkOldReleaseCrash(b *testing.B) {
 					name := fmt.Sprintf("s%d", i)
 					time.Sleep(3 * time.Second) // settled: a scan-based view has seen the child
 					log := len(w.Log.String())
-					killed := time.Now()
-					killPID(b, p.Starts(b, name)[0])
-					p.WaitStarts(b, name, 2, 30*time.Second)
+					n, killed := p.KillConnected(b, o, name)
+					p.WaitStarts(b, name, n+1, 30*time.Second)
 					waitFor(b, 10*time.Second, "the new server initialized", func() bool {
 						n := 0
 						for _, ev := range p.ServerEvents(b, name) {

@@ -57,12 +57,13 @@ func TestOldReleaseStdioCrashRecovered(t *testing.T) {
 				return strings.Contains(w.Log.String(), "watching opencode's MCP processes")
 			})
 			time.Sleep(3 * time.Second) // the view has seen the child
-			killed := time.Now()
-			killPID(t, p.Starts(t, "s")[0])
-			p.WaitStarts(t, "s", 2, 5*time.Second)
+			n, killed := p.KillConnected(t, o, "s")
+			// 10 s: well under the idle check (30 s), the only other
+			// repair on a release that never reports the crash.
+			p.WaitStarts(t, "s", n+1, 10*time.Second)
 			took := time.Since(killed)
 			// The new child works: it answered OpenCode's initialize.
-			waitFor(t, 5*time.Second, "the new child initialized", func() bool {
+			waitFor(t, 10*time.Second, "the new child initialized", func() bool {
 				n := 0
 				for _, ev := range p.ServerEvents(t, "s") {
 					if ev.Event == "initialize" {
@@ -72,9 +73,7 @@ func TestOldReleaseStdioCrashRecovered(t *testing.T) {
 				return n >= 2
 			})
 			t.Logf("OpenCode %s: a new, working child %v after the kill", v, took.Round(10*time.Millisecond))
-			if st := o.Status(t, p.Dir); st["s"].Status != "connected" {
-				t.Fatalf("status after the repair: %+v", st)
-			}
+			o.WaitStatus(t, p.Dir, "s", "connected", 10*time.Second)
 			if !strings.Contains(w.Log.String(), "process exited but OpenCode still says connected") {
 				t.Fatal("the daemon did not say it reconnected on the process evidence")
 			}

@@ -116,9 +116,8 @@ func TestFirstCrashRepairedAtOnce(t *testing.T) {
 			t.Fatalf("before the crash: %+v", st)
 		}
 		time.Sleep(3 * time.Second) // connected and stable for a few seconds
-		crashed := time.Now()
-		killPID(t, p.Starts(t, "fs")[0])
-		p.WaitStarts(t, "fs", 2, 30*time.Second)
+		n, crashed := p.KillConnected(t, oc, "fs")
+		p.WaitStarts(t, "fs", n+1, 30*time.Second)
 		took := time.Since(crashed)
 		oc.WaitStatus(t, p.Dir, "fs", "connected", 30*time.Second)
 		t.Logf("a new process %v after the crash", took.Round(10*time.Millisecond))
