@@ -40,8 +40,9 @@ func otherDaemon(t *testing.T, url string) int {
 // A watch refused because another daemon watches the same server exits
 // service.ExitDuplicate, which the unit does not restart after, and says
 // why in one log line that names the other daemon's pid and the fix; the
-// launchd agent's variable makes it exit 0 (KeepAlive restarts any other
-// status); with --log-file the refusal reaches the terminal too.
+// variable the Homebrew formula's service sets makes it exit 0 (launchd's
+// KeepAlive restarts any other status); with --log-file the refusal
+// reaches the terminal too.
 func TestRefusedDuplicateExitsSoThatTheServiceIsNotRestarted(t *testing.T) {
 	const url = "http://127.0.0.1:1"
 	pid := otherDaemon(t, url)

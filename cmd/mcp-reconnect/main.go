@@ -322,9 +322,9 @@ A running daemon of this user that already watches the same OpenCode server
 watch refuse to start: it names that daemon (pid, status address, URLs)
 and exits 78, unless --allow-duplicate is given. The installed service
 is not restarted after that status (systemd: RestartPreventExitStatus=;
-launchd, which restarts after any non-zero status, has the agent exit 0
-instead, through $MCP_RECONNECT_DUPLICATE_EXIT): a restart would be
-refused again. The same goes for an unsafe environment file of the
+Homebrew's service, whose launchd restarts after any non-zero status,
+exits 0 instead, through $MCP_RECONNECT_DUPLICATE_EXIT): a restart would
+be refused again. The same goes for an unsafe environment file of the
 systemd unit (another user's, writable by others, or holding a password
 others can read): watch says why and exits 78.
 

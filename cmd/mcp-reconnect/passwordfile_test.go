@@ -109,14 +109,14 @@ func TestServiceInstallChecksThePasswordFile(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("password-file = \""+secret+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
 	if code == 0 || !strings.Contains(errOut, "chmod 600 "+secret) || strings.Contains(out+errOut, "s3cret") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	if err := os.Chmod(secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut = runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg); code != 0 {
+	if code, out, errOut = runCLI(t, "service", "install", "--dry-run", "--config", cfg); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }

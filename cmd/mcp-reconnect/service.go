@@ -25,21 +25,19 @@ import (
 func newService() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "service install|uninstall|status",
-		Short: "Keep `mcp-reconnect watch` running as a per-user service (systemd on Linux, launchd on macOS)",
+		Short: "Keep `mcp-reconnect watch` running as a per-user service (systemd, Linux only)",
 		Long: `service installs ` + "`mcp-reconnect watch`" + ` as a per-user service that starts at
-login and is restarted ` + fmt.Sprint(service.RestartSec) + ` s after it fails:
-
-  Linux  a systemd user unit, ~/.config/systemd/user/` + service.UnitName + `,
-         enabled and started with systemctl --user; logs in the journal
-         (journalctl --user -u ` + service.UnitName + `)
-  macOS  a launchd agent, ~/Library/LaunchAgents/` + service.Label + `.plist,
-         loaded with launchctl bootstrap; logs in ~/Library/Logs/mcp-reconnect
+login and is restarted ` + fmt.Sprint(service.RestartSec) + ` s after it fails: a systemd user unit,
+~/.config/systemd/user/` + service.UnitName + `, enabled and started with
+systemctl --user; logs in the journal (journalctl --user -u ` + service.UnitName + `).
+Linux only: elsewhere (macOS) run ` + "`mcp-reconnect watch`" + ` from a service or
+login item of your own.
 
 The service runs this binary's ` + "`watch`" + ` with your config file: with no URL and
 no password configured it follows the OpenCode 2 background service, else
 it watches the OpenCode your config file names. No password is ever written
-into the unit or plist: put it in the config file (chmod 600) or, on Linux,
-in ~/.config/mcp-reconnect/env (OPENCODE_SERVER_PASSWORD=…, chmod 600).
+into the unit: put it in the config file (chmod 600) or in
+~/.config/mcp-reconnect/env (OPENCODE_SERVER_PASSWORD=…, chmod 600).
 
 uninstall removes exactly what install wrote (recorded in
 $XDG_STATE_HOME/mcp-reconnect/service-install.json), after stopping it.`,
@@ -50,25 +48,9 @@ $XDG_STATE_HOME/mcp-reconnect/service-install.json), after stopping it.`,
 	return cmd
 }
 
-// platformFlag is the hidden --platform (systemd or launchd) that renders
-// the other platform's files, for a dry run on Linux of what macOS gets.
-func platformFlag(fs *pflag.FlagSet, p *string) {
-	fs.StringVar(p, "platform", "", "systemd or launchd (default: this system's)")
-	_ = fs.MarkHidden("platform")
-}
-
-func serviceManager(platform string) (*service.Manager, error) {
-	goos := runtime.GOOS
-	switch platform {
-	case "":
-	case "systemd":
-		goos = "linux"
-	case "launchd":
-		goos = "darwin"
-	default:
-		return nil, fmt.Errorf("--platform %q: want systemd or launchd", platform)
-	}
-	env, err := service.FromOS(goos)
+// serviceManager is this system's service.Manager (an error off Linux).
+func serviceManager() (*service.Manager, error) {
+	env, err := service.FromOS(runtime.GOOS)
 	if err != nil {
 		return nil, err
 	}
@@ -100,21 +82,21 @@ func serviceBinary() (string, error) {
 }
 
 func newServiceInstall() *cobra.Command {
-	var config, password, platform string
+	var config, password string
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "install [--config FILE] [--dry-run]",
 		Short: "Install and start the per-user service that runs `mcp-reconnect watch`",
-		Long: `install writes the per-user service (a systemd user unit on Linux, a launchd
-agent on macOS) that runs ` + "`mcp-reconnect watch`" + ` with this binary, starts it now
-and at every login, and restarts it ` + fmt.Sprint(service.RestartSec) + ` s after it fails. Running it again
-updates the service (after the binary moved, or with another --config).
+		Long: `install writes the per-user service (a systemd user unit; Linux only) that
+runs ` + "`mcp-reconnect watch`" + ` with this binary, starts it now and at every login,
+and restarts it ` + fmt.Sprint(service.RestartSec) + ` s after it fails. Running it again updates the
+service (after the binary moved, or with another --config).
 
 The config file (--config, else $MCP_RECONNECT_CONFIG, else watch's default)
 is checked first as watch would read it. The service does not see this
 shell's environment: settings go in the config file. A password goes in the
-config file (chmod 600) or, on Linux, in ~/.config/mcp-reconnect/env
-(chmod 600) — never in the unit or plist, so there is no --password.
+config file (chmod 600) or in ~/.config/mcp-reconnect/env (chmod 600) —
+never in the unit, so there is no --password.
 
 --dry-run prints the directories and files (with paths and modes) it would
 write and the commands it would run, and changes nothing.`,
@@ -123,18 +105,14 @@ write and the commands it would run, and changes nothing.`,
   mcp-reconnect service install --config ~/.config/mcp-reconnect/work.toml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Flags().Changed("password") {
-				hint := ""
-				if m, err := serviceManager(platform); err == nil && m.EnvFile() != "" {
-					hint = fmt.Sprintf(" or %s as OPENCODE_SERVER_PASSWORD=… (chmod 600)", m.EnvFile())
-				}
-				return fmt.Errorf("service install takes no --password: a password in the unit or plist is readable by every process of yours and ends up in backups; put it in the config file (key password, chmod 600)%s", hint)
-			}
-			out := cmd.OutOrStdout()
-			m, err := serviceManager(platform)
+			m, err := serviceManager()
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("password") {
+				return fmt.Errorf("service install takes no --password: a password in the unit is readable by every process of yours and ends up in backups; put it in the config file (key password, chmod 600) or %s as OPENCODE_SERVER_PASSWORD=… (chmod 600)", m.EnvFile())
+			}
+			out := cmd.OutOrStdout()
 			bin, err := serviceBinary()
 			if err != nil {
 				return err
@@ -182,7 +160,7 @@ write and the commands it would run, and changes nothing.`,
 			fmt.Fprintf(out, "installed and started: %s\n", m.Describe())
 			fmt.Fprintf(out, "logs: %s\n", m.Logs())
 			fmt.Fprintf(out, "secrets: %s\n", m.SecretsHint())
-			if h := lingerHint(platform); h != "" {
+			if h := lingerHint(); h != "" {
 				fmt.Fprintln(out, h)
 			}
 			fmt.Fprintln(out, "check it with: mcp-reconnect service status")
@@ -193,7 +171,6 @@ write and the commands it would run, and changes nothing.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be written and run, change nothing")
 	cmd.Flags().StringVar(&password, "password", "", "refused: a password never goes into the service file")
 	_ = cmd.Flags().MarkHidden("password")
-	platformFlag(cmd.Flags(), &platform)
 	return cmd
 }
 
@@ -257,19 +234,12 @@ func shellOnlySettings(m *service.Manager) []string {
 		return nil
 	}
 	slices.Sort(names)
-	where := "the config file"
-	if ef := m.EnvFile(); ef != "" {
-		where += " or " + ef
-	}
-	return []string{fmt.Sprintf("%s set in this shell; the service does not see this shell's environment: put such settings in %s", strings.Join(names, ", "), where)}
+	return []string{fmt.Sprintf("%s set in this shell; the service does not see this shell's environment: put such settings in the config file or %s", strings.Join(names, ", "), m.EnvFile())}
 }
 
-// lingerHint tells a Linux user whose systemd stops their services at
-// logout how to keep it running (a shared dev box reached over ssh).
-func lingerHint(platform string) string {
-	if platform == "launchd" || (platform == "" && runtime.GOOS != "linux") {
-		return ""
-	}
+// lingerHint tells a user whose systemd stops their services at logout
+// how to keep it running (a shared dev box reached over ssh).
+func lingerHint() string {
 	u, err := user.Current()
 	if err != nil {
 		return ""
@@ -281,18 +251,17 @@ func lingerHint(platform string) string {
 }
 
 func newServiceUninstall() *cobra.Command {
-	var platform string
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "uninstall [--dry-run]",
 		Short: "Stop the per-user service and remove exactly what `service install` wrote",
 		Long: `uninstall stops the service and keeps it from starting at login, then
-removes the files ` + "`service install`" + ` wrote (the unit or plist and the manifest
+removes the files ` + "`service install`" + ` wrote (the unit and the manifest
 that records them) and the directories it created when they are empty
 again. Nothing else: your config file, the environment file and logs stay.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := serviceManager(platform)
+			m, err := serviceManager()
 			if err != nil {
 				return err
 			}
@@ -310,14 +279,10 @@ again. Nothing else: your config file, the environment file and logs stay.`,
 				return nil
 			}
 			fmt.Fprintf(out, "uninstalled: %s\n", m.Describe())
-			if m.EnvFile() == "" {
-				fmt.Fprintf(out, "logs kept: %s\n", m.Logs())
-			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be stopped and removed, change nothing")
-	platformFlag(cmd.Flags(), &platform)
 	return cmd
 }
 
@@ -334,7 +299,6 @@ type serviceStatus struct {
 }
 
 func newServiceStatus() *cobra.Command {
-	var platform string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--json]",
@@ -344,8 +308,8 @@ is what ` + "`service install`" + ` would write now), whether the service manage
 it, and what the running daemon sees: its entry in the registry of running
 daemons and, through its status API, the OpenCode servers it watches.
 
-On Linux it also names a unit the mcp-reconnect package (.deb, .rpm)
-installed for every user in ` + service.PackageUnitDir + `: it is the service when
+It also names a unit the mcp-reconnect package (.deb, .rpm) installed for
+every user in ` + service.PackageUnitDir + `: it is the service when
 you have no unit of your own (systemctl --user enable --now mcp-reconnect
 starts it); the one ` + "`service install`" + ` writes takes its place for you.
 
@@ -353,7 +317,7 @@ It exits 0 when the service (yours or the package's) is installed and
 running, 3 when not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := serviceManager(platform)
+			m, err := serviceManager()
 			if err != nil {
 				return err
 			}
@@ -372,14 +336,13 @@ running, 3 when not.`,
 				writeServiceStatus(cmd.OutOrStdout(), m, st)
 			}
 			installed := rep.Installed || rep.SystemUnit != ""
-			if (!installed || rep.Running == nil || !rep.Running.Active) && !brewRuns(rep) {
+			if !installed || rep.Running == nil || !rep.Running.Active {
 				return exitError{3}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
-	platformFlag(cmd.Flags(), &platform)
 	return cmd
 }
 
@@ -399,8 +362,6 @@ func lookupDaemon(ctx context.Context, st *serviceStatus) {
 	pid := 0
 	if r := st.Service.Running; r != nil && r.Active {
 		pid = r.PID
-	} else if brewRuns(st.Service) {
-		pid = st.Service.Brew.Running.PID
 	}
 	for _, e := range ents {
 		v := viewOf(e)
@@ -463,13 +424,8 @@ func writeServiceStatus(w io.Writer, m *service.Manager, st serviceStatus) {
 		}
 		fmt.Fprintf(w, "running:   %s\n", termsafe.Line(line)) // the service manager's words
 	}
-	if b := r.Brew; b != nil {
-		writeBrewService(w, b)
-	}
 	fmt.Fprintf(w, "logs:      %s\n", r.Logs)
-	if r.EnvFile != "" {
-		fmt.Fprintf(w, "env file:  %s (%s)\n", r.EnvFile, r.EnvFileState)
-	}
+	fmt.Fprintf(w, "env file:  %s (%s)\n", r.EnvFile, r.EnvFileState)
 	if d := st.Daemon; d != nil {
 		fmt.Fprintf(w, "daemon:    pid %d, status api %s, version %s", d.PID, termsafe.Line(d.StatusAddr), termsafe.Line(d.Version))
 		if d.Started != nil {

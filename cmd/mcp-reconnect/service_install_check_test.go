@@ -22,7 +22,7 @@ func TestServiceInstallChecksPasswordFiles(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npassword-file = \""+pw+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
 	if code == 0 || !strings.Contains(errOut, "chmod 600 "+pw) {
 		t.Fatalf("install accepted a config whose password-file others can read (watch will refuse it at every start): exit %d\n%s%s", code, out, errOut)
 	}
@@ -34,7 +34,7 @@ func TestServiceInstallChecksServerTables(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npasword-file = \"/x\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
 	if code == 0 || !strings.Contains(errOut, "pasword-file") {
 		t.Fatalf("install accepted an [[opencode]] table watch refuses: exit %d\n%s%s", code, out, errOut)
 	}

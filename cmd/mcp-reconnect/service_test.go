@@ -62,16 +62,16 @@ esac
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	code, out, errOut := runCLI(t, "service", "status", "--platform", "systemd")
+	code, out, errOut := runCLI(t, "service", "status")
 	if code != 0 || !strings.Contains(out, "installed: for every user, by the mcp-reconnect package: "+filepath.Join(dir, service.UnitName)) ||
 		!strings.Contains(out, "running:   active (running), pid 4242") {
 		t.Fatalf("service status: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "service", "status", "--platform", "systemd", "--json")
+	code, out, errOut = runCLI(t, "service", "status", "--json")
 	if code != 0 || !strings.Contains(out, `"system_unit": "`+filepath.Join(dir, service.UnitName)+`"`) {
 		t.Fatalf("service status --json: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "service", "install", "--dry-run", "--platform", "systemd")
+	code, out, errOut = runCLI(t, "service", "install", "--dry-run")
 	if code != 0 || !strings.Contains(errOut, "takes its place for you") || !strings.Contains(out, "would write") {
 		t.Fatalf("service install beside the package's unit: exit %d\n%s%s", code, out, errOut)
 	}
@@ -111,7 +111,7 @@ func TestServiceInstallChecksTheConfigFile(t *testing.T) {
 	if err := os.Chmod(cfg, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = runCLI(t, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	code, out, errOut = runCLI(t, "service", "install", "--dry-run", "--config", cfg)
 	if code != 0 || !strings.Contains(out, `"watch" "--config" "`+cfg+`"`) || strings.Contains(out, "hunter2") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -139,7 +139,7 @@ func TestServiceEnvFileMustBePrivate(t *testing.T) {
 	if err := os.WriteFile(ef, []byte("OPENCODE_SERVER_PASSWORD=hunter2\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--platform", "systemd")
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run")
 	if code == 0 || !strings.Contains(errOut, "chmod 600 "+ef) || strings.Contains(out+errOut, "hunter2") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}

@@ -110,7 +110,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	}
 
 	// service status: the daemon's view and its error.
-	m, err := service.New(service.Env{GOOS: "linux", Home: t.TempDir(), Getenv: func(string) string { return "" }, UID: os.Getuid()})
+	m, err := service.New(service.Env{GOOS: "linux", Home: t.TempDir(), Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +125,8 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 		Others: []daemonView{{PID: 1, URLs: []string{"http://h" + hostile}}}})
 	writeServiceStatus(&b, m, serviceStatus{Daemon: &notAnswering, DaemonError: hostile})
 	writeServiceStatus(&b, m, serviceStatus{DaemonError: hostile})
-	// The service manager's own words (systemctl, brew services).
-	writeServiceStatus(&b, m, serviceStatus{Service: service.Report{Installed: true, Running: &service.Running{State: "active" + hostile, Enabled: "yes"},
-		Brew: &service.BrewService{Path: "/b" + hostile, Running: &service.Running{State: "started" + hostile}}}})
+	// The service manager's own words (systemctl).
+	writeServiceStatus(&b, m, serviceStatus{Service: service.Report{Installed: true, Running: &service.Running{State: "active" + hostile, Enabled: "yes"}}})
 	noControl(t, "service status", b.String())
 }
 

@@ -1,6 +1,7 @@
 package netwatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,7 +31,7 @@ func (Netlink) Run(ctx context.Context, changed func(uplink bool)) error {
 		return err
 	}
 	defer f.Close()
-	return watchSocket(ctx, f, anyMessage, linuxState, func(was, is State) { changed(Uplink(was, is)) })
+	return watchSocket(ctx, f, linuxState, func(was, is State) { changed(Uplink(was, is)) })
 }
 
 // listen opens a netlink route socket subscribed to link, address and
@@ -47,9 +49,66 @@ func listen() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "netlink-route"), nil
 }
 
-// anyMessage: every message on the socket may matter. One from someone
-// other than the kernel costs a look that finds no difference.
-func anyMessage([]byte) bool { return true }
+// watchSocket waits for the messages of the netlink socket f and calls
+// changed with each State that differs from the one before it (was), until
+// ctx ends. A message only says "look again": read is the truth, since the
+// kernel changes some things without a message (it drops the IPv4 routes
+// of an interface that loses its last address), and every message queued
+// when a look starts is taken first, so a burst is one look. Any message
+// may matter: one from someone other than the kernel costs a look that
+// finds no difference.
+//
+// f is non-blocking, so it sits in Go's netpoller: a wait does not wake
+// the process, and ctx ends it at once.
+func watchSocket(ctx context.Context, f *os.File, read func() (State, error), changed func(was, is State)) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netwatch: %w", err)
+	}
+	// A deadline in the past wakes a read parked in the netpoller.
+	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	last, err := read()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 16<<10)
+	for {
+		var look bool
+		var rerr error
+		err := raw.Read(func(fd uintptr) bool {
+			for {
+				_, err := unix.Read(int(fd), buf)
+				switch {
+				case err == unix.EAGAIN:
+					return look // nothing (more) queued: look, or wait
+				case err == unix.ENOBUFS:
+					look = true // messages were lost: look anyway
+				case err != nil:
+					rerr = err
+					return true
+				default:
+					look = true
+				}
+			}
+		})
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil || rerr != nil:
+			return fmt.Errorf("netwatch: read %s: %w", f.Name(), cmp.Or(err, rerr))
+		}
+		now, err := read()
+		if err != nil {
+			continue // a failed look is no news; the next message retries
+		}
+		if !now.Equal(last) {
+			was := last
+			last = now
+			changed(was, now)
+		}
+	}
+}
 
 // linuxState reads the State in three netlink dumps: the links (through
 // net.Interfaces), every address, every route. One address dump, not one

@@ -3,6 +3,8 @@ package netwatch
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,6 +31,57 @@ func TestLinuxStateMatchesInterfaces(t *testing.T) {
 	if !got.Equal(want) {
 		t.Fatalf("netlink: %s\nnet.Interfaces: %s", describe(got), describe(want))
 	}
+}
+
+// Loopback and addresses that do not leave the machine never count.
+func TestLinuxStateLeavesOutLoopback(t *testing.T) {
+	s, err := linuxState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ps := range s.Interfaces {
+		if name == "lo" || len(ps) == 0 {
+			t.Errorf("interface %s with %v counted", name, ps)
+		}
+		for _, p := range ps {
+			if !p.Addr().IsGlobalUnicast() {
+				t.Errorf("%s: %v is not global unicast", name, p)
+			}
+		}
+	}
+}
+
+// interfaceState reads the interfaces through the standard library, the
+// reference linuxState is held to; it knows no routes.
+func interfaceState() (State, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return State{}, fmt.Errorf("netwatch: list interfaces: %w", err)
+	}
+	s := State{Interfaces: map[string][]netip.Prefix{}}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue // gone since the list was read: not up any more
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(ipn.IP)
+			if !ok || !counts(ip) {
+				continue
+			}
+			ones, _ := ipn.Mask.Size()
+			s.Interfaces[ifc.Name] = append(s.Interfaces[ifc.Name], netip.PrefixFrom(ip.Unmap(), ones))
+		}
+	}
+	s.normalize()
+	return s, nil
 }
 
 // While nothing happens, Run waits in the netpoller (no timer, no
@@ -218,7 +271,7 @@ func watchIn(t *testing.T, ns string) <-chan change {
 			return
 		}
 		defer f.Close()
-		done <- watchSocket(ctx, f, anyMessage, linuxState, func(was, is State) { states <- change{was, is} })
+		done <- watchSocket(ctx, f, linuxState, func(was, is State) { states <- change{was, is} })
 	}()
 	if err := <-ready; err != nil {
 		cancel()

@@ -5,9 +5,10 @@
 // and carry a global unicast address, and the default routes), not every
 // kernel message: container veths, link statistics and address refreshes
 // are not changes, so a laptop does not reset failed servers all day.
-// On Linux it listens on a netlink route socket, on macOS on a routing
-// socket, both parked in Go's netpoller while idle; elsewhere it sees no
-// network changes (the daemon then watches wakes from sleep alone).
+// On Linux it listens on a netlink route socket, parked in Go's netpoller
+// while idle; elsewhere (macOS included) it sees no network changes, and
+// the daemon watches wakes from sleep alone (WakeDetector, on every
+// system).
 package netwatch
 
 import (

@@ -59,24 +59,6 @@ func TestDebounce(t *testing.T) {
 	})
 }
 
-// Loopback and addresses that do not leave the machine never count.
-func TestInterfaceStateLeavesOutLoopback(t *testing.T) {
-	s, err := interfaceState()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, ps := range s.Interfaces {
-		if name == "lo" || len(ps) == 0 {
-			t.Errorf("interface %s with %v counted", name, ps)
-		}
-		for _, p := range ps {
-			if !p.Addr().IsGlobalUnicast() {
-				t.Errorf("%s: %v is not global unicast", name, p)
-			}
-		}
-	}
-}
-
 // describe writes s on one line, for comparisons and failures.
 func describe(s State) string {
 	var b strings.Builder

@@ -2,9 +2,7 @@ package netwatch
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -22,14 +20,12 @@ type State struct {
 	// ULA addresses included, link-local excluded) to those addresses,
 	// sorted: IPv4 addresses as they are, IPv6 ones as the network they
 	// are in (2001:db8:1::/64), because an IPv6 host makes new temporary
-	// addresses in the same network every day, and macOS does not say
-	// which addresses are temporary.
+	// addresses in the same network every day.
 	Interfaces map[string][]netip.Prefix
 	// DefaultRoutes are the IPv4 and IPv6 routes that take traffic to
-	// the world, sorted: the default routes, and on Linux also those a
-	// VPN takes the world with (a route to a large part of the address
-	// space, a default route in a table of its own: wayOut). Empty where
-	// the platform does not say.
+	// the world, sorted: the default routes, and also those a VPN takes
+	// the world with (a route to a large part of the address space, a
+	// default route in a table of its own: wayOut).
 	DefaultRoutes []Route
 }
 
@@ -102,39 +98,6 @@ func (s *State) normalize() {
 // only global unicast addresses reach beyond the machine.
 func counts(a netip.Addr) bool {
 	return a.IsValid() && a.Unmap().IsGlobalUnicast()
-}
-
-// interfaceState reads the interfaces through the standard library; it
-// knows no routes. The macOS routing socket starts from it.
-func interfaceState() (State, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return State{}, fmt.Errorf("netwatch: list interfaces: %w", err)
-	}
-	s := State{Interfaces: map[string][]netip.Prefix{}}
-	for _, ifc := range ifs {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue // gone since the list was read: not up any more
-		}
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			ip, ok := netip.AddrFromSlice(ipn.IP)
-			if !ok || !counts(ip) {
-				continue
-			}
-			ones, _ := ipn.Mask.Size()
-			s.Interfaces[ifc.Name] = append(s.Interfaces[ifc.Name], netip.PrefixFrom(ip.Unmap(), ones))
-		}
-	}
-	s.normalize()
-	return s, nil
 }
 
 func b2i(b bool) int {

@@ -81,13 +81,9 @@ func holdsPassword(r io.Reader) (string, error) {
 
 // CheckEnvFile checks the environment file the systemd unit hands the
 // daemon (CheckEnvFileAt): an error refuses it, a warning is for the
-// user. Platforms without one: "", nil.
+// user.
 func (m *Manager) CheckEnvFile() (warning string, err error) {
-	ef := m.EnvFile()
-	if ef == "" {
-		return "", nil
-	}
-	warning, err = CheckEnvFileAt(ef)
+	warning, err = CheckEnvFileAt(m.EnvFile())
 	if err != nil {
 		return "", fmt.Errorf("service: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Runner runs a service manager command (systemctl, launchctl) and returns
+// Runner runs a service manager command (systemctl) and returns
 // its combined output.
 type Runner interface {
 	Run(ctx context.Context, argv []string) ([]byte, error)

@@ -88,7 +88,7 @@ func execStartArgs(unit string) ([]string, error) {
 // in. The executable itself is not expanded by systemd, so its "$" stays
 // single (TestUnitPassesSystemdAnalyzeVerify has systemd find it).
 func TestExecStartKeepsDollarsLiteral(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	for _, spec := range []Spec{
 		{Binary: "/usr/bin/mcp-reconnect", Config: "/home/u/$HOME/c.toml"},
@@ -104,7 +104,7 @@ func TestExecStartKeepsDollarsLiteral(t *testing.T) {
 			t.Errorf("%+v: %v\n%s", spec, err, f.Content)
 			continue
 		}
-		want := append(spec.Args(), "--"+EnvFileFlag, m.p.(systemd).envFile())
+		want := append(spec.Args(), "--"+EnvFileFlag, m.p.envFile())
 		if !slices.Equal(got, want) {
 			t.Errorf("systemd would run %q, want %q\n%s", got, want, f.Content)
 		}

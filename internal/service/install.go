@@ -38,21 +38,17 @@ func (m *Manager) Install(ctx context.Context, pl *Plan, w io.Writer) error {
 			msg := fmt.Sprintf("service: %s failed: %v%s", shellquote.Join(c), err, indentOutput(out))
 			if !pl.again {
 				m.rollback(pl)
-				return fmt.Errorf("%s\nnothing is installed (what was written is removed again)%s", msg, m.hint())
+				return fmt.Errorf("%s\nnothing is installed (what was written is removed again)%s", msg, userManagerHint)
 			}
-			return fmt.Errorf("%s\nthe files are written; fix the problem and run `mcp-reconnect service install` again, or `mcp-reconnect service uninstall`%s", msg, m.hint())
+			return fmt.Errorf("%s\nthe files are written; fix the problem and run `mcp-reconnect service install` again, or `mcp-reconnect service uninstall`%s", msg, userManagerHint)
 		}
 		fmt.Fprintf(w, "ran %s\n", shellquote.Join(c))
 	}
 	return nil
 }
 
-func (m *Manager) hint() string {
-	if m.p.kind() == "systemd" {
-		return "\n(systemctl --user needs the user's systemd: a login session, or `loginctl enable-linger` for a user without one)"
-	}
-	return ""
-}
+// userManagerHint follows a systemctl that failed.
+const userManagerHint = "\n(systemctl --user needs the user's systemd: a login session, or `loginctl enable-linger` for a user without one)"
 
 func indentOutput(out []byte) string {
 	s := strings.TrimSpace(string(out))
@@ -85,8 +81,8 @@ func (m *Manager) readManifest() (*Manifest, error) {
 	if err := json.Unmarshal(b, &mf); err != nil {
 		return nil, fmt.Errorf("service: manifest %s: %w (remove it and the service file %s by hand)", m.ManifestPath(), err, m.p.path())
 	}
-	if mf.Platform != m.p.kind() {
-		return nil, fmt.Errorf("service: manifest %s is for %s, not %s", m.ManifestPath(), mf.Platform, m.p.kind())
+	if mf.Platform != platform {
+		return nil, fmt.Errorf("service: manifest %s is for %s, not %s", m.ManifestPath(), mf.Platform, platform)
 	}
 	return &mf, nil
 }

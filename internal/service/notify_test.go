@@ -12,7 +12,7 @@ import (
 // Only the main process may notify (a child that inherited
 // $NOTIFY_SOCKET cannot speak for it), and the unit still verifies.
 func TestUnitIsNotifyWithWatchdog(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	f, err := mustNew(t, env).p.render(Spec{Binary: "/bin/sh"})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 // so a second install overwrites the user's file and uninstall deletes it,
 // although the manifest's SHA-256 says the file is not what install wrote.
 func TestReinstallKeepsAUnitTheUserReplaced(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	mine := []byte("[Service]\nExecStart=/home/me/bin/my-own-watch\n")
@@ -27,7 +27,7 @@ func TestReinstallKeepsAUnitTheUserReplaced(t *testing.T) {
 }
 
 func TestUninstallKeepsAUnitTheUserReplaced(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	mine := []byte("[Service]\nExecStart=/home/me/bin/my-own-watch\n")

@@ -30,7 +30,7 @@ func withoutUserLines(unit []byte) string {
 // neither install nor uninstall takes it for theirs.
 func TestPackageUnitIsInstallsWithoutTheUser(t *testing.T) {
 	vars := map[string]string{}
-	env, _ := testEnv(t, "linux", vars)
+	env, _ := testEnv(t, vars)
 	vars["XDG_CONFIG_HOME"] = filepath.Join(env.Home, "cfg")
 	vars["XDG_STATE_HOME"] = filepath.Join(env.Home, "state")
 	users, err := mustNew(t, env).p.render(Spec{Binary: "/usr/bin/mcp-reconnect"})
@@ -82,7 +82,7 @@ func TestPackageUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 // with what systemd says of it; and once install wrote the user's, which
 // takes its place, both.
 func TestStatusSeesThePackagesUnit(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	r.answer = func(argv []string) ([]byte, error) {
 		if argv[2] == "show" {
 			return []byte("LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=0\nUnitFileState=enabled\n"), nil

@@ -21,7 +21,7 @@ import (
 
 // Manifest is what install wrote, kept as JSON at ManifestPath.
 type Manifest struct {
-	// Platform is "systemd" or "launchd".
+	// Platform is "systemd".
 	Platform string `json:"platform"`
 	// Binary and Config are the Spec installed.
 	Binary string `json:"binary"`
@@ -65,9 +65,6 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	if err := m.checkBrew(); err != nil {
-		return nil, err
-	}
 	if fi, err := os.Stat(m.env.Home); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("service: home directory %s does not exist", m.env.Home)
 	}
@@ -90,11 +87,7 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 		}
 	}
 	mf := m.ManifestPath()
-	dirs := []string{filepath.Dir(f.Path), filepath.Dir(mf)}
-	if s, ok := m.p.(launchd); ok {
-		dirs = append(dirs, s.logDir())
-	}
-	for _, dir := range dirs {
+	for _, dir := range []string{filepath.Dir(f.Path), filepath.Dir(mf)} {
 		for _, d := range missingDirs(dir) {
 			if !created[d] {
 				created[d] = true
@@ -108,7 +101,7 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 		}
 	}
 	pl.manifest = Manifest{
-		Platform: m.p.kind(), Binary: spec.Binary, Config: spec.Config,
+		Platform: platform, Binary: spec.Binary, Config: spec.Config,
 		Files:     []ManifestFile{{Path: f.Path, SHA256: sha256Hex(f.Content)}},
 		Dirs:      slices.Sorted(maps.Keys(created)),
 		Installed: now.UTC().Truncate(time.Second), Version: version,
@@ -123,7 +116,7 @@ func (m *Manager) Plan(spec Spec, version string, now time.Time) (*Plan, error) 
 }
 
 // checkOurs refuses a file at path that install did not write: the user's
-// own unit or plist of that name.
+// own unit of that name.
 func (m *Manager) checkOurs(path string, prev *Manifest) error {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -1,16 +1,17 @@
 // Package service installs `mcp-reconnect watch` as a per-user service that
-// starts at login and restarts after a failure: a systemd user unit on
-// Linux, a launchd agent on macOS. Install records what it wrote in a small
-// manifest so that Uninstall removes exactly that and nothing else, and
-// Status compares what is installed with what Install would write now.
+// starts at login and restarts after a failure: a systemd user unit, on
+// Linux only. Install records what it wrote in a small manifest so that
+// Uninstall removes exactly that and nothing else, and Status compares
+// what is installed with what Install would write now.
 //
-// Rendering and the command lists are plain functions of an Env, so both
-// platforms are built and tested on Linux; only a Runner touches the
-// service manager.
+// Rendering and the command lists are plain functions of an Env; only a
+// Runner touches the service manager. Other systems, macOS among them,
+// get an error that says how to run the daemon there (New): a service of
+// theirs is built when a test on such a system runs it.
 package service
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -21,15 +22,13 @@ import (
 
 // Env is what the service needs from the machine. Tests supply their own.
 type Env struct {
-	// GOOS picks the platform: "linux" (systemd) or "darwin" (launchd).
+	// GOOS is the system: "linux" (systemd) or another, refused.
 	GOOS string
 	// Home is the user's home directory.
 	Home string
 	// Getenv reads the environment (XDG_CONFIG_HOME, XDG_STATE_HOME).
 	Getenv func(string) string
-	// UID is the user's id (launchd's gui/<uid> domain).
-	UID int
-	// Runner runs systemctl or launchctl.
+	// Runner runs systemctl.
 	Runner Runner
 	// SystemUnitDirs are the directories where systemd finds user units
 	// installed for every user (PackageUnitDir, where the .deb and .rpm
@@ -49,7 +48,7 @@ func FromOS(goos string) (Env, error) {
 	if err != nil {
 		return Env{}, fmt.Errorf("service: %w (set HOME)", err)
 	}
-	return Env{GOOS: goos, Home: home, Getenv: os.Getenv, UID: os.Getuid(), Runner: ExecRunner{}}, nil
+	return Env{GOOS: goos, Home: home, Getenv: os.Getenv, Runner: ExecRunner{}}, nil
 }
 
 // xdg returns $name when it is an absolute path (the XDG spec ignores a
@@ -75,7 +74,7 @@ func (e Env) pinnedEnv() [][2]string {
 	return out
 }
 
-// plainPaths is plainText for the paths a unit or plist names and the
+// plainPaths is plainText for the paths a unit names and the
 // pinned environment it sets.
 func (e Env) plainPaths(paths ...string) error {
 	if err := plainText(paths...); err != nil {
@@ -119,7 +118,7 @@ func (s Spec) validate() error {
 
 // plainText refuses control characters in a path or value: a newline
 // would end a unit's line and start a directive of the path's choosing,
-// and control characters are not valid XML either.
+// and the daemon's arguments are no place for control characters.
 func plainText(vs ...string) error {
 	for _, v := range vs {
 		if !utf8.ValidString(v) {
@@ -143,7 +142,7 @@ type File struct {
 type Running struct {
 	// Active is true while the service's process runs.
 	Active bool `json:"active"`
-	// State is the manager's word for it ("active (running)", "running",
+	// State is the manager's word for it ("active (running)",
 	// "inactive (dead)", "not loaded").
 	State string `json:"state"`
 	// PID is the service's main process, 0 when none.
@@ -154,45 +153,18 @@ type Running struct {
 	Enabled string `json:"enabled,omitempty"`
 }
 
-// platform is one service manager.
-type platform interface {
-	// kind is the manifest's platform name: "systemd" or "launchd".
-	kind() string
-	// describe names the service for people: "systemd user unit PATH".
-	describe() string
-	// path is the unit or plist.
-	path() string
-	// render is the unit or plist for spec.
-	render(spec Spec) (File, error)
-	// managerDirs are directories the service manager creates when it
-	// enables the service (default.target.wants): removed on uninstall
-	// when install saw them appear and they are empty again.
-	managerDirs() []string
-	// installCommands start the service; again is true when a previous
-	// install is being replaced.
-	installCommands(again bool) [][]string
-	// stopCommands stop the service and keep it from starting at login.
-	stopCommands() [][]string
-	// afterRemoveCommands run once the files are gone.
-	afterRemoveCommands() [][]string
-	// notLoaded reports whether a failed stop command only said the
-	// service was not loaded, which is what uninstall wants anyway.
-	notLoaded(out []byte, err error) bool
-	// running asks the manager.
-	running(ctx context.Context, r Runner) (Running, error)
-	// logs says where the service's output goes.
-	logs() string
-	// secretsHint says where a password for the service goes.
-	secretsHint() string
-}
-
-// Manager installs, removes and inspects the service on one platform.
+// Manager installs, removes and inspects the service.
 type Manager struct {
 	env Env
-	p   platform
+	p   systemd
 }
 
-// New returns the Manager for env.GOOS.
+// platform is the manifest's and the report's name for the service
+// manager.
+const platform = "systemd"
+
+// New returns the Manager, on Linux; on any other env.GOOS an error that
+// says how to keep the daemon on there instead.
 func New(env Env) (*Manager, error) {
 	if env.Getenv == nil {
 		env.Getenv = func(string) string { return "" }
@@ -203,13 +175,14 @@ func New(env Env) (*Manager, error) {
 	if !filepath.IsAbs(env.Home) {
 		return nil, fmt.Errorf("service: home directory %q is not an absolute path", env.Home)
 	}
-	switch env.GOOS {
-	case "linux":
+	if env.GOOS == "linux" {
 		return &Manager{env: env, p: systemd{env: env}}, nil
-	case "darwin":
-		return &Manager{env: env, p: launchd{env: env}}, nil
 	}
-	return nil, fmt.Errorf("service: not supported on %s (systemd user units on Linux and launchd agents on macOS are); run `mcp-reconnect watch` from your own service manager", env.GOOS)
+	system, how := env.GOOS, "your own service manager"
+	if system == "darwin" {
+		system, how = "macOS", "a launchd agent or login item of your own (or `brew services start mcp-reconnect` when Homebrew installed it)"
+	}
+	return nil, fmt.Errorf("service: supported on Linux with systemd only, not on %s: run `mcp-reconnect watch` from %s: %w", system, how, errors.ErrUnsupported)
 }
 
 // Describe names the service for people.
@@ -230,20 +203,10 @@ func (m *Manager) ManifestPath() string {
 }
 
 // SystemUnit is the unit of the service's name installed for every user
-// (by the .deb or .rpm), "" when none or on platforms without one. The
-// unit install writes takes its place for this user.
-func (m *Manager) SystemUnit() string {
-	if s, ok := m.p.(systemd); ok {
-		return s.systemUnit()
-	}
-	return ""
-}
+// (by the .deb or .rpm), "" when none. The unit install writes takes its
+// place for this user.
+func (m *Manager) SystemUnit() string { return m.p.systemUnit() }
 
-// EnvFile is the optional environment file the systemd unit reads
-// (OPENCODE_SERVER_PASSWORD and the like); "" on platforms without one.
-func (m *Manager) EnvFile() string {
-	if s, ok := m.p.(systemd); ok {
-		return s.envFile()
-	}
-	return ""
-}
+// EnvFile is the optional environment file the unit reads
+// (OPENCODE_SERVER_PASSWORD and the like).
+func (m *Manager) EnvFile() string { return m.p.envFile() }

@@ -40,8 +40,8 @@ func (f *fakeRunner) joined() []string {
 	return out
 }
 
-// testEnv is a hermetic home with XDG variables pointing into it.
-func testEnv(t *testing.T, goos string, vars map[string]string) (Env, *fakeRunner) {
+// testEnv is a hermetic Linux home with XDG variables pointing into it.
+func testEnv(t *testing.T, vars map[string]string) (Env, *fakeRunner) {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
@@ -51,7 +51,7 @@ func testEnv(t *testing.T, goos string, vars map[string]string) (Env, *fakeRunne
 	// No unit for every user unless a test puts one there: the machine's
 	// own /usr/lib/systemd/user stays out of it.
 	system := []string{filepath.Join(filepath.Dir(home), "etc-systemd-user"), filepath.Join(filepath.Dir(home), "usr-lib-systemd-user")}
-	return Env{GOOS: goos, Home: home, UID: 501, Runner: r, Getenv: func(k string) string { return vars[k] }, SystemUnitDirs: system}, r
+	return Env{GOOS: "linux", Home: home, Runner: r, Getenv: func(k string) string { return vars[k] }, SystemUnitDirs: system}, r
 }
 
 // tree lists every path under root with its mode, for before/after
@@ -100,62 +100,48 @@ func install(t *testing.T, m *Manager, spec Spec) *Plan {
 }
 
 func TestInstallThenUninstallLeavesNothingBehind(t *testing.T) {
-	for _, tc := range []struct {
-		goos              string
-		file              string
-		install, uninstal []string
-	}{
-		{"linux", ".config/systemd/user/mcp-reconnect.service",
-			[]string{"systemctl --user daemon-reload", "systemctl --user enable --now mcp-reconnect.service"},
-			[]string{"systemctl --user disable --now mcp-reconnect.service", "systemctl --user daemon-reload"}},
-		{"darwin", "Library/LaunchAgents/dev.mcp-reconnect.watch.plist",
-			[]string{"launchctl bootstrap gui/501 HOME/Library/LaunchAgents/dev.mcp-reconnect.watch.plist"},
-			[]string{"launchctl bootout gui/501/dev.mcp-reconnect.watch"}},
-	} {
-		t.Run(tc.goos, func(t *testing.T) {
-			env, r := testEnv(t, tc.goos, nil)
-			// Something of the user's that must survive.
-			if err := os.MkdirAll(filepath.Join(env.Home, ".config", "mcp-reconnect"), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(env.Home, ".config", "mcp-reconnect", "config.toml"), []byte("url = \"http://127.0.0.1:1\"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			before := tree(t, env.Home)
-			m := mustNew(t, env)
-			install(t, m, Spec{Binary: "/opt/mcp reconnect/bin/mcp-reconnect"})
-			fi, err := os.Stat(filepath.Join(env.Home, tc.file))
-			if err != nil || fi.Mode().Perm() != 0o644 {
-				t.Fatalf("service file: %v %v", fi, err)
-			}
-			fi, err = os.Stat(m.ManifestPath())
-			if err != nil || fi.Mode().Perm() != 0o600 {
-				t.Fatalf("manifest: %v %v", fi, err)
-			}
-			want := strings.Split(strings.ReplaceAll(strings.Join(tc.install, "\n"), "HOME", env.Home), "\n")
-			if got := r.joined(); !reflect.DeepEqual(got, want) {
-				t.Fatalf("install ran %q, want %q", got, want)
-			}
-			r.calls = nil
-			var out bytes.Buffer
-			installed, err := m.Uninstall(context.Background(), &out, false)
-			if err != nil || !installed {
-				t.Fatalf("uninstall: %v %v\n%s", installed, err, out.String())
-			}
-			if got := r.joined(); !reflect.DeepEqual(got, tc.uninstal) {
-				t.Fatalf("uninstall ran %q, want %q", got, tc.uninstal)
-			}
-			if after := tree(t, env.Home); !reflect.DeepEqual(before, after) {
-				t.Fatalf("uninstall left the home changed:\nbefore %q\nafter  %q", before, after)
-			}
-		})
+	env, r := testEnv(t, nil)
+	// Something of the user's that must survive.
+	if err := os.MkdirAll(filepath.Join(env.Home, ".config", "mcp-reconnect"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(env.Home, ".config", "mcp-reconnect", "config.toml"), []byte("url = \"http://127.0.0.1:1\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, env.Home)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/opt/mcp reconnect/bin/mcp-reconnect"})
+	fi, err := os.Stat(filepath.Join(env.Home, ".config/systemd/user/mcp-reconnect.service"))
+	if err != nil || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("service file: %v %v", fi, err)
+	}
+	fi, err = os.Stat(m.ManifestPath())
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("manifest: %v %v", fi, err)
+	}
+	want := []string{"systemctl --user daemon-reload", "systemctl --user enable --now mcp-reconnect.service"}
+	if got := r.joined(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("install ran %q, want %q", got, want)
+	}
+	r.calls = nil
+	var out bytes.Buffer
+	installed, err := m.Uninstall(context.Background(), &out, false)
+	if err != nil || !installed {
+		t.Fatalf("uninstall: %v %v\n%s", installed, err, out.String())
+	}
+	want = []string{"systemctl --user disable --now mcp-reconnect.service", "systemctl --user daemon-reload"}
+	if got := r.joined(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("uninstall ran %q, want %q", got, want)
+	}
+	if after := tree(t, env.Home); !reflect.DeepEqual(before, after) {
+		t.Fatalf("uninstall left the home changed:\nbefore %q\nafter  %q", before, after)
 	}
 }
 
 // The service manager's own directory (default.target.wants, made by
 // `systemctl enable`) goes too when install saw it appear.
 func TestUninstallRemovesTheManagersEmptyWantsDir(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	m := mustNew(t, env)
 	wants := filepath.Join(env.Home, ".config", "systemd", "user", "default.target.wants")
 	r.answer = func(argv []string) ([]byte, error) {
@@ -174,7 +160,7 @@ func TestUninstallRemovesTheManagersEmptyWantsDir(t *testing.T) {
 }
 
 func TestUninstallKeepsWhatTheUserPutInCreatedDirs(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	theirs := filepath.Join(env.Home, ".config", "systemd", "user", "other.service")
@@ -193,7 +179,7 @@ func TestUninstallKeepsWhatTheUserPutInCreatedDirs(t *testing.T) {
 }
 
 func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	m := mustNew(t, env)
 	if err := os.MkdirAll(filepath.Dir(m.p.path()), 0o700); err != nil {
 		t.Fatal(err)
@@ -217,7 +203,7 @@ func TestInstallRefusesAndUninstallLeavesAForeignUnit(t *testing.T) {
 // make uninstall delete it, even when the entry's SHA-256 is right and the
 // file carries install's marker: only the service's own path is removed.
 func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	precious := filepath.Join(env.Home, "precious.txt")
@@ -262,7 +248,7 @@ func TestUninstallRemovesOnlyTheServiceFile(t *testing.T) {
 // Without a manifest (the state directory was wiped) uninstall still
 // removes a unit that carries install's marker.
 func TestUninstallWithoutManifestRemovesMarkedUnit(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	if err := os.Remove(m.ManifestPath()); err != nil {
@@ -278,7 +264,7 @@ func TestUninstallWithoutManifestRemovesMarkedUnit(t *testing.T) {
 }
 
 func TestFailedFirstInstallLeavesNothing(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	r.answer = func([]string) ([]byte, error) {
 		return []byte("Failed to connect to bus: No medium found"), errors.New("exit status 1")
 	}
@@ -298,7 +284,7 @@ func TestFailedFirstInstallLeavesNothing(t *testing.T) {
 }
 
 func TestReinstallRestartsAndKeepsCreatedDirs(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	before := tree(t, env.Home)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
@@ -323,7 +309,7 @@ func TestReinstallRestartsAndKeepsCreatedDirs(t *testing.T) {
 }
 
 func TestDryRunUninstallChangesNothing(t *testing.T) {
-	env, r := testEnv(t, "darwin", nil)
+	env, r := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	r.calls = nil
@@ -335,7 +321,7 @@ func TestDryRunUninstallChangesNothing(t *testing.T) {
 	if len(r.calls) != 0 || !reflect.DeepEqual(before, tree(t, env.Home)) {
 		t.Fatalf("dry run changed something: %q", r.joined())
 	}
-	for _, s := range []string{"would run: launchctl bootout gui/501/dev.mcp-reconnect.watch", "would remove " + m.p.path(), "would remove " + m.ManifestPath()} {
+	for _, s := range []string{"would run: systemctl --user disable --now mcp-reconnect.service", "would remove " + m.p.path(), "would remove " + m.ManifestPath()} {
 		if !strings.Contains(out.String(), s) {
 			t.Fatalf("dry run output lacks %q:\n%s", s, out.String())
 		}
@@ -343,7 +329,7 @@ func TestDryRunUninstallChangesNothing(t *testing.T) {
 }
 
 func TestUninstallReportsAStopThatFailed(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	m := mustNew(t, env)
 	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
 	r.answer = func([]string) ([]byte, error) {
@@ -358,52 +344,48 @@ func TestUninstallReportsAStopThatFailed(t *testing.T) {
 // A path cannot smuggle a directive into the unit: control characters are
 // refused, in the binary, the config and the pinned XDG directories.
 func TestNoInjectionThroughPaths(t *testing.T) {
-	for _, goos := range []string{"linux", "darwin"} {
-		for _, spec := range []Spec{
-			{Binary: "/bin/x\nExecStartPre=/bin/evil"},
-			{Binary: "/bin/x", Config: "/c\r\n[Service]"},
-			{Binary: "/bin/x\xff"},
-			{Binary: "relative/bin"},
-		} {
-			env, _ := testEnv(t, goos, nil)
-			if _, err := mustNew(t, env).Plan(spec, "t", time.Now()); err == nil {
-				t.Errorf("%s: %q accepted", goos, spec)
-			}
+	for _, spec := range []Spec{
+		{Binary: "/bin/x\nExecStartPre=/bin/evil"},
+		{Binary: "/bin/x", Config: "/c\r\n[Service]"},
+		{Binary: "/bin/x\xff"},
+		{Binary: "relative/bin"},
+	} {
+		env, _ := testEnv(t, nil)
+		if _, err := mustNew(t, env).Plan(spec, "t", time.Now()); err == nil {
+			t.Errorf("%q accepted", spec)
 		}
-		env, _ := testEnv(t, goos, map[string]string{"XDG_STATE_HOME": "/s\nExecStartPre=/bin/evil"})
-		if _, err := mustNew(t, env).Plan(Spec{Binary: "/bin/x"}, "t", time.Now()); err == nil {
-			t.Errorf("%s: newline in XDG_STATE_HOME accepted", goos)
-		}
+	}
+	env, _ := testEnv(t, map[string]string{"XDG_STATE_HOME": "/s\nExecStartPre=/bin/evil"})
+	if _, err := mustNew(t, env).Plan(Spec{Binary: "/bin/x"}, "t", time.Now()); err == nil {
+		t.Error("newline in XDG_STATE_HOME accepted")
 	}
 }
 
-// Nothing from the environment but the XDG directories reaches the unit
-// or plist: a password in the installing shell stays out.
+// Nothing from the environment but the XDG directories reaches the unit:
+// a password in the installing shell stays out.
 func TestNoSecretFromTheEnvironment(t *testing.T) {
 	vars := map[string]string{
 		"OPENCODE_SERVER_PASSWORD": "hunter2-secret",
 		"XDG_STATE_HOME":           "/state",
 		"XDG_CONFIG_HOME":          "relative-ignored",
 	}
-	for _, goos := range []string{"linux", "darwin"} {
-		env, _ := testEnv(t, goos, vars)
-		pl, err := mustNew(t, env).Plan(Spec{Binary: "/bin/x"}, "t", time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		_ = pl.Print(&out)
-		if strings.Contains(out.String(), "hunter2") || strings.Contains(out.String(), "relative-ignored") {
-			t.Fatalf("%s plan holds the environment:\n%s", goos, out.String())
-		}
-		if !strings.Contains(out.String(), "XDG_STATE_HOME") {
-			t.Fatalf("%s plan does not pin XDG_STATE_HOME:\n%s", goos, out.String())
-		}
+	env, _ := testEnv(t, vars)
+	pl, err := mustNew(t, env).Plan(Spec{Binary: "/bin/x"}, "t", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_ = pl.Print(&out)
+	if strings.Contains(out.String(), "hunter2") || strings.Contains(out.String(), "relative-ignored") {
+		t.Fatalf("plan holds the environment:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "XDG_STATE_HOME") {
+		t.Fatalf("plan does not pin XDG_STATE_HOME:\n%s", out.String())
 	}
 }
 
 func TestStatusComparesWithWhatInstallWouldWrite(t *testing.T) {
-	env, r := testEnv(t, "linux", nil)
+	env, r := testEnv(t, nil)
 	m := mustNew(t, env)
 	r.answer = func(argv []string) ([]byte, error) {
 		if argv[2] == "show" {
@@ -442,7 +424,7 @@ func TestStatusComparesWithWhatInstallWouldWrite(t *testing.T) {
 // private one, or none, is fine. Install says so before it writes
 // anything; status shows the same.
 func TestEnvFileChecks(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	ef := m.EnvFile()
 	if w, err := m.CheckEnvFile(); err != nil || w != "" {
@@ -516,7 +498,7 @@ func TestEnvFileChecks(t *testing.T) {
 // The unit tells the daemon which environment file it was started with,
 // as a flag (an Environment= variable would be overridden by the file).
 func TestUnitNamesItsEnvironmentFile(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	m := mustNew(t, env)
 	f, err := m.p.render(Spec{Binary: "/usr/bin/mcp-reconnect"})
 	if err != nil {
@@ -528,18 +510,6 @@ func TestUnitNamesItsEnvironmentFile(t *testing.T) {
 	}
 }
 
-func TestParseLaunchctlPrint(t *testing.T) {
-	out := "gui/501/dev.mcp-reconnect.watch = {\n\tactive count = 1\n\tpath = /Users/me/Library/LaunchAgents/dev.mcp-reconnect.watch.plist\n\ttype = LaunchAgent\n\tstate = running\n\n\tprogram = /usr/local/bin/mcp-reconnect\n\targuments = {\n\t\t/usr/local/bin/mcp-reconnect\n\t\twatch\n\t}\n\n\truns = 3\n\tpid = 812\n\timmediate reason = inefficient\n\tforks = 0\n\tendpoints = {\n\t\tpid = 1\n\t}\n}\n"
-	got := parseLaunchctlPrint([]byte(out))
-	want := Running{Active: true, State: "running", PID: 812, Restarts: 2}
-	if got != want {
-		t.Fatalf("got %+v want %+v", got, want)
-	}
-	if r := parseLaunchctlPrint([]byte("gui/501/x = {\n\tstate = not running\n\truns = 1\n}\n")); r.Active || r.PID != 0 {
-		t.Fatalf("not running: %+v", r)
-	}
-}
-
 func TestParseSystemdShowNotFound(t *testing.T) {
 	r := parseSystemdShow([]byte("LoadState=not-found\nActiveState=inactive\nSubState=dead\nMainPID=0\nNRestarts=0\nUnitFileState=\n"))
 	if r.Active || r.State != "not loaded" {
@@ -547,8 +517,16 @@ func TestParseSystemdShowNotFound(t *testing.T) {
 	}
 }
 
-func TestUnsupportedPlatform(t *testing.T) {
-	if _, err := New(Env{GOOS: "windows", Home: "/h"}); err == nil || !strings.Contains(err.Error(), "not supported on windows") {
-		t.Fatal(err)
+// Off Linux there is no service to install: the error says so and how to
+// keep the daemon on instead, before anything is read or written.
+func TestServiceIsLinuxOnly(t *testing.T) {
+	for goos, want := range map[string]string{
+		"darwin":  "service: supported on Linux with systemd only, not on macOS: run `mcp-reconnect watch` from a launchd agent or login item of your own (or `brew services start mcp-reconnect` when Homebrew installed it)",
+		"freebsd": "service: supported on Linux with systemd only, not on freebsd: run `mcp-reconnect watch` from your own service manager",
+	} {
+		m, err := New(Env{GOOS: goos, Home: "/h"})
+		if m != nil || !errors.Is(err, errors.ErrUnsupported) || !strings.HasPrefix(err.Error(), want+":") {
+			t.Errorf("New on %s = %v, %v; want the error %q", goos, m, err, want)
+		}
 	}
 }

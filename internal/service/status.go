@@ -12,7 +12,7 @@ import (
 
 // Report is what Status found.
 type Report struct {
-	// Platform is "systemd" or "launchd"; Path the unit or plist.
+	// Platform is "systemd"; Path the unit.
 	Platform string `json:"platform"`
 	Path     string `json:"path"`
 	// Installed is true when the service file (Path) exists.
@@ -38,14 +38,12 @@ type Report struct {
 	// "absent", "private" or a problem.
 	EnvFile      string `json:"env_file,omitempty"`
 	EnvFileState string `json:"env_file_state,omitempty"`
-	// Brew is a `brew services` install of the same daemon, nil when none.
-	Brew *BrewService `json:"brew,omitempty"`
 }
 
 // Status inspects the service: the file against what install would write
 // now for binary (the config file as installed), and the manager.
 func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
-	r := Report{Platform: m.p.kind(), Path: m.p.path(), Logs: m.p.logs()}
+	r := Report{Platform: platform, Path: m.p.path(), Logs: m.p.logs()}
 	mf, err := m.readManifest()
 	if err != nil {
 		return r, err
@@ -79,16 +77,14 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 		}
 	}
 	r.SystemUnit = m.SystemUnit()
-	if ef := m.EnvFile(); ef != "" {
-		r.EnvFile, r.EnvFileState = ef, envFileState(ef)
-	}
+	r.EnvFile = m.EnvFile()
+	r.EnvFileState = envFileState(r.EnvFile)
 	run, err := m.p.running(ctx, m.env.Runner)
 	if err != nil {
 		r.RunningError = err.Error()
 	} else {
 		r.Running = &run
 	}
-	r.Brew = m.brew(ctx)
 	return r, nil
 }
 

@@ -14,10 +14,10 @@ import (
 // UnitName is the systemd user unit.
 const UnitName = "mcp-reconnect.service"
 
-// RestartSec is how long systemd (and launchd, its ThrottleInterval) waits
-// before starting the daemon again after it failed, in seconds: long
-// enough not to spin on a persistent error, short enough that MCP servers
-// are watched again before anyone notices.
+// RestartSec is how long systemd waits before starting the daemon again
+// after it failed, in seconds: long enough not to spin on a persistent
+// error, short enough that MCP servers are watched again before anyone
+// notices.
 const RestartSec = 5
 
 // ExitConfig is the exit status of `watch` refused for its setup (78,
@@ -32,14 +32,16 @@ const ExitConfig = 78
 
 // ExitDuplicate is the exit status of `watch` refused because a running
 // daemon of this user already watches the same OpenCode server
-// (ExitConfig); the launchd agent, which has no RestartPreventExitStatus=,
-// asks for exit 0 instead (DuplicateExitEnv).
+// (ExitConfig); a service manager without RestartPreventExitStatus= (the
+// launchd of the Homebrew formula's service) asks for exit 0 instead
+// (DuplicateExitEnv).
 const ExitDuplicate = ExitConfig
 
 // DuplicateExitEnv names the variable that sets the exit status of a
-// `watch` refused as a duplicate (default ExitDuplicate). The launchd
-// agent sets it to 0: KeepAlive {SuccessfulExit: false} restarts a job
-// after any other status, and launchd has no per-status exception.
+// `watch` refused as a duplicate (default ExitDuplicate). The Homebrew
+// formula's service sets it to 0: its KeepAlive {SuccessfulExit: false}
+// restarts a job after any other status, and launchd has no per-status
+// exception.
 const DuplicateExitEnv = "MCP_RECONNECT_DUPLICATE_EXIT"
 
 // WatchdogSec is the unit's watchdog: the daemon pings every half of it
@@ -49,8 +51,6 @@ const WatchdogSec = 30
 
 // systemd is the Linux backend: a systemd user unit, logs in the journal.
 type systemd struct{ env Env }
-
-func (s systemd) kind() string { return "systemd" }
 
 func (s systemd) configHome() string {
 	return s.env.xdg("XDG_CONFIG_HOME", filepath.Join(s.env.Home, ".config"))
@@ -222,17 +222,13 @@ func (s systemd) notLoaded(out []byte, _ error) bool {
 	return bytes.Contains(out, []byte("does not exist"))
 }
 
+// running asks `systemctl --user show`, which answers for a unit in any
+// state (is-active only says active or not, and exits non-zero for the
+// rest).
 func (s systemd) running(ctx context.Context, r Runner) (Running, error) {
-	return s.show(ctx, r, UnitName)
-}
-
-// show asks `systemctl --user show` about unit (the service's, or brew
-// services' own), which answers for a unit in any state (is-active only
-// says active or not, and exits non-zero for the rest).
-func (s systemd) show(ctx context.Context, r Runner, unit string) (Running, error) {
-	out, err := r.Run(ctx, s.ctl("show", unit, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
+	out, err := r.Run(ctx, s.ctl("show", UnitName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
 	if err != nil {
-		return Running{}, fmt.Errorf("systemctl --user show %s: %v%s", unit, err, indentOutput(out))
+		return Running{}, fmt.Errorf("systemctl --user show %s: %v%s", UnitName, err, indentOutput(out))
 	}
 	return parseSystemdShow(out), nil
 }

@@ -57,7 +57,7 @@ func verifyUnit(t *testing.T, content []byte) (string, error) {
 // and unescaped specifiers.
 func TestUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 	vars := map[string]string{}
-	env, _ := testEnv(t, "linux", vars)
+	env, _ := testEnv(t, vars)
 	odd := filepath.Join(t.TempDir(), `bin dir %h $HOME`)
 	if err := os.MkdirAll(odd, 0o755); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 // backslash ("Executable name contains special characters"): install says
 // so instead of writing a unit that never starts.
 func TestUnitRefusesABinarySystemdWillNotRun(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	for _, bin := range []string{`/opt/a"b/mcp-reconnect`, `/opt/a\b/mcp-reconnect`, `/opt/it's/mcp-reconnect`} {
 		if _, err := mustNew(t, env).Plan(Spec{Binary: bin}, "t", time.Now()); err == nil || !strings.Contains(err.Error(), "plain path") {
 			t.Errorf("%s: %v", bin, err)
@@ -102,7 +102,7 @@ func TestUnitRefusesABinarySystemdWillNotRun(t *testing.T) {
 // The check above is not vacuous: verify here does reject a unit whose
 // ExecStart names a missing binary, and reports a bad value on stderr.
 func TestSystemdAnalyzeVerifyCatchesMistakes(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	f, err := mustNew(t, env).p.render(Spec{Binary: "/nonexistent/mcp-reconnect"})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func FuzzUnitLines(f *testing.F) {
 // accepts the directive (TestUnitPassesSystemdAnalyzeVerify); here, one
 // line of it, naming exactly that status, under [Service].
 func TestUnitDoesNotRestartARefusedDuplicate(t *testing.T) {
-	env, _ := testEnv(t, "linux", nil)
+	env, _ := testEnv(t, nil)
 	f, err := mustNew(t, env).p.render(Spec{Binary: "/bin/sh"})
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ func (m *Manager) Uninstall(ctx context.Context, w io.Writer, dryRun bool) (inst
 	}
 	stopErr = errors.Join(stopErr, m.runAll(ctx, w, m.p.afterRemoveCommands(), dryRun, nil))
 	if stopErr != nil {
-		return true, fmt.Errorf("service: the files are removed, but the service manager did not answer as expected, so the service may still run:\n%w%s", stopErr, m.hint())
+		return true, fmt.Errorf("service: the files are removed, but the service manager did not answer as expected, so the service may still run:\n%w%s", stopErr, userManagerHint)
 	}
 	return true, nil
 }

@@ -118,7 +118,7 @@ func TestServiceDryRunUnitPassesSystemdAnalyze(t *testing.T) {
 	}
 	before := homeFiles(t, home)
 	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-	code, out, errOut := cli(t, bin, env, "service", "install", "--dry-run", "--platform", "systemd", "--config", cfg)
+	code, out, errOut := cli(t, bin, env, "service", "install", "--dry-run", "--config", cfg)
 	if code != 0 {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
 	}
@@ -161,9 +161,9 @@ func equalStrings(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
-// fakeManager puts a fake systemctl and launchctl on PATH that record
-// their arguments (one line per call) and answer `show` / `print` with the
-// pid in pidFile as the service's main process.
+// fakeManager puts a fake systemctl on PATH that records its arguments
+// (one line per call) and answers `show` with the pid in pidFile as the
+// service's main process.
 func fakeManager(t *testing.T) (pathDir, callLog, pidFile string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -171,16 +171,13 @@ func fakeManager(t *testing.T) (pathDir, callLog, pidFile string) {
 	script := `#!/bin/sh
 echo "$(basename "$0") $*" >> "` + callLog + `"
 pid=$(cat "` + pidFile + `" 2>/dev/null || echo 0)
-case "$(basename "$0") $1 $2" in
-"systemctl --user show") printf 'LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=%s\nNRestarts=1\nUnitFileState=enabled\n' "$pid" ;;
-"launchctl print "*) printf 'gui/0/dev.mcp-reconnect.watch = {\n\tstate = running\n\truns = 2\n\tpid = %s\n}\n' "$pid" ;;
+case "$1 $2" in
+"--user show") printf 'LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=%s\nNRestarts=1\nUnitFileState=enabled\n' "$pid" ;;
 esac
 exit 0
 `
-	for _, name := range []string{"systemctl", "launchctl"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return dir, callLog, pidFile
 }
@@ -219,127 +216,103 @@ type serviceJSON struct {
 }
 
 // TestServiceInstallStatusUninstallWithFakeManager runs the real binary's
-// install, status and uninstall against a fake systemctl / launchctl on
-// PATH: the files are written where and as they should be, exactly the
-// expected commands run, status finds the daemon the manager names in the
-// registry and shows what it sees, and uninstall leaves no file behind.
+// install, status and uninstall against a fake systemctl on PATH: the
+// files are written where and as they should be, exactly the expected
+// commands run, status finds the daemon the manager names in the registry
+// and shows what it sees, and uninstall leaves no file behind.
 func TestServiceInstallStatusUninstallWithFakeManager(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	for _, tc := range []struct {
-		platform          string
-		file              string
-		install, uninstal []string
-	}{
-		{"systemd", ".config/systemd/user/mcp-reconnect.service",
-			[]string{"systemctl --user daemon-reload", "systemctl --user enable --now mcp-reconnect.service"},
-			[]string{"systemctl --user disable --now mcp-reconnect.service", "systemctl --user daemon-reload"}},
-		{"launchd", "Library/LaunchAgents/dev.mcp-reconnect.watch.plist",
-			[]string{"launchctl bootstrap gui/UID HOME/Library/LaunchAgents/dev.mcp-reconnect.watch.plist"},
-			[]string{"launchctl bootout gui/UID/dev.mcp-reconnect.watch"}},
-	} {
-		t.Run(tc.platform, func(t *testing.T) {
-			fakeDir, callLog, pidFile := fakeManager(t)
-			home := filepath.Join(t.TempDir(), "home")
-			cfgDir := filepath.Join(home, ".config", "mcp-reconnect")
-			if err := os.MkdirAll(cfgDir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			closed := freePort(t)
-			opencodeURL := fmt.Sprintf("http://127.0.0.1:%d", closed)
-			cfg := filepath.Join(cfgDir, "config.toml")
-			if err := os.WriteFile(cfg, []byte(fmt.Sprintf("url = %q\nstatus-addr = \"127.0.0.1:0\"\n", opencodeURL)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			before := homeFiles(t, home)
-			env := []string{"HOME=" + home, "PATH=" + fakeDir + ":" + os.Getenv("PATH"), "OPENCODE_SERVER_PASSWORD=hunter2-not-for-the-unit"}
-			subst := strings.NewReplacer("HOME", home, "UID", strconv.Itoa(os.Getuid()))
+	fakeDir, callLog, pidFile := fakeManager(t)
+	home := filepath.Join(t.TempDir(), "home")
+	cfgDir := filepath.Join(home, ".config", "mcp-reconnect")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	closed := freePort(t)
+	opencodeURL := fmt.Sprintf("http://127.0.0.1:%d", closed)
+	cfg := filepath.Join(cfgDir, "config.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("url = %q\nstatus-addr = \"127.0.0.1:0\"\n", opencodeURL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := homeFiles(t, home)
+	env := []string{"HOME=" + home, "PATH=" + fakeDir + ":" + os.Getenv("PATH"), "OPENCODE_SERVER_PASSWORD=hunter2-not-for-the-unit"}
 
-			code, out, errOut := cli(t, reconnectBin, env, "service", "install", "--platform", tc.platform)
-			if code != 0 {
-				t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
-			}
-			if !strings.Contains(errOut, "$OPENCODE_SERVER_PASSWORD set in this shell") || strings.Contains(out+errOut, "hunter2") {
-				t.Fatalf("install did not name (only) the shell-only password:\n%s%s", out, errOut)
-			}
-			svcFile := filepath.Join(home, tc.file)
-			content, err := os.ReadFile(svcFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fi, _ := os.Stat(svcFile); fi.Mode().Perm() != 0o644 {
-				t.Fatalf("mode %v", fi.Mode())
-			}
-			if !bytes.Contains(content, []byte(reconnectBin)) || bytes.Contains(content, []byte("hunter2")) || bytes.Contains(content, []byte("--config")) {
-				t.Fatalf("service file:\n%s", content)
-			}
-			var want []string
-			for _, c := range tc.install {
-				want = append(want, subst.Replace(c))
-			}
-			if got := readCalls(t, callLog); !equalStrings(got, want) {
-				t.Fatalf("install ran %q, want %q", got, want)
-			}
+	code, out, errOut := cli(t, reconnectBin, env, "service", "install")
+	if code != 0 {
+		t.Fatalf("install: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "$OPENCODE_SERVER_PASSWORD set in this shell") || strings.Contains(out+errOut, "hunter2") {
+		t.Fatalf("install did not name (only) the shell-only password:\n%s%s", out, errOut)
+	}
+	svcFile := filepath.Join(home, ".config/systemd/user/mcp-reconnect.service")
+	content, err := os.ReadFile(svcFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(svcFile); fi.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if !bytes.Contains(content, []byte(reconnectBin)) || bytes.Contains(content, []byte("hunter2")) || bytes.Contains(content, []byte("--config")) {
+		t.Fatalf("service file:\n%s", content)
+	}
+	want := []string{"systemctl --user daemon-reload", "systemctl --user enable --now mcp-reconnect.service"}
+	if got := readCalls(t, callLog); !equalStrings(got, want) {
+		t.Fatalf("install ran %q, want %q", got, want)
+	}
 
-			// Be the service manager: start what it would start, and name
-			// its pid as the service's main process.
-			d := exec.Command(reconnectBin, "watch")
-			d.Env = env[:2]
-			var dlog bytes.Buffer
-			d.Stdout, d.Stderr = &dlog, &dlog
-			if err := d.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = d.Process.Kill(); _ = d.Wait() })
-			if err := os.WriteFile(pidFile, []byte(strconv.Itoa(d.Process.Pid)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			var st serviceJSON
-			waitFor(t, 20*time.Second, "the service's daemon in service status", func() bool {
-				code, out, _ := cli(t, reconnectBin, env, "service", "status", "--json", "--platform", tc.platform)
-				st = serviceJSON{}
-				return json.Unmarshal([]byte(out), &st) == nil && code == 0 && st.Daemon != nil && len(st.Daemon.Status) > 0
-			})
-			if st.Daemon.PID != d.Process.Pid || len(st.Daemon.URLs) != 1 || st.Daemon.URLs[0] != opencodeURL || !st.Service.Current {
-				t.Fatalf("status: %+v %+v", st.Service, *st.Daemon)
-			}
-			code, out, _ = cli(t, reconnectBin, env, "service", "status", "--platform", tc.platform)
-			if code != 0 || !strings.Contains(out, fmt.Sprintf("daemon:    pid %d", d.Process.Pid)) || !strings.Contains(out, opencodeURL+": event stream down") ||
-				!strings.Contains(out, "installed: yes, as `service install` would write it now") {
-				t.Fatalf("status: exit %d\n%s", code, out)
-			}
-			_ = d.Process.Signal(syscall.SIGTERM)
-			_ = d.Wait()
-			readCalls(t, callLog)
+	// Be the service manager: start what it would start, and name
+	// its pid as the service's main process.
+	d := exec.Command(reconnectBin, "watch")
+	d.Env = env[:2]
+	var dlog bytes.Buffer
+	d.Stdout, d.Stderr = &dlog, &dlog
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Process.Kill(); _ = d.Wait() })
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(d.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st serviceJSON
+	waitFor(t, 20*time.Second, "the service's daemon in service status", func() bool {
+		code, out, _ := cli(t, reconnectBin, env, "service", "status", "--json")
+		st = serviceJSON{}
+		return json.Unmarshal([]byte(out), &st) == nil && code == 0 && st.Daemon != nil && len(st.Daemon.Status) > 0
+	})
+	if st.Daemon.PID != d.Process.Pid || len(st.Daemon.URLs) != 1 || st.Daemon.URLs[0] != opencodeURL || !st.Service.Current {
+		t.Fatalf("status: %+v %+v", st.Service, *st.Daemon)
+	}
+	code, out, _ = cli(t, reconnectBin, env, "service", "status")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("daemon:    pid %d", d.Process.Pid)) || !strings.Contains(out, opencodeURL+": event stream down") ||
+		!strings.Contains(out, "installed: yes, as `service install` would write it now") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	_ = d.Process.Signal(syscall.SIGTERM)
+	_ = d.Wait()
+	readCalls(t, callLog)
 
-			code, out, errOut = cli(t, reconnectBin, env, "service", "uninstall", "--platform", tc.platform)
-			if code != 0 {
-				t.Fatalf("uninstall: exit %d\n%s%s", code, out, errOut)
-			}
-			want = nil
-			for _, c := range tc.uninstal {
-				want = append(want, subst.Replace(c))
-			}
-			if got := readCalls(t, callLog); !equalStrings(got, want) {
-				t.Fatalf("uninstall ran %q, want %q", got, want)
-			}
-			if after := homeFiles(t, home); !equalStrings(before, after) {
-				t.Fatalf("files left behind: %q (before: %q)", after, before)
-			}
-			for _, gone := range []string{filepath.Dir(svcFile), filepath.Join(home, "Library", "Logs")} {
-				if _, err := os.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
-					t.Errorf("%s left behind", gone)
-				}
-			}
-			code, out, _ = cli(t, reconnectBin, env, "service", "uninstall", "--platform", tc.platform)
-			if code != 0 || !strings.Contains(out, "not installed") {
-				t.Fatalf("second uninstall: %d %s", code, out)
-			}
-			if code, _, _ := cli(t, reconnectBin, env, "service", "status", "--platform", tc.platform); code != 3 {
-				t.Fatalf("status after uninstall exits %d, want 3", code)
-			}
-		})
+	code, out, errOut = cli(t, reconnectBin, env, "service", "uninstall")
+	if code != 0 {
+		t.Fatalf("uninstall: exit %d\n%s%s", code, out, errOut)
+	}
+	want = []string{"systemctl --user disable --now mcp-reconnect.service", "systemctl --user daemon-reload"}
+	if got := readCalls(t, callLog); !equalStrings(got, want) {
+		t.Fatalf("uninstall ran %q, want %q", got, want)
+	}
+	if after := homeFiles(t, home); !equalStrings(before, after) {
+		t.Fatalf("files left behind: %q (before: %q)", after, before)
+	}
+	if _, err := os.Stat(filepath.Dir(svcFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s left behind", filepath.Dir(svcFile))
+	}
+	code, out, _ = cli(t, reconnectBin, env, "service", "uninstall")
+	if code != 0 || !strings.Contains(out, "not installed") {
+		t.Fatalf("second uninstall: %d %s", code, out)
+	}
+	if code, _, _ := cli(t, reconnectBin, env, "service", "status"); code != 3 {
+		t.Fatalf("status after uninstall exits %d, want 3", code)
 	}
 }
 

@@ -58,8 +58,8 @@ var (
 // URL of that platform's release archive under RELEASE_URL/VERSION and its
 // sha256 from SHA256SUMS; an install of the archive's files, with no chmod;
 // a service block running `mcp-reconnect watch` with its log under
-// Homebrew's var/log and the duplicate's exit status 0, as the launchd
-// agent has it; a test block running `version`; the tap it lives in.
+// Homebrew's var/log and the duplicate's exit status 0 (launchd restarts
+// after any other status); a test block running `version`; the tap it lives in.
 // Read as text here, and by Ruby below.
 func TestFormulaText(t *testing.T) {
 	dir := distDir(t)
@@ -225,8 +225,8 @@ func TestFormulaRuby(t *testing.T) {
 				got.Service.LogPath != "/opt/homebrew/var/log/mcp-reconnect.log" || got.Service.ErrorLogPath != got.Service.LogPath || got.Service.KeepAlive["successful_exit"] != false {
 				t.Errorf("service %+v", got.Service)
 			}
-			// What the launchd agent sets (service.DuplicateExitEnv = 0):
-			// launchd restarts a job that exits non-zero, and a watch
+			// service.DuplicateExitEnv = 0: launchd restarts a job that
+			// exits non-zero, and a watch
 			// refused as a duplicate would be refused again for ever.
 			if len(got.Service.Env) != 1 || got.Service.Env[service.DuplicateExitEnv] != "0" {
 				t.Errorf("the service's environment %v, want %s=0 alone", got.Service.Env, service.DuplicateExitEnv)

@@ -4,8 +4,8 @@
 // (mcp-reconnect-OS-ARCH.tar.gz, tools/distpkg), an install of what the
 // archive holds (the binary, already 0755; the completions and manual
 // pages the binary wrote at release time), a service block so that `brew
-// services start mcp-reconnect` keeps `mcp-reconnect watch` on (with the
-// environment the launchd agent of `service install` sets), and a test
+// services start mcp-reconnect` keeps `mcp-reconnect watch` on (a refused
+// duplicate exiting 0, which launchd does not restart), and a test
 // block. scripts/release.sh runs it; it is a release tool, not part of the
 // binary users run.
 //
@@ -90,8 +90,8 @@ func Write(o Options) ([]byte, error) {
 		FormulaVersion string
 		VersionPrefix  string           // "v" when the release's version has it: `version` prints it
 		Assets         map[string]Asset // "macos/arm" → asset
-		// DuplicateExitEnv is set to 0 in the service, as the launchd
-		// agent sets it.
+		// DuplicateExitEnv is set to 0 in the service: launchd
+		// restarts a job after any other status.
 		DuplicateExitEnv string
 	}{Options: o, FormulaVersion: strings.TrimPrefix(o.Version, "v"), Assets: map[string]Asset{}, DuplicateExitEnv: service.DuplicateExitEnv}
 	if data.FormulaVersion != o.Version {
