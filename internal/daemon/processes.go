@@ -39,8 +39,8 @@ import (
 // too, every scanEvery.
 //
 // Every MCP process seen under a live OpenCode goes into the record
-// (procview.Record): the evidence that proves it an orphan, to status and
-// to doctor --reap, once that OpenCode is gone.
+// (procview.Record): the evidence that proves it an orphan to doctor,
+// once that OpenCode is gone.
 
 // scanEvery is the scan period without an exit watcher (procview
 // stretches it when a scan is slow: BENCHMARKS.md).
@@ -56,10 +56,6 @@ const lookGap = 200 * time.Millisecond
 
 // recordEvery bounds how often the record is rewritten.
 const recordEvery = 2 * time.Second
-
-// orphansEvery bounds how often status looks for orphans: that reads the
-// whole process table.
-const orphansEvery = 10 * time.Second
 
 // freshFor is how old a scan status may show: older, status scans first
 // (right after start, or between slow scans).
@@ -84,15 +80,13 @@ type procWatch struct {
 	// clock is the table the last watch reads births from (Clock).
 	clock atomic.Pointer[procview.Table]
 
-	mu        sync.Mutex
-	table     procview.Table
-	view      *procview.View // the OpenCode process watched now; nil when none
-	root      int
-	gen       uint64 // the engine's LocalServers generation the view has
-	last      procview.Snapshot
-	servers   []procview.LocalServer // the engine's local servers in key order: the one copy, the view's too
-	orphansAt time.Time
-	orphans   []reconnect.OrphanProcess
+	mu      sync.Mutex
+	table   procview.Table
+	view    *procview.View // the OpenCode process watched now; nil when none
+	root    int
+	gen     uint64 // the engine's LocalServers generation the view has
+	last    procview.Snapshot
+	servers []procview.LocalServer // the engine's local servers in key order: the one copy, the view's too
 	// exitAt is when the exit watcher saw a child end, until the scan
 	// that reports it.
 	exitAt map[int]time.Time
@@ -673,25 +667,6 @@ func (p *procWatch) info() *reconnect.Processes {
 			out.Duplicates = append(out.Duplicates, g)
 		}
 	}
-	p.mu.Lock()
-	look := time.Since(p.orphansAt) >= orphansEvery && tab != nil
-	if look {
-		p.orphansAt = time.Now()
-	}
-	orphans, configured := p.orphans, p.servers
-	p.mu.Unlock()
-	if look {
-		// It reads the whole process table: never with the lock the
-		// exit path takes.
-		orphans = p.findOrphans(tab, configured, procview.Scope{UID: os.Getuid(), Watched: []int{root}})
-		p.mu.Lock()
-		p.orphans = orphans
-		p.mu.Unlock()
-	}
-	out.Orphans = orphans
-	if slices.ContainsFunc(orphans, func(o reconnect.OrphanProcess) bool { return o.Proven }) {
-		out.Fix = "mcp-reconnect doctor --reap"
-	}
 	return out
 }
 
@@ -710,33 +685,6 @@ func (p *procWatch) serverProcesses(tab procview.Table, s procview.Snapshot) []r
 			}
 		}
 		out = append(out, sp)
-	}
-	return out
-}
-
-// findOrphans lists this user's MCP processes that run the command of an
-// armed directory's local server (or that the record saw) and look left
-// over by an OpenCode, with their evidence.
-func (p *procWatch) findOrphans(table procview.Table, servers []procview.LocalServer, scope procview.Scope) []reconnect.OrphanProcess {
-	if p.record != nil {
-		scope.Record, _ = p.record.Load()
-	}
-	found, err := procview.Orphans(table, servers, scope)
-	if err != nil && !errors.Is(err, procview.ErrGone) {
-		p.log.Debug("could not look for orphaned MCP processes", "err", err)
-	}
-	var out []reconnect.OrphanProcess
-	for _, o := range found {
-		if o.Parentage == procview.ChildOfOtherOpenCode {
-			// A child of another OpenCode that runs (a second TUI) is its
-			// live server, not something left over.
-			continue
-		}
-		op := reconnect.OrphanProcess{PID: o.PID, PPID: o.PPID, Cwd: o.Cwd, Command: o.Command, Proven: o.Evidence.Proven(), Why: o.Why}
-		for _, k := range o.Servers {
-			op.Servers = append(op.Servers, k.Directory+": "+k.Name)
-		}
-		out = append(out, op)
 	}
 	return out
 }

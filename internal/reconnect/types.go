@@ -72,13 +72,6 @@ type Processes struct {
 	// Duplicates are servers of one directory with two or more live
 	// children.
 	Duplicates []ProcessGroup `json:"duplicates,omitempty"`
-	// Orphans are MCP processes of this user that run the command of a
-	// configured server and look left over by an OpenCode: proven ones
-	// (evidence that an OpenCode now gone started them) and possibly left
-	// over ones (no such evidence: never reaped).
-	Orphans []OrphanProcess `json:"orphans,omitempty"`
-	// Fix is the command that ends the proven orphans, when there are any.
-	Fix string `json:"fix,omitempty"`
 }
 
 // ServerProcess is what runs one local server of one directory.
@@ -113,23 +106,6 @@ type ProcessGroup struct {
 	Server    string `json:"server"`
 	PIDs      []int  `json:"pids"`
 	Command   string `json:"command"`
-}
-
-// OrphanProcess is one MCP process that looks left over by an OpenCode.
-type OrphanProcess struct {
-	PID     int    `json:"pid"`
-	PPID    int    `json:"ppid"`
-	Cwd     string `json:"cwd"`
-	Command string `json:"command"`
-	// Proven: evidence shows that an OpenCode now gone started it (the
-	// record, its process group, its OPENCODE_PID): doctor --reap ends
-	// it. Otherwise it is only possibly left over, and never signalled.
-	Proven bool `json:"proven"`
-	// Why is that evidence, or what is missing for it.
-	Why string `json:"why"`
-	// Servers are the configured servers ("directory: name") it runs the
-	// command of.
-	Servers []string `json:"servers,omitempty"`
 }
 
 // OpenCodeInfo is what the daemon knows of the OpenCode server itself.
