@@ -140,7 +140,6 @@ func TestCrashOfTheChildARepairStartedIsRepaired(t *testing.T) {
 		defer r.stop()
 		r.runEngine(t, oc, "/p")
 		p := r.newWatch(t, 2000)
-		p.table = tab
 		r.goWatch(p, tab, 2000)
 		time.Sleep(90 * time.Second) // connected, stable, the child seen
 		synctest.Wait()

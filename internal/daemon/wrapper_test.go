@@ -31,7 +31,6 @@ func TestRunThroughAScriptSeesOpenCodesChildren(t *testing.T) {
 		r := newWatchRig()
 		r.runEngine(t, &connectedOC{cmd: srv}, "/p")
 		p := r.newWatch(t, 2000)
-		p.table = tab // as run sets it (there: procview.System())
 		r.goWatch(p, tab, 2000)
 		defer r.stop()
 		time.Sleep(30 * time.Second)

@@ -254,6 +254,23 @@ type View struct {
 	last  *Snapshot
 	// snaps counts the snapshots made (Snapshot.Gen).
 	snaps uint64
+
+	// What Run keeps: the handler and the generation of its servers
+	// the matcher has, the record, the wake-up of Look.
+	h      Handler
+	hgen   uint64
+	record *Record
+	look   chan struct{}
+	// exitAt is when the exit watcher saw a known child end, until the
+	// scan that reports it.
+	exitAt map[int]time.Time
+	// below is, per child serving a server, the process below it that
+	// runs the server (ServerProcess), while that child runs.
+	below map[ident]serverBelow
+	// seen are the sightings the record holds: each process seen under
+	// OpenCode, kept while it runs, so that no save (the last one least
+	// of all) drops one an earlier save made.
+	seen map[ident]Sighting
 }
 
 type known struct {
@@ -313,7 +330,8 @@ func NewView(t Table, pid int) (*View, error) {
 	if root.Zombie {
 		return nil, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
 	}
-	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]bool{}}, nil
+	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]bool{},
+		look: make(chan struct{}, 1), exitAt: map[int]time.Time{}, below: map[ident]serverBelow{}, seen: map[ident]Sighting{}}, nil
 }
 
 // OpenCode is the watched process, as first read.
@@ -504,21 +522,23 @@ func (v *View) snapshot(now time.Time) *Snapshot {
 	return s
 }
 
-// Exited tells the view that the process pid (with that birth) exited, as
-// an exit watcher saw it: the next scan counts it gone even while
+// Exited tells the view that the process pid (with that birth) exited at
+// at, as an exit watcher saw it: the next scan counts it gone even while
 // OpenCode still lists it.
-func (v *View) Exited(pid int, birth uint64) {
+func (v *View) Exited(pid int, birth uint64, at time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if k, ok := v.known[pid]; ok && k.p.Birth == birth {
 		v.exited[ident{pid, birth}] = true
+		v.exitAt[pid] = at
 	}
 }
 
 // Successor reports whether a child born after birth serves k (or a
 // server configured alike), read from the process table now: a fresh
-// scan of OpenCode's children, not the last one.
+// scan of OpenCode's children, under the handler's servers of now.
 func (v *View) Successor(k Key, birth uint64) bool {
+	v.sync()
 	s, err := v.Scan()
 	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[k], func(c Child) bool { return c.Birth > birth })
 }

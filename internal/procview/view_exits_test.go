@@ -25,12 +25,12 @@ func viewOfOne(t *testing.T) (*memTable, *View) {
 func TestViewCountsAWatchedExitBeforeOpenCodeReapsIt(t *testing.T) {
 	tab, v := viewOfOne(t)
 	prev := scan(t, v)
-	v.Exited(2100, 9999) // another process's birth
+	v.Exited(2100, 9999, time.Now()) // another process's birth
 	if _, ok := scan(t, v).Child(Key{"/p", "a"}); !ok {
 		t.Fatal("an exit of another process with the same pid ended the child")
 	}
 	tab.update(2100, func(p *Process) { p.Zombie = true })
-	v.Exited(2100, 2100)
+	v.Exited(2100, 2100, time.Now())
 	next := scan(t, v)
 	if _, ok := next.Child(Key{"/p", "a"}); ok {
 		t.Fatal("the child an exit watcher saw exit still serves")

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -115,7 +116,7 @@ func mib(n int64) string {
 // and children, then each duplicate with its masked command (the daemon
 // masks it; it is escaped here all the same, as a command line is
 // anyone's text).
-func writeProcesses(w io.Writer, p *reconnect.Processes) {
+func writeProcesses(w io.Writer, p *procview.Status) {
 	if p == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
@@ -58,15 +59,15 @@ func TestStatusTableEscapesControlCharacters(t *testing.T) {
 func TestStatusTableShowsProcesses(t *testing.T) {
 	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{
 		URL: "http://127.0.0.1:4096",
-		Processes: &reconnect.Processes{
+		Processes: &procview.Status{
 			OpenCodePID: 4242, Children: 3,
-			Servers: []reconnect.ServerProcess{
+			Servers: []procview.ServerRun{
 				{Directory: "/home/u/my projéct", Server: "fs", PID: 510, Command: "npm exec @modelcontextprotocol/server-filesystem /home/u", Launcher: "npx", ServerPID: 530, ServerCommand: "node /home/u/.npm/_npx/1/node_modules/.bin/mcp-server-filesystem /home/u"},
 				{Directory: "/home/u/my projéct", Server: "gh\x1b[2J", PID: 511, Command: "docker run -i --rm -e GITHUB_TOKEN=*** ghcr.io/github/github-mcp-server", Launcher: "docker run", InContainer: true},
 				{Directory: "/home/u/my projéct", Server: "plain", PID: 512, Command: "/usr/local/bin/mcp-plain"},
 				{Directory: "/home/u/my projéct", Server: "two", PID: 513, Command: "sh -c 'npm run build; node dist/index.js'", Launcher: "sh -c", ServerPID: 514, ServerCommand: "node dist/index.js", LauncherRunsOn: true},
 			},
-			Duplicates: []reconnect.ProcessGroup{{Directory: "/home/u/my projéct", Server: "gh", PIDs: []int{501, 733}, Command: "npx -y server-github --token ***"}},
+			Duplicates: []procview.ProcessGroup{{Directory: "/home/u/my projéct", Server: "gh", PIDs: []int{501, 733}, Command: "npx -y server-github --token ***"}},
 		},
 		Directories: []reconnect.DirSnapshot{{Directory: "/home/u/my projéct", ArmedBy: "flag"}},
 	}}}}
