@@ -164,8 +164,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 		}
 	}()
 	var prev Snapshot
-	watched := map[int]uint64{} // pid → birth handed to the exit watcher
-	partial := false            // some child could not be watched: scan for exits
+	partial := false // some child could not be watched: scan for exits
 	var saved, lastScan time.Time
 	dirty := true // the record names this OpenCode from its first scan
 	for {
@@ -179,8 +178,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				switch {
 				case ev.Kind == Exited:
 					v.mu.Lock()
-					at := cmp.Or(v.exitAt[ev.Child.PID], ev.At) // the exit watcher's time, when it saw it (never zero)
-					delete(v.exitAt, ev.Child.PID)
+					at := cmp.Or(v.exited[ev.Child.ident()], ev.At) // the exit watcher's time, when it saw it (never zero)
 					v.mu.Unlock()
 					log.Debug("MCP server process exited", "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
 					// Whether a child started since serves it (OpenCode
@@ -205,18 +203,17 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				}
 			}
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
-				partial = v.watchExits(exits, s, watched, log) || partial
+				partial = v.watchExits(exits, s, log) || partial
 			}
 			if s.Gone && !prev.At.IsZero() {
 				// What proves its orphans: the last children seen under
 				// it (prev is never a Gone snapshot), and when it ended.
 				v.save(prev, v.table.Now(), log)
 			}
-			// The exit times of processes s no longer lists, that no
-			// Diff will take (OpenCode's other children, which serve no
-			// armed server).
+			// The exits s took (and those of OpenCode's other children,
+			// which no Diff reports).
 			v.mu.Lock()
-			maps.DeleteFunc(v.exitAt, func(pid int, _ time.Time) bool { return !s.Lists(pid) })
+			maps.DeleteFunc(v.exited, func(id ident, _ time.Time) bool { return !s.Lists(id.pid) })
 			v.mu.Unlock()
 			if s.Gone {
 				return nil // OpenCode exited: find the next one
@@ -254,38 +251,25 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 	}
 }
 
-// watchExits hands the exit watcher every live child of s it does not
-// watch yet, and forgets those gone; it reports whether one could not be
-// watched (then scans must find its exit). Only OpenCode's children: the
-// end of a process below a launcher that runs on (a shell with a next
-// command, a build step before the server) closes no pipe of OpenCode's,
-// and nothing tells a build step from a server there; a crash is the
-// child's subtree ending, which its own exit shows.
-func (v *View) watchExits(exits *Exits, s Snapshot, watched map[int]uint64, log *slog.Logger) (partial bool) {
-	live := map[int]bool{}
-	add := func(c Child) {
-		live[c.PID] = true
-		if b, ok := watched[c.PID]; ok && b == c.Birth {
-			return
-		}
-		if err := exits.Add(v.table, Process{PID: c.PID, Birth: c.Birth}); err != nil {
-			if !partial {
-				log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", c.PID, "err", err)
-			}
-			partial = true
-			return
-		}
-		watched[c.PID] = c.Birth
-	}
-	for _, cs := range s.Servers {
+// watchExits hands the exit watcher every live child of s (it ignores
+// those it watches, and forgets those that exited); it reports whether
+// one could not be watched (then scans must find its exit). Only
+// OpenCode's children: the end of a process below a launcher that runs
+// on (a shell with a next command, a build step before the server)
+// closes no pipe of OpenCode's, and nothing tells a build step from a
+// server there; a crash is the child's subtree ending, which its own
+// exit shows.
+func (v *View) watchExits(exits *Exits, s Snapshot, log *slog.Logger) (partial bool) {
+	for _, cs := range append(slices.Collect(maps.Values(s.Servers)), s.Others) {
 		for _, c := range cs {
-			add(c)
+			if err := exits.Add(v.table, Process{PID: c.PID, Birth: c.Birth}); err != nil {
+				if !partial {
+					log.Debug("cannot watch an MCP process for its exit; scanning for it", "pid", c.PID, "err", err)
+				}
+				partial = true
+			}
 		}
 	}
-	for _, c := range s.Others {
-		add(c)
-	}
-	maps.DeleteFunc(watched, func(pid int, _ uint64) bool { return !live[pid] })
 	return partial
 }
 

@@ -44,7 +44,7 @@ func TestExitTimesOfOpenCodesOtherChildrenAreForgotten(t *testing.T) {
 
 	time.Sleep(12 * time.Second) // about thirty commands come and go
 	v.mu.Lock()
-	n := len(v.exitAt)
+	n := len(v.exited)
 	v.mu.Unlock()
 	if n > 1 {
 		t.Errorf("after ~30 short commands of OpenCode, none serving an MCP server, the view keeps %d exit times that no scan will ever take (want at most the one in flight)", n)

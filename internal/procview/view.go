@@ -245,9 +245,10 @@ type View struct {
 	// wrapped are the known children that are OpenCode itself (see
 	// known.parent).
 	wrapped map[int]bool
-	// exited are known children an exit watcher saw end (Exited) that
-	// OpenCode may not have reaped yet: the next scan drops them.
-	exited map[ident]bool
+	// exited are known children an exit watcher saw end (Exited), and
+	// when: the next scan drops them though OpenCode may not have reaped
+	// them yet, and Run tells their exit with that time.
+	exited map[ident]time.Time
 	// scans counts the scans; a child listed by this one has seen ==
 	// scans (no set of listed pids is built per scan).
 	scans uint64
@@ -261,9 +262,6 @@ type View struct {
 	hgen   uint64
 	record *Record
 	look   chan struct{}
-	// exitAt is when the exit watcher saw a known child end, until the
-	// scan that reports it.
-	exitAt map[int]time.Time
 	// below is, per child serving a server, the process below it that
 	// runs the server (ServerProcess), while that child runs.
 	below map[ident]serverBelow
@@ -330,12 +328,9 @@ func NewView(t Table, pid int) (*View, error) {
 	if root.Zombie {
 		return nil, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
 	}
-	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]bool{},
-		look: make(chan struct{}, 1), exitAt: map[int]time.Time{}, below: map[ident]serverBelow{}, seen: map[ident]Sighting{}}, nil
+	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]time.Time{},
+		look: make(chan struct{}, 1), below: map[ident]serverBelow{}, seen: map[ident]Sighting{}}, nil
 }
-
-// OpenCode is the watched process, as first read.
-func (v *View) OpenCode() Process { return v.root }
 
 // SetServers replaces the configured local servers of every armed
 // directory. Children already seen are assigned again without a read.
@@ -369,7 +364,7 @@ func (v *View) Scan() (Snapshot, error) {
 		if err != nil && !errors.Is(err, ErrGone) {
 			return Snapshot{}, err
 		}
-		v.known, v.dead, v.wrapped, v.exited = map[int]*known{}, map[int]uint64{}, map[int]bool{}, map[ident]bool{}
+		v.known, v.dead, v.wrapped, v.exited = map[int]*known{}, map[int]uint64{}, map[int]bool{}, map[ident]time.Time{}
 		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
 		v.last = s
 		return *s, nil
@@ -452,7 +447,6 @@ func (v *View) Scan() (Snapshot, error) {
 			}
 			k.seen = 0
 		}
-		delete(v.exited, id)
 	}
 	// When every known child was listed, none can have exited: no need
 	// to walk them all.
@@ -529,8 +523,7 @@ func (v *View) Exited(pid int, birth uint64, at time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if k, ok := v.known[pid]; ok && k.p.Birth == birth {
-		v.exited[ident{pid, birth}] = true
-		v.exitAt[pid] = at
+		v.exited[ident{pid, birth}] = at
 	}
 }
 
