@@ -198,9 +198,6 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				// started for no armed server yet, its config not read):
 				// recorded.
 				dirty = true
-				if !s.Gone {
-					v.forgetBelow(s) // the last save needs what ran below
-				}
 			}
 			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
 				partial = v.watchExits(exits, s, log) || partial
@@ -273,12 +270,19 @@ func (v *View) watchExits(exits *Exits, s Snapshot, log *slog.Logger) (partial b
 	return partial
 }
 
-// serverBelow finds (once, then from the cache) the process below child
-// c that runs its server.
-func (v *View) serverBelow(c Child) serverBelow {
+// serverBelow is the process below child c that runs its server: looked
+// for (look) until found, then kept with the child while it runs.
+func (v *View) serverBelow(c Child, look bool) serverBelow {
 	v.mu.Lock()
-	b := v.below[c.ident()] // none: the zero serverBelow, not known, never tried
+	k := v.known[c.PID]
+	if k == nil || k.child.ident() != c.ident() {
+		k = &known{} // gone since: nothing kept
+	}
+	b := k.below
 	v.mu.Unlock()
+	if !look {
+		return b
+	}
 	if b.known && !IdentOf(b.proc).Alive(v.table) {
 		// A step that ended (a build before the server, a shell's
 		// first command): what runs below the launcher now is another.
@@ -293,16 +297,9 @@ func (v *View) serverBelow(c Child) serverBelow {
 		b.proc, b.inContainer, b.known = proc, inContainer, true
 	}
 	v.mu.Lock()
-	v.below[c.ident()] = b
+	k.below = b
 	v.mu.Unlock()
 	return b
-}
-
-// forgetBelow drops the entries of children no longer in s.
-func (v *View) forgetBelow(s Snapshot) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	maps.DeleteFunc(v.below, func(id ident, _ serverBelow) bool { return !s.live[id] })
 }
 
 // save writes the record of the OpenCode watched: its identity, and each
@@ -350,15 +347,8 @@ func (v *View) save(s Snapshot, ended uint64, log *slog.Logger) (complete bool) 
 			}
 			// The server below a launcher too: a launcher ended by a
 			// signal can leave it (npm's node survives npm's SIGKILL).
-			var b serverBelow
-			if ended == 0 {
-				b = v.serverBelow(c)
-				complete = complete && (b.known || b.tries >= maxBelowTries)
-			} else {
-				v.mu.Lock()
-				b = v.below[c.ident()]
-				v.mu.Unlock()
-			}
+			b := v.serverBelow(c, ended == 0)
+			complete = complete && (b.known || b.tries >= maxBelowTries)
 			if b.known && b.proc.PID != c.PID && !b.inContainer {
 				found = append(found, Sighting{Ident: IdentOf(b.proc), Parent: parent, Directory: k.Directory, Server: k.Name})
 			}
@@ -465,7 +455,7 @@ func (v *View) Status() *Status {
 		v.mu.Unlock()
 		sp := ServerRun{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer, LauncherRunsOn: l.Name != "" && !l.ExitsWithServer}
 		if l.Name != "" && !l.InContainer {
-			if b := v.serverBelow(c); b.known && b.proc.PID != c.PID {
+			if b := v.serverBelow(c, true); b.known && b.proc.PID != c.PID {
 				sp.ServerPID, sp.ServerCommand = b.proc.PID, Display(b.proc.Argv)
 			}
 		}

@@ -262,9 +262,6 @@ type View struct {
 	hgen   uint64
 	record *Record
 	look   chan struct{}
-	// below is, per child serving a server, the process below it that
-	// runs the server (ServerProcess), while that child runs.
-	below map[ident]serverBelow
 	// seen are the sightings the record holds: each process seen under
 	// OpenCode, kept while it runs, so that no save (the last one least
 	// of all) drops one an earlier save made.
@@ -287,6 +284,8 @@ type known struct {
 	// about to change when it was read (an exec in progress, npm's first
 	// title "npm"), so it could not be matched yet.
 	unsettled uint8
+	// below is what runs its server below it (Run).
+	below serverBelow
 }
 
 // maxRereads bounds how many scans read an unsettled child again.
@@ -329,7 +328,7 @@ func NewView(t Table, pid int) (*View, error) {
 		return nil, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
 	}
 	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]time.Time{},
-		look: make(chan struct{}, 1), below: map[ident]serverBelow{}, seen: map[ident]Sighting{}}, nil
+		look: make(chan struct{}, 1), seen: map[ident]Sighting{}}, nil
 }
 
 // SetServers replaces the configured local servers of every armed
@@ -364,7 +363,9 @@ func (v *View) Scan() (Snapshot, error) {
 		if err != nil && !errors.Is(err, ErrGone) {
 			return Snapshot{}, err
 		}
-		v.known, v.dead, v.wrapped, v.exited = map[int]*known{}, map[int]uint64{}, map[int]bool{}, map[ident]time.Time{}
+		// The known children stay: the record's last save reads what
+		// ran below each.
+		v.dead, v.wrapped, v.exited = map[int]uint64{}, map[int]bool{}, map[ident]time.Time{}
 		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
 		v.last = s
 		return *s, nil
