@@ -146,7 +146,7 @@ func TestCrashOfTheChildARepairStartedIsRepaired(t *testing.T) {
 
 		for crash := 1; crash <= 3; crash++ {
 			oc.crash()
-			p.Look()
+			p.view.Load().Look()
 			time.Sleep(5 * time.Second)
 			synctest.Wait()
 			if n := oc.count(); n != crash {

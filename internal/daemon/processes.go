@@ -39,18 +39,12 @@ type procWatch struct {
 	newExits func() (*procview.Exits, error)
 	// record keeps what was seen, for the orphans' evidence (nil: none).
 	record *procview.Record
-	// clock is the table the last watch reads births from (Clock).
-	clock atomic.Pointer[procview.Table]
 	// view is the OpenCode process watched now; nil when none.
 	view atomic.Pointer[procview.View]
 }
 
 func newProcWatch(eng *reconnect.Engine, client *opencode.Server, pid int, log *slog.Logger) *procWatch {
-	p := &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1)}
-	if eng != nil {
-		eng.SetProcessView(p)
-	}
-	return p
+	return &procWatch{eng: eng, client: client, pid: pid, log: log, again: make(chan struct{}, 1)}
 }
 
 // where names the server in log lines.
@@ -64,38 +58,12 @@ func (p *procWatch) where() string {
 // replaced tells the watch that OpenCode may be another process now.
 func (p *procWatch) replaced() { signal(p.again) }
 
-// Look implements reconnect.ProcessView: OpenCode's children may have
-// changed (a connect returned, a status changed, a config was read).
-func (p *procWatch) Look() {
-	if v := p.view.Load(); v != nil {
-		v.Look()
-	}
-}
-
 // signal wakes the reader of ch, unless a wake-up is pending already.
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// Successor implements reconnect.ProcessView from a fresh scan.
-func (p *procWatch) Successor(dir, name string, birth uint64) bool {
-	v := p.view.Load()
-	return v != nil && v.Successor(procview.Key{Directory: dir, Name: name}, birth)
-}
-
-// Clock implements reconnect.ProcessView: the clock of the table the
-// children's births were read from (0 before any was watched: then no
-// child is known to be older than a connect). It takes no lock: the
-// engine asks under its own.
-func (p *procWatch) Clock() uint64 {
-	tab := p.clock.Load()
-	if tab == nil {
-		return 0
-	}
-	return (*tab).Now()
 }
 
 // info is what status shows of the processes; nil while no local
@@ -206,7 +174,6 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	if err != nil {
 		return err
 	}
-	p.clock.Store(&tab)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ended := make(chan struct{})
@@ -221,6 +188,9 @@ func (p *procWatch) watch(ctx context.Context, tab procview.Table, pid int) erro
 	}()
 	var h procview.Handler
 	if p.eng != nil {
+		// The engine asks it until the next one: once OpenCode is gone
+		// it knows no successor, and its clock still runs.
+		p.eng.SetProcessView(v)
 		h = p.eng
 	}
 	p.view.Store(v)

@@ -531,11 +531,14 @@ func (v *View) Exited(pid int, birth uint64, at time.Time) {
 // Successor reports whether a child born after birth serves k (or a
 // server configured alike), read from the process table now: a fresh
 // scan of OpenCode's children, under the handler's servers of now.
-func (v *View) Successor(k Key, birth uint64) bool {
+func (v *View) Successor(dir, name string, birth uint64) bool {
 	v.sync()
 	s, err := v.Scan()
-	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[k], func(c Child) bool { return c.Birth > birth })
+	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[Key{dir, name}], func(c Child) bool { return c.Birth > birth })
 }
+
+// Clock reads the clock births count in (Table.Now).
+func (v *View) Clock() uint64 { return v.table.Now() }
 
 // ScanPeriod is how long to wait after a scan that took took, for a
 // period of every: stretched to 1,000 times the scan (at most a minute),

@@ -50,14 +50,14 @@ func TestViewSuccessorReadsTheTableNow(t *testing.T) {
 	tab, v := viewOfOne(t)
 	boot := time.Unix(bootTime, 0)
 	const exitedBirth = 2150 // born after 2100, before 2200
-	if v.Successor(Key{"/p", "a"}, exitedBirth) {
+	if v.Successor("/p", "a", exitedBirth) {
 		t.Fatal("the older child counts as a successor")
 	}
 	tab.put(Process{PID: 2200, PPID: 2000, PGID: 2000, UID: ana, Birth: 2200, Start: boot.Add(3 * time.Minute), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"})
-	if !v.Successor(Key{"/p", "a"}, exitedBirth) {
+	if !v.Successor("/p", "a", exitedBirth) {
 		t.Fatal("a child started since is no successor")
 	}
-	if v.Successor(Key{"/p", "b"}, exitedBirth) {
+	if v.Successor("/p", "b", exitedBirth) {
 		t.Fatal("a successor of another server")
 	}
 }

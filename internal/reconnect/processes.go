@@ -146,7 +146,7 @@ type ProcessView interface {
 }
 
 // SetProcessView gives the engine the process view it asks at decision
-// time; call it before Run.
+// time: the view of each OpenCode process as it is found.
 func (e *Engine) SetProcessView(pv ProcessView) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
