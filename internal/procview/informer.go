@@ -210,7 +210,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 			// The exits s took (and those of OpenCode's other children,
 			// which no Diff reports).
 			v.mu.Lock()
-			maps.DeleteFunc(v.exited, func(id ident, _ time.Time) bool { return !s.Lists(id.pid) })
+			maps.DeleteFunc(v.exited, func(id ident, _ time.Time) bool { return !s.live[id] })
 			v.mu.Unlock()
 			if s.Gone {
 				return nil // OpenCode exited: find the next one

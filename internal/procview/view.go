@@ -99,17 +99,6 @@ type Snapshot struct {
 // the last snapshot again, with the same Gen.
 func (s Snapshot) Gen() uint64 { return s.gen }
 
-// Lists reports whether pid is one of the live children s lists.
-func (s Snapshot) Lists(pid int) bool {
-	is := func(c Child) bool { return c.PID == pid }
-	for _, cs := range s.Servers {
-		if slices.ContainsFunc(cs, is) {
-			return true
-		}
-	}
-	return slices.ContainsFunc(s.Others, is)
-}
-
 // Child returns the live child serving k, the newest if several do.
 func (s Snapshot) Child(k Key) (Child, bool) {
 	cs := s.Servers[k]
