@@ -30,7 +30,6 @@ func TestOnlyTheLaunchersEndIsACrash(t *testing.T) {
 		defer r.stop()
 
 		p := r.newWatch(t, 2000)
-		p.table = tab // no exit watcher (newExits nil): scans alone
 		r.goWatch(p, tab, 2000)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()

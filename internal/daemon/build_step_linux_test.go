@@ -59,7 +59,7 @@ func TestAPreparationStepBelowALauncherIsNotTakenForItsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := r.newWatch(t, root.Process.Pid)
-	p.table, p.newExits = tab, procview.NewExits
+	p.newExits = procview.NewExits
 	r.goWatch(p, tab, root.Process.Pid)
 
 	time.Sleep(5 * time.Second) // the build step ends; `sleep 600`, the server, runs on

@@ -140,14 +140,13 @@ func TestCrashOfTheChildARepairStartedIsRepaired(t *testing.T) {
 		defer r.stop()
 		r.runEngine(t, oc, "/p")
 		p := r.newWatch(t, 2000)
-		p.table = tab
 		r.goWatch(p, tab, 2000)
 		time.Sleep(90 * time.Second) // connected, stable, the child seen
 		synctest.Wait()
 
 		for crash := 1; crash <= 3; crash++ {
 			oc.crash()
-			p.Look()
+			p.view.Load().Look()
 			time.Sleep(5 * time.Second)
 			synctest.Wait()
 			if n := oc.count(); n != crash {

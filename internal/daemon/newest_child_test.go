@@ -31,7 +31,6 @@ func TestCrashOfTheNewestChildIsNotHiddenByAnOlderDuplicate(t *testing.T) {
 		defer r.stop()
 
 		p := r.newWatch(t, 2000)
-		p.table = tab
 		r.goWatch(p, tab, 2000)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()

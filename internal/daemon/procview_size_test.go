@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -40,7 +39,8 @@ func (o alikeOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEntr
 
 // At the benchmark's scale (1,000 directories × 10 servers configured
 // alike) the process view's servers are held once and indexed in a
-// little memory: what syncServers keeps beyond the engine's own state
+// little memory: what the view keeps of the engine's list (View.Run
+// hands it over as LocalServers returns it) beyond the engine's own state
 // stays under 2 MiB (the one list of them, 0.7 MiB, the view's index,
 // 0.6 MiB, and the commands while the engine hands out copies). A copy
 // of the list costs 0.7 MiB more, a map of launchers 1 MiB, a map of
@@ -62,7 +62,6 @@ func TestProcessViewServersAtScaleStaySmall(t *testing.T) {
 		if _, locals, _ := eng.LocalServers(0); len(locals) != dirs*perDir {
 			t.Fatalf("the engine lists %d local servers, want %d", len(locals), dirs*perDir)
 		}
-		p := newProcWatch(eng, nil, 2000, slog.New(slog.DiscardHandler))
 		v, err := procview.NewView(tab, 2000)
 		if err != nil {
 			t.Fatal(err)
@@ -70,10 +69,10 @@ func TestProcessViewServersAtScaleStaySmall(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		p.syncServers(v)
+		_, locals, _ := eng.LocalServers(0)
+		v.SetServers(locals)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(p)
 		runtime.KeepAlive(v)
 		live := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 		t.Logf("the view's servers hold %.2f MiB", float64(live)/(1<<20))

@@ -27,7 +27,7 @@ func belowLauncherWatch(t *testing.T, root string) (p *procWatch, rec *procview.
 	r.runEngine(t, &connectedOC{cmd: cmd}, "/p")
 	rec = &procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
 	p = r.newWatch(t, 2000)
-	p.table, p.record = tab, rec
+	p.record = rec
 	return p, rec, r.goWatch(p, tab, 2000), r.stop
 }
 
@@ -47,12 +47,11 @@ func recordedPIDs(t *testing.T, rec *procview.Record) []int {
 }
 
 // Sightings.Seen is "the children it started and the processes below
-// them that serve (an npx's node, a shell's server)", and save writes the
-// latter from p.below. Since the watch no longer looks below a launcher
-// for the exit watcher (watchExits), p.below is filled by status alone
-// (serverProcesses): a daemon nobody asks for status never records the
-// server below a launcher, the process that outlives a launcher ended by
-// a signal ("npm's node survives npm's SIGKILL").
+// them that serve (an npx's node, a shell's server)". The exit watcher
+// never looks below a launcher, so the record must look itself: else
+// only a status call would, and a daemon nobody asks for status would
+// never record the server below a launcher, the process that outlives a
+// launcher ended by a signal ("npm's node survives npm's SIGKILL").
 func TestRecordHoldsTheServerBelowALauncherWithoutAStatusCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, rec, _, stop := belowLauncherWatch(t, t.TempDir())
@@ -68,11 +67,10 @@ func TestRecordHoldsTheServerBelowALauncherWithoutAStatusCall(t *testing.T) {
 }
 
 // The record written when OpenCode is seen gone is to keep "what
-// OpenCode ran when it ends" (save(prev, ...)). But it is written after
-// forgetBelow(s) with the Gone snapshot, which lists no server: every
-// entry of p.below is dropped just before save reads them, and the file
-// (replaced whole) loses the server below each launcher that earlier
-// saves held.
+// OpenCode ran when it ends": the Gone snapshot lists no server, and
+// what ran below each launcher must not be forgotten before that last
+// save, or the file (replaced whole) loses the server below each
+// launcher that earlier saves held.
 func TestRecordWrittenAtOpenCodesEndKeepsTheServerBelowItsLauncher(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		uid := os.Getuid()

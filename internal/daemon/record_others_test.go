@@ -38,7 +38,7 @@ func TestRecordHoldsAChildSeenBeforeItsConfigWasRead(t *testing.T) {
 		eng := r.runEngine(t, &connectedOC{cmd: srv}, "")
 		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
 		p := r.newWatch(t, 2000)
-		p.table, p.record = tab, &rec
+		p.record = &rec
 		r.goWatch(p, tab, 2000)
 		defer r.stop()
 		time.Sleep(5 * time.Second) // watching; the first record written

@@ -105,7 +105,7 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 		r.runEngine(t, &connectedOC{cmd: srv}, "/p")
 		rec := procview.Record{Dir: filepath.Join(t.TempDir(), "processes")}
 		p := r.newWatch(t, 2000)
-		p.table, p.record = tab, &rec
+		p.record = &rec
 		done := r.goWatch(p, tab, 2000)
 		defer r.stop()
 

@@ -151,7 +151,7 @@ func TestSecondCrashAfterARepairIsRepaired(t *testing.T) {
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); _ = eng.Run(r.ctx) }()
 	p := r.newWatch(t, sh.Process.Pid)
-	p.table, p.newExits = tab, procview.NewExits
+	p.newExits = procview.NewExits
 	r.goWatch(p, tab, sh.Process.Pid)
 	defer r.stop()
 

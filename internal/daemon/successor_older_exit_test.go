@@ -31,7 +31,6 @@ func TestAnOlderDuplicatesExitAfterTheNewestCrashedHidesNoCrash(t *testing.T) {
 		defer r.stop()
 
 		p := r.newWatch(t, 2000)
-		p.table = tab
 		r.goWatch(p, tab, 2000)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
@@ -42,14 +41,14 @@ func TestAnOlderDuplicatesExitAfterTheNewestCrashedHidesNoCrash(t *testing.T) {
 		// watcher sees it).
 		removeProcs(t, root, 2102)
 		setChildren(t, root, 2000, "2100 2101 ")
-		p.Look()
+		p.view.Load().Look()
 		time.Sleep(250 * time.Millisecond)
 		synctest.Wait()
 		// A moment later, within the 0.5 s grace, the oldest duplicate
 		// ends too.
 		removeProcs(t, root, 2100)
 		setChildren(t, root, 2000, "2101 ")
-		p.Look()
+		p.view.Load().Look()
 		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		n := oc.connectCount()

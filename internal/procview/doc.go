@@ -84,7 +84,10 @@
 // of children; the kernel's list itself costs 0.3 ms at 1,000 children
 // and 12 ms at 10,000 (it is quadratic), so a caller that scans on a
 // period stretches it to 1,000 times the last scan (ScanPeriod) and stays
-// under 0.1 % of a core (BENCHMARKS.md).
+// under 0.1 % of a core (BENCHMARKS.md). View.Run is that caller for the
+// daemon: it scans, watches exits, writes the record, and tells its
+// Handler (the engine) of each child's exit and start; View.Status is
+// what status shows.
 //
 // Exits are not found by scans where they can be told: Exits watches
 // each child through a pidfd (in one epoll set) and reports its exit within milliseconds; View.Exited
@@ -94,7 +97,7 @@
 // stays in the list between two scans is taken for the same process (a
 // reuse would need the pid space to wrap within one period).
 //
-// Orphans reads the whole table (for status and doctor, not every scan)
+// Orphans reads the whole table (for doctor, on demand)
 // and says of each process that looks left over what proves that an
 // OpenCode now gone started it (the Record of sightings, a recorded
 // process group, its OPENCODE_PID), or what is missing; Reaper.Reap ends

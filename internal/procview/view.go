@@ -99,17 +99,6 @@ type Snapshot struct {
 // the last snapshot again, with the same Gen.
 func (s Snapshot) Gen() uint64 { return s.gen }
 
-// Lists reports whether pid is one of the live children s lists.
-func (s Snapshot) Lists(pid int) bool {
-	is := func(c Child) bool { return c.PID == pid }
-	for _, cs := range s.Servers {
-		if slices.ContainsFunc(cs, is) {
-			return true
-		}
-	}
-	return slices.ContainsFunc(s.Others, is)
-}
-
 // Child returns the live child serving k, the newest if several do.
 func (s Snapshot) Child(k Key) (Child, bool) {
 	cs := s.Servers[k]
@@ -245,15 +234,27 @@ type View struct {
 	// wrapped are the known children that are OpenCode itself (see
 	// known.parent).
 	wrapped map[int]bool
-	// exited are known children an exit watcher saw end (Exited) that
-	// OpenCode may not have reaped yet: the next scan drops them.
-	exited map[ident]bool
+	// exited are known children an exit watcher saw end (Exited), and
+	// when: the next scan drops them though OpenCode may not have reaped
+	// them yet, and Run tells their exit with that time.
+	exited map[ident]time.Time
 	// scans counts the scans; a child listed by this one has seen ==
 	// scans (no set of listed pids is built per scan).
 	scans uint64
 	last  *Snapshot
 	// snaps counts the snapshots made (Snapshot.Gen).
 	snaps uint64
+
+	// What Run keeps: the handler and the generation of its servers
+	// the matcher has, the record, the wake-up of Look.
+	h      Handler
+	hgen   uint64
+	record *Record
+	look   chan struct{}
+	// seen are the sightings the record holds: each process seen under
+	// OpenCode, kept while it runs, so that no save (the last one least
+	// of all) drops one an earlier save made.
+	seen map[ident]Sighting
 }
 
 type known struct {
@@ -272,6 +273,8 @@ type known struct {
 	// about to change when it was read (an exec in progress, npm's first
 	// title "npm"), so it could not be matched yet.
 	unsettled uint8
+	// below is what runs its server below it (Run).
+	below serverBelow
 }
 
 // maxRereads bounds how many scans read an unsettled child again.
@@ -313,11 +316,9 @@ func NewView(t Table, pid int) (*View, error) {
 	if root.Zombie {
 		return nil, fmt.Errorf("procview: pid %d has exited: %w", pid, ErrGone)
 	}
-	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]bool{}}, nil
+	return &View{table: t, root: root, m: newMatcher(nil), known: map[int]*known{}, dead: map[int]uint64{}, wrapped: map[int]bool{}, exited: map[ident]time.Time{},
+		look: make(chan struct{}, 1), seen: map[ident]Sighting{}}, nil
 }
-
-// OpenCode is the watched process, as first read.
-func (v *View) OpenCode() Process { return v.root }
 
 // SetServers replaces the configured local servers of every armed
 // directory. Children already seen are assigned again without a read.
@@ -351,7 +352,9 @@ func (v *View) Scan() (Snapshot, error) {
 		if err != nil && !errors.Is(err, ErrGone) {
 			return Snapshot{}, err
 		}
-		v.known, v.dead, v.wrapped, v.exited = map[int]*known{}, map[int]uint64{}, map[int]bool{}, map[ident]bool{}
+		// The known children stay: the record's last save reads what
+		// ran below each.
+		v.dead, v.wrapped, v.exited = map[int]uint64{}, map[int]bool{}, map[ident]time.Time{}
 		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
 		v.last = s
 		return *s, nil
@@ -434,7 +437,6 @@ func (v *View) Scan() (Snapshot, error) {
 			}
 			k.seen = 0
 		}
-		delete(v.exited, id)
 	}
 	// When every known child was listed, none can have exited: no need
 	// to walk them all.
@@ -504,24 +506,28 @@ func (v *View) snapshot(now time.Time) *Snapshot {
 	return s
 }
 
-// Exited tells the view that the process pid (with that birth) exited, as
-// an exit watcher saw it: the next scan counts it gone even while
+// Exited tells the view that the process pid (with that birth) exited at
+// at, as an exit watcher saw it: the next scan counts it gone even while
 // OpenCode still lists it.
-func (v *View) Exited(pid int, birth uint64) {
+func (v *View) Exited(pid int, birth uint64, at time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if k, ok := v.known[pid]; ok && k.p.Birth == birth {
-		v.exited[ident{pid, birth}] = true
+		v.exited[ident{pid, birth}] = at
 	}
 }
 
 // Successor reports whether a child born after birth serves k (or a
 // server configured alike), read from the process table now: a fresh
-// scan of OpenCode's children, not the last one.
-func (v *View) Successor(k Key, birth uint64) bool {
+// scan of OpenCode's children, under the handler's servers of now.
+func (v *View) Successor(dir, name string, birth uint64) bool {
+	v.sync()
 	s, err := v.Scan()
-	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[k], func(c Child) bool { return c.Birth > birth })
+	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[Key{dir, name}], func(c Child) bool { return c.Birth > birth })
 }
+
+// Clock reads the clock births count in (Table.Now).
+func (v *View) Clock() uint64 { return v.table.Now() }
 
 // ScanPeriod is how long to wait after a scan that took took, for a
 // period of every: stretched to 1,000 times the scan (at most a minute),

@@ -25,12 +25,12 @@ func viewOfOne(t *testing.T) (*memTable, *View) {
 func TestViewCountsAWatchedExitBeforeOpenCodeReapsIt(t *testing.T) {
 	tab, v := viewOfOne(t)
 	prev := scan(t, v)
-	v.Exited(2100, 9999) // another process's birth
+	v.Exited(2100, 9999, time.Now()) // another process's birth
 	if _, ok := scan(t, v).Child(Key{"/p", "a"}); !ok {
 		t.Fatal("an exit of another process with the same pid ended the child")
 	}
 	tab.update(2100, func(p *Process) { p.Zombie = true })
-	v.Exited(2100, 2100)
+	v.Exited(2100, 2100, time.Now())
 	next := scan(t, v)
 	if _, ok := next.Child(Key{"/p", "a"}); ok {
 		t.Fatal("the child an exit watcher saw exit still serves")
@@ -50,14 +50,14 @@ func TestViewSuccessorReadsTheTableNow(t *testing.T) {
 	tab, v := viewOfOne(t)
 	boot := time.Unix(bootTime, 0)
 	const exitedBirth = 2150 // born after 2100, before 2200
-	if v.Successor(Key{"/p", "a"}, exitedBirth) {
+	if v.Successor("/p", "a", exitedBirth) {
 		t.Fatal("the older child counts as a successor")
 	}
 	tab.put(Process{PID: 2200, PPID: 2000, PGID: 2000, UID: ana, Birth: 2200, Start: boot.Add(3 * time.Minute), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"})
-	if !v.Successor(Key{"/p", "a"}, exitedBirth) {
+	if !v.Successor("/p", "a", exitedBirth) {
 		t.Fatal("a child started since is no successor")
 	}
-	if v.Successor(Key{"/p", "b"}, exitedBirth) {
+	if v.Successor("/p", "b", exitedBirth) {
 		t.Fatal("a successor of another server")
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
 // OpenCode before about 1.15 never reports a dead stdio server: its status
@@ -20,23 +21,14 @@ import (
 // left alone whatever the evidence; one it shows failed follows the usual
 // path.
 
-// LocalServer is one local MCP server of an armed directory, as its
-// config names it: what the process view matches OpenCode's children to.
-type LocalServer struct {
-	Directory, Name string
-	// Command and Cwd are the configured command line and working
-	// directory ("": the directory). Command is shared with the engine
-	// and every directory configured alike: never change it.
-	Command []string
-	Cwd     string
-}
-
 // LocalServers lists the local servers of every armed directory whose
-// config was read, and a counter that changes whenever the list may have;
-// when the counter is still since, it returns no list (changed false): a
-// caller that asks every few seconds copies a thousand directories' list
-// only when it changed.
-func (e *Engine) LocalServers(since uint64) (gen uint64, servers []LocalServer, changed bool) {
+// config was read, in key order, and a counter that changes whenever the
+// list may have; when the counter is still since, it returns no list
+// (changed false): a caller that asks every few seconds copies a
+// thousand directories' list only when it changed. Each Command is
+// shared with the engine and every directory configured alike: never
+// change it.
+func (e *Engine) LocalServers(since uint64) (gen uint64, servers []procview.LocalServer, changed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.localsGen == since {
@@ -46,7 +38,7 @@ func (e *Engine) LocalServers(since uint64) (gen uint64, servers []LocalServer, 
 		d := e.dirs[path]
 		for _, name := range opencode.Names(d.config) {
 			if c := d.config[name]; c.command != nil {
-				servers = append(servers, LocalServer{Directory: path, Name: name, Command: c.command, Cwd: c.cwd})
+				servers = append(servers, procview.LocalServer{Directory: path, Name: name, Command: c.command, Cwd: c.cwd})
 			}
 		}
 	}
@@ -154,7 +146,7 @@ type ProcessView interface {
 }
 
 // SetProcessView gives the engine the process view it asks at decision
-// time; call it before Run.
+// time: the view of each OpenCode process as it is found.
 func (e *Engine) SetProcessView(pv ProcessView) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

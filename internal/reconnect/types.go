@@ -2,6 +2,8 @@ package reconnect
 
 import (
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 )
 
 // Event types the engine publishes (the daemon's own /events).
@@ -51,85 +53,10 @@ type Snapshot struct {
 	OpenCode *OpenCodeInfo `json:"opencode,omitempty"`
 	// Processes is the MCP process view of a local OpenCode (nil when
 	// OpenCode is not a local process of this user, or not yet seen).
-	Processes *Processes  `json:"processes,omitempty"`
-	Stream    StreamState `json:"stream"`
+	Processes *procview.Status `json:"processes,omitempty"`
+	Stream    StreamState      `json:"stream"`
 	// Directories is nil only in a Summary (left out of its JSON).
 	Directories []DirSnapshot `json:"directories,omitzero"`
-}
-
-// Processes is what the daemon sees of a local OpenCode's MCP processes
-// (it runs on this machine as this user): its pid, the children serving
-// each armed directory's local servers, and what looks wrong. Commands
-// are masked (no environment, no header or token values).
-type Processes struct {
-	// OpenCodePID is the OpenCode process whose children are watched.
-	OpenCodePID int `json:"opencode_pid"`
-	// Children counts the live MCP children matched to a server.
-	Children int `json:"children"`
-	// Servers are the processes serving each local server: the one
-	// OpenCode started and, below it, the one that runs the server.
-	Servers []ServerProcess `json:"servers,omitempty"`
-	// Duplicates are servers of one directory with two or more live
-	// children.
-	Duplicates []ProcessGroup `json:"duplicates,omitempty"`
-	// Orphans are MCP processes of this user that run the command of a
-	// configured server and look left over by an OpenCode: proven ones
-	// (evidence that an OpenCode now gone started them) and possibly left
-	// over ones (no such evidence: never reaped).
-	Orphans []OrphanProcess `json:"orphans,omitempty"`
-	// Fix is the command that ends the proven orphans, when there are any.
-	Fix string `json:"fix,omitempty"`
-}
-
-// ServerProcess is what runs one local server of one directory.
-type ServerProcess struct {
-	Directory string `json:"directory"`
-	Server    string `json:"server"`
-	// PID and Command are the process OpenCode started for it: its
-	// launcher (npx, uvx, a shell, docker run) or the server itself.
-	PID     int    `json:"pid"`
-	Command string `json:"command"`
-	// Launcher names the launcher ("npx", "uvx", "sh -c", "docker
-	// run"); "" when OpenCode runs the server itself.
-	Launcher string `json:"launcher,omitempty"`
-	// ServerPID and ServerCommand are the process below the launcher
-	// that runs the server, once seen (0 and "" before, or when the
-	// launcher is the server).
-	ServerPID     int    `json:"server_pid,omitempty"`
-	ServerCommand string `json:"server_command,omitempty"`
-	// InContainer: the server runs in a container (docker run, podman
-	// run), which this machine's process table does not show.
-	InContainer bool `json:"in_container,omitempty"`
-	// LauncherRunsOn: the launcher can outlive its server (a shell with
-	// more than one command, a script): a crash of the server below it
-	// closes no pipe of OpenCode's, and is not seen until the launcher
-	// ends.
-	LauncherRunsOn bool `json:"launcher_runs_on,omitempty"`
-}
-
-// ProcessGroup is one server of one directory with its live children.
-type ProcessGroup struct {
-	Directory string `json:"directory"`
-	Server    string `json:"server"`
-	PIDs      []int  `json:"pids"`
-	Command   string `json:"command"`
-}
-
-// OrphanProcess is one MCP process that looks left over by an OpenCode.
-type OrphanProcess struct {
-	PID     int    `json:"pid"`
-	PPID    int    `json:"ppid"`
-	Cwd     string `json:"cwd"`
-	Command string `json:"command"`
-	// Proven: evidence shows that an OpenCode now gone started it (the
-	// record, its process group, its OPENCODE_PID): doctor --reap ends
-	// it. Otherwise it is only possibly left over, and never signalled.
-	Proven bool `json:"proven"`
-	// Why is that evidence, or what is missing for it.
-	Why string `json:"why"`
-	// Servers are the configured servers ("directory: name") it runs the
-	// command of.
-	Servers []string `json:"servers,omitempty"`
 }
 
 // OpenCodeInfo is what the daemon knows of the OpenCode server itself.

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/termsafe"
 )
@@ -112,10 +113,10 @@ func mib(n int64) string {
 }
 
 // writeProcesses shows the MCP process view of a local OpenCode: its pid
-// and children, then each duplicate and each orphan with its masked
-// command (the daemon masks it; it is escaped here all the same, as a
-// command line and a working directory are anyone's text).
-func writeProcesses(w io.Writer, p *reconnect.Processes) {
+// and children, then each duplicate with its masked command (the daemon
+// masks it; it is escaped here all the same, as a command line is
+// anyone's text).
+func writeProcesses(w io.Writer, p *procview.Status) {
 	if p == nil {
 		return
 	}
@@ -143,19 +144,9 @@ func writeProcesses(w io.Writer, p *reconnect.Processes) {
 	for _, d := range p.Duplicates {
 		fmt.Fprintf(w, "  duplicate %s: %s  pids %s  %s\n", esc(d.Directory), esc(d.Server), join(d.PIDs, strconv.Itoa), esc(d.Command))
 	}
-	proven := false
-	for _, o := range p.Orphans {
-		what := "orphan"
-		if !o.Proven {
-			what = "possibly left over"
-		}
-		proven = proven || o.Proven
-		fmt.Fprintf(w, "  %s pid %d  parent %d  cwd %s  %s  (%s)\n", what, o.PID, o.PPID, esc(o.Cwd), esc(o.Command), esc(o.Why))
-	}
-	if proven {
-		// The command that ends orphans, when the daemon named none.
-		fmt.Fprintf(w, "  fix: %s\n", esc(cmp.Or(p.Fix, "mcp-reconnect doctor --reap")))
-	}
+	// Leftover processes are doctor's: a search of the whole process
+	// table, on demand.
+	fmt.Fprintln(w, "  leftover MCP processes: run mcp-reconnect doctor")
 }
 
 // join is each of xs as str makes it, comma-separated.
