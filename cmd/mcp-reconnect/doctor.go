@@ -35,7 +35,7 @@ func newDoctor() *cobra.Command {
 runs a version mcp-reconnect knows (it says which generation, 1.x or 2.x,
 and where the password came from, never the password), and still offers
 (in its own API description: 1.x GET /doc, 2.x GET /openapi.json) every
-route, parameter, MCP status and event the daemon relies on.
+route, MCP status and event the daemon relies on.
 
 Which OpenCode: the one --url (or $OPENCODE_URL, or the config file's url)
 names, or the service --service-file names; else the OpenCode of each

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // The transport of the 2.x client: how a ClientV2 sends a request of a
@@ -132,7 +131,7 @@ func (v *ClientV2) call(ctx context.Context, capName string, hc *http.Client, ti
 	waiting := m != nil && time.Now().Before(m.again)
 	v.mu.Unlock()
 	if !waiting {
-		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(arg), 1)
+		esc := strings.Replace(p, "{name}", url.PathEscape(arg), 1)
 		status, body, err := v.c.send(ctx, hc, timeout, op, method, esc, query, nil)
 		if err != nil {
 			return nil, false, err
