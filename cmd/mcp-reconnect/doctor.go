@@ -144,10 +144,9 @@ It exits 0 only when nothing failed.`,
 				}
 				to := o
 				to.PasswordSource, to.Daemon = t.passwordSource, t.daemon
-				to.ProcessTable = nil // this machine's processes: once, after the last
 				checks = append(checks, doctor.Run(cmd.Context(), t.url, opencode.Options{Username: t.username, Password: t.password}, to)...)
 			}
-			_, procs := doctor.FindProcesses(cmd.Context(), o)
+			_, procs := doctor.FindProcesses(cmd.Context(), o) // whether OpenCode answered or not
 			checks = append(checks, procs...)
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {

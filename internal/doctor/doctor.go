@@ -274,18 +274,11 @@ type Options struct {
 // Run detects which OpenCode generation answers at rawURL (with
 // opencode.Detect) and performs every check against it with the matching
 // client: reachability, credentials, generation and version, the API
-// description (1.x GET /doc, 2.x GET /openapi.json), the daemon's armed
-// directories and the named directories; then, whether OpenCode answered
-// or not, the MCP processes of this machine (FindProcesses). oo carries
-// the credentials and, in tests, the transport.
+// description (1.x GET /doc, 2.x GET /openapi.json), the event stream,
+// the daemon's armed directories and the named directories. oo carries
+// the credentials and, in tests, the transport. (The MCP processes of
+// this machine are FindProcesses', whether OpenCode answered or not.)
 func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
-	checks := runOpenCode(ctx, rawURL, oo, o)
-	_, procs := FindProcesses(ctx, o)
-	return append(checks, procs...)
-}
-
-// runOpenCode is Run's checks of OpenCode itself.
-func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
 	checks := []Check{passwordCheck(o.PasswordSource, oo.Password != "")}
 	gen, version, pid, err := opencode.Detect(ctx, rawURL, oo)
 	url := opencode.Redact(rawURL)
