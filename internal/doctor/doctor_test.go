@@ -93,13 +93,27 @@ func TestGarbageDoc(t *testing.T) {
 	}
 }
 
+// Whatever the description, CheckDoc gives a verdict of known
+// severities, for either generation's needs.
 func FuzzCheckDoc(f *testing.F) {
+	// Small seeds: the fuzzer minimises every interesting input, which
+	// for a recorded description takes minutes per input.
 	f.Add([]byte(`{"paths":{"/mcp":{"get":{}}},"components":{"schemas":{"MCPStatusX":{"properties":{"status":{"enum":["x"]}}}}}}`))
 	f.Add([]byte(`{"paths":{},"components":{"schemas":{"A":[{"enum":[1,"b"]}]}}}`))
+	f.Add([]byte(componentsOnlyDoc))
+	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}},` +
+		`"components":{"schemas":{"Mcp.Status":{"anyOf":[{"$ref":"#/components/schemas/Mcp.Status"}],"properties":{"status":{"allOf":[{"enum":[2,"x"]}],"const":"failed"}}}}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		checks := CheckDoc(doc, NeedV1)
-		if len(checks) == 0 {
-			t.Fatal("no verdict")
+		for _, need := range []Need{NeedV1, needV2(caps212(t))} {
+			checks := CheckDoc(doc, need)
+			if len(checks) == 0 {
+				t.Fatal("no verdict")
+			}
+			for _, c := range checks {
+				if c.Severity != OK && c.Severity != Warn && c.Severity != Fail && c.Severity != Info {
+					t.Fatalf("severity %q", c.Severity)
+				}
+			}
 		}
 	})
 }

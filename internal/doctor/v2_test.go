@@ -286,30 +286,6 @@ func TestGarbageDocV2(t *testing.T) {
 	}
 }
 
-func FuzzCheckDocV2(f *testing.F) {
-	// Small seeds: the fuzzer minimises every interesting input, which
-	// for the 60 KB reference document takes minutes per input.
-	f.Add([]byte(`{"paths":{"/api/mcp":{"get":{"parameters":[{"name":"location","in":"query","style":"deepObject","schema":{"anyOf":[{"type":"object","properties":{"directory":{"type":"string"}}},{"type":"null"}]}}],` +
-		`"responses":{"200":{"content":{"application/json":{"schema":{"type":"object","properties":{"data":{"type":"array","items":{"$ref":"#/components/schemas/Mcp.Server"}}}}}}}}}},` +
-		`"/api/event":{"get":{"responses":{"200":{"content":{"text/event-stream":{"schema":{"type":"object","properties":{"data":{"$ref":"#/components/schemas/J"}}}}}}}}}},` +
-		`"components":{"schemas":{"Mcp.Server":{"properties":{"name":{"type":"string"},"status":{"anyOf":[{"$ref":"#/components/schemas/S"}]}}},"S":{"properties":{"status":{"type":"string","enum":["connected"]}}},` +
-		`"J":{"type":"string","contentSchema":{"$ref":"#/components/schemas/E"}},"E":{"anyOf":[{"properties":{"type":{"const":"mcp.status.changed"}}}]}}}}`))
-	f.Add([]byte(componentsOnlyDoc))
-	f.Add([]byte(`{"paths":{"/api/mcp":{"get":{"responses":{"200":{"content":{"application/json":{"schema":{"$ref":"#/components/schemas/A"}}}}}}}},"components":{"schemas":{"A":{"anyOf":[{"$ref":"#/components/schemas/A"}],"properties":{"data":{"items":{"prefixItems":[1,{"enum":[2,"x"]}]}}}}}}}`))
-	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}}}`))
-	f.Fuzz(func(t *testing.T, doc []byte) {
-		checks := checkDocV2(t, doc)
-		if len(checks) == 0 {
-			t.Fatal("no verdict")
-		}
-		for _, c := range checks {
-			if c.Severity != OK && c.Severity != Warn && c.Severity != Fail && c.Severity != Info {
-				t.Fatalf("severity %q", c.Severity)
-			}
-		}
-	})
-}
-
 // --- Run against the 2.x fake ---
 
 const v2pw = "fake2-password-never-printed"
