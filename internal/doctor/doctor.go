@@ -49,9 +49,9 @@ type Check struct {
 // against.
 const TestedVersionV2 = "2.1.2"
 
-// Need is what the daemon relies on in one generation's own API
+// needs is what the daemon relies on in one generation's own API
 // description.
-type Need struct {
+type needs struct {
 	// Doc is the route that serves the description.
 	Doc string
 	// Routes the client calls: one whose Without is empty, or named in
@@ -67,10 +67,10 @@ type Need struct {
 	Events []string
 }
 
-// NeedV1 is what the 1.x client relies on: it cannot work without any of
+// needV1 is what the 1.x client relies on: it cannot work without any of
 // its routes. server.heartbeat is sent but not described in /doc; without
 // it the stream is merely re-subscribed after each silent 30 s.
-var NeedV1 = Need{
+var needV1 = needs{
 	Doc: "GET /doc",
 	Routes: []opencode.Capability{
 		{Route: "GET /global/health"}, {Route: "GET /global/event"}, {Route: "GET /mcp"},
@@ -82,16 +82,16 @@ var NeedV1 = Need{
 
 // needV2 is what the 2.x client relies on: the routes of its
 // capabilities (caps); it runs without all but the needed ones.
-func needV2(caps []opencode.Capability) Need {
-	return Need{Doc: "GET /openapi.json", Routes: caps, Needed: []string{opencode.CapStatus, opencode.CapConnect, opencode.CapEvents}, Statuses: opencode.StatusesV2}
+func needV2(caps []opencode.Capability) needs {
+	return needs{Doc: "GET /openapi.json", Routes: caps, Needed: []string{opencode.CapStatus, opencode.CapConnect, opencode.CapEvents}, Statuses: opencode.StatusesV2}
 }
 
-// CheckDoc compares a server's own OpenAPI description (body) with what
+// checkDoc compares a server's own OpenAPI description (body) with what
 // the daemon relies on (need): each route, the MCP status values of the
 // component schemas named MCPStatus… (1.x) or Mcp.Status… (2.x), and the
 // event types among every component schema's "type" values. Each missing
 // or different thing is its own line, naming it.
-func CheckDoc(body []byte, need Need) []Check {
+func checkDoc(body []byte, need needs) []Check {
 	d, err := parseDesc(body)
 	if err != nil {
 		return []Check{{Fail, "api description", need.Doc + " is not an OpenAPI document: " + err.Error()}}
@@ -295,7 +295,7 @@ func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []C
 	}
 	checks = append(checks, Check{OK, "reachable", url})
 	var c client
-	var need Need
+	var need needs
 	tested, stream := TestedVersion, "GET /global/event"
 	if gen == opencode.V2 {
 		v2oo := oo
@@ -311,7 +311,7 @@ func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []C
 		if err != nil {
 			return append(checks, Check{Fail, "reachable", err.Error()})
 		}
-		c, need = v, NeedV1
+		c, need = v, needV1
 		checks = append(checks, Check{OK, "generation", "OpenCode 1.x, version " + version})
 	}
 	if oo.Password == "" && gen == opencode.V2 {
@@ -327,7 +327,7 @@ func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []C
 	if body, err := c.Doc(ctx); err != nil {
 		checks = append(checks, Check{Fail, "api description", err.Error()})
 	} else {
-		checks = append(checks, CheckDoc(body, need)...)
+		checks = append(checks, checkDoc(body, need)...)
 	}
 	checks = append(checks, streamCheck(ctx, c, stream))
 	return append(checks, serverChecks(ctx, c, o)...)

@@ -41,7 +41,7 @@ func edit(t *testing.T, f func(d map[string]any)) []byte {
 }
 
 func TestReferenceDocFits(t *testing.T) {
-	checks := CheckDoc(refDoc(t), NeedV1)
+	checks := checkDoc(refDoc(t), needV1)
 	if !Healthy(checks) {
 		t.Fatalf("the 1.18.34 description does not fit: %+v", checks)
 	}
@@ -56,7 +56,7 @@ func TestMissingRouteFails(t *testing.T) {
 	doc := edit(t, func(d map[string]any) {
 		delete(d["paths"].(map[string]any)["/mcp/{name}/connect"].(map[string]any), "post")
 	})
-	checks := CheckDoc(doc, NeedV1)
+	checks := checkDoc(doc, needV1)
 	if Healthy(checks) || !strings.Contains(describe(checks), "POST /mcp/{name}/connect") {
 		t.Fatalf("checks = %s", describe(checks))
 	}
@@ -70,30 +70,30 @@ func TestStatusChangesAreCaught(t *testing.T) {
 	// leaves the daemon nothing to retry; a status it does not know
 	// would be left alone, whatever it means.
 	doc := edit(t, func(d map[string]any) { delete(schemas(d), "MCPStatusNeedsAuth") })
-	if c := CheckDoc(doc, NeedV1); !Healthy(c) || !strings.Contains(describe(c), "info mcp statuses: MCP status `needs_auth` is not in the MCPStatus schemas") {
+	if c := checkDoc(doc, needV1); !Healthy(c) || !strings.Contains(describe(c), "info mcp statuses: MCP status `needs_auth` is not in the MCPStatus schemas") {
 		t.Fatalf("a status gone: %s", describe(c))
 	}
 	doc = edit(t, func(d map[string]any) { delete(schemas(d), "MCPStatusFailed") })
-	if c := describe(CheckDoc(doc, NeedV1)); !strings.Contains(c, "FAIL mcp statuses: MCP status `failed` is not in the MCPStatus schemas") {
+	if c := describe(checkDoc(doc, needV1)); !strings.Contains(c, "FAIL mcp statuses: MCP status `failed` is not in the MCPStatus schemas") {
 		t.Fatalf("failed gone: %s", c)
 	}
 	doc = edit(t, func(d map[string]any) {
 		schemas(d)["MCPStatusPaused"] = map[string]any{"type": "object", "properties": map[string]any{"status": map[string]any{"type": "string", "enum": []any{"paused"}}}}
 	})
-	if c := describe(CheckDoc(doc, NeedV1)); !strings.Contains(c, "FAIL mcp statuses: MCP status `paused` in the MCPStatus schemas is unknown to mcp-reconnect") {
+	if c := describe(checkDoc(doc, needV1)); !strings.Contains(c, "FAIL mcp statuses: MCP status `paused` in the MCPStatus schemas is unknown to mcp-reconnect") {
 		t.Fatalf("a new status: %s", c)
 	}
 }
 
 func TestGarbageDoc(t *testing.T) {
 	for _, doc := range []string{"", "[]", "null", "<html>", `{"paths": 3}`} {
-		if Healthy(CheckDoc([]byte(doc), NeedV1)) {
-			t.Errorf("CheckDoc(%q) is healthy", doc)
+		if Healthy(checkDoc([]byte(doc), needV1)) {
+			t.Errorf("checkDoc(%q) is healthy", doc)
 		}
 	}
 }
 
-// Whatever the description, CheckDoc gives a verdict of known
+// Whatever the description, checkDoc gives a verdict of known
 // severities, for either generation's needs.
 func FuzzCheckDoc(f *testing.F) {
 	// Small seeds: the fuzzer minimises every interesting input, which
@@ -104,8 +104,8 @@ func FuzzCheckDoc(f *testing.F) {
 	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}},` +
 		`"components":{"schemas":{"Mcp.Status":{"anyOf":[{"$ref":"#/components/schemas/Mcp.Status"}],"properties":{"status":{"allOf":[{"enum":[2,"x"]}],"const":"failed"}}}}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		for _, need := range []Need{NeedV1, needV2(caps212(t))} {
-			checks := CheckDoc(doc, need)
+		for _, need := range []needs{needV1, needV2(caps212(t))} {
+			checks := checkDoc(doc, need)
 			if len(checks) == 0 {
 				t.Fatal("no verdict")
 			}

@@ -42,10 +42,10 @@ func editV2(t *testing.T, f func(d map[string]any)) []byte {
 	return b
 }
 
-// checkDocV2 is CheckDoc of doc against what the 2.x client relies on.
+// checkDocV2 is checkDoc of doc against what the 2.x client relies on.
 func checkDocV2(t testing.TB, doc []byte) []Check {
 	t.Helper()
-	return CheckDoc(doc, needV2(caps212(t)))
+	return checkDoc(doc, needV2(caps212(t)))
 }
 
 // caps212 are the 2.x client's capabilities before any call: 2.1.2's
