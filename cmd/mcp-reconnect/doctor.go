@@ -35,7 +35,7 @@ func newDoctor() *cobra.Command {
 runs a version mcp-reconnect knows (it says which generation, 1.x or 2.x,
 and where the password came from, never the password), and still offers
 (in its own API description: 1.x GET /doc, 2.x GET /openapi.json) every
-route, parameter, MCP status and event the daemon relies on.
+route, MCP status and event the daemon relies on.
 
 Which OpenCode: the one --url (or $OPENCODE_URL, or the config file's url)
 names, or the service --service-file names; else the OpenCode of each
@@ -144,10 +144,9 @@ It exits 0 only when nothing failed.`,
 				}
 				to := o
 				to.PasswordSource, to.Daemon = t.passwordSource, t.daemon
-				to.ProcessTable = nil // this machine's processes: once, after the last
 				checks = append(checks, doctor.Run(cmd.Context(), t.url, opencode.Options{Username: t.username, Password: t.password}, to)...)
 			}
-			_, procs := doctor.FindProcesses(cmd.Context(), o)
+			_, procs := doctor.FindProcesses(cmd.Context(), o) // whether OpenCode answered or not
 			checks = append(checks, procs...)
 			if asJSON {
 				if err := writeIndentedJSON(cmd.OutOrStdout(), checks); err != nil {

@@ -2,24 +2,24 @@
 // this OpenCode?": reachability, credentials (and where the password came
 // from), which generation and version answers, whether the server's own
 // API description (1.x GET /doc, 2.x GET /openapi.json) still offers every
-// route, parameter, status value and event the daemon relies on (so an
+// route, MCP status and event the daemon relies on (so an
 // OpenCode upgrade that breaks us is caught by a command, not by a silent
 // failure), which servers need attention, and which MCP processes of this
 // machine look orphaned or run twice (processes.go; reap.go ends orphans).
 package doctor
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/registry"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
@@ -45,85 +45,193 @@ type Check struct {
 	Detail   string `json:"detail"`
 }
 
-// Route is a method and path of OpenCode's API.
-type Route struct{ Method, Path string }
+// TestedVersionV2 is the OpenCode 2.x release the daemon is tested
+// against.
+const TestedVersionV2 = "2.1.2"
 
-// Needs is what the daemon uses of OpenCode's API.
-type Needs struct {
-	Routes   []Route
+// needs is what the daemon relies on in one generation's own API
+// description.
+type needs struct {
+	// Doc is the route that serves the description.
+	Doc string
+	// Routes the client calls: one whose Without is empty, or named in
+	// Needed, fails when missing; another only warns.
+	Routes []opencode.Capability
+	Needed []string
+	// Statuses are the MCP statuses the daemon knows on this generation.
 	Statuses []string
-	Events   []string
+	// Events are the event types the daemon acts on that the description
+	// must list (none on 2.1.2, whose description names no event type:
+	// an event's data is an opaque string there, and only the stream
+	// check sees the stream work).
+	Events []string
 }
 
-// Used is what this version of the daemon calls and understands.
-var Used = Needs{
-	Routes: []Route{
-		{"GET", "/global/health"}, {"GET", "/global/event"}, {"GET", "/mcp"},
-		{"POST", "/mcp/{name}/connect"}, {"GET", "/config"},
+// needV1 is what the 1.x client relies on: it cannot work without any of
+// its routes. server.heartbeat is sent but not described in /doc; without
+// it the stream is merely re-subscribed after each silent 30 s.
+var needV1 = needs{
+	Doc: "GET /doc",
+	Routes: []opencode.Capability{
+		{Route: "GET /global/health"}, {Route: "GET /global/event"}, {Route: "GET /mcp"},
+		{Route: "POST /mcp/{name}/connect"}, {Route: "GET /config"},
 	},
 	Statuses: opencode.StatusesV1,
-	// server.heartbeat is sent but not described in /doc; without it the
-	// stream is merely re-subscribed after each silent 30 s.
-	Events: []string{opencode.EventToolsChanged, opencode.EventInstanceDisposed, opencode.EventGlobalDisposed, opencode.EventServerConnected},
+	Events:   []string{opencode.EventToolsChanged, opencode.EventInstanceDisposed, opencode.EventGlobalDisposed, opencode.EventServerConnected},
 }
 
-// CheckDoc compares an OpenAPI document with what the daemon needs: its
-// routes, the MCPStatus… component schemas' status values, and the event
-// types among every component schema's "type" values.
-func CheckDoc(doc []byte, need Needs) []Check {
-	d, err := apidesc.Parse(doc)
+// needV2 is what the 2.x client relies on: the routes of its
+// capabilities (caps); it runs without all but the needed ones.
+func needV2(caps []opencode.Capability) needs {
+	return needs{Doc: "GET /openapi.json", Routes: caps, Needed: []string{opencode.CapStatus, opencode.CapConnect, opencode.CapEvents}, Statuses: opencode.StatusesV2}
+}
+
+// checkDoc compares a server's own OpenAPI description (body) with what
+// the daemon relies on (need): each route, the MCP status values of the
+// component schemas named MCPStatus… (1.x) or Mcp.Status… (2.x), and the
+// event types among every component schema's "type" values. Each missing
+// or different thing is its own line, naming it.
+func checkDoc(body []byte, need needs) []Check {
+	d, err := parseDesc(body)
 	if err != nil {
-		return []Check{{Fail, "api description", "GET /doc is not an OpenAPI document: " + err.Error()}}
+		return []Check{{Fail, "api description", need.Doc + " is not an OpenAPI document: " + err.Error()}}
 	}
 	var checks []Check
-	var missing []string
+	var offered []string
 	for _, r := range need.Routes {
-		if _, ok := d.Offers(r.Method, r.Path); !ok {
-			missing = append(missing, r.Method+" "+r.Path)
+		if method, p, _ := strings.Cut(r.Route, " "); d.ops[method+" "+template(p)] {
+			offered = append(offered, r.Route)
+			continue
+		}
+		sev, detail := Fail, "OpenCode does not describe "+r.Route
+		if r.Without != "" {
+			detail += fmt.Sprintf(" (%s); mcp-reconnect runs without it: %s", r.Name, r.Without)
+			if !slices.Contains(need.Needed, r.Name) {
+				sev = Warn
+			}
+		}
+		checks = append(checks, Check{sev, "api routes", detail})
+	}
+	if len(offered) > 0 {
+		checks = append(checks, Check{OK, "api routes", strings.Join(offered, ", ")})
+	}
+	var statusSchemas []string
+	for n := range d.schemas {
+		if k := strings.ToLower(strings.NewReplacer(".", "", "_", "", "-", "").Replace(n)); strings.HasPrefix(k, "mcpstatus") {
+			statusSchemas = append(statusSchemas, n)
 		}
 	}
-	if len(missing) > 0 {
-		checks = append(checks, Check{Fail, "api routes", "OpenCode no longer offers " + strings.Join(missing, ", ")})
-	} else {
-		checks = append(checks, Check{OK, "api routes", fmt.Sprintf("all %d routes the daemon uses are offered", len(need.Routes))})
+	slices.Sort(statusSchemas)
+	checks = append(checks, judgeStatuses(need.Statuses, d.literals("status", statusSchemas...))...)
+	if len(need.Events) == 0 {
+		return checks
 	}
-
-	statuses := d.Components(statusComponents(d)...).Property("status").Literals()
-	checks = append(checks, judgeStatuses(need.Statuses, statuses, "in the MCPStatus schemas", "")...)
-	noEvent := absent(need.Events, d.Components(d.ComponentNames()...).Property("type").Literals())
-	if len(noEvent) > 0 {
-		checks = append(checks, Check{Fail, "events", "OpenCode no longer publishes " + strings.Join(noEvent, ", ")})
-	} else {
-		checks = append(checks, Check{OK, "events", strings.Join(need.Events, ", ")})
+	if noEvent := absent(need.Events, d.literals("type", slices.Sorted(maps.Keys(d.schemas))...)); len(noEvent) > 0 {
+		return append(checks, Check{Fail, "events", "OpenCode no longer publishes " + strings.Join(noEvent, ", ")})
 	}
-	return checks
+	return append(checks, Check{OK, "events", strings.Join(need.Events, ", ")})
 }
 
-// judgeStatuses compares the MCP status values a description lists (found
-// where; note, when set, is added to the ok line) with the ones the
-// daemon knows. A value it does not know fails: the daemon leaves a
-// server in it alone, whatever it means, and a renamed `failed` would
-// never be retried. A value it knows that the description lacks is
+// desc is what doctor reads of an OpenAPI document: its operations, as
+// "METHOD template" (method upper case, parameter names erased), and its
+// component schemas, as plain JSON: a part shaped otherwise than OpenAPI
+// says finds nothing, never an error.
+type desc struct {
+	ops     map[string]bool
+	schemas map[string]any
+}
+
+func parseDesc(b []byte) (desc, error) {
+	var doc struct{ Paths, Components any }
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return desc{}, errors.New("not a JSON object")
+	}
+	paths, ok := doc.Paths.(map[string]any)
+	if !ok {
+		return desc{}, errors.New(`no "paths" object`)
+	}
+	d := desc{ops: map[string]bool{}}
+	for p, item := range paths {
+		ops, _ := item.(map[string]any)
+		for method := range ops {
+			d.ops[strings.ToUpper(method)+" "+template(p)] = true
+		}
+	}
+	comp, _ := doc.Components.(map[string]any)
+	d.schemas, _ = comp["schemas"].(map[string]any)
+	return d, nil
+}
+
+// template erases the parameter names of a route, so that routes compare
+// by shape: OpenCode 2 calls the server "{server}" where the client says
+// "{name}".
+func template(route string) string {
+	segs := strings.Split(route, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			segs[i] = "{}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// literals are the string values (enum or const) that property prop of
+// the named component schemas allows, each once, in the order found: of
+// each schema and its anyOf, oneOf and allOf members, however nested.
+// (OpenCode's descriptions spell each status and event out in a schema of
+// its own: a $ref is not followed.)
+func (d desc) literals(prop string, names ...string) []string {
+	var out []string
+	var walk func(v any, inProp bool)
+	walk = func(v any, inProp bool) {
+		m, _ := v.(map[string]any)
+		if inProp {
+			enum, _ := m["enum"].([]any)
+			for _, x := range append(enum, m["const"]) {
+				if s, ok := x.(string); ok && !slices.Contains(out, s) {
+					out = append(out, s)
+				}
+			}
+		} else if props, ok := m["properties"].(map[string]any); ok {
+			walk(props[prop], true)
+		}
+		for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+			list, _ := m[k].([]any)
+			for _, x := range list {
+				walk(x, inProp)
+			}
+		}
+	}
+	for _, n := range names {
+		walk(d.schemas[n], false)
+	}
+	return out
+}
+
+// judgeStatuses compares the MCP status values a description lists with
+// the ones the daemon knows. A value it does not know fails: the daemon
+// leaves a server in it alone, whatever it means, and a renamed `failed`
+// would never be retried. A value it knows that the description lacks is
 // harmless (OpenCode 2.1.2 has no needs_client_registration: it never
 // reports it), unless it is `failed`, the one status the daemon acts on.
-func judgeStatuses(known, listed []string, where, note string) []Check {
-	const name = "mcp statuses"
+func judgeStatuses(known, listed []string) []Check {
+	const name, where = "mcp statuses", "in the MCPStatus schemas"
 	var checks []Check
 	for _, s := range absent(listed, known) {
 		checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `%s` %s is unknown to mcp-reconnect: it would leave a server in it alone, whatever it means (a renamed `failed` would never be retried)", s, where)})
 	}
 	if !slices.Contains(listed, opencode.StatusFailed) {
-		checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `failed` is not %s (found %s): mcp-reconnect reconnects only failed servers", where, quoteList(listed))})
+		found := "none"
+		if len(listed) > 0 {
+			found = "`" + strings.Join(listed, "`, `") + "`"
+		}
+		checks = append(checks, Check{Fail, name, fmt.Sprintf("MCP status `failed` is not %s (found %s): mcp-reconnect reconnects only failed servers", where, found)})
 	}
 	if len(checks) > 0 {
 		return checks
 	}
 	lacked := absent(known, listed)
-	detail := strings.Join(absent(known, lacked), ", ")
-	if note != "" {
-		detail += " (" + note + ")"
-	}
-	checks = append(checks, Check{OK, name, detail})
+	checks = append(checks, Check{OK, name, strings.Join(absent(known, lacked), ", ")})
 	for _, s := range lacked {
 		checks = append(checks, Check{Info, name, fmt.Sprintf("MCP status `%s` is not %s: this OpenCode never reports it", s, where)})
 	}
@@ -166,18 +274,11 @@ type Options struct {
 // Run detects which OpenCode generation answers at rawURL (with
 // opencode.Detect) and performs every check against it with the matching
 // client: reachability, credentials, generation and version, the API
-// description (1.x GET /doc, 2.x GET /openapi.json), the daemon's armed
-// directories and the named directories; then, whether OpenCode answered
-// or not, the MCP processes of this machine (FindProcesses). oo carries
-// the credentials and, in tests, the transport.
+// description (1.x GET /doc, 2.x GET /openapi.json), the event stream,
+// the daemon's armed directories and the named directories. oo carries
+// the credentials and, in tests, the transport. (The MCP processes of
+// this machine are FindProcesses', whether OpenCode answered or not.)
 func Run(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
-	checks := runOpenCode(ctx, rawURL, oo, o)
-	_, procs := FindProcesses(ctx, o)
-	return append(checks, procs...)
-}
-
-// runOpenCode is Run's checks of OpenCode itself.
-func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Options) []Check {
 	checks := []Check{passwordCheck(o.PasswordSource, oo.Password != "")}
 	gen, version, pid, err := opencode.Detect(ctx, rawURL, oo)
 	url := opencode.Redact(rawURL)
@@ -193,62 +294,42 @@ func runOpenCode(ctx context.Context, rawURL string, oo opencode.Options, o Opti
 		return append(checks, Check{Fail, "reachable", err.Error() + " (is OpenCode running there? set --url or OPENCODE_URL)"})
 	}
 	checks = append(checks, Check{OK, "reachable", url})
-	var c statusReader
-	switch gen {
-	case opencode.V2:
+	var c client
+	var need needs
+	tested, stream := TestedVersion, "GET /global/event"
+	if gen == opencode.V2 {
 		v2oo := oo
 		v2oo.Username = "" // 2.x authenticates as "opencode", always
 		v, err := opencode.NewV2(rawURL, v2oo)
 		if err != nil {
 			return append(checks, Check{Fail, "reachable", err.Error()})
 		}
-		c = v
+		c, need, tested, stream = v, needV2(v.Capabilities()), TestedVersionV2, "GET /api/event"
 		checks = append(checks, Check{OK, "generation", fmt.Sprintf("OpenCode 2.x, version %s (pid %d)", version, pid)})
-		if oo.Password == "" {
-			checks = append(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"})
-		} else {
-			checks = append(checks, Check{OK, "authenticated", "credentials accepted"})
-		}
-		if version == TestedVersionV2 {
-			checks = append(checks, Check{OK, "version", version})
-		} else {
-			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersionV2)})
-		}
-		body, err := v.Doc(ctx)
-		if err != nil {
-			checks = append(checks, Check{Fail, "api description", err.Error()})
-		} else if desc, err := apidesc.Parse(body); err != nil {
-			checks = append(checks, Check{Fail, "api description", "GET /openapi.json is not an OpenAPI document: " + err.Error()})
-		} else {
-			checks = append(checks, checkDescV2(desc, v.Capabilities())...)
-		}
-		stream := streamCheck(ctx, v, "GET /api/event")
-		checks = append(checks, stream)
-		if stream.Severity == OK && err == nil && !bytes.Contains(body, []byte(opencode.EventStatusChangedV2)) {
-			// 2.1.2's description names no event types (an event's data
-			// is an opaque string): the stream answering is the proof
-			// there is; the types are seen only when they happen.
-			checks = append(checks, Check{Info, "event types", fmt.Sprintf("the description names none; %s, %s and session.* are seen only when they happen", opencode.EventStatusChangedV2, opencode.EventLocationShutdownV2)})
-		}
-	default:
+	} else {
 		v, err := opencode.New(rawURL, oo)
 		if err != nil {
 			return append(checks, Check{Fail, "reachable", err.Error()})
 		}
-		c = v
-		checks = append(checks, Check{OK, "generation", "OpenCode 1.x, version " + version}, Check{OK, "authenticated", "credentials accepted"})
-		if version == TestedVersion {
-			checks = append(checks, Check{OK, "version", version})
-		} else {
-			checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, TestedVersion)})
-		}
-		if doc, err := v.Doc(ctx); err != nil {
-			checks = append(checks, Check{Fail, "api description", err.Error()})
-		} else {
-			checks = append(checks, CheckDoc(doc, Used)...)
-		}
-		checks = append(checks, streamCheck(ctx, v, "GET /global/event"))
+		c, need = v, needV1
+		checks = append(checks, Check{OK, "generation", "OpenCode 1.x, version " + version})
 	}
+	if oo.Password == "" && gen == opencode.V2 {
+		checks = append(checks, Check{OK, "authenticated", "this OpenCode 2.x answers without a password"})
+	} else {
+		checks = append(checks, Check{OK, "authenticated", "credentials accepted"})
+	}
+	if version == tested {
+		checks = append(checks, Check{OK, "version", version})
+	} else {
+		checks = append(checks, Check{Warn, "version", fmt.Sprintf("%s; mcp-reconnect is tested with %s (the checks below tell whether it still fits)", version, tested)})
+	}
+	if body, err := c.Doc(ctx); err != nil {
+		checks = append(checks, Check{Fail, "api description", err.Error()})
+	} else {
+		checks = append(checks, checkDoc(body, need)...)
+	}
+	checks = append(checks, streamCheck(ctx, c, stream))
 	return append(checks, serverChecks(ctx, c, o)...)
 }
 
@@ -261,9 +342,7 @@ const streamWait = 5 * time.Second
 // Without it the daemon hears of nothing and checks every idle interval
 // only; and where the description names no event types (2.1.2), the wire
 // is the only proof the stream works.
-func streamCheck(ctx context.Context, c interface {
-	FirstEvent(context.Context, time.Duration) (string, error)
-}, route string) Check {
+func streamCheck(ctx context.Context, c client, route string) Check {
 	const name = "event stream"
 	typ, err := c.FirstEvent(ctx, streamWait)
 	switch {
@@ -275,11 +354,12 @@ func streamCheck(ctx context.Context, c interface {
 	return Check{OK, name, route + " answers; its first event is " + opencode.EventServerConnected}
 }
 
-// statusReader is what the server checks need of either generation's
-// client.
-type statusReader interface {
+// client is what doctor needs of either generation's client.
+type client interface {
 	URL() string
 	MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error)
+	FirstEvent(ctx context.Context, wait time.Duration) (string, error)
+	Doc(ctx context.Context) ([]byte, error)
 }
 
 // passwordCheck reports where the password came from, never the password.
@@ -307,7 +387,7 @@ func refusedV2(source string, given bool) string {
 
 // serverChecks lists the servers that need attention: those the daemon
 // sees in armed directories, and those of the named directories.
-func serverChecks(ctx context.Context, c statusReader, o Options) []Check {
+func serverChecks(ctx context.Context, c client, o Options) []Check {
 	var checks []Check
 	if o.Daemon != nil {
 		st, err := o.Daemon.Status(ctx)

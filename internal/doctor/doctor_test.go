@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
@@ -40,7 +41,7 @@ func edit(t *testing.T, f func(d map[string]any)) []byte {
 }
 
 func TestReferenceDocFits(t *testing.T) {
-	checks := CheckDoc(refDoc(t), Used)
+	checks := checkDoc(refDoc(t), needV1)
 	if !Healthy(checks) {
 		t.Fatalf("the 1.18.34 description does not fit: %+v", checks)
 	}
@@ -55,7 +56,7 @@ func TestMissingRouteFails(t *testing.T) {
 	doc := edit(t, func(d map[string]any) {
 		delete(d["paths"].(map[string]any)["/mcp/{name}/connect"].(map[string]any), "post")
 	})
-	checks := CheckDoc(doc, Used)
+	checks := checkDoc(doc, needV1)
 	if Healthy(checks) || !strings.Contains(describe(checks), "POST /mcp/{name}/connect") {
 		t.Fatalf("checks = %s", describe(checks))
 	}
@@ -69,36 +70,50 @@ func TestStatusChangesAreCaught(t *testing.T) {
 	// leaves the daemon nothing to retry; a status it does not know
 	// would be left alone, whatever it means.
 	doc := edit(t, func(d map[string]any) { delete(schemas(d), "MCPStatusNeedsAuth") })
-	if c := CheckDoc(doc, Used); !Healthy(c) || !strings.Contains(describe(c), "info mcp statuses: MCP status `needs_auth` is not in the MCPStatus schemas") {
+	if c := checkDoc(doc, needV1); !Healthy(c) || !strings.Contains(describe(c), "info mcp statuses: MCP status `needs_auth` is not in the MCPStatus schemas") {
 		t.Fatalf("a status gone: %s", describe(c))
 	}
 	doc = edit(t, func(d map[string]any) { delete(schemas(d), "MCPStatusFailed") })
-	if c := describe(CheckDoc(doc, Used)); !strings.Contains(c, "FAIL mcp statuses: MCP status `failed` is not in the MCPStatus schemas") {
+	if c := describe(checkDoc(doc, needV1)); !strings.Contains(c, "FAIL mcp statuses: MCP status `failed` is not in the MCPStatus schemas") {
 		t.Fatalf("failed gone: %s", c)
 	}
 	doc = edit(t, func(d map[string]any) {
 		schemas(d)["MCPStatusPaused"] = map[string]any{"type": "object", "properties": map[string]any{"status": map[string]any{"type": "string", "enum": []any{"paused"}}}}
 	})
-	if c := describe(CheckDoc(doc, Used)); !strings.Contains(c, "FAIL mcp statuses: MCP status `paused` in the MCPStatus schemas is unknown to mcp-reconnect") {
+	if c := describe(checkDoc(doc, needV1)); !strings.Contains(c, "FAIL mcp statuses: MCP status `paused` in the MCPStatus schemas is unknown to mcp-reconnect") {
 		t.Fatalf("a new status: %s", c)
 	}
 }
 
 func TestGarbageDoc(t *testing.T) {
 	for _, doc := range []string{"", "[]", "null", "<html>", `{"paths": 3}`} {
-		if Healthy(CheckDoc([]byte(doc), Used)) {
-			t.Errorf("CheckDoc(%q) is healthy", doc)
+		if Healthy(checkDoc([]byte(doc), needV1)) {
+			t.Errorf("checkDoc(%q) is healthy", doc)
 		}
 	}
 }
 
+// Whatever the description, checkDoc gives a verdict of known
+// severities, for either generation's needs.
 func FuzzCheckDoc(f *testing.F) {
+	// Small seeds: the fuzzer minimises every interesting input, which
+	// for a recorded description takes minutes per input.
 	f.Add([]byte(`{"paths":{"/mcp":{"get":{}}},"components":{"schemas":{"MCPStatusX":{"properties":{"status":{"enum":["x"]}}}}}}`))
 	f.Add([]byte(`{"paths":{},"components":{"schemas":{"A":[{"enum":[1,"b"]}]}}}`))
+	f.Add([]byte(componentsOnlyDoc))
+	f.Add([]byte(`{"paths":{"/api/{a}/{b}":{"parameters":[{"$ref":"#/paths/~1api~1{a}~1{b}/parameters/0"}],"post":{"parameters":"x"}}},` +
+		`"components":{"schemas":{"Mcp.Status":{"anyOf":[{"$ref":"#/components/schemas/Mcp.Status"}],"properties":{"status":{"allOf":[{"enum":[2,"x"]}],"const":"failed"}}}}}}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		checks := CheckDoc(doc, Used)
-		if len(checks) == 0 {
-			t.Fatal("no verdict")
+		for _, need := range []needs{needV1, needV2(caps212(t))} {
+			checks := checkDoc(doc, need)
+			if len(checks) == 0 {
+				t.Fatal("no verdict")
+			}
+			for _, c := range checks {
+				if c.Severity != OK && c.Severity != Warn && c.Severity != Fail && c.Severity != Info {
+					t.Fatalf("severity %q", c.Severity)
+				}
+			}
 		}
 	})
 }
@@ -174,6 +189,8 @@ func (u urlOnly) URL() string { return string(u) }
 func (urlOnly) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
 	return nil, nil
 }
+func (urlOnly) FirstEvent(context.Context, time.Duration) (string, error) { return "", nil }
+func (urlOnly) Doc(context.Context) ([]byte, error)                       { return nil, nil }
 
 // doctor --url http://localhost:4096 while the daemon watches
 // http://127.0.0.1:4096 (its default): the registry finds that daemon by

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,22 +92,6 @@ func describeLines(checks []Check) []string {
 		out = append(out, c.Severity+" "+c.Name+": "+c.Detail)
 	}
 	return out
-}
-
-// Run lists the processes whether OpenCode answers or not: the orphan of
-// a killed OpenCode is the case.
-func TestRunListsOrphansWithoutOpenCode(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + l.Addr().String()
-	l.Close()
-	checks := Run(context.Background(), dead, opencode.Options{}, anaOptions(t))
-	out := describe(checks)
-	if Healthy(checks) || !strings.Contains(out, "FAIL reachable") || !strings.Contains(out, "warn orphan pid 3000") {
-		t.Fatalf("checks\n%s", out)
-	}
 }
 
 // Three processes of one server: the newest is named, and the two older

@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -230,37 +229,45 @@ func isRefused(err error) bool {
 // Unwrap returns the transport error, if any.
 func (e *Error) Unwrap() error { return e.cause }
 
-// doJSON is do, then the 2xx body decoded into out.
-func (c *Client) doJSON(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, out any) error {
-	body, err := c.do(ctx, hc, timeout, op, method, escPath, query, nil)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return &Error{Op: op, URL: c.URL(), Status: http.StatusOK, Detail: "answer is not the expected JSON: " + err.Error(), kind: ErrUnavailable}
-	}
-	return nil
-}
-
-// do sends one request and returns the body of a 2xx answer.
-// op names the route for messages ("POST /mcp/{name}/connect"); escPath is
-// the path with every variable segment already escaped with url.PathEscape,
-// so a server name holding a slash stays one segment.
+// do sends one request of the 1.x client and returns the body of a 2xx
+// answer. op names the route for messages ("POST /mcp/{name}/connect");
+// escPath is the path with every variable segment already escaped with
+// url.PathEscape, so a server name holding a slash stays one segment.
 // reqBody, when set, is sent as JSON.
 func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, reqBody []byte) ([]byte, error) {
 	status, body, err := c.send(ctx, hc, timeout, op, method, escPath, query, reqBody)
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return nil, &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized}
-	case status == http.StatusNotFound:
-		return nil, &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotFound}
-	case status < 200 || status > 299:
-		return nil, &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
+	if err := c.classify(op, status, body, ""); err != nil {
+		return nil, err
 	}
 	return body, nil
+}
+
+// classify sorts an answer of either generation into nil (2xx) or an
+// *Error. hint, when set, replaces the 1.x fix named for a refused
+// password.
+func (c *Client) classify(op string, status int, body []byte, hint string) error {
+	switch {
+	case status >= 200 && status <= 299:
+		return nil
+	case status == http.StatusForbidden && errorTag(body) == tagLocationDenied:
+		// 2.x's 403 is about the directory (OpenCode may not read it), not
+		// the credentials: telling the user to fix the password would
+		// send them the wrong way.
+		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: hint}
+	case status == http.StatusNotFound:
+		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotFound}
+	}
+	return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
+}
+
+// unexpected is the error for a 2xx answer that is not the expected JSON.
+func (c *Client) unexpected(op string, err error) error {
+	return &Error{Op: op, URL: c.URL(), Status: http.StatusOK, Detail: err.Error(), kind: ErrUnavailable}
 }
 
 // send sends one request and returns any HTTP answer's status and body

@@ -77,7 +77,7 @@ func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerSt
 	}
 	st, err := ParseStatus(raw)
 	if err != nil {
-		return nil, &Error{Op: "GET /mcp", URL: c.URL(), Status: 200, Detail: err.Error(), kind: ErrUnavailable}
+		return nil, c.unexpected("GET /mcp", err)
 	}
 	return st, nil
 }
@@ -272,11 +272,15 @@ type MCPEntry struct {
 
 // MCPConfig reads the resolved MCP section of GET /config for dir.
 func (c *Client) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
+	body, err := c.do(ctx, c.http, c.timeout, "GET /config", "GET", "/config", dirQuery(dir), nil)
+	if err != nil {
+		return nil, err
+	}
 	var cfg struct {
 		MCP map[string]MCPEntry `json:"mcp"`
 	}
-	if err := c.doJSON(ctx, c.http, c.timeout, "GET /config", "GET", "/config", dirQuery(dir), &cfg); err != nil {
-		return nil, err
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return nil, c.unexpected("GET /config", fmt.Errorf("answer is not the expected JSON: %w", err))
 	}
 	if cfg.MCP == nil {
 		cfg.MCP = map[string]MCPEntry{}

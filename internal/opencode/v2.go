@@ -142,13 +142,13 @@ func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]Serve
 	}
 	loc, st, err := ParseStatusV2(body)
 	if err != nil {
-		return nil, v.unexpected(opMCPStatusV2, err)
+		return nil, v.c.unexpected(opMCPStatusV2, err)
 	}
 	// A server that did not understand location[directory] answers for
 	// its own working directory: those are not dir's servers, and acting
 	// on them would connect servers in $HOME. Fail loudly instead.
 	if loc != "" && path.Clean(loc) != path.Clean(dir) {
-		return nil, v.unexpected(opMCPStatusV2, fmt.Errorf("answered for location %q, not %q: the server ignored location[directory]", loc, dir))
+		return nil, v.c.unexpected(opMCPStatusV2, fmt.Errorf("answered for location %q, not %q: the server ignored location[directory]", loc, dir))
 	}
 	return st, nil
 }
@@ -174,7 +174,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 			// make the engine forget it.
 			return &Error{Op: op, URL: v.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 		}
-		return v.c.classifyV2(op, status, body)
+		return v.classify(op, status, body)
 	})
 	return err
 }
@@ -191,7 +191,7 @@ func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEnt
 	}
 	cfg, err := ParseConfigV2(body)
 	if err != nil {
-		return nil, v.unexpected(opConfigV2, err)
+		return nil, v.c.unexpected(opConfigV2, err)
 	}
 	return cfg, nil
 }
@@ -205,7 +205,7 @@ func (v *ClientV2) Info(ctx context.Context) (Info, error) {
 	}
 	info, err := ParseInfo(body)
 	if err != nil {
-		return Info{}, v.unexpected(opInfoV2, err)
+		return Info{}, v.c.unexpected(opInfoV2, err)
 	}
 	return info, nil
 }
@@ -235,7 +235,7 @@ func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bo
 	}
 	dirs, err = ParseLocationsV2(body)
 	if err != nil {
-		return nil, true, v.unexpected("GET "+routeLocations, err)
+		return nil, true, v.c.unexpected("GET "+routeLocations, err)
 	}
 	return dirs, true, nil
 }

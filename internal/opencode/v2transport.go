@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // The transport of the 2.x client: how a ClientV2 sends a request of a
@@ -53,24 +52,10 @@ func errorTag(body []byte) string {
 // background service's generated password.
 const hintV2 = "OpenCode 2 takes the password from OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json: run mcp-reconnect without --url and --password to follow the background service, or set --password"
 
-// classifyV2 sorts a 2.x answer into nil (2xx) or an *Error.
-func (c *Client) classifyV2(op string, status int, body []byte) error {
-	switch {
-	case status >= 200 && status <= 299:
-		return nil
-	case status == http.StatusUnauthorized:
-		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: hintV2}
-	case status == http.StatusForbidden && errorTag(body) == tagLocationDenied:
-		// 2.x's 403 is about the directory (OpenCode may not read it), not
-		// the credentials: telling the user to fix the password would
-		// send them the wrong way.
-		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
-	case status == http.StatusForbidden:
-		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: hintV2}
-	case status == http.StatusNotFound:
-		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotFound}
-	}
-	return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
+// classify sorts a 2.x answer into nil (2xx) or an *Error, with the 2.x
+// fix for a refused password.
+func (v *ClientV2) classify(op string, status int, body []byte) error {
+	return v.c.classify(op, status, body, hintV2)
 }
 
 // retry is the backoff of something that failed: how often in a row, and
@@ -132,7 +117,7 @@ func (v *ClientV2) call(ctx context.Context, capName string, hc *http.Client, ti
 	waiting := m != nil && time.Now().Before(m.again)
 	v.mu.Unlock()
 	if !waiting {
-		esc := strings.Replace(apidesc.Template(p), "{}", url.PathEscape(arg), 1)
+		esc := strings.Replace(p, "{name}", url.PathEscape(arg), 1)
 		status, body, err := v.c.send(ctx, hc, timeout, op, method, esc, query, nil)
 		if err != nil {
 			return nil, false, err
@@ -175,7 +160,7 @@ func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	if err := v.c.classifyV2(op, status, body); err != nil {
+	if err := v.classify(op, status, body); err != nil {
 		return nil, err
 	}
 	return body, nil
@@ -184,10 +169,5 @@ func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, 
 // getCap is a GET of a capability's route. gone is true when the server
 // has no such route (now or since an earlier 404).
 func (v *ClientV2) getCap(ctx context.Context, name, query string) (body []byte, gone bool, err error) {
-	return v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.c.classifyV2)
-}
-
-// unexpected is the error for a 2xx answer that is not the expected JSON.
-func (v *ClientV2) unexpected(op string, err error) error {
-	return &Error{Op: op, URL: v.URL(), Status: http.StatusOK, Detail: err.Error(), kind: ErrUnavailable}
+	return v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.classify)
 }

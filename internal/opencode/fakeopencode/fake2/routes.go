@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/apidesc"
 )
 
 // The HTTP side of the fake: its routes and handlers, authentication, the
@@ -158,17 +156,19 @@ func template(p string) string {
 	return t
 }
 
-// docRoutes lists the "METHOD template" routes of an OpenAPI document
-// (read as the client reads it); nil when it is not one.
+// docRoutes lists the "METHOD template" routes of an OpenAPI document;
+// nil when it is not one.
 func docRoutes(doc []byte) map[string]bool {
-	d, err := apidesc.Parse(doc)
-	if err != nil {
+	var d struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if json.Unmarshal(doc, &d) != nil || d.Paths == nil {
 		return nil
 	}
 	out := map[string]bool{}
-	for _, p := range d.Paths() {
-		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-			if _, ok := d.Offers(m, p); ok {
+	for p, item := range d.Paths {
+		for m := range item {
+			if m = strings.ToUpper(m); m != "PARAMETERS" {
 				out[m+" "+template(p)] = true
 			}
 		}
