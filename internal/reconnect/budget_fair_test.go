@@ -20,13 +20,13 @@ import (
 func TestOneServerCannotHoldEverySlot(t *testing.T) {
 	b := NewBudget(DefaultConfig.MaxConcurrent) // 2
 	serverA, serverB := b.Share(), b.Share()
-	if !tryAcquire(serverA, false) {
+	if !serverA.TryTake(false) {
 		t.Fatal("server A could not take a local slot on an empty budget")
 	}
-	if tryAcquire(serverA, true) {
+	if serverA.TryTake(true) {
 		t.Fatalf("server A took a remote slot beside its local one: it holds every slot of the daemon (in use %+v, budget %d, 2 servers)", b.all, b.max)
 	}
-	if !tryAcquire(serverB, false) {
+	if !serverB.TryTake(false) {
 		t.Fatalf("server B cannot start a local connect: server A holds every slot of the daemon (in use %+v, budget %d, 2 servers)", b.all, b.max)
 	}
 }

@@ -16,10 +16,10 @@ import (
 func TestRemoteLimitIsPerServer(t *testing.T) {
 	b := NewBudget(DefaultConfig.MaxConcurrent) // 2, the default
 	serverA, serverB := b.Share(), b.Share()
-	if !tryAcquire(serverA, true) { // A: a connect to a silent remote URL, held ~60 s
+	if !serverA.TryTake(true) { // A: a connect to a silent remote URL, held ~60 s
 		t.Fatal("server A could not start its remote connect on an empty budget")
 	}
-	if !tryAcquire(serverB, true) {
+	if !serverB.TryTake(true) {
 		t.Fatalf("server B's remote connect waits behind server A's hanging remote connect: budget max %d, in use %+v, B holds 0",
 			b.max, b.all)
 	}
@@ -32,13 +32,13 @@ func TestRemoteLimitIsPerServer(t *testing.T) {
 func TestMaxConcurrentOneKeepsTheSlotForLocal(t *testing.T) {
 	b := NewBudget(1)
 	s := b.Share() // the daemon's one server
-	if !tryAcquire(s, true) {
+	if !s.TryTake(true) {
 		t.Fatal("remote connect refused on an empty budget")
 	}
-	if !tryAcquire(s, false) {
+	if !s.TryTake(false) {
 		t.Fatalf("a local connect waits behind a remote one with --max-concurrent 1 (in use %+v)", b.all)
 	}
-	if tryAcquire(s, true) || tryAcquire(s, false) {
+	if s.TryTake(true) || s.TryTake(false) {
 		t.Fatalf("with --max-concurrent 1 a second remote or local connect started (in use %+v)", b.all)
 	}
 }
@@ -107,7 +107,7 @@ func TestBudgetBoundsHoldUnderAnyOrder(t *testing.T) {
 				if rnd.IntN(3) == 0 && (remote && h.remote > 0 || !remote && h.local > 0) {
 					shares[i].Release(remote)
 					h.add(remote, -1)
-				} else if tryAcquire(shares[i], remote) {
+				} else if shares[i].TryTake(remote) {
 					h.add(remote, 1)
 				}
 				total := pool{}
@@ -127,11 +127,4 @@ func TestBudgetBoundsHoldUnderAnyOrder(t *testing.T) {
 			}
 		}
 	}
-}
-
-// tryAcquire takes a slot of s for a connect of this kind if one is free,
-// through Wait without staying in line.
-func tryAcquire(s *Share, remote bool) bool {
-	granted, cancel := s.Wait(remote, func() {})
-	return granted || !cancel()
 }

@@ -1,8 +1,8 @@
 // Package reconnect is the engine that keeps one OpenCode server's MCP
 // servers connected. It is a small level-triggered controller in the manner
 // of controller-runtime: for each armed project directory one check at a
-// time, started by the engine's one scheduler when the directory is due
-// (schedule.go), reads GET /mcp and reconciles (check.go, reconcile.go),
+// time, run by the engine's work queue when the directory is due
+// (queue.go), reads GET /mcp and reconciles (check.go, reconcile.go),
 // deciding from that fresh read alone which failed servers to connect
 // and when to look again. Everything else (OpenCode's events, probes of
 // remote endpoints, endpoint restarts, network changes, free connect
@@ -97,11 +97,12 @@ type Engine struct {
 	current func() string
 	about   func() *OpenCodeInfo
 	prober  *probe.Prober
-	hub     *probe.Hub // endpoint watches shared by every directory
-	sched   *scheduler // when each armed directory's next step runs
-
-	// checks holds a token per check running (maxChecks at most).
-	checks chan struct{}
+	hub     *probe.Hub // endpoint probes and watches shared by every directory
+	q       *queue     // the armed directories' turns (guarded by mu)
+	// slotLine holds the directories waiting for a budget slot, in the
+	// order they found none (slotFreed); guarded by mu.
+	slotLine []*dir
+	frees    uint64 // the budget's releases told to slotLine so far
 
 	mu sync.Mutex
 	// procs answers the successor question of a dead child (nil: no
@@ -165,15 +166,16 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if o.Budget == nil {
 		o.Budget = NewBudget(cfg.MaxConcurrent)
 	}
-	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
 		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{},
-		sched: &scheduler{idle: cfg.IdleInterval, kick: make(chan struct{}, 1), handoff: make(chan *dir)}}
+		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{}}
+	e.q = newQueue(&e.mu)
+	e.frees, _ = e.budget.Freed()
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
 	if e.prober != nil {
-		e.hub = probe.NewHub(e.prober)
+		e.hub = probe.NewHub(e.prober, e.metrics.Probes.Inc)
 	}
 	return e, nil
 }
@@ -187,12 +189,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("reconnect: engine already running")
 	}
 	e.ctx = ctx
-	e.sched.done = ctx.Done()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.schedule(ctx)
-	}()
+	e.wg.Go(func() { e.delays(ctx) })
+	for range maxChecks {
+		e.wg.Go(e.worker)
+	}
 	var evs []Event
 	for d, reason := range e.pending {
 		evs = append(evs, e.armLocked(d, reason, e.wakeDelay()))
@@ -280,16 +280,30 @@ func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
 	now := time.Now()
 	ctx, cancel := context.WithCancel(e.ctx)
 	d := newDir(path, reason, now, cancel)
-	d.ctx, d.sched = ctx, e.sched
-	d.next = now.Add(first)
+	d.ctx, d.q = ctx, e.q
 	if first == 0 {
 		d.lastAtOnce = now
 	}
+	d.wakeBy(now.Add(first))
 	e.dirs[path] = d
 	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
-	e.sched.wait(d, d.stepTime(e.cfg.IdleInterval))
 	return Event{Time: now, Type: EventArmed, Directory: path, Reason: reason}
+}
+
+// stopLocked disarms d: its context ends (a check or connect under way
+// ends with it, and sends nothing more), it leaves the queue, and its
+// endpoint probes and watches end. Caller holds Engine.mu.
+func (e *Engine) stopLocked(d *dir) {
+	d.cancel()
+	if d.slotWoken {
+		e.slotFreed() // the slot it was woken for goes to the next
+	}
+	e.q.forget(d.path)
+	for _, s := range d.servers {
+		s.endWatch()
+		s.stopProbes()
+	}
 }
 
 // Disarm stops watching dir and forgets it: no request for it is made

@@ -2,7 +2,6 @@ package reconnect
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +22,7 @@ func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tryAcquire(e.budget, true) { // another directory's connect holds the slot
+	if !e.budget.TryTake(true) { // another directory's connect holds the slot
 		t.Fatal("budget full")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -35,9 +34,7 @@ func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 
 	// The endpoint answered again: the reconcile decided a probe attempt,
 	// and connect found no free slot.
-	var work sync.WaitGroup
-	e.connect(ctx, d, []attempt{{"r", backoff.Extra, trigProbe}}, &work)
-	work.Wait()
+	e.connect(ctx, d, []attempt{{"r", backoff.Extra, trigProbe}})
 	if c := d.servers["r"]; c.connecting || !c.slotWait {
 		t.Fatalf("server state %+v, want waiting for a slot", *c)
 	}
