@@ -17,12 +17,13 @@ import (
 
 // queue is guarded by Engine.mu.
 type queue struct {
-	cond    sync.Cond            // on Engine.mu: a key is ready, or the queue shut down
-	ready   []string             // keys due and not held, in the order they came due
-	state   map[string]uint8     // qReady, qHeld, qDirty
-	due     map[string]time.Time // a delayed key's time
-	delayed []delayedKey         // by time
-	kick    chan struct{}        // delayed[0] moved earlier
+	cond  sync.Cond        // on Engine.mu: a key is ready, or the queue shut down
+	ready []string         // keys due and not held, in the order they came due
+	state map[string]uint8 // qReady, qHeld, qDirty
+	// delayed holds the keys due later, by time: with thousands of keys
+	// and tens of adds a second, a sorted slice costs less than a heap.
+	delayed []delayedKey
+	kick    chan struct{} // delayed[0] moved earlier
 	closed  bool
 }
 
@@ -38,7 +39,7 @@ type delayedKey struct {
 }
 
 func newQueue(mu *sync.Mutex) *queue {
-	q := &queue{state: map[string]uint8{}, due: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+	q := &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
 	q.cond.L = mu
 	return q
 }
@@ -53,13 +54,12 @@ func (q *queue) addAt(k string, t time.Time) {
 	if q.state[k]&qReady != 0 {
 		return
 	}
-	if at, ok := q.due[k]; ok {
-		if !t.Before(at) {
+	if i := q.delayedAt(k); i >= 0 {
+		if !t.Before(q.delayed[i].at) {
 			return
 		}
-		q.undelay(k, at)
+		q.delayed = slices.Delete(q.delayed, i, i+1)
 	}
-	q.due[k] = t
 	i, _ := slices.BinarySearchFunc(q.delayed, t, func(x delayedKey, t time.Time) int { return x.at.Compare(t) })
 	q.delayed = slices.Insert(q.delayed, i, delayedKey{t, k})
 	if i == 0 {
@@ -73,9 +73,7 @@ func (q *queue) addAt(k string, t time.Time) {
 // add makes k ready now: at the back of the ready keys, or, while a
 // worker holds it, once that worker is done.
 func (q *queue) add(k string) {
-	if at, ok := q.due[k]; ok {
-		q.undelay(k, at)
-	}
+	q.undelay(k)
 	switch st := q.state[k]; {
 	case st&qHeld != 0:
 		q.state[k] = st | qDirty
@@ -86,23 +84,20 @@ func (q *queue) add(k string) {
 	}
 }
 
-func (q *queue) undelay(k string, at time.Time) {
-	delete(q.due, k)
-	i, _ := slices.BinarySearchFunc(q.delayed, at, func(x delayedKey, t time.Time) int { return x.at.Compare(t) })
-	for ; i < len(q.delayed) && q.delayed[i].at.Equal(at); i++ {
-		if q.delayed[i].key == k {
-			q.delayed = slices.Delete(q.delayed, i, i+1)
-			return
-		}
+func (q *queue) delayedAt(k string) int {
+	return slices.IndexFunc(q.delayed, func(x delayedKey) bool { return x.key == k })
+}
+
+func (q *queue) undelay(k string) {
+	if i := q.delayedAt(k); i >= 0 {
+		q.delayed = slices.Delete(q.delayed, i, i+1)
 	}
 }
 
 // forget drops k's time and its place among the ready keys; a worker
 // that holds it does not get it again when done.
 func (q *queue) forget(k string) {
-	if at, ok := q.due[k]; ok {
-		q.undelay(k, at)
-	}
+	q.undelay(k)
 	st := q.state[k]
 	if st&qReady != 0 {
 		q.ready = slices.DeleteFunc(q.ready, func(x string) bool { return x == k })
@@ -193,9 +188,7 @@ func (e *Engine) worker() {
 		if !ok {
 			return
 		}
-		e.mu.Unlock()
 		e.turn(path)
-		e.mu.Lock()
 		e.q.done(path)
 	}
 }
@@ -203,29 +196,20 @@ func (e *Engine) worker() {
 // turn applies the outcomes of the connects of the directory at path that
 // returned since its last turn, then checks it if it is due. Outcomes are
 // applied only between checks, so a read sent before a connect returned
-// never counts as that connect's outcome (rule 7).
+// never counts as that connect's outcome (rule 7). Caller holds Engine.mu.
 func (e *Engine) turn(path string) {
-	for {
-		e.mu.Lock()
-		d, name := e.dirs[path], ""
-		if d == nil {
-			e.mu.Unlock()
-			return // disarmed
-		}
-		for n, s := range d.servers {
-			if s.returned {
-				name = n
-				break
-			}
-		}
-		if name == "" {
-			break // e.mu still held
-		}
-		e.mu.Unlock()
-		e.finishConnect(d, name)
-	}
 	d := e.dirs[path]
-	if d.checkDue(time.Now()) {
+	if d == nil {
+		return // disarmed
+	}
+	for name, s := range d.servers {
+		if s.returned {
+			e.mu.Unlock()
+			e.finishConnect(d, name)
+			e.mu.Lock()
+		}
+	}
+	if e.dirs[path] == d && d.checkDue(time.Now()) {
 		e.mu.Unlock()
 		e.check(d.ctx, d)
 		e.mu.Lock()
@@ -236,7 +220,6 @@ func (e *Engine) turn(path string) {
 		d.slotWoken = false
 		e.slotFreed()
 	}
-	e.mu.Unlock()
 }
 
 // checkDue reports whether d's check is due at now. Caller holds
