@@ -224,3 +224,44 @@ func TestHubRenewRedialsAndKeepsSubscribers(t *testing.T) {
 		}
 	})
 }
+
+// However many subscribe to an endpoint's reachability, it is probed by
+// one goroutine (one dial a second while down, not one per subscriber);
+// each subscriber is told when it answers, once, and when it goes down
+// again; the probes end with the last subscriber.
+func TestHubReachableIsSharedAndToldOnChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{refuse: true}
+		defer ep.stop()
+		p := New(20)
+		p.Dial = ep.Dial
+		h := NewHub(p, nil)
+		defer h.Close()
+		var told [2][]bool
+		var stops [2]func()
+		for i := range told {
+			stops[i] = h.Reachable(hubURL, func(up bool) { told[i] = append(told[i], up) })
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := ep.count(); n != 10 {
+			t.Fatalf("%d dials in 10 s of a down endpoint with two subscribers, want 10", n)
+		}
+		ep.set(func(e *endpoint) { e.refuse = false })
+		time.Sleep(5 * time.Second)
+		ep.set(func(e *endpoint) { e.refuse = true })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		for i, got := range told {
+			if len(got) != 2 || !got[0] || got[1] {
+				t.Fatalf("subscriber %d was told %v, want [true false]", i+1, got)
+			}
+		}
+		stops[0]()
+		stops[1]()
+		synctest.Wait()
+		if buf := make([]byte, 1<<20); strings.Contains(string(buf[:runtime.Stack(buf, true)]), "probe.(*Hub).reach(") {
+			t.Fatal("the probes run on after the last subscriber left")
+		}
+	})
+}
