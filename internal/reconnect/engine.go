@@ -422,8 +422,8 @@ func (e *Engine) OpenCodeGone(err error) {
 // at once in the fast episode, at most one per server per max-delay, none
 // once stopped. A directory is due as soon as one of the servers it knows
 // may have one: a failed server's repair at once, a renewal initial-delay
-// later, so that the repairs the change asks for wait in the budget's
-// line before any renewal (a known failure comes before a session that
+// later, so that the repairs the change asks for wait for a budget slot
+// (slotLine) before any renewal (a known failure comes before a session that
 // may be dead). Every endpoint watch is dialled anew: a held connection
 // may be dead without a word, and a watch over it would miss the server's
 // next restart.

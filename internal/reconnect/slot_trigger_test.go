@@ -13,8 +13,8 @@ import (
 // failed (the restart repair aside, which needs a restart seen by the
 // watch). When a probe-triggered attempt of a failed remote server finds
 // no budget slot, connect keeps the trigger as trigOf(Extra) =
-// trigProbe|trigRestart: it invents a restart. If the read that the slot
-// grant causes shows the server connected (the user connected it, another
+// trigProbe|trigRestart: it invents a restart. If the read that a freed
+// slot causes shows the server connected (the user connected it, another
 // client did), the invented restart fires and the healthy server is
 // connected again (a new session; for OpenCode a stop and start).
 func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
