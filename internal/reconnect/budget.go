@@ -31,16 +31,15 @@ import (
 //
 // A slot is taken only by a connect about to be sent, and returned when
 // it returns; nothing is promised to one who found none. Each release is
-// told to every engine (Freed), which wakes one directory waiting for a
-// slot: a released slot costs at most one status read per engine, and a
-// thousand waiting directories do not poll.
+// told to every engine (Freed), which wakes the directories waiting for a
+// slot one at a time while a slot fits them: a released slot costs about
+// one status read per engine, and a thousand waiting directories do not
+// poll.
 type Budget struct {
 	mu     sync.Mutex
 	max    int
 	all    pool // every connect of the daemon
 	shares map[*Share]*pool
-	freed  chan struct{} // closed, and made anew, at each release
-	frees  uint64        // releases so far
 }
 
 // pool counts the connects in flight of one kind of holder.
@@ -48,20 +47,23 @@ type pool struct{ local, remote int }
 
 // Share is one engine's (one OpenCode server's) part of a Budget: its
 // connects take and return their slots through it.
-type Share struct{ b *Budget }
+type Share struct {
+	b     *Budget
+	freed chan struct{} // a slot was released since it was last read
+}
 
 // Share adds a sharer: each engine of the daemon takes one.
 func (b *Budget) Share() *Share {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &Share{b: b}
+	s := &Share{b: b, freed: make(chan struct{}, 1)}
 	b.shares[s] = &pool{}
 	return s
 }
 
 // NewBudget returns a budget of n slots (at least 1).
 func NewBudget(n int) *Budget {
-	return &Budget{max: max(n, 1), shares: map[*Share]*pool{}, freed: make(chan struct{})}
+	return &Budget{max: max(n, 1), shares: map[*Share]*pool{}}
 }
 
 // TryTake takes a slot for a connect of this kind if one is free; the
@@ -85,9 +87,12 @@ func (s *Share) Release(remote bool) {
 	defer b.mu.Unlock()
 	b.all.add(remote, -1)
 	b.shares[s].add(remote, -1)
-	b.frees++
-	close(b.freed)
-	b.freed = make(chan struct{})
+	for sh := range b.shares {
+		select {
+		case sh.freed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Fits reports whether a connect of this kind would get a slot now.
@@ -97,13 +102,8 @@ func (s *Share) Fits(remote bool) bool {
 	return s.b.free(s, remote)
 }
 
-// Freed returns how many releases there were so far, and a channel closed
-// at the next one.
-func (s *Share) Freed() (n uint64, next <-chan struct{}) {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	return s.b.frees, s.b.freed
-}
+// Freed receives when a slot was released since it last received.
+func (s *Share) Freed() <-chan struct{} { return s.freed }
 
 // fits reports whether a pool of n slots holding p may start one more
 // connect of this kind: remote connects hold at most n-1 slots (at least

@@ -101,12 +101,10 @@ func (e *Engine) othersWait(d *dir, kind uint8) bool {
 }
 
 // slotFreed wakes the first directory in slotLine that waits for a kind
-// of budget slot now free (a connect released one): it is due now, and
-// its check decides afresh. One that then connects nothing passes the
-// wake on (turn). Caller holds Engine.mu.
-//
-// It runs at each release, and after each check of a woken directory,
-// so a free slot that directories wait for always has one woken for it.
+// of budget slot now free: it is due now, and its check decides afresh.
+// It runs after a release, and after each turn of a woken directory, so
+// the waiting directories are woken one at a time while a slot fits them.
+// Caller holds Engine.mu.
 func (e *Engine) slotFreed() {
 	var free uint8
 	if e.budget.Fits(false) {

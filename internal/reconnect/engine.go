@@ -102,7 +102,6 @@ type Engine struct {
 	// slotLine holds the directories waiting for a budget slot, in the
 	// order they found none (slotFreed); guarded by mu.
 	slotLine []*dir
-	frees    uint64 // the budget's releases told to slotLine so far
 
 	mu sync.Mutex
 	// procs answers the successor question of a dead child (nil: no
@@ -170,7 +169,6 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	e.q = newQueue(&e.mu)
-	e.frees, _ = e.budget.Freed()
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}

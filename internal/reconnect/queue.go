@@ -144,10 +144,6 @@ func (e *Engine) delays(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
-		frees, freed := e.budget.Freed()
-		for ; e.frees < frees; e.frees++ {
-			e.slotFreed() // one waiting directory per released slot
-		}
 		now := time.Now()
 		for len(q.delayed) > 0 && !q.delayed[0].at.After(now) {
 			q.add(q.delayed[0].key) // which takes it out of delayed
@@ -167,7 +163,10 @@ func (e *Engine) delays(ctx context.Context) {
 			return
 		case <-q.kick:
 		case <-timer.C:
-		case <-freed:
+		case <-e.budget.Freed():
+			e.mu.Lock()
+			e.slotFreed()
+			e.mu.Unlock()
 		}
 	}
 }
