@@ -106,12 +106,15 @@ type Engine struct {
 	mu sync.Mutex
 	// procs answers the successor question of a dead child (nil: no
 	// process view).
-	procs   ProcessView
-	ctx     context.Context // set by Run; nil before and after
-	dirs    map[string]*dir
-	pending map[string]string    // armed before Run: dir → reason
-	gone    map[string]time.Time // instances that went away lately (pruned)
-	stream  StreamState
+	procs ProcessView
+	ctx   context.Context // set by Run; nil before
+	// life is the armed directories' parent context, ended when Run
+	// ends: a directory armed before Run waits in the queue for it.
+	life   context.Context
+	end    context.CancelFunc
+	dirs   map[string]*dir
+	gone   map[string]time.Time // instances that went away lately (pruned)
+	stream StreamState
 	// bootedList is the server's list of booted locations, shared by the
 	// checks of one second (locations.go).
 	bootedList bootedCache
@@ -167,8 +170,9 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
 		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{}}
+		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	e.q = newQueue(&e.mu)
+	e.life, e.end = context.WithCancel(context.Background())
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
@@ -179,7 +183,8 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 }
 
 // Run runs the engine until ctx ends, then stops every directory and
-// waits for all it started. Directories armed before Run start with it.
+// waits for all it started. Directories armed before Run are checked
+// from then on.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.ctx != nil {
@@ -191,17 +196,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	for range maxChecks {
 		e.wg.Go(e.worker)
 	}
-	var evs []Event
-	for d, reason := range e.pending {
-		evs = append(evs, e.armLocked(d, reason, e.wakeDelay()))
-	}
-	e.pending = nil
 	e.mu.Unlock()
-	e.publish(evs...)
 
 	<-ctx.Done()
 
 	e.mu.Lock()
+	e.end()
 	for _, d := range e.dirs {
 		e.stopLocked(d)
 	}
@@ -255,13 +255,6 @@ func (e *Engine) Arm(d, reason string) error {
 			armed.armedBy, armed.byEvent = ArmedByFlag, false
 		}
 	}
-	if e.ctx == nil {
-		if e.pending != nil {
-			e.pending[d] = reason
-		}
-		e.mu.Unlock()
-		return nil
-	}
 	ev := e.armLocked(d, reason, e.wakeDelay())
 	e.mu.Unlock()
 	e.publish(ev)
@@ -272,11 +265,11 @@ func (e *Engine) Arm(d, reason string) error {
 // (mostly wakeDelay); it returns the "armed" event, or a zero Event when
 // path was armed already.
 func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
-	if _, ok := e.dirs[path]; ok || e.ctx.Err() != nil {
+	if _, ok := e.dirs[path]; ok || e.life.Err() != nil {
 		return Event{}
 	}
 	now := time.Now()
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.life)
 	d := newDir(path, reason, now, cancel)
 	d.ctx, d.q = ctx, e.q
 	if first == 0 {
@@ -314,7 +307,6 @@ func (e *Engine) Disarm(path, reason string) {
 }
 
 func (e *Engine) disarmLocked(path, reason string) Event {
-	delete(e.pending, path)
 	d, ok := e.dirs[path]
 	if !ok {
 		return Event{}
@@ -498,18 +490,6 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 		return res, fmt.Errorf("directory %q is not an absolute path", path)
 	}
 	e.mu.Lock()
-	if e.ctx == nil {
-		// Before Run (the status API may answer first): arm it with the
-		// others; its first check is a fresh episode anyway.
-		if path != "" && e.pending != nil {
-			if _, armed := e.pending[path]; !armed {
-				e.pending[path] = armedByReconnect // never over --directory's standing
-			}
-			res.Directories = append(res.Directories, path)
-		}
-		e.mu.Unlock()
-		return res, nil
-	}
 	var evs []Event
 	targets := opencode.Names(e.dirs)
 	if path != "" {
