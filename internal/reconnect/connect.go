@@ -70,12 +70,10 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 			}
 		})
 	}
-	if missed != 0 {
-		if d.slotKinds == 0 {
-			e.slotLine = append(e.slotLine, d)
-		}
-		d.slotKinds |= missed
+	if missed != 0 && d.slotKinds == 0 {
+		e.slotLine = append(e.slotLine, d)
 	}
+	d.slotKinds = missed // zero: it left the line (slotFreed drops it)
 	e.mu.Unlock()
 	e.publish(evs...)
 }
