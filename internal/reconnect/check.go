@@ -20,8 +20,8 @@ import (
 //	                  servers to connect and when to look again
 //	              ──► learn server kinds from GET /config when unknown
 //	              ──► probes and endpoint watches for remote servers
-//	              ──► connect, each within the budget (or look again a
-//	                  short while later when no slot is free)
+//	              ──► connect, each within the budget (or wait in the slot
+//	                  line: a released slot makes the directory due again)
 //
 // Whatever else wants a connect only sets a trigger on a server and makes
 // the directory due; the next check decides from its own fresh read.

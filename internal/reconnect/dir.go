@@ -83,8 +83,8 @@ type dir struct {
 	listFails int
 	// slotKinds are the kinds of budget slot its connects found none of
 	// (slotLocal, slotRemote): it waits in the engine's slotLine. slotWoken:
-	// a released slot woke it, and its next check passes the wake on if
-	// it connects nothing.
+	// a released slot woke it, and its turn passes the wake on (slotFreed)
+	// when it is over.
 	slotKinds uint8
 	slotWoken bool
 }
