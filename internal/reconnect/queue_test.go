@@ -2,11 +2,16 @@ package reconnect
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // The engine's queue on its own: keys come out first come first served,
@@ -80,4 +85,87 @@ func TestQueueHandsOutEachKeyOnceInTheOrderItCameDue(t *testing.T) {
 			t.Fatal("a worker waiting when the queue shut down got a key")
 		}
 	})
+}
+
+// prefixSlowOC answers the status reads of directories under slow after
+// delay, every other call at once.
+type prefixSlowOC struct {
+	*ocStub
+	slow  string
+	delay time.Duration
+}
+
+func (o *prefixSlowOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+	if strings.HasPrefix(dir, o.slow) {
+		t := time.NewTimer(o.delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return o.ocStub.MCPStatus(ctx, dir)
+}
+
+// Check slots go first come first served: a directory due for a check
+// while every slot is taken waits its turn, and a directory whose own
+// check ends with it due again (a wake arrived during the check, rule 7)
+// does not take the slot it just gave back ahead of it. With 32
+// directories whose checks are each woken by an event (a crash report of
+// a server that was connected: checked at once, rule 4) while a slow
+// OpenCode answers them, a 33rd directory due since 1.5 s is read at the
+// end of the first round (about 11 s), not never. On one processor (what
+// the daemon runs on) a check that gives its slot back would otherwise
+// run on to its next check before anything else runs at all.
+func TestADirectoryWaitingForACheckSlotIsNotOvertakenByBusyOnes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	synctest.Test(t, func(t *testing.T) {
+		oc := &prefixSlowOC{ocStub: newStub(), slow: "/hot/", delay: 10 * time.Second}
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		synctest.Wait()
+		var hot []string
+		for i := range maxChecks {
+			d := fmt.Sprintf("/hot/%02d", i)
+			hot = append(hot, d)
+			oc.set(d, "s", "connected")
+			if err := e.Arm(d, ArmedByFlag); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		oc.set("/cold", "s", "connected")
+		if err := e.Arm("/cold", ArmedByFlag); err != nil { // due at 1.5 s, behind the 32 due at 1 s
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for time.Since(start) < 2*time.Minute {
+			time.Sleep(5 * time.Second) // mid-check for the hot directories
+			for _, d := range hot {
+				e.HandleEvent(opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: d, Server: "s"})
+			}
+		}
+		synctest.Wait()
+		reads := oc.statusTimes("/cold", start)
+		if len(reads) == 0 || reads[0] > 30*time.Second {
+			t.Fatalf("/cold, due 1 s after the start, was read at %v (want its first read by the end of the first round, ~11 s) while %d busy directories were read %d times", reads, len(hot), oc.count("status", "")-len(reads))
+		}
+	})
+}
+
+func (o *ocStub) statusTimes(dir string, since time.Time) []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []time.Duration
+	for _, c := range o.calls {
+		if c.op == "status" && c.dir == dir {
+			out = append(out, c.at.Sub(since))
+		}
+	}
+	return out
 }
