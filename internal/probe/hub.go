@@ -3,70 +3,101 @@ package probe
 import (
 	"context"
 	"sync"
+	"time"
 )
 
-// Hub shares endpoint watches: however many directories use one remote
-// server, its endpoint is watched over one held connection, and a restart
-// is told to every one of them.
+// Hub shares the work done for endpoints: however many directories use
+// one remote server, its endpoint is probed by one goroutine (Reachable)
+// and watched for restarts over one held connection (Watch), and what is
+// seen is told to every subscriber. A subscriber is told from the hub's
+// goroutine, never while the hub's lock is held, so it may take its own
+// lock (and subscribe or stop under it); it may be told once more after
+// it stopped.
 type Hub struct {
-	p       *Prober
-	mu      sync.Mutex
+	p      *Prober
+	probed func() // counts each reachability dial; nil: none
+	mu     sync.Mutex
+	// watches and probes hold the endpoints with subscribers, by URL.
 	watches map[string]*shared
-	closed  bool // Close was called: Watch starts nothing more
+	probes  map[string]*shared
+	closed  bool // Close was called: nothing more starts
 	wg      sync.WaitGroup
 }
 
 type shared struct {
-	subs   map[chan struct{}]struct{}
+	subs   map[*sub]struct{}
 	cancel context.CancelFunc
-	run    int // the watch goroutine that serves it now (Renew starts another)
+	gen    int // the goroutine that serves it now (Renew starts another)
+	loop   func(ctx context.Context, rawURL string, sh *shared, gen int)
 }
 
-// NewHub returns a hub watching with p. Close stops it.
-func NewHub(p *Prober) *Hub { return &Hub{p: p, watches: map[string]*shared{}} }
+type sub struct {
+	told func(up bool)
+	up   bool // the reachability last told
+}
+
+// NewHub returns a hub probing and watching with p; probed, when not nil,
+// is called for each reachability probe dialled. Close stops it.
+func NewHub(p *Prober, probed func()) *Hub {
+	return &Hub{p: p, probed: probed, watches: map[string]*shared{}, probes: map[string]*shared{}}
+}
 
 // Watch subscribes to a restart of rawURL's endpoint (see Prober.Watch):
-// the channel is closed when one is seen. stop unsubscribes; the watch
-// itself ends with its last subscriber, or when it reported a restart.
-// After Close, Watch starts nothing: the channel is never closed.
-func (h *Hub) Watch(rawURL string) (restarted <-chan struct{}, stop func()) {
+// restarted is called when one is seen, and the watch ends. stop
+// unsubscribes; the watch itself ends with its last subscriber. After
+// Close, Watch starts nothing.
+func (h *Hub) Watch(rawURL string, restarted func()) (stop func()) {
+	return h.subscribe(h.watches, rawURL, func(bool) { restarted() }, h.run)
+}
+
+// Reachable subscribes to the reachability of rawURL's endpoint, probed
+// every Interval of its time down (within the prober's rate): told(true)
+// at the first probe that gets through after the subscription, and
+// told(up) each time it changes after that. stop unsubscribes; the probes
+// end with the last subscriber.
+func (h *Hub) Reachable(rawURL string, told func(up bool)) (stop func()) {
+	return h.subscribe(h.probes, rawURL, told, h.reach)
+}
+
+func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
+	loop func(context.Context, string, *shared, int)) (stop func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return make(chan struct{}), func() {}
+		return func() {}
 	}
-	sh := h.watches[rawURL]
+	sh := m[rawURL]
 	if sh == nil {
-		sh = &shared{subs: map[chan struct{}]struct{}{}}
-		h.watches[rawURL] = sh
+		sh = &shared{subs: map[*sub]struct{}{}, loop: loop}
+		m[rawURL] = sh
 		h.start(rawURL, sh)
 	}
-	ch := make(chan struct{})
-	sh.subs[ch] = struct{}{}
-	return ch, func() {
+	s := &sub{told: told}
+	sh.subs[s] = struct{}{}
+	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if _, ok := sh.subs[ch]; !ok {
+		if _, ok := sh.subs[s]; !ok {
 			return
 		}
-		delete(sh.subs, ch)
+		delete(sh.subs, s)
 		if len(sh.subs) == 0 {
 			sh.cancel()
-			if h.watches[rawURL] == sh {
-				delete(h.watches, rawURL)
+			if m[rawURL] == sh {
+				delete(m, rawURL)
 			}
 		}
 	}
 }
 
-// start runs a watch goroutine for sh, which its cancel ends. Caller holds
+// start runs a goroutine for sh, which its cancel ends. Caller holds
 // h.mu.
 func (h *Hub) start(rawURL string, sh *shared) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sh.cancel = cancel
-	sh.run++
-	run := sh.run
-	h.wg.Go(func() { h.run(ctx, rawURL, sh, run) })
+	sh.gen++
+	gen := sh.gen
+	h.wg.Go(func() { sh.loop(ctx, rawURL, sh, gen) })
 }
 
 // Renew dials every watch anew, keeping its subscribers: after the
@@ -87,31 +118,77 @@ func (h *Hub) Renew() {
 	}
 }
 
-func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, run int) {
+// run is a restart watch's goroutine.
+func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, gen int) {
 	restarted := h.p.Watch(ctx, rawURL, nil)
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if sh.run != run {
+	if sh.gen != gen {
+		h.mu.Unlock()
 		return // renewed: another goroutine serves its subscribers
 	}
 	if h.watches[rawURL] == sh {
 		delete(h.watches, rawURL)
 	}
-	for ch := range sh.subs {
+	var told []*sub
+	for s := range sh.subs {
 		if restarted {
-			close(ch)
+			told = append(told, s)
 		}
-		delete(sh.subs, ch)
+		delete(sh.subs, s)
 	}
 	sh.cancel()
+	h.mu.Unlock()
+	for _, s := range told {
+		s.told(true)
+	}
 }
 
-// Close stops every watch and waits for them.
+// reach is an endpoint's probes' goroutine. While the endpoint stays
+// down, or answers while its server stays failed, the probes ease off
+// (Interval of the time since it went down).
+func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared, _ int) {
+	since, wasUp, wait := time.Now(), false, Interval(0)
+	for sleep(ctx, wait) {
+		if !h.p.Allow() {
+			wait = Interval(0) / 4
+			continue
+		}
+		if h.probed != nil {
+			h.probed()
+		}
+		up := h.p.Probe(ctx, rawURL) == nil
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		if wasUp && !up {
+			since = now
+		}
+		wasUp = up
+		wait = Interval(now.Sub(since))
+		var told []*sub
+		h.mu.Lock()
+		for s := range sh.subs {
+			if s.up != up {
+				s.up = up
+				told = append(told, s)
+			}
+		}
+		h.mu.Unlock()
+		for _, s := range told {
+			s.told(up)
+		}
+	}
+}
+
+// Close stops every watch and probe and waits for them.
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
-	for _, sh := range h.watches {
-		sh.cancel()
+	for _, m := range []map[string]*shared{h.watches, h.probes} {
+		for _, sh := range m {
+			sh.cancel()
+		}
 	}
 	h.mu.Unlock()
 	h.wg.Wait()

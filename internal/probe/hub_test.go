@@ -41,6 +41,13 @@ func hubWatches() int {
 	}
 }
 
+// watch subscribes to a restart of rawURL's endpoint, closing the
+// returned channel when one is told.
+func watch(h *Hub, rawURL string) (restarted <-chan struct{}, stop func()) {
+	ch := make(chan struct{})
+	return ch, h.Watch(rawURL, func() { close(ch) })
+}
+
 func isTimeout(err error) bool {
 	type timeout interface{ Timeout() bool }
 	t, ok := err.(timeout)
@@ -55,10 +62,10 @@ func TestHubLastSubscriberEndsWatch(t *testing.T) {
 		defer ep.stop()
 		p := New(20)
 		p.Dial = ep.Dial
-		h := NewHub(p)
+		h := NewHub(p, nil)
 		defer h.Close()
-		_, stop1 := h.Watch(hubURL)
-		_, stop2 := h.Watch(hubURL)
+		_, stop1 := watch(h, hubURL)
+		_, stop2 := watch(h, hubURL)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if n, open := hubWatches(), ep.open(); n != 1 || open != 1 || ep.count() != 1 {
@@ -91,10 +98,10 @@ func TestHubCloseWaitsForEveryWatch(t *testing.T) {
 			}
 			return up.Dial(ctx, network, addr)
 		}
-		h := NewHub(p)
-		h.Watch(hubURL)
-		h.Watch("http://other.test:9090/")
-		h.Watch("http://down.test/")
+		h := NewHub(p, nil)
+		watch(h, hubURL)
+		watch(h, "http://other.test:9090/")
+		watch(h, "http://down.test/")
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		if n := hubWatches(); n != 3 {
@@ -104,7 +111,7 @@ func TestHubCloseWaitsForEveryWatch(t *testing.T) {
 		if n, open := hubWatches(), up.open(); n != 0 || open != 0 {
 			t.Fatalf("after Close: %d watches running, %d connections open", n, open)
 		}
-		ch, stop := h.Watch(hubURL)
+		ch, stop := watch(h, hubURL)
 		synctest.Wait()
 		if n := hubWatches(); n != 0 {
 			t.Fatalf("Watch after Close started %d watches", n)
@@ -126,10 +133,10 @@ func TestHubRestartLeavesNothingRunning(t *testing.T) {
 		defer ep.stop()
 		p := New(20)
 		p.Dial = ep.Dial
-		h := NewHub(p)
+		h := NewHub(p, nil)
 		defer h.Close()
-		ch1, stop1 := h.Watch(hubURL)
-		ch2, stop2 := h.Watch(hubURL)
+		ch1, stop1 := watch(h, hubURL)
+		ch2, stop2 := watch(h, hubURL)
 		time.Sleep(time.Minute)
 		ep.crash()
 		time.Sleep(3 * time.Second)
@@ -149,7 +156,7 @@ func TestHubRestartLeavesNothingRunning(t *testing.T) {
 		stop1()
 		stop2()
 		dials := ep.count()
-		_, stop3 := h.Watch(hubURL)
+		_, stop3 := watch(h, hubURL)
 		synctest.Wait()
 		if n := hubWatches(); n != 1 || ep.count() != dials+1 {
 			t.Fatalf("a new Watch after a restart: %d watches, %d new dials; want 1, 1", n, ep.count()-dials)
@@ -172,10 +179,10 @@ func TestHubRenewRedialsAndKeepsSubscribers(t *testing.T) {
 		defer ep.stop()
 		p := New(20)
 		p.Dial = ep.Dial
-		h := NewHub(p)
+		h := NewHub(p, nil)
 		defer h.Close()
-		r1, stop1 := h.Watch(hubURL)
-		r2, stop2 := h.Watch(hubURL)
+		r1, stop1 := watch(h, hubURL)
+		r2, stop2 := watch(h, hubURL)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		h.Renew()
@@ -207,13 +214,54 @@ func TestHubRenewRedialsAndKeepsSubscribers(t *testing.T) {
 		if n := hubWatches(); n != 0 {
 			t.Fatalf("%d watches running after the restart and both left", n)
 		}
-		_, stop3 := h.Watch(hubURL)
+		_, stop3 := watch(h, hubURL)
 		defer stop3()
 		h.Close()
 		h.Renew()
 		synctest.Wait()
 		if n := hubWatches(); n != 0 {
 			t.Fatalf("Renew after Close started %d watches", n)
+		}
+	})
+}
+
+// However many subscribe to an endpoint's reachability, it is probed by
+// one goroutine (one dial a second while down, not one per subscriber);
+// each subscriber is told when it answers, once, and when it goes down
+// again; the probes end with the last subscriber.
+func TestHubReachableIsSharedAndToldOnChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{refuse: true}
+		defer ep.stop()
+		p := New(20)
+		p.Dial = ep.Dial
+		h := NewHub(p, nil)
+		defer h.Close()
+		var told [2][]bool
+		var stops [2]func()
+		for i := range told {
+			stops[i] = h.Reachable(hubURL, func(up bool) { told[i] = append(told[i], up) })
+		}
+		time.Sleep(10*time.Second + time.Millisecond)
+		synctest.Wait()
+		if n := ep.count(); n != 10 {
+			t.Fatalf("%d dials in 10 s of a down endpoint with two subscribers, want 10", n)
+		}
+		ep.set(func(e *endpoint) { e.refuse = false })
+		time.Sleep(5 * time.Second)
+		ep.set(func(e *endpoint) { e.refuse = true })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		for i, got := range told {
+			if len(got) != 2 || !got[0] || got[1] {
+				t.Fatalf("subscriber %d was told %v, want [true false]", i+1, got)
+			}
+		}
+		stops[0]()
+		stops[1]()
+		synctest.Wait()
+		if buf := make([]byte, 1<<20); strings.Contains(string(buf[:runtime.Stack(buf, true)]), "probe.(*Hub).reach(") {
+			t.Fatal("the probes run on after the last subscriber left")
 		}
 	})
 }

@@ -9,10 +9,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"maps"
 	"net"
 	"net/url"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -27,109 +25,13 @@ type Prober struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// limit bounds probes per second across every server.
 	limit *rate.Limiter
-
-	mu       sync.Mutex
-	recent   map[string]result // by URL, so directories sharing a server share its probes
-	swept    time.Time         // when recent was last pruned
-	inflight map[string]*call  // probes running now, by URL: one dial however many ask
 }
-
-type result struct {
-	at  time.Time
-	err error
-}
-
-// call is a probe in flight that later askers wait for.
-type call struct {
-	done chan struct{}
-	err  error
-	cut  bool // the prober's caller went away: the result says nothing
-}
-
-// Fresh is how long a probe's result stands for every directory using the
-// same endpoint.
-const Fresh = 500 * time.Millisecond
 
 // New returns a prober allowing perSecond probes a second (with that
 // burst) across all servers.
 func New(perSecond float64) *Prober {
 	d := &net.Dialer{}
-	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond))),
-		recent: map[string]result{}, inflight: map[string]*call{}}
-}
-
-// Recent returns the result of a probe of rawURL made less than Fresh ago.
-func (p *Prober) Recent(rawURL string) (err error, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.recentLocked(rawURL, time.Now())
-}
-
-func (p *Prober) recentLocked(rawURL string, now time.Time) (error, bool) {
-	r, ok := p.recent[rawURL]
-	if !ok || now.Sub(r.at) >= Fresh {
-		return nil, false
-	}
-	return r.err, true
-}
-
-// Shared is Probe, unless a probe of the same endpoint ran less than Fresh
-// ago, or is running now: then its result is returned without dialing.
-// However many directories share an endpoint, they cost one dial at a
-// time. Like Probe, it does not take from the global rate: callers ask
-// Allow first when Recent has nothing.
-func (p *Prober) Shared(ctx context.Context, rawURL string) error {
-	for {
-		p.mu.Lock()
-		if err, ok := p.recentLocked(rawURL, time.Now()); ok {
-			p.mu.Unlock()
-			return err
-		}
-		c := p.inflight[rawURL]
-		if c == nil {
-			break // p.mu still held: this caller probes
-		}
-		p.mu.Unlock()
-		select {
-		case <-c.done:
-			if !c.cut {
-				return c.err
-			}
-			// Its caller went away mid-probe: ask again.
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	c := &call{done: make(chan struct{})}
-	p.inflight[rawURL] = c
-	p.mu.Unlock()
-
-	err := p.Probe(ctx, rawURL)
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.inflight, rawURL)
-	c.err, c.cut = err, ctx.Err() != nil
-	close(c.done)
-	if !c.cut {
-		// A probe cut short by its own caller says nothing about the
-		// endpoint; every other result stands for Fresh.
-		now := time.Now()
-		p.recent[rawURL] = result{at: now, err: err}
-		p.pruneLocked(now)
-	}
-	return err
-}
-
-// pruneLocked forgets results too old to be Recent, at most once per
-// Fresh: the map holds only the endpoints probed in the last two Fresh
-// intervals, however many come and go.
-func (p *Prober) pruneLocked(now time.Time) {
-	if now.Sub(p.swept) < Fresh {
-		return
-	}
-	p.swept = now
-	maps.DeleteFunc(p.recent, func(_ string, r result) bool { return now.Sub(r.at) >= Fresh })
+	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))}
 }
 
 // Allow reports whether a probe may run now under the global rate.

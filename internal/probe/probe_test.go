@@ -99,9 +99,9 @@ func TestHubSharesAndStops(t *testing.T) {
 		dials.Add(1)
 		return d.DialContext(ctx, n, a)
 	}
-	h := NewHub(p)
-	_, stop1 := h.Watch(srv.URL)
-	_, stop2 := h.Watch(srv.URL)
+	h := NewHub(p, nil)
+	_, stop1 := watch(h, srv.URL)
+	_, stop2 := watch(h, srv.URL)
 	deadline := time.Now().Add(5 * time.Second)
 	for dials.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -3,7 +3,6 @@ package reconnect
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,30 +41,18 @@ func (o *steadyOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEn
 // bounded handful of allocations: no per-server copy of a name, a status
 // or a map, whatever the read holds.
 func TestIdleCheckAllocatesLittle(t *testing.T) {
-	e, ctx, d, work := idleChecked(t)
-	allocs := testing.AllocsPerRun(200, func() { checkOnce(e, ctx, d, work) })
-	work.Wait()
+	e, ctx, d := idleChecked(t)
+	allocs := testing.AllocsPerRun(200, func() { e.check(ctx, d) })
 	t.Logf("%.1f allocations per idle check of ten servers", allocs)
 	if allocs > maxIdleCheckAllocs {
 		t.Errorf("%.0f allocations per idle check of ten servers, want at most %d", allocs, maxIdleCheckAllocs)
 	}
 }
 
-// checkOnce runs d's check as its step does: holding a check slot.
-func checkOnce(e *Engine, ctx context.Context, d *dir, work *sync.WaitGroup) {
-	e.mu.Lock()
-	if !e.trySlot() {
-		panic("no free check slot")
-	}
-	d.slot = true
-	e.mu.Unlock()
-	e.check(ctx, d, work)
-}
-
 // idleChecked is an engine over steadyOC and one directory in it, checked
 // three times (the first learns the kinds): what an idle check then costs
 // is the engine's own.
-func idleChecked(tb testing.TB) (*Engine, context.Context, *dir, *sync.WaitGroup) {
+func idleChecked(tb testing.TB) (*Engine, context.Context, *dir) {
 	tb.Helper()
 	e, err := New(noJitter(), newSteadyOC(), Options{})
 	if err != nil {
@@ -77,11 +64,10 @@ func idleChecked(tb testing.TB) (*Engine, context.Context, *dir, *sync.WaitGroup
 	e.mu.Lock()
 	e.dirs[d.path] = d
 	e.mu.Unlock()
-	work := &sync.WaitGroup{}
 	for range 3 {
-		checkOnce(e, ctx, d, work)
+		e.check(ctx, d)
 	}
-	return e, ctx, d, work
+	return e, ctx, d
 }
 
 // maxIdleCheckAllocs: one today (the wait for OpenCode's answer), and a

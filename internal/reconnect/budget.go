@@ -1,7 +1,6 @@
 package reconnect
 
 import (
-	"slices"
 	"sync"
 )
 
@@ -30,37 +29,34 @@ import (
 // share the budget is one connect at a time, of either kind: a server
 // never holds more than its share.
 //
-// A directory that finds no free slot does not poll: it waits in line, and
-// a released slot is handed to the first waiter that may take it. The
-// waiter then owns the slot and re-reads status before it connects (a
-// connect is never sent on status read before the wait), so one released
-// slot costs at most one status read.
+// A slot is taken only by a connect about to be sent, and returned when
+// it returns; nothing is promised to one who found none. Each release is
+// told to every engine (Freed), which wakes the directories waiting for a
+// slot one at a time while a slot fits them: a released slot costs about
+// one status read per engine, and a thousand waiting directories do not
+// poll.
 type Budget struct {
 	mu     sync.Mutex
 	max    int
 	all    pool // every connect of the daemon
-	line   []*waiter
 	shares map[*Share]*pool
 }
 
 // pool counts the connects in flight of one kind of holder.
 type pool struct{ local, remote int }
 
-type waiter struct {
-	share  *Share
-	remote bool
-	grant  func()
-}
-
 // Share is one engine's (one OpenCode server's) part of a Budget: its
 // connects take and return their slots through it.
-type Share struct{ b *Budget }
+type Share struct {
+	b     *Budget
+	freed chan struct{} // a slot was released since it was last read
+}
 
 // Share adds a sharer: each engine of the daemon takes one.
 func (b *Budget) Share() *Share {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &Share{b: b}
+	s := &Share{b: b, freed: make(chan struct{}, 1)}
 	b.shares[s] = &pool{}
 	return s
 }
@@ -70,56 +66,44 @@ func NewBudget(n int) *Budget {
 	return &Budget{max: max(n, 1), shares: map[*Share]*pool{}}
 }
 
-// Wait takes a slot of this kind if one is free (granted), or else puts a
-// waiter in line: when a slot is handed to it, grant runs (from Release,
-// never from Wait, so a caller may hold its own lock) and the waiter owns
-// that slot: it must Release it. cancel takes the waiter out of line; it
-// reports false when the slot was granted already (grant has run or is
-// running).
-func (s *Share) Wait(remote bool, grant func()) (granted bool, cancel func() bool) {
-	b, w := s.b, &waiter{share: s, remote: remote, grant: grant}
+// TryTake takes a slot for a connect of this kind if one is free; the
+// connect must Release it when it returns.
+func (s *Share) TryTake(remote bool) bool {
+	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.free(s, remote) {
-		b.take(s, remote)
-		return true, nil
-	}
-	b.line = append(b.line, w)
-	return false, func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if i := slices.Index(b.line, w); i >= 0 {
-			b.line = slices.Delete(b.line, i, i+1)
-			return true
-		}
+	if !b.free(s, remote) {
 		return false
 	}
+	b.all.add(remote, 1)
+	b.shares[s].add(remote, 1)
+	return true
 }
 
-// Release returns a slot of this kind. If someone waits for a slot that is
-// now free, the slot passes to the first such waiter, whose grant runs
-// (outside the budget's lock).
+// Release returns a slot of this kind.
 func (s *Share) Release(remote bool) {
 	b := s.b
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.all.add(remote, -1)
 	b.shares[s].add(remote, -1)
-	var grants []func()
-	for i := 0; i < len(b.line); {
-		w := b.line[i]
-		if !b.free(w.share, w.remote) {
-			i++
-			continue
+	for sh := range b.shares {
+		select {
+		case sh.freed <- struct{}{}:
+		default:
 		}
-		b.take(w.share, w.remote)
-		grants = append(grants, w.grant)
-		b.line = slices.Delete(b.line, i, i+1)
-	}
-	b.mu.Unlock()
-	for _, g := range grants {
-		g()
 	}
 }
+
+// Fits reports whether a connect of this kind would get a slot now.
+func (s *Share) Fits(remote bool) bool {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	return s.b.free(s, remote)
+}
+
+// Freed receives when a slot was released since it last received.
+func (s *Share) Freed() <-chan struct{} { return s.freed }
 
 // fits reports whether a pool of n slots holding p may start one more
 // connect of this kind: remote connects hold at most n-1 slots (at least
@@ -161,9 +145,4 @@ func (p *pool) add(remote bool, n int) {
 	} else {
 		p.local += n
 	}
-}
-
-func (b *Budget) take(s *Share, remote bool) {
-	b.all.add(remote, 1)
-	b.shares[s].add(remote, 1)
 }

@@ -1,14 +1,13 @@
 // check.go holds a directory's check (is the location still booted, learn
 // the server kinds, read status, reconcile, start what the reconcile
-// decided), what a read that brings no news leads to, and the end of a
-// disarmed directory. When a check runs is schedule.go's.
+// decided), and what a read that brings no news leads to. When a check
+// runs is the queue's (queue.go).
 
 package reconnect
 
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -21,42 +20,16 @@ import (
 //	                  servers to connect and when to look again
 //	              ──► learn server kinds from GET /config when unknown
 //	              ──► probes and endpoint watches for remote servers
-//	              ──► connect, each within the budget (or wait in line
-//	                  for a slot, which makes the directory due again)
+//	              ──► connect, each within the budget (or wait in the slot
+//	                  line: a released slot makes the directory due again)
 //
 // Whatever else wants a connect only sets a trigger on a server and makes
 // the directory due; the next check decides from its own fresh read.
 
-// endLoop stops everything the disarmed directory started, waits for it,
-// and gives back its budget slots. It runs as the directory's last step.
-func (e *Engine) endLoop(d *dir) {
+// check is one reconcile of the directory (see the top of this file), on
+// the worker that holds its key (its check slot).
+func (e *Engine) check(ctx context.Context, d *dir) {
 	e.mu.Lock()
-	d.loopEnded = true
-	for _, s := range d.servers {
-		s.endWatch()
-	}
-	for i, cancel := range d.waiting {
-		if cancel != nil {
-			cancel() // a grant that raced this sees loopEnded and releases
-			d.waiting[i] = nil
-		}
-	}
-	e.mu.Unlock()
-	d.work.Wait()
-	e.releaseHeld(d)
-}
-
-// check is one reconcile of the directory (see the top of this file). Its
-// step holds a check slot for it.
-func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
-	defer e.releaseHeld(d)
-	// The step holds one of the maxChecks check slots for it (slotFor,
-	// serveSlots), which the check gives back: a thousand directories
-	// armed together wait for one in the scheduler's slotq rather than
-	// each holding a request, its buffers and a deep stack in the
-	// client's queue for a connection (the reads' pool has as many).
-	e.mu.Lock()
-	d.slot, d.queued = false, time.Time{}
 	d.next, d.checking = time.Time{}, time.Now() // the check's time starts with its slot
 	learn := !d.kindsKnown && !d.unauthorized    // a refused password refuses this too
 	byEvent, lastEvent := d.byEvent, d.lastEvent
@@ -65,8 +38,6 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		d.checking = time.Time{}
-		<-e.checks
-		e.serveSlots()
 	}()
 	if byEvent {
 		// A directory armed by OpenCode's events, not by the user, is
@@ -124,7 +95,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 	if needKinds {
 		d.kindsKnown = false // a server the config did not list: ask again next check
 	}
-	watches := e.endpoints(d, now)
+	e.endpoints(ctx, d)
 	pv, look := e.procs, d.localsChanged
 	d.localsChanged = false
 	e.mu.Unlock()
@@ -132,8 +103,7 @@ func (e *Engine) check(ctx context.Context, d *dir, work *sync.WaitGroup) {
 		pv.Look() // a local server came or went: so may its process
 	}
 	e.publish(evs...)
-	e.startWatches(ctx, d, watches, work)
-	e.connect(ctx, d, connects, work)
+	e.connect(ctx, d, connects)
 }
 
 // waitOpenCode marks d's check as waiting for an answer of OpenCode until

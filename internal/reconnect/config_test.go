@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,18 +17,16 @@ func armChecked(t *testing.T, e *Engine, n int) []*dir {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	var work sync.WaitGroup
 	dirs := make([]*dir, n)
 	for i := range dirs {
 		d := newDir(fmt.Sprintf("/p/%04d", i), ArmedByFlag, time.Now(), cancel)
 		e.mu.Lock()
 		e.dirs[d.path] = d
 		e.mu.Unlock()
-		checkOnce(e, ctx, d, &work)
-		checkOnce(e, ctx, d, &work)
+		e.check(ctx, d)
+		e.check(ctx, d)
 		dirs[i] = d
 	}
-	work.Wait()
 	return dirs
 }
 
@@ -69,9 +66,7 @@ func TestConfigReadAgainUnchangedLeavesTheLocalServersAlone(t *testing.T) {
 		e.mu.Lock()
 		d.kindsKnown = false
 		e.mu.Unlock()
-		var work sync.WaitGroup
-		checkOnce(e, context.Background(), d, &work)
-		work.Wait()
+		e.check(context.Background(), d)
 	}
 	relearn()
 	if _, _, changed := e.LocalServers(gen); changed {

@@ -4,22 +4,21 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// Connects: each within the budget (a slot taken, or handed to the
-// directory while it waited in line), charged to the server's episode, and
+// Connects: each within the budget, charged to the server's episode, and
 // followed by a check at the server's next scheduled attempt.
 
 // connect sends the connects a reconcile decided on, each with a budget
-// slot. A server that finds none is not charged: the directory waits in
-// line, and the slot it is handed makes it due again, so the connect is
-// decided anew from a fresh read.
-func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *sync.WaitGroup) {
+// slot. A server that finds none is not charged: the directory waits for
+// a slot to be released (slotFreed), and the connect is decided anew from
+// the fresh read that follows.
+func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 	if len(connects) == 0 {
 		return
 	}
@@ -27,15 +26,21 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 	p := e.cfg.Backoff
 	var evs []Event
 	e.mu.Lock()
+	if ctx.Err() != nil {
+		e.mu.Unlock()
+		return // disarmed during the check
+	}
+	var missed uint8 // the kinds of slot that were not free
 	for _, a := range connects {
 		s := d.servers[a.name]
 		if s == nil || s.connecting {
 			continue
 		}
 		remote := d.config[a.name].kind == "remote"
-		if !e.takeSlot(d, remote) {
+		if !d.slotWoken && e.othersWait(d, slotKind(remote)) || !e.budget.TryTake(remote) {
 			s.slotWait = true
-			s.trig |= a.trig // still wanted when the slot comes, for the same reason
+			missed |= slotKind(remote)
+			s.trig |= a.trig // still wanted at the next look, for the same reason
 			continue
 		}
 		next := s.episode().Attempt(p, now, a.trigger, rand.Float64())
@@ -52,70 +57,74 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt, work *
 		tier := tierOf(s.ep.Phase(p))
 		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", a.name, "attempt", s.ep.NumRequeues(), "tier", tier)
 		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: a.name, Attempt: s.ep.NumRequeues(), Tier: tier, Error: s.err})
-		work.Add(1)
-		go func(name string) {
-			defer work.Done()
+		name := a.name
+		e.wg.Go(func() {
 			err := e.oc.Connect(ctx, d.path, name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
-			e.post(d, func() { e.finishConnect(d, name, err) })
-		}(a.name)
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if s := d.servers[name]; s != nil && e.dirs[d.path] == d {
+				s.returned, s.result = true, err
+				e.q.add(d.path)
+			}
+		})
 	}
+	if missed != 0 && d.slotKinds == 0 {
+		e.slotLine = append(e.slotLine, d)
+	}
+	d.slotKinds = missed // zero: it left the line (slotFreed drops it)
 	e.mu.Unlock()
 	e.publish(evs...)
 }
 
-// takeSlot takes a budget slot for a connect of this kind: one handed to
-// the directory while it waited, or a free one. Failing both, the
-// directory waits in line. Caller holds Engine.mu.
-func (e *Engine) takeSlot(d *dir, remote bool) bool {
-	k := 0 // d.held and d.waiting's index: 1 for remote
+// Kinds of budget slot a directory waits for (dir.slotKinds).
+const (
+	slotLocal uint8 = 1 << iota
+	slotRemote
+)
+
+func slotKind(remote bool) uint8 {
 	if remote {
-		k = 1
+		return slotRemote
 	}
-	if d.held[k] > 0 {
-		d.held[k]--
-		return true
-	}
-	if d.waiting[k] != nil {
-		return false // in line already
-	}
-	// Wait takes a free slot, or queues; it never runs the grant here,
-	// under Engine.mu.
-	granted, cancel := e.budget.Wait(remote, func() { e.granted(d, k) })
-	if granted {
-		return true
-	}
-	d.waiting[k] = cancel
-	return false
+	return slotLocal
 }
 
-// granted runs when the budget hands the waiting directory a slot: the
-// directory owns it and is due now.
-func (e *Engine) granted(d *dir, k int) {
-	e.mu.Lock()
-	if d.loopEnded {
-		e.mu.Unlock()
-		e.budget.Release(k == 1)
-		return
-	}
-	d.waiting[k] = nil
-	d.held[k]++
-	d.wakeBy(time.Now())
-	e.mu.Unlock()
+// othersWait reports whether directories other than d wait in slotLine
+// for this kind of slot: d queues behind them, first come first served.
+// Caller holds Engine.mu.
+func (e *Engine) othersWait(d *dir, kind uint8) bool {
+	return slices.ContainsFunc(e.slotLine, func(w *dir) bool { return w != d && w.slotKinds&kind != 0 })
 }
 
-// releaseHeld gives back the slots a check did not use.
-func (e *Engine) releaseHeld(d *dir) {
-	e.mu.Lock()
-	held := d.held
-	d.held = [2]int{}
-	e.mu.Unlock()
-	for k, n := range held {
-		for range n {
-			e.budget.Release(k == 1)
+// slotFreed wakes the first directory in slotLine that waits for a kind
+// of budget slot now free: it is due now, and its check decides afresh.
+// It runs after a release, and after each turn of a woken directory, so
+// the waiting directories are woken one at a time while a slot fits them.
+// Caller holds Engine.mu.
+func (e *Engine) slotFreed() {
+	var free uint8
+	if e.budget.Fits(false) {
+		free |= slotLocal
+	}
+	if e.budget.Fits(true) {
+		free |= slotRemote
+	}
+	woken := free == 0
+	e.slotLine = slices.DeleteFunc(e.slotLine, func(d *dir) bool {
+		switch {
+		case d.slotKinds == 0 || e.dirs[d.path] != d:
+			return true // no longer waiting
+		case woken || d.slotKinds&free == 0:
+			return false
 		}
-	}
+		woken = true
+		d.slotKinds, d.slotWoken = 0, true
+		d.wakeBy(time.Now())
+		e.q.add(d.path)
+		return true
+	})
 }
 
 // finishConnect schedules the read of the outcome of a server's connect
@@ -125,16 +134,17 @@ func (e *Engine) releaseHeld(d *dir) {
 // connected: the outcome is read announceGrace later (a disposal that
 // answered the connect is announced meanwhile). The read connects
 // nothing the schedule does not allow.
-func (e *Engine) finishConnect(d *dir, name string, err error) {
+func (e *Engine) finishConnect(d *dir, name string) {
 	now := time.Now()
 	var evs []Event
 	e.mu.Lock()
 	s := d.servers[name]
-	if s == nil {
+	if s == nil || !s.returned {
 		e.mu.Unlock()
 		return
 	}
-	s.connecting = false
+	err := s.result
+	s.returned, s.result, s.connecting = false, nil, false
 	s.episode().Returned(now) // stable-after counts from here, not from the attempt's start
 	if errors.Is(err, opencode.ErrRefused) {
 		// OpenCode is gone: the server told the engine before the

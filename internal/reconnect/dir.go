@@ -6,7 +6,6 @@ package reconnect
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -24,18 +23,12 @@ const (
 	trigRenew               // the way out moved or the machine slept: a held session may be dead
 )
 
-// dir is one armed directory. Its fields are guarded by Engine.mu; only its
-// own step (schedule.go) reads status and starts connects for it.
+// dir is one armed directory. Its fields are guarded by Engine.mu; only
+// its turn in the engine's queue (queue.go) reads status and starts
+// connects for it.
 type dir struct {
 	// order is reconcile's buffer of the read's server names.
-	order []string
-	// queued is when the check began to wait for one of the engine's
-	// check slots (maxChecks), zero while it holds one or none runs.
-	// slot is set while its step holds one for its check, inSlotQ while
-	// it waits in the scheduler's slotq for one (schedule.go).
-	queued  time.Time
-	slot    bool
-	inSlotQ bool
+	order   []string
 	path    string
 	armedBy string
 	armedAt time.Time
@@ -46,21 +39,10 @@ type dir struct {
 	lastEvent time.Time
 	cancel    context.CancelFunc
 
-	// The directory's place in the engine's schedule (schedule.go). ctx
-	// is the directory's: it ends when it is disarmed; sched is nil for a
-	// directory no engine armed (tests). stepAt is when its next step is
-	// due, index its place in the heap (-1 while a step runs, or once
-	// stopped). running is set while a step (or its end) runs; mail holds
-	// the outcomes that step has yet to read. work counts the connects,
-	// probes and watches it started, which its end waits for.
-	ctx     context.Context
-	sched   *scheduler
-	stepAt  time.Time
-	index   int
-	running bool
-	stopped bool
-	mail    []func()
-	work    sync.WaitGroup
+	// ctx is the directory's: it ends when it is disarmed. q is the
+	// engine's queue, nil for a directory no engine armed (tests).
+	ctx context.Context
+	q   *queue
 
 	// next is the latest time the next check may run; zero while a check
 	// runs and nothing asked for another. checking is when the check
@@ -99,12 +81,12 @@ type dir struct {
 	// listFails counts the checks in a row that could not learn whether
 	// the location is booted (bootedUnknown), for their backoff.
 	listFails int
-
-	// Budget slots handed to this directory while it waited in line
-	// (index 1: remote), used by its next check or released after it.
-	held      [2]int
-	waiting   [2]func() bool // cancels a wait in line; nil when not waiting
-	loopEnded bool
+	// slotKinds are the kinds of budget slot its connects found none of
+	// (slotLocal, slotRemote): it waits in the engine's slotLine. slotWoken:
+	// a released slot woke it, and its turn passes the wake on (slotFreed)
+	// when it is over.
+	slotKinds uint8
+	slotWoken bool
 }
 
 // server is one MCP server in one directory.
@@ -117,6 +99,10 @@ type server struct {
 	confirm    bool // an attempt was made whose outcome no read has shown yet
 	slowTold   bool // gave_up was announced for this episode
 	slotWait   bool // a due attempt waits for a budget slot
+	// returned: its connect returned result, which the directory's next
+	// turn reads (finishConnect).
+	returned bool
+	result   error
 	// rateLimited: the last attempt's outcome was the server's 429 (or
 	// OpenCode 2's cooldown after one), so it was refunded; cleared by a
 	// read that shows anything else.
@@ -150,16 +136,12 @@ type pendingRun struct {
 	stuckTold bool
 }
 
-// endpointWatch is what the engine watches of a remote server's endpoint:
-// the reachability probes of a failed one, the restart watch of a
-// connected one.
+// endpointWatch is what the engine watches of a remote server's endpoint
+// (probes.go): the reachability probes of a failed one, the restart watch
+// of a connected one. Each is the subscription's stop, nil when none
+// runs; the hub's word counts only from the current one.
 type endpointWatch struct {
-	probing   bool
-	reachable bool      // the last probe got through
-	nextProbe time.Time // zero: not scheduled
-	downSince time.Time
-	// stopWatch ends the restart watch; nil when not watching.
-	stopWatch context.CancelFunc
+	probes, watch *func()
 }
 
 // deadChild is the evidence the process view gave of a local server's
@@ -174,7 +156,6 @@ type deadChild struct {
 func newDir(path, reason string, now time.Time, cancel context.CancelFunc) *dir {
 	return &dir{
 		path: path, armedBy: reason, armedAt: now, cancel: cancel,
-		index:        -1,
 		servers:      map[string]*server{},
 		lastActivity: now,
 	}
@@ -204,31 +185,28 @@ func (s *server) watching() *endpointWatch {
 
 // endWatch ends the restart watch of s's endpoint, if one runs.
 func (s *server) endWatch() {
-	if w := s.endpoint; w != nil && w.stopWatch != nil {
-		w.stopWatch()
-		w.stopWatch = nil
+	if w := s.endpoint; w != nil && w.watch != nil {
+		(*w.watch)()
+		w.watch = nil
 		s.dropEndpoint()
 	}
 }
 
-// stopProbes ends the probes of s's endpoint (a probe under way ends by
-// itself and is told so).
+// stopProbes ends the probes of s's endpoint, if they run.
 func (s *server) stopProbes() {
-	if w := s.endpoint; w != nil {
-		w.nextProbe, w.downSince, w.reachable = time.Time{}, time.Time{}, false
+	if w := s.endpoint; w != nil && w.probes != nil {
+		(*w.probes)()
+		w.probes = nil
 		s.dropEndpoint()
 	}
 }
 
 // dropEndpoint lets s's endpoint state go once nothing uses it.
 func (s *server) dropEndpoint() {
-	if w := s.endpoint; !w.probing && w.nextProbe.IsZero() && w.stopWatch == nil {
+	if w := s.endpoint; w.probes == nil && w.watch == nil {
 		s.endpoint = nil
 	}
 }
-
-// watched reports whether s's endpoint has a restart watch.
-func (s *server) watched() bool { return s.endpoint != nil && s.endpoint.stopWatch != nil }
 
 // earlier returns the earlier of two times, where zero means "never".
 func earlier(a, b time.Time) time.Time {
@@ -243,7 +221,9 @@ func earlier(a, b time.Time) time.Time {
 func (d *dir) wakeBy(t time.Time) {
 	if n := earlier(d.next, t); !n.Equal(d.next) {
 		d.next = n
-		d.sched.moved(d)
+		if d.q != nil && d.ctx.Err() == nil {
+			d.q.addAt(d.path, d.dueAt())
+		}
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package reconnect is the engine that keeps one OpenCode server's MCP
 // servers connected. It is a small level-triggered controller in the manner
 // of controller-runtime: for each armed project directory one check at a
-// time, started by the engine's one scheduler when the directory is due
-// (schedule.go), reads GET /mcp and reconciles (check.go, reconcile.go),
+// time, run by the engine's work queue when the directory is due
+// (queue.go), reads GET /mcp and reconciles (check.go, reconcile.go),
 // deciding from that fresh read alone which failed servers to connect
 // and when to look again. Everything else (OpenCode's events, probes of
 // remote endpoints, endpoint restarts, network changes, free connect
@@ -97,21 +97,24 @@ type Engine struct {
 	current func() string
 	about   func() *OpenCodeInfo
 	prober  *probe.Prober
-	hub     *probe.Hub // endpoint watches shared by every directory
-	sched   *scheduler // when each armed directory's next step runs
-
-	// checks holds a token per check running (maxChecks at most).
-	checks chan struct{}
+	hub     *probe.Hub // endpoint probes and watches shared by every directory
+	q       *queue     // the armed directories' turns (guarded by mu)
+	// slotLine holds the directories waiting for a budget slot, in the
+	// order they found none (slotFreed); guarded by mu.
+	slotLine []*dir
 
 	mu sync.Mutex
 	// procs answers the successor question of a dead child (nil: no
 	// process view).
-	procs   ProcessView
-	ctx     context.Context // set by Run; nil before and after
-	dirs    map[string]*dir
-	pending map[string]string    // armed before Run: dir → reason
-	gone    map[string]time.Time // instances that went away lately (pruned)
-	stream  StreamState
+	procs ProcessView
+	ctx   context.Context // set by Run; nil before
+	// life is the armed directories' parent context, ended when Run
+	// ends: a directory armed before Run waits in the queue for it.
+	life   context.Context
+	end    context.CancelFunc
+	dirs   map[string]*dir
+	gone   map[string]time.Time // instances that went away lately (pruned)
+	stream StreamState
 	// bootedList is the server's list of booted locations, shared by the
 	// checks of one second (locations.go).
 	bootedList bootedCache
@@ -165,21 +168,23 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if o.Budget == nil {
 		o.Budget = NewBudget(cfg.MaxConcurrent)
 	}
-	e := &Engine{checks: make(chan struct{}, maxChecks), cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
 		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, pending: map[string]string{}, gone: map[string]time.Time{}, named: map[string]bool{},
-		sched: &scheduler{idle: cfg.IdleInterval, kick: make(chan struct{}, 1), handoff: make(chan *dir)}}
+		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
+	e.q = newQueue(&e.mu)
+	e.life, e.end = context.WithCancel(context.Background())
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
 	if e.prober != nil {
-		e.hub = probe.NewHub(e.prober)
+		e.hub = probe.NewHub(e.prober, e.metrics.Probes.Inc)
 	}
 	return e, nil
 }
 
 // Run runs the engine until ctx ends, then stops every directory and
-// waits for all it started. Directories armed before Run start with it.
+// waits for all it started. Directories armed before Run are checked
+// from then on.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.ctx != nil {
@@ -187,23 +192,16 @@ func (e *Engine) Run(ctx context.Context) error {
 		return errors.New("reconnect: engine already running")
 	}
 	e.ctx = ctx
-	e.sched.done = ctx.Done()
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.schedule(ctx)
-	}()
-	var evs []Event
-	for d, reason := range e.pending {
-		evs = append(evs, e.armLocked(d, reason, e.wakeDelay()))
+	e.wg.Go(func() { e.delays(ctx) })
+	for range maxChecks {
+		e.wg.Go(e.worker)
 	}
-	e.pending = nil
 	e.mu.Unlock()
-	e.publish(evs...)
 
 	<-ctx.Done()
 
 	e.mu.Lock()
+	e.end()
 	for _, d := range e.dirs {
 		e.stopLocked(d)
 	}
@@ -257,13 +255,6 @@ func (e *Engine) Arm(d, reason string) error {
 			armed.armedBy, armed.byEvent = ArmedByFlag, false
 		}
 	}
-	if e.ctx == nil {
-		if e.pending != nil {
-			e.pending[d] = reason
-		}
-		e.mu.Unlock()
-		return nil
-	}
 	ev := e.armLocked(d, reason, e.wakeDelay())
 	e.mu.Unlock()
 	e.publish(ev)
@@ -274,22 +265,36 @@ func (e *Engine) Arm(d, reason string) error {
 // (mostly wakeDelay); it returns the "armed" event, or a zero Event when
 // path was armed already.
 func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
-	if _, ok := e.dirs[path]; ok || e.ctx.Err() != nil {
+	if _, ok := e.dirs[path]; ok || e.life.Err() != nil {
 		return Event{}
 	}
 	now := time.Now()
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.life)
 	d := newDir(path, reason, now, cancel)
-	d.ctx, d.sched = ctx, e.sched
-	d.next = now.Add(first)
+	d.ctx, d.q = ctx, e.q
 	if first == 0 {
 		d.lastAtOnce = now
 	}
+	d.wakeBy(now.Add(first))
 	e.dirs[path] = d
 	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("armed directory", "url", e.url, "directory", path, "reason", reason)
-	e.sched.wait(d, d.stepTime(e.cfg.IdleInterval))
 	return Event{Time: now, Type: EventArmed, Directory: path, Reason: reason}
+}
+
+// stopLocked disarms d: its context ends (a check or connect under way
+// ends with it, and sends nothing more), it leaves the queue, and its
+// endpoint probes and watches end. Caller holds Engine.mu.
+func (e *Engine) stopLocked(d *dir) {
+	d.cancel()
+	if d.slotWoken {
+		e.slotFreed() // the slot it was woken for goes to the next
+	}
+	e.q.forget(d.path)
+	for _, s := range d.servers {
+		s.endWatch()
+		s.stopProbes()
+	}
 }
 
 // Disarm stops watching dir and forgets it: no request for it is made
@@ -302,7 +307,6 @@ func (e *Engine) Disarm(path, reason string) {
 }
 
 func (e *Engine) disarmLocked(path, reason string) Event {
-	delete(e.pending, path)
 	d, ok := e.dirs[path]
 	if !ok {
 		return Event{}
@@ -408,8 +412,8 @@ func (e *Engine) OpenCodeGone(err error) {
 // at once in the fast episode, at most one per server per max-delay, none
 // once stopped. A directory is due as soon as one of the servers it knows
 // may have one: a failed server's repair at once, a renewal initial-delay
-// later, so that the repairs the change asks for wait in the budget's
-// line before any renewal (a known failure comes before a session that
+// later, so that the repairs the change asks for wait for a budget slot
+// (slotLine) before any renewal (a known failure comes before a session that
 // may be dead). Every endpoint watch is dialled anew: a held connection
 // may be dead without a word, and a watch over it would miss the server's
 // next restart.
@@ -486,18 +490,6 @@ func (e *Engine) Reconnect(path string, names []string) (ReconnectResult, error)
 		return res, fmt.Errorf("directory %q is not an absolute path", path)
 	}
 	e.mu.Lock()
-	if e.ctx == nil {
-		// Before Run (the status API may answer first): arm it with the
-		// others; its first check is a fresh episode anyway.
-		if path != "" && e.pending != nil {
-			if _, armed := e.pending[path]; !armed {
-				e.pending[path] = armedByReconnect // never over --directory's standing
-			}
-			res.Directories = append(res.Directories, path)
-		}
-		e.mu.Unlock()
-		return res, nil
-	}
 	var evs []Event
 	targets := opencode.Names(e.dirs)
 	if path != "" {

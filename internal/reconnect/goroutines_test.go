@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// A directory has a goroutine only while it has work (schedule.go): with
-// many armed directories idle between checks, the engine runs a constant
-// handful of goroutines, not one per directory. (A loop per directory cost
-// a thousand goroutines, their stacks and their timers at scale.)
+// A directory has no goroutine of its own (queue.go): with many armed
+// directories idle between checks, the engine runs a constant handful of
+// goroutines, not one per directory (a goroutine per directory costs a
+// thousand stacks and timers at scale).
 func TestIdleDirectoriesCostNoGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		specs := map[string]Spec{}
@@ -63,8 +63,8 @@ func engineGoroutines() int {
 	return n
 }
 
-// The idle checks of many directories run on a few workers that take one
-// step after another, not a goroutine each: a check's goroutine grows its
+// The idle checks of many directories run on the engine's workers, one
+// turn after another, not a goroutine each: a check's goroutine grows its
 // stack in the HTTP client, and a fresh goroutine per check paid for that
 // growth every time (a tenth of the daemon's idle CPU at scale).
 func TestIdleChecksReuseTheirGoroutines(t *testing.T) {
@@ -98,7 +98,7 @@ func TestIdleChecksReuseTheirGoroutines(t *testing.T) {
 }
 
 // Directories due for a check while every check slot is taken wait in the
-// scheduler's slotq, in the order they came due, not as goroutines queued
+// engine's queue, in the order they came due, not as goroutines queued
 // for a slot: a thousand directories armed at once (--directory, a
 // re-subscribed stream) cost the engine a goroutine per slot, not one
 // each, and every one of them is still checked.

@@ -61,9 +61,6 @@ func (e *Engine) Alive(timeout time.Duration) error {
 	for _, p := range opencode.Names(e.dirs) {
 		d := e.dirs[p]
 		switch {
-		case !d.queued.IsZero():
-			// Waiting for a check slot: the checks that hold them are
-			// judged on their own.
 		case !d.awaiting.IsZero():
 			if took := now.Sub(d.awaiting); took > StuckAfter {
 				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has waited %s for one answer of OpenCode, past every timeout", e.url, p, took.Round(time.Second))
@@ -72,6 +69,10 @@ func (e *Engine) Alive(timeout time.Duration) error {
 			if took := now.Sub(d.checking); took > StuckAfter {
 				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s has run for %s since OpenCode last answered it", e.url, p, took.Round(time.Second))
 			}
+		case e.q.state[p] != 0:
+			// Waiting for a check slot (a worker), or in a turn with no
+			// check: the checks that hold the slots are judged on their
+			// own.
 		default:
 			if due := d.dueAt(); !due.IsZero() && now.Sub(due) > StuckAfter {
 				return fmt.Errorf("reconnect: the engine of %s is stuck: the check of %s is %s past due", e.url, p, now.Sub(due).Round(time.Second))

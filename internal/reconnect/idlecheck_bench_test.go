@@ -5,10 +5,9 @@ import "testing"
 // BenchmarkIdleCheck is the engine's own part of an idle check of ten
 // servers (a read that changes nothing), without HTTP.
 func BenchmarkIdleCheck(b *testing.B) {
-	e, ctx, d, work := idleChecked(b)
+	e, ctx, d := idleChecked(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		checkOnce(e, ctx, d, work)
+		e.check(ctx, d)
 	}
-	work.Wait()
 }

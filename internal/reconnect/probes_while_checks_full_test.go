@@ -9,9 +9,9 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
-// A directory whose next step is only a probe (a failed remote server's
-// endpoint, about once a second) needs no check slot, and runs while
-// every slot is taken and other directories wait for one. Here /probe's
+// A failed remote server's endpoint is probed (about once a second)
+// without a check slot, while every slot is taken and other directories
+// wait for one. Here /probe's
 // connect of r is in flight (60 s), so its next check is the idle one;
 // from 2.5 s, 33 directories are due and the slow OpenCode (10 s a read)
 // holds all 32 slots until 12.5 s: /probe's endpoint is probed about once

@@ -57,7 +57,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 		evs = append(evs, o.evs...)
 		next = earlier(next, o.next)
 	}
-	d.next = earlier(d.next, next)
+	d.wakeBy(next)
 	d.netTrig = 0
 	return connects, needKinds, evs
 }
