@@ -491,11 +491,11 @@ func ServiceDaemon(reg *registry.Registry, file string) (registry.Entry, statusa
 
 // EnsureServiceWatch starts a daemon for the OpenCode 2 service file file
 // unless one runs already, and waits (up to wait) until it has registered.
-// Callers on one machine take turns (a lock in the registry directory), so
-// two TUIs started at once start one daemon. It reports whether it started
+// Callers on one machine take turns (registry.StartLock), so two TUIs
+// started at once start one daemon. It reports whether it started
 // one.
 func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string, start func() error, wait time.Duration) (bool, error) {
-	unlock, err := lockRegistry(reg)
+	unlock, err := reg.Lock(registry.StartLock)
 	if err != nil {
 		return false, err
 	}

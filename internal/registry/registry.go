@@ -151,21 +151,29 @@ func (r *Registry) ensureDir() error {
 	return nil
 }
 
-// lockName is the file Lock takes in the registry directory.
-const lockName = ".register.lock"
+// The registry's locks: files in Dir that Lock takes.
+const (
+	// RegisterLock is held by a daemon from reading the entries to
+	// writing its own, so that of two daemons started at once for one
+	// OpenCode server, the second sees the first.
+	RegisterLock = ".register.lock"
+	// StartLock is held by a `run` from looking for the daemon of the
+	// OpenCode 2 service to seeing the one it started registered, so
+	// that two TUIs started at once start one daemon. It is not
+	// RegisterLock: the daemon started registers meanwhile.
+	StartLock = ".start.lock"
+)
 
-// Lock takes the registry's write lock (flock on .register.lock in Dir),
-// released by unlock or when the process ends. A daemon holds it from
-// reading the entries to writing its own, so that of two daemons started
-// at once for one OpenCode server, the second sees the first. The holder
-// removes the file before it unlocks, so nothing is left behind; a waiter
-// that then wins the lock of the removed file sees that it is no longer
-// the one at the path and takes that one instead.
-func (r *Registry) Lock() (unlock func(), err error) {
+// Lock takes the lock name (RegisterLock, StartLock) of the registry
+// (flock on that file in Dir), released by unlock or when the process
+// ends. The holder removes the file before it unlocks, so nothing is
+// left behind; a waiter that then wins the lock of the removed file sees
+// that it is no longer the one at the path and takes that one instead.
+func (r *Registry) Lock(name string) (unlock func(), err error) {
 	if err := r.ensureDir(); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(r.Dir, lockName)
+	path := filepath.Join(r.Dir, name)
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {

@@ -208,7 +208,7 @@ func TestLockExcludesAndLeavesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				unlock, err := r.Lock()
+				unlock, err := r.Lock(RegisterLock)
 				if err != nil {
 					t.Error(err)
 					return
@@ -232,7 +232,7 @@ func TestLockExcludesAndLeavesNothing(t *testing.T) {
 // path instead, or a newcomer would hold the lock at the same time.
 func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
 	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
-	unlockA, err := r.Lock()
+	unlockA, err := r.Lock(RegisterLock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
 	testHookLockOpened = func() { once.Do(func() { close(opened) }) }
 	got := make(chan func(), 1)
 	go func() {
-		unlock, err := r.Lock()
+		unlock, err := r.Lock(RegisterLock)
 		if err != nil {
 			t.Error(err)
 			unlock = func() {}
@@ -254,7 +254,7 @@ func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
 	defer func() { testHookLockOpened = nil }()
 	defer unlockB()
 
-	f, err := os.OpenFile(filepath.Join(r.Dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(r.Dir, RegisterLock), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
