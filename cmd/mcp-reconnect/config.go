@@ -25,17 +25,14 @@ func defaultConfigPath() string {
 	return filepath.Join(dir, "mcp-reconnect", "config.toml")
 }
 
-// defaultLogPath is where `run` logs: the TUI owns the terminal.
+// defaultLogPath is where `run` logs (the TUI owns the terminal): in
+// mcp-reconnect's state directory, beside the registry.
 func defaultLogPath() string {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return filepath.Join(os.TempDir(), "mcp-reconnect.log")
-		}
-		dir = filepath.Join(home, ".local", "state")
+	dir, err := private.StateDir("")
+	if err != nil {
+		return filepath.Join(os.TempDir(), "mcp-reconnect.log")
 	}
-	return filepath.Join(dir, "mcp-reconnect", "mcp-reconnect.log")
+	return filepath.Join(dir, "mcp-reconnect.log")
 }
 
 // configFile is the TOML config file, read once: its keys set flags

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -105,7 +104,7 @@ const serviceURL = "http://127.0.0.1:49374"
 // have at start.
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
-		alive: pidAlive, listener: ListenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
+		alive: registry.Running, listener: ListenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
 	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
@@ -444,17 +443,6 @@ func ListenerOfOtherUser(rawURL string) error {
 		return fmt.Errorf("what listens at %s is another user's process; the service's password is not sent there", u.Host)
 	}
 	return nil
-}
-
-// pidAlive reports whether a process with this pid exists and this user
-// may signal it (a service of this user's would be).
-func pidAlive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	defer p.Release()
-	return p.Signal(syscall.Signal(0)) == nil
 }
 
 // ServiceWatched reports whether a running daemon follows the OpenCode 2
