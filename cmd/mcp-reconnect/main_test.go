@@ -49,7 +49,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	if err := applyEnv(fs); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:5000" || f.initialDelay != 3*time.Second || f.maxConcurrent != 7 || f.password != "from-env" {
+	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:5000" || f.engine.Backoff.Initial != 3*time.Second || f.engine.MaxConcurrent != 7 || f.password != "from-env" {
 		t.Fatalf("flags = %+v", f)
 	}
 	if len(f.directories) != 2 || f.directories[1] != "/b c" {

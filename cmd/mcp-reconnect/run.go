@@ -187,10 +187,11 @@ This alias is all it takes, for either generation:
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
-			ec := f.engineConfig()
-			if err := ec.Validate(); err != nil {
+			cfg, err := f.daemonConfig()
+			if err != nil {
 				return err
 			}
+			cfg.StatusAddrFallback = !statusAddrTyped
 			log, closeLog, err := f.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -228,10 +229,7 @@ This alias is all it takes, for either generation:
 			if err != nil {
 				return err
 			}
-			code, err := daemon.Managed(cmd.Context(), plan, daemon.Config{
-				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				StatusAddrFallback: !statusAddrTyped, Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
-			}, startTimeout, launch.IO{}, log)
+			code, err := daemon.Managed(cmd.Context(), plan, cfg, startTimeout, launch.IO{}, log)
 			if err != nil {
 				// The error can carry the child's last output: data, not terminal control.
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))
