@@ -566,7 +566,7 @@ func TestRunDirectoryIsKeptByAServiceDaemonThatWatchesSeveralServers(t *testing.
 }
 
 // run counts the service as watched (and starts no daemon) by
-// daemon.ServiceWatched: a daemon following the same file by any
+// daemon.ServiceDaemon: a daemon following the same file by any
 // spelling, or watching the URL the file names. That daemon, found by the
 // same rule, is the one asked to keep run's --directory: one started with
 // --service-file through a symlinked state directory, or a `watch --url`
@@ -598,8 +598,8 @@ func TestRunDirectoryReachesTheDaemonThatWatchesTheService(t *testing.T) {
 			reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
 			other := &armingSource{idleSource: idleSource{url: "http://127.0.0.1:4096"}}
 			daemonAPI(t, reg, tc.entry, other, tc.src)
-			if ok, err := daemon.ServiceWatched(reg, file); err != nil || !ok {
-				t.Fatalf("setup: ServiceWatched = %v, %v: run would start a daemon", ok, err)
+			if _, _, ok, err := daemon.ServiceDaemon(reg, file); err != nil || !ok {
+				t.Fatalf("setup: ServiceDaemon = %v, %v: run would start a daemon", ok, err)
 			}
 			dirs := []string{physical(t, t.TempDir())}
 			err := armInServiceWatch(context.Background(), reg, file, dirs)

@@ -445,13 +445,6 @@ func ListenerOfOtherUser(rawURL string) error {
 	return nil
 }
 
-// ServiceWatched reports whether a running daemon follows the OpenCode 2
-// service file file, or watches the URL it names (ServiceDaemon).
-func ServiceWatched(reg *registry.Registry, file string) (bool, error) {
-	_, _, ok, err := ServiceDaemon(reg, file)
-	return ok, err
-}
-
 // ServiceDaemon is the running daemon that follows the OpenCode 2 service
 // file file (by any spelling), or watches the URL the file names (a
 // daemon started for it would refuse to run beside that one: see
@@ -488,7 +481,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 		return false, err
 	}
 	defer unlock()
-	if ok, err := ServiceWatched(reg, file); err != nil || ok {
+	if _, _, ok, err := ServiceDaemon(reg, file); err != nil || ok {
 		return false, err
 	}
 	if err := start(); err != nil {
@@ -498,7 +491,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if ok, _ := ServiceWatched(reg, file); ok {
+		if _, _, ok, _ := ServiceDaemon(reg, file); ok {
 			return true, nil
 		}
 		select {
