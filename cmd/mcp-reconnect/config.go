@@ -165,9 +165,16 @@ func makePrivate(file *os.File) error {
 // logsToFile reports whether --log-file names a file ("-" is stderr).
 func (f *watchFlags) logsToFile() bool { return f.logFile != "" && f.logFile != "-" }
 
-// logger opens the log destination: stderr, or --log-file created 0600 in
-// a 0700 directory.
+// logger opens the log destination, once --log-level and --log-format
+// are known good: stderr, or --log-file created 0600 in a 0700 directory.
 func (f *watchFlags) logger(stderr io.Writer) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return nil, nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
 	w, closeFn := stderr, func() {}
 	if f.logsToFile() {
 		if err := os.MkdirAll(filepath.Dir(f.logFile), 0o700); err != nil {
@@ -183,10 +190,9 @@ func (f *watchFlags) logger(stderr io.Writer) (*slog.Logger, func(), error) {
 		}
 		w, closeFn = file, func() { _ = file.Close() }
 	}
-	log, err := newLogger(w, f.logLevel, f.logFormat)
-	if err != nil {
-		closeFn()
-		return nil, nil, err
+	opts := &slog.HandlerOptions{Level: level}
+	if f.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), closeFn, nil
 	}
-	return log, closeFn, nil
+	return slog.New(slog.NewTextHandler(w, opts)), closeFn, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +80,14 @@ func TestBadSettingsNameTheirSource(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, want) {
 			t.Errorf("%v: exit %d, stderr %q, want it to name %q", args, code, errOut, want)
 		}
+	}
+	// A log setting that is refused makes no log file.
+	logFile := filepath.Join(t.TempDir(), "logs", "w.log")
+	if code, _, _ := runCLI(t, "watch", "--log-file", logFile, "--log-format", "xml"); code == 0 {
+		t.Fatal("--log-format xml was taken")
+	}
+	if _, err := os.Stat(filepath.Dir(logFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused --log-format made %s (%v)", filepath.Dir(logFile), err)
 	}
 }
 
