@@ -25,17 +25,14 @@ func defaultConfigPath() string {
 	return filepath.Join(dir, "mcp-reconnect", "config.toml")
 }
 
-// defaultLogPath is where `run` logs: the TUI owns the terminal.
+// defaultLogPath is where `run` logs (the TUI owns the terminal): in
+// mcp-reconnect's state directory, beside the registry.
 func defaultLogPath() string {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return filepath.Join(os.TempDir(), "mcp-reconnect.log")
-		}
-		dir = filepath.Join(home, ".local", "state")
+	dir, err := private.StateDir("")
+	if err != nil {
+		return filepath.Join(os.TempDir(), "mcp-reconnect.log")
 	}
-	return filepath.Join(dir, "mcp-reconnect", "mcp-reconnect.log")
+	return filepath.Join(dir, "mcp-reconnect.log")
 }
 
 // configFile is the TOML config file, read once: its keys set flags
@@ -168,9 +165,16 @@ func makePrivate(file *os.File) error {
 // logsToFile reports whether --log-file names a file ("-" is stderr).
 func (f *watchFlags) logsToFile() bool { return f.logFile != "" && f.logFile != "-" }
 
-// logger opens the log destination: stderr, or --log-file created 0600 in
-// a 0700 directory.
+// logger opens the log destination, once --log-level and --log-format
+// are known good: stderr, or --log-file created 0600 in a 0700 directory.
 func (f *watchFlags) logger(stderr io.Writer) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return nil, nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
 	w, closeFn := stderr, func() {}
 	if f.logsToFile() {
 		if err := os.MkdirAll(filepath.Dir(f.logFile), 0o700); err != nil {
@@ -186,10 +190,9 @@ func (f *watchFlags) logger(stderr io.Writer) (*slog.Logger, func(), error) {
 		}
 		w, closeFn = file, func() { _ = file.Close() }
 	}
-	log, err := newLogger(w, f.logLevel, f.logFormat)
-	if err != nil {
-		closeFn()
-		return nil, nil, err
+	opts := &slog.HandlerOptions{Level: level}
+	if f.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), closeFn, nil
 	}
-	return log, closeFn, nil
+	return slog.New(slog.NewTextHandler(w, opts)), closeFn, nil
 }

@@ -43,17 +43,17 @@ directory = ["/a", "/b c"]
 	if err := f.load(fs); err != nil {
 		t.Fatal(err)
 	}
-	if f.initialDelay != 3*time.Second { // flag
-		t.Errorf("initial-delay = %v, want the flag's 3s", f.initialDelay)
+	if f.engine.Backoff.Initial != 3*time.Second { // flag
+		t.Errorf("initial-delay = %v, want the flag's 3s", f.engine.Backoff.Initial)
 	}
-	if f.maxDelay != 50*time.Second { // env over file
-		t.Errorf("max-delay = %v, want the env's 50s", f.maxDelay)
+	if f.engine.Backoff.Max != 50*time.Second { // env over file
+		t.Errorf("max-delay = %v, want the env's 50s", f.engine.Backoff.Max)
 	}
-	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:7000" || f.maxConcurrent != 4 || f.jitter != 0.1 || len(f.directories) != 2 { // file
+	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:7000" || f.engine.MaxConcurrent != 4 || f.engine.Backoff.Jitter != 0.1 || len(f.directories) != 2 { // file
 		t.Errorf("from the file: %+v", f)
 	}
-	if f.idleInterval != 30*time.Second { // default
-		t.Errorf("idle-interval = %v, want the default", f.idleInterval)
+	if f.engine.IdleInterval != 30*time.Second { // default
+		t.Errorf("idle-interval = %v, want the default", f.engine.IdleInterval)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -78,16 +77,14 @@ never re-enables a server you disabled.`,
 // watchFlags are the flags shared by watch (and, later, run).
 type watchFlags struct {
 	// file is the config file load read (nil: none).
-	file                                 *configFile
-	urls                                 []string
-	username, password                   string
-	directories                          []string
-	statusAddr                           string
-	statusPublic                         bool
-	initialDelay, maxDelay, idleInterval time.Duration
-	slowInterval, stableAfter            time.Duration
-	jitter                               float64
-	maxConcurrent, fastAttempts          int
+	file               *configFile
+	urls               []string
+	username, password string
+	directories        []string
+	statusAddr         string
+	statusPublic       bool
+	// engine holds the reconnect tunables, each bound to its flag.
+	engine reconnect.Config
 	// passwordSource says where the password came from (never the
 	// password): "--password", "env …", "config file …", or "".
 	passwordSource string
@@ -108,7 +105,8 @@ type watchFlags struct {
 }
 
 func (f *watchFlags) register(fs *pflag.FlagSet) {
-	d := reconnect.DefaultConfig
+	f.engine = reconnect.DefaultConfig
+	d, b := &f.engine, &f.engine.Backoff
 	fs.StringArrayVar(&f.urls, "url", []string{defaultURL}, "OpenCode server URL; repeat to watch several, each with its own engine and event stream (one --password is refused for several: give per-server passwords with [[opencode]] tables and password-file in the config file) [$OPENCODE_URL]")
 	fs.StringVar(&f.username, "username", "opencode", "HTTP basic auth user [$OPENCODE_SERVER_USERNAME]")
 	fs.StringVar(&f.password, "password", "", "HTTP basic auth password, for one --url only, and refused for a plain-http URL that is not loopback unless --allow-http-password; prefer the environment or --password-file, a flag shows in ps [$OPENCODE_SERVER_PASSWORD]")
@@ -116,14 +114,14 @@ func (f *watchFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.directories, "directory", nil, "project directory to watch from the start (repeatable) [$MCP_RECONNECT_DIRECTORY, colon-separated]")
 	fs.StringVar(&f.statusAddr, "status-addr", "127.0.0.1:4097", "listen address of the daemon's status API; empty disables it [$MCP_RECONNECT_STATUS_ADDR]")
 	fs.BoolVar(&f.statusPublic, "status-public", false, "allow a non-loopback --status-addr [$MCP_RECONNECT_STATUS_PUBLIC]")
-	fs.DurationVar(&f.initialDelay, "initial-delay", d.Backoff.Initial, "the first check after a directory is armed or woken (jittered downwards only), and the first gap between a failed server's attempts, doubling after each: with the defaults attempts land 1, 2, 4, 8 and 16 s after arming; a first crash is connected at once, then 1, 3, 7 and 15 s later [$MCP_RECONNECT_INITIAL_DELAY]")
-	fs.DurationVar(&f.maxDelay, "max-delay", d.Backoff.Max, "cap on the doubling gaps; in the slow tier, the least time between attempts a probe, a remote restart or a network change may cause [$MCP_RECONNECT_MAX_DELAY]")
-	fs.DurationVar(&f.idleInterval, "idle-interval", d.IdleInterval, "re-check period of each armed directory while nothing is due (jittered, rounded up to the next second) [$MCP_RECONNECT_IDLE_INTERVAL]")
-	fs.Float64Var(&f.jitter, "jitter", d.Backoff.Jitter, "each delay is multiplied by a random factor in [1-j, 1+j] (a first check after arming or a wake only downwards) [$MCP_RECONNECT_JITTER]")
-	fs.IntVar(&f.maxConcurrent, "max-concurrent", d.MaxConcurrent, "connect calls in flight at once, across all directories and OpenCode servers; each server may hold all but one slot per other server, and its remote connects all its slots but one, so a silent remote URL never holds up a local server (with 1, a remote connect gets a slot of its own beside the local one; a server whose share is one slot runs one connect at a time) [$MCP_RECONNECT_MAX_CONCURRENT]")
-	fs.IntVar(&f.fastAttempts, "fast-attempts", d.Backoff.FastAttempts, "attempts in one fast episode; then the slow tier [$MCP_RECONNECT_FAST_ATTEMPTS]")
-	fs.DurationVar(&f.slowInterval, "slow-interval", d.Backoff.SlowInterval, "in the slow tier, the gap between attempts, from the last fast one on (jittered, rounded up to the next second); 0 gives up until the server is seen healthy or reconnect is asked [$MCP_RECONNECT_SLOW_INTERVAL]")
-	fs.DurationVar(&f.stableAfter, "stable-after", d.StableAfter, "a server's attempt counter resets only after it stayed connected this long after its last attempt's connect returned (crash loops back off) [$MCP_RECONNECT_STABLE_AFTER]")
+	fs.DurationVar(&b.Initial, "initial-delay", b.Initial, "the first check after a directory is armed or woken (jittered downwards only), and the first gap between a failed server's attempts, doubling after each: with the defaults attempts land 1, 2, 4, 8 and 16 s after arming; a first crash is connected at once, then 1, 3, 7 and 15 s later [$MCP_RECONNECT_INITIAL_DELAY]")
+	fs.DurationVar(&b.Max, "max-delay", b.Max, "cap on the doubling gaps; in the slow tier, the least time between attempts a probe, a remote restart or a network change may cause [$MCP_RECONNECT_MAX_DELAY]")
+	fs.DurationVar(&d.IdleInterval, "idle-interval", d.IdleInterval, "re-check period of each armed directory while nothing is due (jittered, rounded up to the next second) [$MCP_RECONNECT_IDLE_INTERVAL]")
+	fs.Float64Var(&b.Jitter, "jitter", b.Jitter, "each delay is multiplied by a random factor in [1-j, 1+j] (a first check after arming or a wake only downwards) [$MCP_RECONNECT_JITTER]")
+	fs.IntVar(&d.MaxConcurrent, "max-concurrent", d.MaxConcurrent, "connect calls in flight at once, across all directories and OpenCode servers; each server may hold all but one slot per other server, and its remote connects all its slots but one, so a silent remote URL never holds up a local server (with 1, a remote connect gets a slot of its own beside the local one; a server whose share is one slot runs one connect at a time) [$MCP_RECONNECT_MAX_CONCURRENT]")
+	fs.IntVar(&b.FastAttempts, "fast-attempts", b.FastAttempts, "attempts in one fast episode; then the slow tier [$MCP_RECONNECT_FAST_ATTEMPTS]")
+	fs.DurationVar(&b.SlowInterval, "slow-interval", b.SlowInterval, "in the slow tier, the gap between attempts, from the last fast one on (jittered, rounded up to the next second); 0 gives up until the server is seen healthy or reconnect is asked [$MCP_RECONNECT_SLOW_INTERVAL]")
+	fs.DurationVar(&d.StableAfter, "stable-after", d.StableAfter, "a server's attempt counter resets only after it stayed connected this long after its last attempt's connect returned (crash loops back off) [$MCP_RECONNECT_STABLE_AFTER]")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error [$MCP_RECONNECT_LOG_LEVEL]")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json [$MCP_RECONNECT_LOG_FORMAT]")
 	fs.BoolVar(&f.probe, "probe", true, "probe failed remote servers' endpoints (TCP, TLS; no MCP, no credentials) and connect them as soon as they answer [$MCP_RECONNECT_PROBE]")
@@ -247,32 +245,11 @@ func applyEnv(fs *pflag.FlagSet, only ...string) error {
 	return err
 }
 
-func (f *watchFlags) engineConfig() reconnect.Config {
-	c := reconnect.DefaultConfig
-	c.Backoff.Initial = f.initialDelay
-	c.Backoff.Max = f.maxDelay
-	c.Backoff.Jitter = f.jitter
-	c.Backoff.FastAttempts = f.fastAttempts
-	c.Backoff.SlowInterval = f.slowInterval
-	c.IdleInterval = f.idleInterval
-	c.MaxConcurrent = f.maxConcurrent
-	c.StableAfter = f.stableAfter
-	return c
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+// daemonConfig is what the flags say of the daemon (watch's and run's),
+// its engine's tunables validated.
+func (f *watchFlags) daemonConfig() (daemon.Config, error) {
+	return daemon.Config{Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic, Engine: f.engine,
+		NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(), AllowDuplicate: f.allowDuplicate}, f.engine.Validate()
 }
 
 func newWatch() *cobra.Command {
@@ -375,17 +352,12 @@ shows the daemon's own resident memory and goroutines.`,
 					log.Warn("the service's environment file is readable by other users", "file", envFile, "detail", warning)
 				}
 			}
-			ec := f.engineConfig()
-			if err := ec.Validate(); err != nil {
+			cfg, err := f.daemonConfig()
+			if err != nil {
 				return err
 			}
 			ctx, stop := stopOnSignal(cmd.Context(), log)
 			defer stop()
-			cfg := daemon.Config{
-				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
-				AllowDuplicate: f.allowDuplicate,
-			}
 			if forPID {
 				// One daemon per OpenCode process: several OpenCodes, several
 				// daemons, each on a free status port unless one was typed.

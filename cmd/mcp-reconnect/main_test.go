@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +51,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	if err := applyEnv(fs); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:5000" || f.initialDelay != 3*time.Second || f.maxConcurrent != 7 || f.password != "from-env" {
+	if len(f.urls) != 1 || f.urls[0] != "http://127.0.0.1:5000" || f.engine.Backoff.Initial != 3*time.Second || f.engine.MaxConcurrent != 7 || f.password != "from-env" {
 		t.Fatalf("flags = %+v", f)
 	}
 	if len(f.directories) != 2 || f.directories[1] != "/b c" {
@@ -78,6 +80,14 @@ func TestBadSettingsNameTheirSource(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, want) {
 			t.Errorf("%v: exit %d, stderr %q, want it to name %q", args, code, errOut, want)
 		}
+	}
+	// A log setting that is refused makes no log file.
+	logFile := filepath.Join(t.TempDir(), "logs", "w.log")
+	if code, _, _ := runCLI(t, "watch", "--log-file", logFile, "--log-format", "xml"); code == 0 {
+		t.Fatal("--log-format xml was taken")
+	}
+	if _, err := os.Stat(filepath.Dir(logFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused --log-format made %s (%v)", filepath.Dir(logFile), err)
 	}
 }
 

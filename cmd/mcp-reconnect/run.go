@@ -40,7 +40,7 @@ func runV2(cmd *cobra.Command, f *watchFlags, typed map[string]bool, args []stri
 	if cmd.Flags().Changed("config") {
 		config = f.config
 	}
-	dirs := physicalDirs(f.directories, log)
+	dirs, dirErr := daemon.PhysicalDirs(f.directories)
 	reg, err := registry.Default()
 	var self string
 	if err == nil {
@@ -57,29 +57,13 @@ func runV2(cmd *cobra.Command, f *watchFlags, typed map[string]bool, args []stri
 	if err == nil && len(dirs) > 0 {
 		err = armInServiceWatch(cmd.Context(), reg, file, dirs)
 	}
-	if err != nil {
+	if err = errors.Join(dirErr, err); err != nil {
 		// The user's command matters more than the watch: say why, on
 		// the terminal too (the log is a file), and start it all the same.
 		log.Warn("the OpenCode 2 service is not watched as asked", "err", err)
 		fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))
 	}
 	return launch.Exec(args, os.Environ())
-}
-
-// physicalDirs are dirs as a TUI started in each would name it
-// (daemon.PhysicalDir); one that cannot be resolved is left out, and the
-// log says so.
-func physicalDirs(dirs []string, log *slog.Logger) []string {
-	var out []string
-	for _, d := range dirs {
-		abs, err := daemon.PhysicalDir(d)
-		if err != nil {
-			log.Warn("a --directory is not watched", "directory", d, "err", err)
-			continue
-		}
-		out = append(out, abs)
-	}
-	return out
 }
 
 // armInServiceWatch asks the daemon that watches the OpenCode 2 service
@@ -203,10 +187,11 @@ This alias is all it takes, for either generation:
 			if err := f.load(cmd.Flags()); err != nil {
 				return err
 			}
-			ec := f.engineConfig()
-			if err := ec.Validate(); err != nil {
+			cfg, err := f.daemonConfig()
+			if err != nil {
 				return err
 			}
+			cfg.StatusAddrFallback = !statusAddrTyped
 			log, closeLog, err := f.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -244,10 +229,7 @@ This alias is all it takes, for either generation:
 			if err != nil {
 				return err
 			}
-			code, err := daemon.Managed(cmd.Context(), plan, daemon.Config{
-				Directories: f.directories, StatusAddr: f.statusAddr, StatusPublic: f.statusPublic,
-				StatusAddrFallback: !statusAddrTyped, Engine: ec, NoProbes: !f.probe, NoToasts: !f.toast, NoNetwatch: !f.netwatch, Version: versionString(),
-			}, startTimeout, launch.IO{}, log)
+			code, err := daemon.Managed(cmd.Context(), plan, cfg, startTimeout, launch.IO{}, log)
 			if err != nil {
 				// The error can carry the child's last output: data, not terminal control.
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -206,7 +205,7 @@ func TestRunV2ArmsItsDirectoriesInTheServiceWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := armInServiceWatch(context.Background(), reg, file, physicalDirs([]string{dir}, slog.New(slog.DiscardHandler))); err != nil {
+	if err := armInServiceWatch(context.Background(), reg, file, []string{physical(t, dir)}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -458,7 +457,7 @@ func TestRunDirectoryIsArmedInTheServiceOnly(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \""+hs.URL+"\"\npassword-file = \""+pw+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))[0]
+	d := physical(t, t.TempDir())
 	if out := run("--directory", d); out != "" {
 		t.Errorf("run said: %s", out)
 	}
@@ -555,7 +554,7 @@ func TestRunDirectoryIsKeptByAServiceDaemonThatWatchesSeveralServers(t *testing.
 	service := &armingSource{idleSource: idleSource{url: "http://127.0.0.1:49374"}, file: file}
 	daemonAPI(t, reg, registry.Entry{PID: os.Getpid(), URLs: []string{table.url, service.url}, Service: file}, table, service)
 
-	dirs := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))
+	dirs := []string{physical(t, t.TempDir())}
 	err := armInServiceWatch(context.Background(), reg, file, dirs)
 	armed, asked := service.got()
 	if want := []string{dirs[0] + " " + reconnect.ArmedByFlag}; err != nil || !slices.Equal(armed, want) || !slices.Equal(asked, dirs) {
@@ -567,7 +566,7 @@ func TestRunDirectoryIsKeptByAServiceDaemonThatWatchesSeveralServers(t *testing.
 }
 
 // run counts the service as watched (and starts no daemon) by
-// daemon.ServiceWatched: a daemon following the same file by any
+// daemon.ServiceDaemon: a daemon following the same file by any
 // spelling, or watching the URL the file names. That daemon, found by the
 // same rule, is the one asked to keep run's --directory: one started with
 // --service-file through a symlinked state directory, or a `watch --url`
@@ -599,10 +598,10 @@ func TestRunDirectoryReachesTheDaemonThatWatchesTheService(t *testing.T) {
 			reg := &registry.Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
 			other := &armingSource{idleSource: idleSource{url: "http://127.0.0.1:4096"}}
 			daemonAPI(t, reg, tc.entry, other, tc.src)
-			if ok, err := daemon.ServiceWatched(reg, file); err != nil || !ok {
-				t.Fatalf("setup: ServiceWatched = %v, %v: run would start a daemon", ok, err)
+			if _, _, ok, err := daemon.ServiceDaemon(reg, file); err != nil || !ok {
+				t.Fatalf("setup: ServiceDaemon = %v, %v: run would start a daemon", ok, err)
 			}
-			dirs := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))
+			dirs := []string{physical(t, t.TempDir())}
 			err := armInServiceWatch(context.Background(), reg, file, dirs)
 			if armed, _ := tc.src.got(); len(armed) == 0 || err != nil {
 				t.Errorf("run found the service watched (so started no daemon) but armed its --directory nowhere (err %v)", err)
@@ -626,9 +625,19 @@ func TestRunSaysOnTheTerminalWhenItsDirectoryIsNotArmed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(reg.Dir) })
-	d := physicalDirs([]string{t.TempDir()}, slog.New(slog.DiscardHandler))[0]
+	d := physical(t, t.TempDir())
 	out := run("--directory", d)
 	if !strings.Contains(out, "mcp-reconnect: --directory "+d+" not armed") || !strings.Contains(out, "several") {
 		t.Errorf("run's --directory was refused by the service's daemon; run said %q, want the directory and the daemon's reason", out)
 	}
+}
+
+// physical is dir as run hands it to the daemon (daemon.PhysicalDir).
+func physical(t *testing.T, dir string) string {
+	t.Helper()
+	p, err := daemon.PhysicalDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -112,9 +112,11 @@ type Config struct {
 const probesPerSecond = 20
 
 // watched is one OpenCode server with everything that works for it alone.
+// It is what the status API sees of the server (health.go): its engine,
+// with what only the daemon knows.
 type watched struct {
+	*reconnect.Engine
 	client *opencode.Server
-	eng    *reconnect.Engine
 	ann    *announce.Announcer
 	m      *metrics.Metrics
 	retry  backoff.Policy // the stream's reconnect backoff (zero: the default)
@@ -163,12 +165,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return err
 		}
 		for _, d := range slices.Concat(dirs, own) {
-			if err := w.eng.Arm(d, reconnect.ArmedByFlag); err != nil {
+			if err := w.Engine.Arm(d, reconnect.ArmedByFlag); err != nil {
 				return err
 			}
 		}
 		all = append(all, w)
-		sources = append(sources, source{Engine: w.eng, client: w.client, procs: w.procs, follow: w.follow})
+		sources = append(sources, w)
 		urls = append(urls, w.client.URL())
 		serviceFile = cmp.Or(sc.ServiceFile, serviceFile)
 	}
@@ -235,7 +237,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	for i, w := range all {
-		wg.Go(func() { _ = w.eng.Run(ctx) })
+		wg.Go(func() { _ = w.Engine.Run(ctx) })
 		wg.Go(func() { w.ann.Run(ctx) })
 		if !cfg.NoProcessView {
 			wg.Go(func() { w.procs.run(ctx) })
@@ -286,20 +288,20 @@ func newWatched(cfg Config, sc Target, set *metrics.Set, broker *statusapi.Broke
 	// may move to another port).
 	opts := reconnect.Options{URL: client.URL(), CurrentURL: client.URL, Log: log, Metrics: w.m, OnEvent: onEvent, Budget: budget, Prober: prober,
 		About: func() *reconnect.OpenCodeInfo { return about(client, procview.Unavailable) }}
-	w.eng, err = reconnect.New(cfg.Engine, client, opts)
+	w.Engine, err = reconnect.New(cfg.Engine, client, opts)
 	if err != nil {
 		return nil, err
 	}
 	// Whichever request learns that OpenCode went away or came back as
 	// another process (the stream, a status read, a connect, a detection)
 	// tells the engine in the same step (rule 8).
-	w.procs = newProcWatch(w.eng, client, sc.PID, log)
+	w.procs = newProcWatch(w.Engine, client, sc.PID, log)
 	client.OnChange(func(ch opencode.Change, err error) {
 		switch ch {
 		case opencode.Gone:
-			w.eng.OpenCodeGone(err)
+			w.Engine.OpenCodeGone(err)
 		case opencode.Replaced:
-			w.eng.OpenCodeReplaced()
+			w.Engine.OpenCodeReplaced()
 			w.procs.replaced() // another process: look for it
 		}
 	})
@@ -450,7 +452,7 @@ func (r *registration) setURL(i int, url string) {
 // then detected again, which tells every watcher it was replaced, and
 // the next subscription is the service's.
 func streamLoop(ctx context.Context, w *watched, broker *statusapi.Broker, log *slog.Logger, at func(url string)) {
-	client, eng, m := w.client, w.eng, w.m
+	client, eng, m := w.client, w.Engine, w.m
 	var wasUnauthorized bool
 	for {
 		sctx, cancel := context.WithCancel(ctx)

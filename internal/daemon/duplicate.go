@@ -105,7 +105,7 @@ func refuseDuplicate(cfg Config, urls []string, serviceFile string) error {
 // and the write hold the registry's lock, so of two daemons started at
 // once for one server one registers and the other is refused.
 func registerUnique(reg *registry.Registry, e registry.Entry, allow bool) (remove func(), err error) {
-	unlock, err := reg.Lock()
+	unlock, err := reg.Lock(registry.RegisterLock)
 	if err != nil {
 		return nil, err
 	}

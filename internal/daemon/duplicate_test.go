@@ -123,8 +123,8 @@ func TestDaemonFollowingTheServiceFileWatchesTheService(t *testing.T) {
 	if err := refusedRun(cfg); !errors.As(err, &dup) || dup.Running.PID != byURL.PID {
 		t.Fatalf("Run for the service a daemon watches by URL = %v", err)
 	}
-	if ok, err := ServiceWatched(reg2, file); !ok || err != nil {
-		t.Fatalf("ServiceWatched = %v, %v: a daemon watching the service's URL does not count", ok, err)
+	if _, _, ok, err := ServiceDaemon(reg2, file); !ok || err != nil {
+		t.Fatalf("ServiceDaemon = %v, %v: a daemon watching the service's URL does not count", ok, err)
 	}
 }
 

@@ -15,21 +15,14 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/statusapi"
 )
 
-// source is what the status API sees of one watched server: its engine
+// A watched server is what the status API sees of it: its engine
 // (status, reconnects, liveness), whether its client detected it (GET
 // /readyz), its process view and the service file it follows.
-type source struct {
-	*reconnect.Engine
-	client *opencode.Server
-	procs  *procWatch
-	follow *serviceFollower
-}
-
-var _ statusapi.Source = source{}
+var _ statusapi.Source = (*watched)(nil)
 
 // Service is the OpenCode 2 service file the server was found through,
 // nil unless it follows one that answers.
-func (s source) Service() *statusapi.Service {
+func (s *watched) Service() *statusapi.Service {
 	if s.follow == nil {
 		return nil
 	}
@@ -42,7 +35,7 @@ func (s source) Service() *statusapi.Service {
 
 // ServiceFile is the service file the server was set to follow, "" for
 // none.
-func (s source) ServiceFile() string {
+func (s *watched) ServiceFile() string {
 	if s.follow == nil {
 		return ""
 	}
@@ -51,14 +44,14 @@ func (s source) ServiceFile() string {
 
 // Summary is the engine's, with the MCP process view of a local
 // OpenCode.
-func (s source) Summary() reconnect.Snapshot {
+func (s *watched) Summary() reconnect.Snapshot {
 	snap := s.Engine.Summary()
 	snap.Processes = s.procs.info()
 	return snap
 }
 
 // Generation is the generation the client detected, "" before one was.
-func (s source) Generation() string {
+func (s *watched) Generation() string {
 	if g, _ := s.client.Generation(); g != opencode.GenUnknown {
 		return g.String()
 	}
@@ -86,7 +79,7 @@ func supervise(ctx context.Context, all []*watched, log *slog.Logger) {
 	supervisor{notify: n.Notify, watchdog: wd, servers: len(all), log: log,
 		alive: func(timeout time.Duration) error {
 			for _, w := range all {
-				if err := w.eng.Alive(timeout); err != nil {
+				if err := w.Alive(timeout); err != nil {
 					return err
 				}
 			}

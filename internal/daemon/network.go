@@ -26,9 +26,9 @@ func watchNetwork(ctx context.Context, cfg Config, all []*watched, log *slog.Log
 		}
 		for _, w := range all {
 			if c.Woke || c.Uplink {
-				w.eng.NetworkChanged()
+				w.NetworkChanged()
 			} else {
-				w.eng.InterfacesChanged()
+				w.InterfacesChanged()
 			}
 		}
 	}

@@ -50,10 +50,6 @@ var findFor = 10 * time.Second
 // OpenCode's daemon may still be ending.
 var dupWait = 5 * time.Second
 
-// listenAddrs is procview.ListenAddrs (tests stand in for a system
-// without it).
-var listenAddrs = procview.ListenAddrs
-
 // errOpenCodeEnded ends a daemon whose OpenCode process ended.
 var errOpenCodeEnded = errors.New("the OpenCode process ended")
 
@@ -109,20 +105,14 @@ func waitEnd(ctx context.Context, pid int, d time.Duration, log *slog.Logger) bo
 
 // find is the server of oc's process (its PID set, so the process view
 // watches that process): oc.Server when the process listens on its
-// URL's port, or, without PID, when that cannot be read here; else the
+// URL's port; else the
 // OpenCode 2 service whose file names the process; else the first port
 // it listens on. It looks again every 200 ms until findFor has passed or
 // ctx ends.
 func (oc OpenCodeProcess) find(ctx context.Context) (Target, error) {
 	deadline := time.Now().Add(findFor)
 	for {
-		addrs, err := listenAddrs(oc.PID)
-		if oc.Server.URL != "" && errors.Is(err, errors.ErrUnsupported) {
-			// Nothing ties the URL to the process here (macOS): it is
-			// watched as `watch --url` watches it, its process found
-			// as there, never taken to be oc.PID.
-			return oc.Server, nil
-		}
+		addrs, err := procview.ListenAddrs(oc.PID)
 		if oc.Server.URL != "" && listensOn(addrs, oc.Server.URL) {
 			sc := oc.Server
 			sc.PID = oc.PID
@@ -153,8 +143,6 @@ func (oc OpenCodeProcess) find(ctx context.Context) (Target, error) {
 func (oc OpenCodeProcess) notFound(addrs []netip.AddrPort, err error) error {
 	what := "OpenCode 2 service file names it"
 	switch {
-	case errors.Is(err, errors.ErrUnsupported):
-		what += ", and which port it listens on cannot be read on this system (pass --url)"
 	case err != nil:
 		what += fmt.Sprintf(", and its ports cannot be read (%v)", err)
 	default:
@@ -213,9 +201,11 @@ func urlOf(addrs []netip.AddrPort) string {
 
 // untilExit returns a context that ends, with cause errOpenCodeEnded,
 // when process pid ends (or when ctx does), and the function that stops
-// watching it. The kernel tells of the exit (procview.Exits: a pidfd on
-// Linux, kqueue on macOS); where it cannot, the process is looked at
-// every second. A pid that does not exist is an error.
+// watching it. The kernel tells of the exit (procview.Exits: a pidfd);
+// where it cannot (a kernel without pidfds), the process is looked at
+// every second. A pid that does not exist is an error, and so is a
+// system without a process view (macOS): nothing there could tie a
+// server to the process.
 func untilExit(ctx context.Context, pid int) (context.Context, func(), error) {
 	tab, err := procview.System()
 	if err != nil {

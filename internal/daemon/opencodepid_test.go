@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -276,33 +275,5 @@ func TestRunForWaitsForThePreviousDaemonOfItsServer(t *testing.T) {
 	}
 	if took := time.Since(start); took < dupWait {
 		t.Errorf("refused after %v, before waiting %v for the other daemon", took, dupWait)
-	}
-}
-
-// Where the ports of a process cannot be read (macOS), the URL a 1.x
-// plugin is given is watched as `watch --url` watches it: not tied to
-// the plugin's process, whose children may not be that server's; the
-// OpenCode 2 service is still found through the file naming the
-// process; and a process with neither is refused with the reason.
-func TestOpenCodeProcessWithoutPortsOfProcesses(t *testing.T) {
-	defer func(f func(int) ([]netip.AddrPort, error)) { listenAddrs = f }(listenAddrs)
-	listenAddrs = func(int) ([]netip.AddrPort, error) { return nil, errors.ErrUnsupported }
-	defer func(d time.Duration) { findFor = d }(findFor)
-	findFor = 300 * time.Millisecond
-	dir := t.TempDir()
-	p := OpenCodeProcess{PID: os.Getpid(), Server: Target{URL: "http://localhost:4096/", Password: "pw"}, ServiceFile: filepath.Join(dir, "service.json")}
-	if sc, err := p.find(context.Background()); err != nil || sc.URL != p.Server.URL || sc.Password != "pw" || sc.PID != 0 {
-		t.Errorf("find with a URL = %+v, %v; want that URL, no process", sc, err)
-	}
-	p.Server.URL = ""
-	if _, err := p.find(context.Background()); err == nil || !strings.Contains(err.Error(), "cannot be read on this system") {
-		t.Errorf("find with no URL, no service file = %v; want the reason", err)
-	}
-	b := `{"id":"x","version":"2.1.2","url":"http://127.0.0.1:49374","pid":` + strconv.Itoa(os.Getpid()) + `,"password":"pw"}`
-	if err := os.WriteFile(p.ServiceFile, []byte(b), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if sc, err := p.find(context.Background()); err != nil || sc.ServiceFile != p.ServiceFile || sc.PID != os.Getpid() {
-		t.Errorf("find with the service file = %+v, %v; want that service", sc, err)
 	}
 }

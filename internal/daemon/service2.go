@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/backoff"
@@ -105,7 +104,7 @@ const serviceURL = "http://127.0.0.1:49374"
 // have at start.
 func ServiceServer(file string, channels bool, fallback *Target) Target {
 	f := &serviceFollower{file: file, channels: channels, fallback: fallback,
-		alive: pidAlive, listener: ListenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
+		alive: registry.Running, listener: ListenerOfOtherUser, log: slog.New(slog.DiscardHandler), failed: map[string]opencode.Registration{}}
 	sc := Target{ServiceFile: file, URL: serviceURL, follow: f, Discover: f.discover}
 	if fallback != nil {
 		sc.URL, sc.Username = fallback.URL, fallback.Username
@@ -446,24 +445,6 @@ func ListenerOfOtherUser(rawURL string) error {
 	return nil
 }
 
-// pidAlive reports whether a process with this pid exists and this user
-// may signal it (a service of this user's would be).
-func pidAlive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	defer p.Release()
-	return p.Signal(syscall.Signal(0)) == nil
-}
-
-// ServiceWatched reports whether a running daemon follows the OpenCode 2
-// service file file, or watches the URL it names (ServiceDaemon).
-func ServiceWatched(reg *registry.Registry, file string) (bool, error) {
-	_, _, ok, err := ServiceDaemon(reg, file)
-	return ok, err
-}
-
 // ServiceDaemon is the running daemon that follows the OpenCode 2 service
 // file file (by any spelling), or watches the URL the file names (a
 // daemon started for it would refuse to run beside that one: see
@@ -491,16 +472,16 @@ func ServiceDaemon(reg *registry.Registry, file string) (registry.Entry, statusa
 
 // EnsureServiceWatch starts a daemon for the OpenCode 2 service file file
 // unless one runs already, and waits (up to wait) until it has registered.
-// Callers on one machine take turns (a lock in the registry directory), so
-// two TUIs started at once start one daemon. It reports whether it started
+// Callers on one machine take turns (registry.StartLock), so two TUIs
+// started at once start one daemon. It reports whether it started
 // one.
 func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string, start func() error, wait time.Duration) (bool, error) {
-	unlock, err := lockRegistry(reg)
+	unlock, err := reg.Lock(registry.StartLock)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	if ok, err := ServiceWatched(reg, file); err != nil || ok {
+	if _, _, ok, err := ServiceDaemon(reg, file); err != nil || ok {
 		return false, err
 	}
 	if err := start(); err != nil {
@@ -510,7 +491,7 @@ func EnsureServiceWatch(ctx context.Context, reg *registry.Registry, file string
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if ok, _ := ServiceWatched(reg, file); ok {
+		if _, _, ok, _ := ServiceDaemon(reg, file); ok {
 			return true, nil
 		}
 		select {

@@ -59,10 +59,10 @@ func TestEnsureServiceWatchStartsOne(t *testing.T) {
 	if n := starts.Load(); n != 1 {
 		t.Fatalf("%d daemons started for one service, want 1", n)
 	}
-	if ok, _ := ServiceWatched(reg, file); !ok {
+	if _, _, ok, _ := ServiceDaemon(reg, file); !ok {
 		t.Fatal("the service is not watched")
 	}
-	if ok, _ := ServiceWatched(reg, "/other/service.json"); ok {
+	if _, _, ok, _ := ServiceDaemon(reg, "/other/service.json"); ok {
 		t.Fatal("another service file counts as watched")
 	}
 }
@@ -211,7 +211,7 @@ func TestServiceWatchedUnderAnotherSpellingBeforeTheServiceStarts(t *testing.T) 
 	if err != nil || !ok || e.PID != first.PID || req.Service != first.Service {
 		t.Fatalf("ServiceDaemon(%s) = %+v, %+v, %v, %v; want the daemon following %s, named by its spelling", file, e, req, ok, err, first.Service)
 	}
-	if ok, _ := ServiceWatched(reg, filepath.Join(state, "opencode", "service-beta.json")); ok {
+	if _, _, ok, _ := ServiceDaemon(reg, filepath.Join(state, "opencode", "service-beta.json")); ok {
 		t.Errorf("another channel's file counts as the same")
 	}
 }

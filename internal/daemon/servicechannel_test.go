@@ -120,7 +120,7 @@ func TestServiceOfAHashedChannelThatStartsLaterIsFollowed(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log does not say which service it follows (%s):\n%s", want, logs)
 		}
-		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != file || got.PID != fake2.DefaultPID || len(got.AlsoRegistered) != 0 {
+		if got := (&watched{follow: sc.follow}).Service(); got == nil || got.File != file || got.PID != fake2.DefaultPID || len(got.AlsoRegistered) != 0 {
 			t.Errorf("status shows the service %+v, want %s pid %d", got, file, fake2.DefaultPID)
 		}
 		if strings.Contains(logs.String(), fake2.DefaultPassword) {
@@ -178,7 +178,7 @@ func TestServiceThatStartsWhileTheFallbackIsWatchedIsFollowed(t *testing.T) {
 		if n := svc.Count(fake2.RouteMCP, "/p", ""); n != 0 {
 			t.Errorf("the service got %d status reads of /p, a directory armed only in 1.x", n)
 		}
-		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != file {
+		if got := (&watched{follow: sc.follow}).Service(); got == nil || got.File != file {
 			t.Errorf("status shows the service %+v, want %s", got, file)
 		}
 		if !strings.Contains(logs.String(), `msg="following the OpenCode 2 service" file=`+file) {
@@ -221,7 +221,7 @@ func TestOfSeveralServicesTheOneFollowedIsNamed(t *testing.T) {
 		if err != nil || url != "http://127.0.0.1:1003" {
 			t.Fatalf("without service.json: %q, %v; want the newest that answers (%s)", url, err, newer)
 		}
-		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != newer || fmt.Sprint(got.AlsoRegistered) != fmt.Sprint([]string{older}) {
+		if got := (&watched{follow: sc.follow}).Service(); got == nil || got.File != newer || fmt.Sprint(got.AlsoRegistered) != fmt.Sprint([]string{older}) {
 			t.Errorf("status %+v, want %s and also %s (service-local.json does not answer)", got, newer, older)
 		}
 		if want := fmt.Sprintf(`file=%s url=http://127.0.0.1:1003 pid=1003 version=%s also_registered=[%s]`, newer, fake2.DefaultVersion, older); !strings.Contains(logs.String(), want) {
@@ -233,7 +233,7 @@ func TestOfSeveralServicesTheOneFollowedIsNamed(t *testing.T) {
 		if url, _, err := sc.Discover(ctx); err != nil || url != "http://127.0.0.1:1001" {
 			t.Fatalf("with service.json: %q, %v; want service.json's, however old", url, err)
 		}
-		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != latest || len(got.AlsoRegistered) != 2 {
+		if got := (&watched{follow: sc.follow}).Service(); got == nil || got.File != latest || len(got.AlsoRegistered) != 2 {
 			t.Errorf("status %+v, want %s and the two others", got, latest)
 		}
 	})
@@ -325,7 +325,7 @@ func TestTheFollowedServiceIsKeptWhileItAnswers(t *testing.T) {
 				t.Fatalf("after a hiccup: %q, %v; want the service it follows, which still answers", url, err)
 			}
 		}
-		if got := (source{follow: sc.follow}).Service(); got == nil || got.File != followed {
+		if got := (&watched{follow: sc.follow}).Service(); got == nil || got.File != followed {
 			t.Errorf("status %+v, want %s", got, followed)
 		}
 		hosts.Stop("127.0.0.1:1002") // the followed service is gone

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
@@ -201,14 +204,14 @@ func isScript(path string) bool {
 	return n == 2 && head == [2]byte{'#', '!'}
 }
 
+// statID is what stat(2) says of path (x/sys/unix names the times alike
+// on every system).
 func statID(path string) (fileID, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileID{}, err
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
-	id := fileID{Path: path, Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
-	id.Inode, id.Dev, id.CTime = inodeOf(fi)
-	return id, nil
+	return fileID{Path: path, Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Inode: st.Ino, Dev: uint64(st.Dev)}, nil
 }
 
 // load reads the cache; a missing, unreadable or foreign file (not a

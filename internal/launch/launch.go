@@ -72,9 +72,6 @@ type Plan struct {
 	Password string
 	// Username is the basic-auth user the child's server expects.
 	Username string
-	// Major is the OpenCode generation whose rules gave the credentials
-	// (2, or 1 for anything else).
-	Major int
 	// GeneratedPassword is true when the daemon made the password up.
 	GeneratedPassword bool
 	// PortChosen is true when the wrapper picked the port (the user gave
@@ -145,11 +142,11 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	p := &Plan{Path: path, Args: append([]string(nil), command...), Major: 1}
+	p := &Plan{Path: path, Args: append([]string(nil), command...)}
 	password := cred.Password
-	passwordEnv := PasswordEnv
+	major, passwordEnv := 1, PasswordEnv
 	if cred.Major == 2 {
-		p.Major, passwordEnv = 2, PasswordEnv2
+		major, passwordEnv = 2, PasswordEnv2
 		password = cmp.Or(password, lookupEnv(env, PasswordEnv2))
 	}
 	password = cmp.Or(password, lookupEnv(env, PasswordEnv))
@@ -162,7 +159,7 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	}
 	p.Password = password
 	p.Env = setEnv(env, passwordEnv, password)
-	if p.Major == 2 {
+	if major == 2 {
 		// 2.x reads OPENCODE_PASSWORD first, so this changes nothing for
 		// it; a 1.x binary wrongly taken for 2.x (a wrapper script of the
 		// user's whose target was downgraded) still gets its password
@@ -170,7 +167,7 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 		p.Env = setEnv(p.Env, PasswordEnv, password)
 	}
 	p.Username = DefaultUsername
-	if p.Major == 1 {
+	if major == 1 {
 		// Without this the daemon would ask as the configured user while
 		// OpenCode expects its default one, and every request would be
 		// refused.
@@ -181,7 +178,7 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 	}
 
 	port, host := portArg(command[1:])
-	if port == "" && IsOpenCode(command[0]) && Decide(command[1:], p.Major, IsDir) == Serve {
+	if port == "" && IsOpenCode(command[0]) && Decide(command[1:], major, IsDir) == Serve {
 		free, err := loopback.FreePort()
 		if err != nil {
 			return nil, fmt.Errorf("run: picking a port: %w", err)
@@ -255,9 +252,7 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, sys
 // TUI, exit 2, and take the child with it through Pdeathsig. The signal is
 // caught, not ignored: an ignored signal stays ignored in a child across
 // exec, a caught one is reset to its default.
-func CatchQuit() { catchQuit() }
-
-var catchQuit = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT) })
+var CatchQuit = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT) })
 
 // IO is where the child's standard streams go. The defaults are the
 // wrapper's own, so a TUI gets the terminal itself.
@@ -346,36 +341,42 @@ func (c *Child) Signal(sig os.Signal) {
 }
 
 // ExitCode is the child's exit code once Done is closed: its own code, or
-// 128+N when signal N killed it.
+// 128+N when signal N killed it (1 when it could not be waited for).
 func (c *Child) ExitCode() int {
-	<-c.done
-	var ee *exec.ExitError
-	if errors.As(c.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
+	code, sig, _ := c.exit()
+	if sig != 0 {
+		return 128 + int(sig)
 	}
-	if c.err != nil {
-		return 1
-	}
-	return 0
+	return code
 }
 
 // Describe says how the child ended, for a log line.
 func (c *Child) Describe() string {
+	switch code, sig, err := c.exit(); {
+	case sig != 0:
+		return fmt.Sprintf("killed by signal %d (%s)", int(sig), sig)
+	case err != nil:
+		return err.Error()
+	default:
+		return fmt.Sprintf("exited with code %d", code)
+	}
+}
+
+// exit is how the child ended, once Done is closed: its exit code, or the
+// signal that killed it, or the error that kept it from being waited for.
+func (c *Child) exit() (code int, sig syscall.Signal, err error) {
 	<-c.done
 	var ee *exec.ExitError
-	if errors.As(c.err, &ee) {
+	switch {
+	case errors.As(c.err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+			return 0, ws.Signal(), nil
 		}
-		return fmt.Sprintf("exited with code %d", ee.ExitCode())
+		return ee.ExitCode(), 0, nil
+	case c.err != nil:
+		return 1, 0, c.err
 	}
-	if c.err != nil {
-		return c.err.Error()
-	}
-	return "exited with code 0"
+	return 0, 0, nil
 }
 
 // Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until

@@ -100,23 +100,17 @@ func Replace(path string, b []byte, perm fs.FileMode) error {
 var ErrNotPrivate = errors.New("not a private file of this user")
 
 // ReadFile reads a regular file of this user's that nobody else can read
-// or write, of at most limit bytes.
+// or write (Own.Open, not through a symbolic link), of at most limit
+// bytes.
 func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	f, _, err := Own.open("file", path, syscall.O_NOFOLLOW)
 	if err != nil {
+		if !errors.As(err, new(*fs.PathError)) { // not the open's own error
+			err = fmt.Errorf("%w: %w", err, ErrNotPrivate)
+		}
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrNotPrivate)
-	}
-	if err := Own.Check("file", path, fi); err != nil {
-		return nil, fmt.Errorf("%w: %w", err, ErrNotPrivate)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -184,7 +178,12 @@ func (t Trust) Check(what, path string, fi fs.FileInfo) error {
 // for ever). Errors name what and path, and wrap the open's (a missing
 // file matches fs.ErrNotExist).
 func (t Trust) Open(what, path string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return t.open(what, path, 0)
+}
+
+// open is Open with further flags for the open.
+func (t Trust) open(what, path string, flag int) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flag, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}

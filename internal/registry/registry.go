@@ -65,16 +65,20 @@ func (e Entry) Watches(u string) bool {
 	return slices.ContainsFunc(e.URLs, func(w string) bool { return NormalizeURL(w) == n })
 }
 
-// ListensAt reports whether e's status API listens at addr
-// ("localhost:4097" and "127.0.0.1:4097" are one address).
-func (e Entry) ListensAt(addr string) bool { return sameAddr(e.StatusAddr, addr) }
+// ListensAt reports whether e's status API listens at addr, host:port
+// compared as NormalizeURL compares URLs ("localhost:4097",
+// "127.0.0.1:4097" and ":4097" are one address).
+func (e Entry) ListensAt(addr string) bool {
+	return NormalizeURL("http://"+e.StatusAddr) == NormalizeURL("http://"+addr)
+}
 
 // NormalizeURL makes two spellings of one OpenCode URL compare equal:
 // "HTTP://LocalHost:4096/" and "http://127.0.0.1:4096". Scheme and host
 // are lower-cased, credentials, query, fragment and trailing slashes
-// dropped, the default port made explicit, "localhost" read as 127.0.0.1
-// (OpenCode listens there by default; the status address is compared the
-// same way) and an IP address written in its canonical form. It is the
+// dropped, the default port made explicit, "localhost" and no host at all
+// read as 127.0.0.1 (OpenCode listens there by default; the status
+// address is compared the same way) and an IP address written in its
+// canonical form. It is the
 // one comparison of OpenCode URLs: the registry, the status API's url
 // field and the command line's "listed twice" check all use it.
 func NormalizeURL(s string) string {
@@ -85,7 +89,7 @@ func NormalizeURL(s string) string {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if host == "localhost" {
+	if host == "localhost" || host == "" {
 		host = "127.0.0.1"
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
@@ -114,21 +118,12 @@ type Registry struct {
 	Dir string
 }
 
-// DefaultDir is $XDG_STATE_HOME/mcp-reconnect/daemons, or
+// Default is the registry in $XDG_STATE_HOME/mcp-reconnect/daemons, or
 // ~/.local/state/mcp-reconnect/daemons when XDG_STATE_HOME is unset.
-func DefaultDir() (string, error) {
+func Default() (*Registry, error) {
 	dir, err := private.StateDir("daemons")
 	if err != nil {
-		return "", fmt.Errorf("registry of running daemons: %w", err)
-	}
-	return dir, nil
-}
-
-// Default is the registry at DefaultDir.
-func Default() (*Registry, error) {
-	dir, err := DefaultDir()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("registry of running daemons: %w", err)
 	}
 	return &Registry{Dir: dir}, nil
 }
@@ -151,21 +146,29 @@ func (r *Registry) ensureDir() error {
 	return nil
 }
 
-// lockName is the file Lock takes in the registry directory.
-const lockName = ".register.lock"
+// The registry's locks: files in Dir that Lock takes.
+const (
+	// RegisterLock is held by a daemon from reading the entries to
+	// writing its own, so that of two daemons started at once for one
+	// OpenCode server, the second sees the first.
+	RegisterLock = ".register.lock"
+	// StartLock is held by a `run` from looking for the daemon of the
+	// OpenCode 2 service to seeing the one it started registered, so
+	// that two TUIs started at once start one daemon. It is not
+	// RegisterLock: the daemon started registers meanwhile.
+	StartLock = ".start.lock"
+)
 
-// Lock takes the registry's write lock (flock on .register.lock in Dir),
-// released by unlock or when the process ends. A daemon holds it from
-// reading the entries to writing its own, so that of two daemons started
-// at once for one OpenCode server, the second sees the first. The holder
-// removes the file before it unlocks, so nothing is left behind; a waiter
-// that then wins the lock of the removed file sees that it is no longer
-// the one at the path and takes that one instead.
-func (r *Registry) Lock() (unlock func(), err error) {
+// Lock takes the lock name (RegisterLock, StartLock) of the registry
+// (flock on that file in Dir), released by unlock or when the process
+// ends. The holder removes the file before it unlocks, so nothing is
+// left behind; a waiter that then wins the lock of the removed file sees
+// that it is no longer the one at the path and takes that one instead.
+func (r *Registry) Lock(name string) (unlock func(), err error) {
 	if err := r.ensureDir(); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(r.Dir, lockName)
+	path := filepath.Join(r.Dir, name)
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
@@ -312,6 +315,14 @@ func running(pid int) (procInfo, bool) {
 	return p, !p.exited
 }
 
+// Running reports whether process pid runs, as running decides: the one
+// test of a pid (an OpenCode 2 service's, a daemon's) this package's
+// users make.
+func Running(pid int) bool {
+	_, ok := running(pid)
+	return ok
+}
+
 // ByStatusAddr returns the running daemon whose status API listens at
 // addr ("localhost:4097" and "127.0.0.1:4097" both match 127.0.0.1:4097).
 func (r *Registry) ByStatusAddr(addr string) (Entry, bool, error) {
@@ -325,22 +336,4 @@ func (r *Registry) ByStatusAddr(addr string) (Entry, bool, error) {
 		}
 	}
 	return Entry{}, false, nil
-}
-
-func sameAddr(a, b string) bool {
-	ha, pa, ok1 := splitHostPort(a)
-	hb, pb, ok2 := splitHostPort(b)
-	return a == b || ok1 && ok2 && pa == pb && ha == hb
-}
-
-func splitHostPort(s string) (host, port string, ok bool) {
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
-		return "", "", false
-	}
-	h := strings.Trim(s[:i], "[]")
-	if strings.EqualFold(h, "localhost") || h == "" {
-		h = "127.0.0.1"
-	}
-	return h, s[i+1:], true
 }

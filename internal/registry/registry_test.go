@@ -62,8 +62,13 @@ func TestRegisterListRemove(t *testing.T) {
 	if f := slices.DeleteFunc(got, func(e Entry) bool { return !e.Watches("HTTP://127.0.0.1:5001/") }); len(f) != 1 || f[0].PID != other.PID {
 		t.Errorf("watching HTTP://127.0.0.1:5001/: %+v", f)
 	}
-	if e, ok, _ := r.ByStatusAddr("localhost:4097"); !ok || e.PID != me.PID {
-		t.Errorf("ByStatusAddr = %+v %v", e, ok)
+	for _, addr := range []string{"localhost:4097", "LOCALHOST:4097", ":4097", "[::ffff:127.0.0.1]:4097"} {
+		if e, ok, _ := r.ByStatusAddr(addr); !ok || e.PID != me.PID {
+			t.Errorf("ByStatusAddr(%q) = %+v %v", addr, e, ok)
+		}
+	}
+	if _, ok, _ := r.ByStatusAddr("127.0.0.1:4098"); ok {
+		t.Error("ByStatusAddr found a daemon at another port")
 	}
 	removeOther()
 	remove()
@@ -130,13 +135,13 @@ func TestDirTightened(t *testing.T) {
 
 func TestDefaultDir(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "/x/state")
-	if d, _ := DefaultDir(); d != "/x/state/mcp-reconnect/daemons" {
-		t.Errorf("DefaultDir = %q", d)
+	if r, _ := Default(); r.Dir != "/x/state/mcp-reconnect/daemons" {
+		t.Errorf("Default().Dir = %q", r.Dir)
 	}
 	t.Setenv("XDG_STATE_HOME", "")
 	t.Setenv("HOME", "/home/u")
-	if d, _ := DefaultDir(); d != "/home/u/.local/state/mcp-reconnect/daemons" {
-		t.Errorf("DefaultDir without XDG_STATE_HOME = %q", d)
+	if r, _ := Default(); r.Dir != "/home/u/.local/state/mcp-reconnect/daemons" {
+		t.Errorf("Default().Dir without XDG_STATE_HOME = %q", r.Dir)
 	}
 }
 
@@ -158,6 +163,7 @@ func TestNormalizeURL(t *testing.T) {
 		"http://u:p@127.0.0.1:4096/x":    "http://127.0.0.1:4096/x",
 		" http://127.0.0.1:4096/?a=b#c ": "http://127.0.0.1:4096",
 		"http://127.0.0.1":               "http://127.0.0.1:80",
+		"http://:4096":                   "http://127.0.0.1:4096",
 		"https://Example.COM/oc/":        "https://example.com:443/oc",
 		"http://[0:0::1]:4096":           "http://[::1]:4096",
 		"http://[::ffff:127.0.0.1]:4096": "http://127.0.0.1:4096",
@@ -208,7 +214,7 @@ func TestLockExcludesAndLeavesNothing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				unlock, err := r.Lock()
+				unlock, err := r.Lock(RegisterLock)
 				if err != nil {
 					t.Error(err)
 					return
@@ -232,7 +238,7 @@ func TestLockExcludesAndLeavesNothing(t *testing.T) {
 // path instead, or a newcomer would hold the lock at the same time.
 func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
 	r := &Registry{Dir: filepath.Join(t.TempDir(), "daemons")}
-	unlockA, err := r.Lock()
+	unlockA, err := r.Lock(RegisterLock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +247,7 @@ func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
 	testHookLockOpened = func() { once.Do(func() { close(opened) }) }
 	got := make(chan func(), 1)
 	go func() {
-		unlock, err := r.Lock()
+		unlock, err := r.Lock(RegisterLock)
 		if err != nil {
 			t.Error(err)
 			unlock = func() {}
@@ -254,7 +260,7 @@ func TestLockWaiterOfARemovedFileTakesTheNewOne(t *testing.T) {
 	defer func() { testHookLockOpened = nil }()
 	defer unlockB()
 
-	f, err := os.OpenFile(filepath.Join(r.Dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(r.Dir, RegisterLock), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}

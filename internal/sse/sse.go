@@ -1,7 +1,9 @@
 // Package sse reads and writes Server-Sent Events frames
 // (https://html.spec.whatwg.org/multipage/server-sent-events.html). It is
-// small on purpose: the daemon reads OpenCode's /global/event and serves its
-// own /events, and both need only the event name and data fields.
+// small on purpose: the daemon reads OpenCode's /global/event, whose
+// events it tells apart by their data alone, and serves its own /events,
+// named by the event's type. The reader keeps the data field; every other
+// field (event, id, retry) is passed over, as a comment is.
 package sse
 
 import (
@@ -19,10 +21,6 @@ import (
 // crash report) must still be seen.
 const MaxFrame = 1 << 20
 
-// MaxMeta bounds one event's name and its id; an event with a longer one is
-// skipped too. Real names and ids are a few bytes.
-const MaxMeta = 4 << 10
-
 // MaxHead is how much of a skipped event's data is kept for OnSkip: enough
 // for the fields a server puts first (OpenCode 1.x: the directory, then the
 // payload's type), never the whole event.
@@ -32,23 +30,18 @@ const MaxHead = 16 << 10
 type Skipped struct {
 	// Size is the bytes the event took in the stream.
 	Size int64
-	// Head is the start of its data, at most MaxHead bytes (nil when the
-	// event was skipped for its name or id and had no data yet).
+	// Head is the start of its data, at most MaxHead bytes.
 	Head []byte
 }
 
-// bufSize is the read buffer. A Reader holds at most MaxFrame + 2*MaxMeta +
+// bufSize is the read buffer. A Reader holds at most MaxFrame + MaxHead +
 // bufSize bytes, however long a line or an event is.
 const bufSize = 64 << 10
 
 // Event is one dispatched frame.
 type Event struct {
-	// Name is the "event:" field; empty means "message".
-	Name string
 	// Data is the "data:" lines joined with newlines.
 	Data []byte
-	// ID is the last "id:" field.
-	ID string
 }
 
 // Reader splits a stream into events. It reads the stream in chunks, not
@@ -58,28 +51,27 @@ type Reader struct {
 	r *bufio.Reader
 
 	// OnSkip, when set, is called from Next for each event skipped for
-	// being over MaxFrame or MaxMeta. The Head it gets is valid only
-	// during the call.
+	// being over MaxFrame. The Head it gets is valid only during the
+	// call.
 	OnSkip func(Skipped)
 	// Skipped counts the events skipped for being over a limit.
 	Skipped int64
 
 	// The event being read.
-	data, name, id []byte
-	head           []byte // the start of an oversized event's data
-	hasData        bool
-	oversized      bool  // over a limit: read to its end, then dropped
-	size           int64 // bytes of the stream this event took so far
+	data      []byte
+	head      []byte // the start of an oversized event's data
+	hasData   bool
+	oversized bool  // over the limit: read to its end, then dropped
+	size      int64 // bytes of the stream this event took so far
 
 	// The line being read.
-	field   [len("event") + 1]byte // the field name's start
-	nField  int                    // length of the field name so far
-	inValue bool                   // the colon was seen
-	atValue bool                   // just after the colon: a leading space is dropped
-	dest    *[]byte                // where the value goes; nil discards it
-	prevID  []byte                 // the id before this line's, restored if it holds NUL
-	skipLF  bool                   // the last line ended with CR: an LF right after belongs to it
-	noLF    int                    // the buffered bytes hold no LF before this offset
+	field   [len("data")]byte // the field name's start
+	nField  int               // length of the field name so far
+	inValue bool              // the colon was seen
+	atValue bool              // just after the colon: a leading space is dropped
+	keep    bool              // the value is data's; otherwise it is discarded
+	skipLF  bool              // the last line ended with CR: an LF right after belongs to it
+	noLF    int               // the buffered bytes hold no LF before this offset
 }
 
 // NewReader reads events from r.
@@ -163,7 +155,7 @@ func (r *Reader) linePart(p []byte) {
 			return
 		}
 		r.inValue, r.atValue = true, true
-		r.dest = r.destination()
+		r.keep = r.isData()
 		p = p[colon+1:]
 	}
 	if r.atValue && len(p) > 0 {
@@ -172,75 +164,56 @@ func (r *Reader) linePart(p []byte) {
 			p = p[1:]
 		}
 	}
-	if r.dest != nil {
-		r.appendTo(r.dest, p)
+	if r.keep {
+		r.appendData(p)
 	}
 }
 
-// destination is where the value of the current field goes. It is decided
-// once the field name is complete, so that only kept values are buffered.
-func (r *Reader) destination() *[]byte {
-	if r.nField >= len(r.field) {
-		return nil // longer than any field we keep
+// isData reports whether the field whose name is complete is data, and
+// starts its line of the data. It is decided once, so that only data is
+// buffered.
+func (r *Reader) isData() bool {
+	if r.nField != len(r.field) || string(r.field[:]) != "data" {
+		return false // a comment (empty name), event, id, retry, or an unknown field
 	}
-	switch string(r.field[:r.nField]) {
-	case "data":
-		if r.hasData {
-			r.appendTo(&r.data, []byte{'\n'})
-		}
-		r.hasData = true
-		return &r.data
-	case "event":
-		r.name = r.name[:0]
-		return &r.name
-	case "id":
-		r.prevID = append(r.prevID[:0], r.id...)
-		r.id = r.id[:0]
-		return &r.id
+	if r.hasData {
+		r.appendData([]byte{'\n'})
 	}
-	return nil // a comment (empty name), retry, or an unknown field
+	r.hasData = true
+	return true
 }
 
-// appendTo appends p to one of the event's buffers, unless that takes it
-// over its limit: then the event is marked oversized and its buffers are
-// let go. Growth is capped at the limit, so a buffer's capacity never
-// exceeds it either.
-func (r *Reader) appendTo(dst *[]byte, p []byte) {
+// appendData appends p to the event's data, unless that takes it over
+// MaxFrame: then the event is marked oversized, the start of its data is
+// kept for OnSkip, and the data is let go. Growth is capped at the limit,
+// so the buffer's capacity never exceeds it either.
+func (r *Reader) appendData(p []byte) {
 	if r.oversized {
 		return
 	}
-	limit := MaxMeta
-	if dst == &r.data {
-		limit = MaxFrame
-	}
-	need := len(*dst) + len(p)
-	if need > limit {
+	need := len(r.data) + len(p)
+	if need > MaxFrame {
 		r.oversized = true
 		r.head = append(r.head[:0], r.data[:min(len(r.data), MaxHead)]...)
-		if n := MaxHead - len(r.head); dst == &r.data && n > 0 {
-			r.head = append(r.head, p[:min(len(p), n)]...)
-		}
-		r.data, r.name, r.id = nil, nil, nil
+		r.head = append(r.head, p[:min(len(p), MaxHead-len(r.head))]...)
+		r.data = nil
 		return
 	}
-	if need > cap(*dst) {
-		grown := make([]byte, len(*dst), min(max(2*cap(*dst), need, 512), limit))
-		copy(grown, *dst)
-		*dst = grown
+	if need > cap(r.data) {
+		grown := make([]byte, len(r.data), min(max(2*cap(r.data), need, 512), MaxFrame))
+		copy(grown, r.data)
+		r.data = grown
 	}
-	*dst = append(*dst, p...)
+	r.data = append(r.data, p...)
 }
 
 // endLine finishes a line; a blank line dispatches the event.
 func (r *Reader) endLine() (Event, bool) {
 	blank := r.nField == 0 && !r.inValue
 	if !r.inValue && !blank {
-		r.dest = r.destination() // a line without a colon: the value is empty
+		r.isData() // a line without a colon: the value is empty
 	}
-	if r.dest == &r.id && bytes.IndexByte(r.id, 0) >= 0 {
-		r.id = append(r.id[:0], r.prevID...) // an id holding NUL is ignored
-	}
-	r.nField, r.inValue, r.atValue, r.dest = 0, false, false, nil
+	r.nField, r.inValue, r.atValue, r.keep = 0, false, false, false
 	if !blank {
 		return Event{}, false
 	}
@@ -248,18 +221,14 @@ func (r *Reader) endLine() (Event, bool) {
 	if r.oversized {
 		r.Skipped++
 		if r.OnSkip != nil {
-			var head []byte
-			if len(r.head) > 0 {
-				head = r.head
-			}
-			r.OnSkip(Skipped{Size: r.size, Head: head})
+			r.OnSkip(Skipped{Size: r.size, Head: r.head})
 		}
 		return Event{}, false
 	}
 	if !r.hasData {
 		return Event{}, false
 	}
-	return Event{Name: string(r.name), Data: bytes.Clone(r.data), ID: string(r.id)}, true
+	return Event{Data: bytes.Clone(r.data)}, true
 }
 
 // reset starts a new event. A data buffer of ordinary size is kept for
@@ -268,7 +237,7 @@ func (r *Reader) reset() {
 	if cap(r.data) > bufSize {
 		r.data = nil
 	}
-	r.data, r.name, r.id, r.head = r.data[:0], r.name[:0], r.id[:0], r.head[:0]
+	r.data, r.head = r.data[:0], r.head[:0]
 	r.hasData, r.oversized, r.size = false, false, 0
 }
 

@@ -48,7 +48,7 @@ func TestReaderOpenCodeFrames(t *testing.T) {
 	if string(got[0].Data) != `{"payload":{"type":"server.connected"}}` {
 		t.Errorf("event 0 data = %q", got[0].Data)
 	}
-	if got[1].Name != "x" || got[1].ID != "7" || string(got[1].Data) != "a\nb" {
+	if string(got[1].Data) != "a\nb" {
 		t.Errorf("event 1 = %+v", got[1])
 	}
 	if string(got[2].Data) != "no-space" {
@@ -64,9 +64,9 @@ func TestReaderMixedLineEnds(t *testing.T) {
 		"id: 1\r\nid: \x00\ndata: d\r\n\n" +
 		"field-without-colon\rretry: 5\ndata: e\r\r\n"
 	want := []Event{
-		{Name: "one", Data: []byte("a\nb\n c")},
+		{Data: []byte("a\nb\n c")},
 		{Data: []byte("")},
-		{ID: "1", Data: []byte("d")},
+		{Data: []byte("d")},
 		{Data: []byte("e")},
 	}
 	for name, r := range map[string]io.Reader{
@@ -89,7 +89,7 @@ func sameEvents(a, b []Event) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Name != b[i].Name || a[i].ID != b[i].ID || !bytes.Equal(a[i].Data, b[i].Data) {
+		if !bytes.Equal(a[i].Data, b[i].Data) {
 			return false
 		}
 	}
@@ -105,8 +105,6 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 		"one data line":     "data: " + strings.Repeat("x", MaxFrame+1) + "\n\n",
 		"many data lines":   "data: " + huge + "\ndata: " + huge + "\ndata: x\n\n",
 		"exactly one over":  "data: " + strings.Repeat("x", MaxFrame-1) + "\ndata: x\n\n",
-		"huge event name":   "event: " + strings.Repeat("n", MaxMeta+1) + "\ndata: x\n\n",
-		"huge id":           "id: " + strings.Repeat("1", MaxMeta+1) + "\ndata: x\n\n",
 		"crlf, name after":  "data: " + strings.Repeat("x", MaxFrame+1) + "\r\nevent: big\r\n\r\n",
 		"cr only":           "data: " + strings.Repeat("x", MaxFrame+1) + "\r\r",
 		"over, then no end": "data: " + strings.Repeat("x", MaxFrame+1) + "\ndata: y\n",
@@ -127,7 +125,7 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 			}
 			continue
 		}
-		if len(got) != 2 || string(got[0].Data) != "before" || got[1].Name != "after" || string(got[1].Data) != "kept" {
+		if len(got) != 2 || string(got[0].Data) != "before" || string(got[1].Data) != "kept" {
 			t.Errorf("%s: got %d events %.40q", name, len(got), got)
 		}
 		// A CRLF's LF is read with the next event.
@@ -137,11 +135,11 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 	}
 }
 
-// A comment or unknown field of any length, inside an event, is passed
-// over without costing that event.
+// A comment or another field than data (event, id, unknown) of any
+// length, inside an event, is passed over without costing that event.
 func TestHugeCommentKeepsEvent(t *testing.T) {
 	long := strings.Repeat("c", 2*MaxFrame)
-	r := NewReader(strings.NewReader("data: a\n:" + long + "\r\nx-unknown: " + long + "\rdata: b\n\n"))
+	r := NewReader(strings.NewReader("data: a\n:" + long + "\r\nx-unknown: " + long + "\revent: " + long + "\nid: " + long + "\rdata: b\n\n"))
 	got, err := collect(r)
 	if err != nil || len(got) != 1 || string(got[0].Data) != "a\nb" || r.Skipped != 0 {
 		t.Fatalf("got %.20q, %v, %d skipped", got, err, r.Skipped)
@@ -199,6 +197,7 @@ func TestOversizedEventBoundedMemory(t *testing.T) {
 		{"unknown field", "xyzzy: ", 4 * bufSize},
 		{"no colon", "dataaaaa", 4 * bufSize},
 		{"event name", "event: ", 4 * bufSize},
+		{"id", "id: ", 4 * bufSize},
 	} {
 		src := &endless{prefix: tc.prefix, suffix: "\n\ndata: after\n\n", fill: 'x', n: streamed}
 		var before, after runtime.MemStats
@@ -260,7 +259,7 @@ func TestWriteRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readAll(t, buf.String())
-	if len(got) != 1 || got[0].Name != "reconnected" || string(got[0].Data) != "line1\nline2" {
+	if len(got) != 1 || string(got[0].Data) != "line1\nline2" || !strings.HasPrefix(buf.String(), "event: reconnected\n") {
 		t.Fatalf("round trip = %+v", got)
 	}
 	if Write(&buf, "bad\nname", nil) == nil {
@@ -283,40 +282,26 @@ func reference(in string) (events []Event, skipped int64) {
 		}
 		in = in[i+1:]
 	}
-	var data, name, id []string
+	var data []string
 	var hasData bool
 	for _, line := range lines {
 		if line == "" {
 			d := strings.Join(data, "\n")
-			n, l := "", ""
-			if len(name) > 0 {
-				n = name[len(name)-1]
-			}
-			if len(id) > 0 {
-				l = id[len(id)-1]
-			}
 			switch {
-			case len(d) > MaxFrame || len(n) > MaxMeta || len(l) > MaxMeta:
+			case len(d) > MaxFrame:
 				skipped++
 			case hasData:
-				events = append(events, Event{Name: n, Data: []byte(d), ID: l})
+				events = append(events, Event{Data: []byte(d)})
 			}
-			data, name, id, hasData = nil, nil, nil, false
+			data, hasData = nil, false
 			continue
 		}
 		field, value, found := strings.Cut(line, ":")
 		if found {
 			value = strings.TrimPrefix(value, " ")
 		}
-		switch field {
-		case "data":
+		if field == "data" {
 			data, hasData = append(data, value), true
-		case "event":
-			name = append(name, value)
-		case "id":
-			if !strings.ContainsRune(value, 0) {
-				id = append(id, value)
-			}
 		}
 	}
 	return events, skipped
@@ -365,7 +350,7 @@ func FuzzReader(f *testing.F) {
 // puts first), at most MaxHead bytes, and nothing of a previous event.
 func TestOversizedEventKeepsItsHead(t *testing.T) {
 	body := `{"directory":"/p","payload":{"type":"message.part.updated","properties":{"text":"` + strings.Repeat("x", MaxFrame) + `"}}}`
-	in := "data: small\n\n" + "data: " + body + "\n\n" + "event: " + strings.Repeat("n", MaxMeta+1) + "\ndata: x\n\n"
+	in := "data: small\n\n" + "data: " + body + "\n\n" + "data: " + strings.Repeat("y", 10) + "\ndata: " + strings.Repeat("z", MaxFrame) + "\n\n"
 	r := NewReader(strings.NewReader(in))
 	var heads []string
 	r.OnSkip = func(sk Skipped) { heads = append(heads, string(sk.Head)) }
@@ -378,7 +363,7 @@ func TestOversizedEventKeepsItsHead(t *testing.T) {
 	if len(heads[0]) != MaxHead || !strings.HasPrefix(body, heads[0]) {
 		t.Errorf("head of the big event = %d bytes %.60q, want the first %d bytes of its data", len(heads[0]), heads[0], MaxHead)
 	}
-	if heads[1] != "" {
-		t.Errorf("head of an event skipped for its name = %.60q, want none", heads[1])
+	if want := strings.Repeat("y", 10) + "\n" + strings.Repeat("z", MaxHead-11); heads[1] != want {
+		t.Errorf("head of an event over the limit on its second line = %.60q…, want its first line, and the second's start", heads[1])
 	}
 }

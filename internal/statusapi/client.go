@@ -17,8 +17,6 @@ type Client struct {
 	Addr string
 	// Token is the daemon's bearer token, sent with mutations only.
 	Token string
-	// HTTP defaults to a client with a 10 s timeout.
-	HTTP *http.Client
 }
 
 // do sends the request and decodes the answer.
@@ -42,11 +40,7 @@ func do[T any](ctx context.Context, c *Client, method, path string, body any) (T
 	if method != http.MethodGet && c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := hc.Do(req)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
 		return out, fmt.Errorf("no mcp-reconnect daemon answers at %s (start one with `mcp-reconnect watch`, or pass --status-addr): %w", c.Addr, err)
 	}

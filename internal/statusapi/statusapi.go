@@ -180,17 +180,16 @@ func (s *API) hostCheck(next http.Handler) http.Handler {
 }
 
 func (s *API) loopbackHost(hostport string) bool {
+	if loopback.Host(hostport) {
+		return true
+	}
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if loopback.Host(host) {
-		return true
-	}
 	// An unparsable host (nil) equals no address.
 	b := net.ParseIP(s.BoundHost)
-	return b != nil && !b.IsUnspecified() && b.Equal(net.ParseIP(host))
+	return b != nil && !b.IsUnspecified() && b.Equal(net.ParseIP(strings.Trim(host, "[]")))
 }
 
 // authorized lets a mutation (or a profile) through only with the daemon's token, compared

@@ -39,48 +39,41 @@ func Unsafe(r rune) bool {
 		r == '\u2028' || r == '\u2029'
 }
 
+// escape copies s only from its first character to escape on: most text
+// holds none, and is returned as it is.
 func escape(s string, layout bool) string {
-	if !needsEscape(s, layout) {
-		return s
-	}
 	var b strings.Builder
-	b.Grow(len(s) + 16)
+	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case layout && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == utf8.RuneError && n <= 1, Unsafe(r) && r < 0x80:
-			fmt.Fprintf(&b, `\x%02x`, s[i]) // not UTF-8, or a C0 control or DEL
-		case Unsafe(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
-
-// needsEscape is the fast path: most text holds nothing to escape.
-func needsEscape(s string, layout bool) bool {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c < 0x7f {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
 			i++
 			continue
 		}
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if !(layout && (r == '\n' || r == '\t')) && (Unsafe(r) || n <= 1 && c >= 0x80) {
-			return true
+		esc := ""
+		switch {
+		case layout && (r == '\n' || r == '\t'):
+		case r == '\n':
+			esc = `\n`
+		case r == '\t':
+			esc = `\t`
+		case r == '\r':
+			esc = `\r`
+		case r == utf8.RuneError && n <= 1, Unsafe(r) && r < 0x80:
+			esc = fmt.Sprintf(`\x%02x`, s[i]) // not UTF-8, or a C0 control or DEL
+		case Unsafe(r):
+			esc = fmt.Sprintf(`\u%04x`, r)
+		}
+		if esc != "" {
+			b.WriteString(s[done:i])
+			b.WriteString(esc)
+			done = i + n
 		}
 		i += n
 	}
-	return false
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
 }

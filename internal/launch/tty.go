@@ -1,5 +1,3 @@
-//go:build linux || darwin
-
 package launch
 
 import "golang.org/x/sys/unix"
