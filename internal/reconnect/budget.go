@@ -1,6 +1,7 @@
 package reconnect
 
 import (
+	"slices"
 	"sync"
 )
 
@@ -34,12 +35,16 @@ import (
 // told to every engine (Freed), which wakes the directories waiting for a
 // slot one at a time while a slot fits them: a released slot costs about
 // one status read per engine, and a thousand waiting directories do not
-// poll.
+// poll. The engines that wait are served first come first served, each
+// kind of slot apart (line): a slot another engine waits for, and could
+// take, is not taken by an engine that came later (a server whose connect
+// just returned would otherwise take the slot back at once, every time).
 type Budget struct {
 	mu     sync.Mutex
 	max    int
 	all    pool // every connect of the daemon
 	shares map[*Share]*pool
+	line   [2][]*Share // the shares waiting for a local [0] or remote [1] slot, in order
 }
 
 // pool counts the connects in flight of one kind of holder.
@@ -72,7 +77,7 @@ func (s *Share) TryTake(remote bool) bool {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.free(s, remote) {
+	if !b.fits(s, remote) {
 		return false
 	}
 	b.all.add(remote, 1)
@@ -99,7 +104,46 @@ func (s *Share) Release(remote bool) {
 func (s *Share) Fits(remote bool) bool {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	return s.b.free(s, remote)
+	return s.b.fits(s, remote)
+}
+
+// Waiting says which kinds of slot the share's directories wait for
+// (slotLocal, slotRemote): it joins the end of that kind's line, or
+// leaves it. An engine says so whenever its own line changes.
+func (s *Share) Waiting(kinds uint8) {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, kind := range [2]uint8{slotLocal, slotRemote} {
+		in := slices.Contains(b.line[i], s)
+		switch {
+		case kinds&kind != 0 && !in:
+			b.line[i] = append(b.line[i], s)
+		case kinds&kind == 0 && in:
+			b.line[i] = slices.DeleteFunc(b.line[i], func(w *Share) bool { return w == s })
+		}
+	}
+}
+
+// fits reports whether s may take a slot: one is free for it, and no
+// share ahead of it in the line could take one. Caller holds b.mu.
+func (b *Budget) fits(s *Share, remote bool) bool {
+	if !b.free(s, remote) {
+		return false
+	}
+	i := 0
+	if remote {
+		i = 1
+	}
+	for _, w := range b.line[i] {
+		if w == s {
+			break
+		}
+		if b.free(w, remote) {
+			return false
+		}
+	}
+	return true
 }
 
 // Freed receives when a slot was released since it last received.

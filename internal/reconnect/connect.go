@@ -37,7 +37,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 			continue
 		}
 		remote := d.config[a.name].kind == "remote"
-		if !d.slotWoken && e.othersWait(d, slotKind(remote)) || !e.budget.TryTake(remote) {
+		if d.slotWoken == 0 && e.othersWait(d, slotKind(remote)) || !e.budget.TryTake(remote) {
 			s.slotWait = true
 			missed |= slotKind(remote)
 			s.trig |= a.trig // still wanted at the next look, for the same reason
@@ -74,6 +74,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 		e.slotLine = append(e.slotLine, d)
 	}
 	d.slotKinds = missed // zero: it left the line (slotFreed drops it)
+	e.tellWaiting()
 	e.mu.Unlock()
 	e.publish(evs...)
 }
@@ -120,11 +121,42 @@ func (e *Engine) slotFreed() {
 			return false
 		}
 		woken = true
-		d.slotKinds, d.slotWoken = 0, true
+		d.slotKinds, d.slotWoken = 0, d.slotKinds
+		e.woken[0] += int(d.slotWoken & slotLocal)
+		e.woken[1] += int(d.slotWoken&slotRemote) >> 1
 		d.wakeBy(time.Now())
 		e.q.add(d.path)
 		return true
 	})
+	e.tellWaiting()
+}
+
+// tellWaiting tells the budget which kinds of slot this engine's line
+// waits for, so that engines are served in the order they came (a woken
+// directory keeps its kind's place until its turn is over). Caller holds
+// Engine.mu.
+func (e *Engine) tellWaiting() {
+	var kinds uint8
+	for _, d := range e.slotLine {
+		if e.dirs[d.path] == d {
+			kinds |= d.slotKinds
+		}
+	}
+	if e.woken[0] > 0 {
+		kinds |= slotLocal
+	}
+	if e.woken[1] > 0 {
+		kinds |= slotRemote
+	}
+	e.budget.Waiting(kinds)
+}
+
+// unwake ends the wake of d (its turn is over, or it was disarmed).
+// Caller holds Engine.mu.
+func (e *Engine) unwake(d *dir) {
+	e.woken[0] -= int(d.slotWoken & slotLocal)
+	e.woken[1] -= int(d.slotWoken&slotRemote) >> 1
+	d.slotWoken = 0
 }
 
 // finishConnect schedules the read of the outcome of a server's connect

@@ -83,10 +83,10 @@ type dir struct {
 	listFails int
 	// slotKinds are the kinds of budget slot its connects found none of
 	// (slotLocal, slotRemote): it waits in the engine's slotLine. slotWoken:
-	// a released slot woke it, and its turn passes the wake on (slotFreed)
-	// when it is over.
+	// the kinds it waited for when a released slot woke it; its turn passes
+	// the wake on (slotFreed) when it is over.
 	slotKinds uint8
-	slotWoken bool
+	slotWoken uint8
 }
 
 // server is one MCP server in one directory.

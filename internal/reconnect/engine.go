@@ -100,8 +100,10 @@ type Engine struct {
 	hub     *probe.Hub // endpoint probes and watches shared by every directory
 	q       *queue     // the armed directories' turns (guarded by mu)
 	// slotLine holds the directories waiting for a budget slot, in the
-	// order they found none (slotFreed); guarded by mu.
+	// order they found none (slotFreed); woken counts the directories a
+	// slot of each kind woke whose turn is not over. Guarded by mu.
 	slotLine []*dir
+	woken    [2]int
 
 	mu sync.Mutex
 	// procs answers the successor question of a dead child (nil: no
@@ -205,7 +207,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	for _, d := range e.dirs {
 		e.stopLocked(d)
 	}
-	e.dirs = map[string]*dir{}
+	e.dirs, e.slotLine = map[string]*dir{}, nil
+	e.budget.Waiting(0)
 	e.metrics.ArmedDirectories.Set(0)
 	e.mu.Unlock()
 	e.wg.Wait()
@@ -287,7 +290,8 @@ func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
 // endpoint probes and watches end. Caller holds Engine.mu.
 func (e *Engine) stopLocked(d *dir) {
 	d.cancel()
-	if d.slotWoken {
+	if d.slotWoken != 0 {
+		e.unwake(d)
 		e.slotFreed() // the slot it was woken for goes to the next
 	}
 	e.q.forget(d.path)

@@ -215,8 +215,8 @@ func (e *Engine) turn(path string) {
 	} else if at := d.dueAt(); !at.IsZero() {
 		e.q.addAt(path, at) // woken by an outcome, or by a time a hold moved later
 	}
-	if d.slotWoken { // a slot it was woken for and did not take is another's
-		d.slotWoken = false
+	if d.slotWoken != 0 { // a slot it was woken for and did not take is another's
+		e.unwake(d)
 		e.slotFreed()
 	}
 }
