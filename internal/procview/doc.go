@@ -76,8 +76,7 @@
 // # The view
 //
 // NewView follows one OpenCode process; SetServers gives it the local
-// servers of every armed directory; Scan lists what serves what; Diff of
-// two scans gives Exited, Started and OpenCodeExited events. A scan reads
+// servers of every armed directory; Scan lists what serves what. A scan reads
 // OpenCode's stat and its threads' children lists, and only the
 // processes it has not seen before; an absence from the list is
 // confirmed by one stat. An idle scan reads 10 files whatever the number

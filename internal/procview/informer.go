@@ -173,34 +173,34 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 		s, err := v.Scan()
 		lastScan = time.Now()
 		if err == nil {
-			evs := Diff(prev, s)
-			for _, ev := range evs {
-				switch {
-				case ev.Kind == Exited:
-					v.mu.Lock()
-					at := cmp.Or(v.exited[ev.Child.ident()], ev.At) // the exit watcher's time, when it saw it (never zero)
-					v.mu.Unlock()
-					log.Debug("MCP server process exited", "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
-					// Whether a child started since serves it (OpenCode
-					// started a new one, an older duplicate was ended) is
-					// the handler's question, asked when it decides
-					// (Successor); an older one left running is none:
-					// OpenCode talks to its newest.
+			changes(prev, s, func(started bool, k Key, c Child) {
+				if started {
 					if h != nil {
-						h.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Birth, at)
+						h.ChildStarted(k.Directory, k.Name, s.At)
 					}
-				case ev.Kind == Started && h != nil:
-					h.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
+					return
 				}
-			}
-			if len(evs) > 0 || s.Gen() != prev.Gen() {
-				// Something new (every event, and a child OpenCode
-				// started for no armed server yet, its config not read):
-				// recorded.
+				v.mu.Lock()
+				at := cmp.Or(v.exited[c.ident()], s.At) // the exit watcher's time, when it saw it (never zero)
+				v.mu.Unlock()
+				log.Debug("MCP server process exited", "directory", k.Directory, "server", k.Name, "child", c)
+				// Whether a child started since serves it (OpenCode
+				// started a new one, an older duplicate was ended) is
+				// the handler's question, asked when it decides
+				// (Successor); an older one left running is none:
+				// OpenCode talks to its newest.
+				if h != nil {
+					h.ChildExited(k.Directory, k.Name, c.Birth, at)
+				}
+			})
+			// A new snapshot (every exit or start, and a child OpenCode
+			// started for no armed server yet, its config not read) is
+			// recorded, and its children watched.
+			if s.gen != prev.gen {
 				dirty = true
-			}
-			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
-				partial = v.watchExits(exits, s, log) || partial
+				if exits != nil {
+					partial = v.watchExits(exits, s, log) || partial
+				}
 			}
 			if s.Gone && !prev.At.IsZero() {
 				// What proves its orphans: the last children seen under
@@ -208,7 +208,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				v.save(prev, v.table.Now(), log)
 			}
 			// The exits s took (and those of OpenCode's other children,
-			// which no Diff reports).
+			// which changes does not report).
 			v.mu.Lock()
 			maps.DeleteFunc(v.exited, func(id ident, _ time.Time) bool { return !s.live[id] })
 			v.mu.Unlock()

@@ -92,12 +92,10 @@ type Snapshot struct {
 
 	live  map[ident]bool
 	alike map[Key][]Key
-	gen   uint64
+	// gen numbers the view's snapshots: a scan that saw nothing new
+	// returns the last snapshot again, with the same gen.
+	gen uint64
 }
-
-// Gen numbers the view's snapshots: a scan that saw nothing new returns
-// the last snapshot again, with the same Gen.
-func (s Snapshot) Gen() uint64 { return s.gen }
 
 // Child returns the live child serving k, the newest if several do.
 func (s Snapshot) Child(k Key) (Child, bool) {
@@ -147,69 +145,28 @@ func (s Snapshot) Duplicates() []Duplicate {
 	return out
 }
 
-// EventKind says what happened to a child.
-type EventKind int
-
-const (
-	// Started: a child serving Key appeared.
-	Started EventKind = iota + 1
-	// Exited: the child serving Key exited (or is a zombie).
-	Exited
-	// OpenCodeExited: the watched OpenCode is gone; its children are not
-	// reported one by one.
-	OpenCodeExited
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case Started:
-		return "started"
-	case Exited:
-		return "exited"
-	case OpenCodeExited:
-		return "opencode-exited"
-	}
-	return fmt.Sprintf("EventKind(%d)", int(k))
-}
-
-// Event is a difference between two snapshots.
-type Event struct {
-	Kind EventKind
-	// Key is the server; for servers configured alike, one event per key.
-	Key Key
-	// Child is the process.
-	Child Child
-	// After and At bound when it happened: after the earlier scan, by
-	// the later one.
-	After, At time.Time
-}
-
-// Diff lists what changed from prev to next: children serving a server
-// that exited, children that started, OpenCode exiting. A child that
-// lives on but serves another server after a config change is no event.
-func Diff(prev, next Snapshot) []Event {
+// changes calls fn with each child serving a server that exited from
+// prev to next, then with each that started; nothing once OpenCode is gone
+// (its children are not reported one by one). A child that lives on but
+// serves another server after a config change is neither.
+func changes(prev, next Snapshot, fn func(started bool, k Key, c Child)) {
 	if next.Gone {
-		if prev.Gone {
-			return nil
-		}
-		return []Event{{Kind: OpenCodeExited, Child: next.OpenCode, After: prev.At, At: next.At}}
+		return
 	}
-	var out []Event
 	for _, k := range sortedKeys(prev.Servers) {
 		for _, c := range prev.Servers[k] {
 			if !next.live[c.ident()] {
-				out = append(out, Event{Kind: Exited, Key: k, Child: c, After: prev.At, At: next.At})
+				fn(false, k, c)
 			}
 		}
 	}
 	for _, k := range sortedKeys(next.Servers) {
 		for _, c := range next.Servers[k] {
 			if !prev.live[c.ident()] {
-				out = append(out, Event{Kind: Started, Key: k, Child: c, After: prev.At, At: next.At})
+				fn(true, k, c)
 			}
 		}
 	}
-	return out
 }
 
 func sortedKeys[V any](m map[Key]V) []Key { return slices.SortedFunc(maps.Keys(m), Key.Compare) }
@@ -242,7 +199,7 @@ type View struct {
 	// scans (no set of listed pids is built per scan).
 	scans uint64
 	last  *Snapshot
-	// snaps counts the snapshots made (Snapshot.Gen).
+	// snaps counts the snapshots made (Snapshot.gen).
 	snaps uint64
 
 	// What Run keeps: the handler and the generation of its servers
