@@ -103,22 +103,15 @@ func (v *View) sync() {
 	}
 }
 
-// launcher is how the local server k runs, read from its command when
-// first asked (most servers are never asked). Caller holds v.mu.
+// launcher is how the local server k runs, read from its command.
 func (v *View) launcher(k Key) Launcher {
-	m := v.m
-	if l, ok := m.launchers[k]; ok {
-		return l
+	v.mu.Lock()
+	servers := v.m.servers
+	v.mu.Unlock()
+	if i, ok := slices.BinarySearchFunc(servers, k, func(s LocalServer, k Key) int { return s.Key().Compare(k) }); ok {
+		return LauncherOf(servers[i].Command)
 	}
-	var l Launcher
-	if i, ok := slices.BinarySearchFunc(m.servers, k, func(s LocalServer, k Key) int { return s.Key().Compare(k) }); ok {
-		l = LauncherOf(m.servers[i].Command)
-	}
-	if m.launchers == nil {
-		m.launchers = map[Key]Launcher{}
-	}
-	m.launchers[k] = l
-	return l
+	return Launcher{}
 }
 
 // Run follows OpenCode's children until OpenCode exits (nil) or ctx
@@ -336,9 +329,7 @@ func (v *View) save(s Snapshot, ended uint64, log *slog.Logger) (complete bool) 
 	}
 	var found []Sighting
 	for k, cs := range s.Servers {
-		v.mu.Lock()
 		l := v.launcher(k)
-		v.mu.Unlock()
 		for _, c := range cs {
 			parent := parentOf(c.Parent)
 			found = append(found, Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
@@ -450,9 +441,7 @@ func (v *View) Status() *Status {
 	out := &Status{OpenCodePID: v.root.PID}
 	for _, k := range sortedKeys(last.Servers) {
 		c, _ := last.Child(k)
-		v.mu.Lock()
 		l := v.launcher(k)
-		v.mu.Unlock()
 		sp := ServerRun{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer, LauncherRunsOn: l.Name != "" && !l.ExitsWithServer}
 		if l.Name != "" && !l.InContainer {
 			if b := v.serverBelow(c, true); b.known && b.proc.PID != c.PID {

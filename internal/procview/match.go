@@ -76,8 +76,6 @@ type matcher struct {
 	// directories new to it.
 	servers  []LocalServer
 	resolved map[string]resolved
-	// launchers caches how the servers asked about run (View.launcher).
-	launchers map[Key]Launcher
 }
 
 // resolved is a directory's physical path, and whether it could be

@@ -204,7 +204,7 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		}
 	}
 	var missing []string
-	if v, ok := envOf(t, p.PID, "OPENCODE_PID"); ok {
+	if v, ok, err := t.Env(p.PID, "OPENCODE_PID"); ok && err == nil {
 		n, err := strconv.Atoi(v)
 		switch {
 		case err != nil || n <= 1:
