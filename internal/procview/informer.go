@@ -24,8 +24,15 @@ import (
 // that proves it an orphan to doctor once this OpenCode is gone.
 
 // scanEvery is the scan period without an exit watcher (stretched when a
-// scan is slow: ScanPeriod).
+// scan is slow: scanPeriod).
 const scanEvery = 2 * time.Second
+
+// scanPeriod is how long to wait after a scan that took took, for a
+// period of every: stretched to 1,000 times the scan (at most a minute),
+// so a view never costs more than about 0.1 % of a core.
+func scanPeriod(every, took time.Duration) time.Duration {
+	return max(every, min(1000*took, time.Minute))
+}
 
 // slowScanEvery is the scan period with an exit watcher: scans only find
 // children started without any event (Look covers the rest).
@@ -213,7 +220,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				dirty, saved = !v.save(s, 0, log), time.Now() // saved: when the save ended
 			}
 		}
-		every := ScanPeriod(scanEvery, lastScan.Sub(start))
+		every := scanPeriod(scanEvery, lastScan.Sub(start))
 		if exits != nil && !partial && !exitsEnded.Load() {
 			every = slowScanEvery
 		}
@@ -318,14 +325,18 @@ func (v *View) save(s Snapshot, ended uint64, log *slog.Logger) (complete bool) 
 			rec.Leader = IdentOf(self)
 		}
 	}
-	parents := map[int]Ident{root.PID: IdentOf(root)}
+	// A child's parent is the root or a wrapped OpenCode the view knows
+	// (kept while the record's last save reads them).
 	parentOf := func(pid int) Ident {
-		if _, ok := parents[pid]; !ok {
-			if pp, err := v.table.Stat(pid); err == nil {
-				parents[pid] = IdentOf(pp)
-			}
+		if pid == root.PID {
+			return IdentOf(root)
 		}
-		return parents[pid]
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if k, ok := v.known[pid]; ok && k.parent {
+			return IdentOf(k.p)
+		}
+		return Ident{}
 	}
 	var found []Sighting
 	for k, cs := range s.Servers {

@@ -77,10 +77,9 @@ func (c Child) ident() ident { return ident{c.PID, c.Birth} }
 type Snapshot struct {
 	// At is when the scan ran.
 	At time.Time
-	// OpenCode is the watched process, and Gone says it exited (or its
-	// pid now belongs to another process): nothing else is then known.
-	OpenCode Child
-	Gone     bool
+	// Gone says the watched OpenCode exited (or its pid now belongs to
+	// another process): nothing else is then known.
+	Gone bool
 	// Servers holds the live children serving each configured server,
 	// oldest first. A server with none is absent. Two or more mean
 	// duplicates, except for servers configured alike (see Alike).
@@ -312,7 +311,7 @@ func (v *View) Scan() (Snapshot, error) {
 		// The known children stay: the record's last save reads what
 		// ran below each.
 		v.dead, v.wrapped, v.exited = map[int]uint64{}, map[int]bool{}, map[ident]time.Time{}
-		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
+		s := &Snapshot{At: now, Gone: true}
 		v.last = s
 		return *s, nil
 	}
@@ -432,7 +431,7 @@ func (v *View) Scan() (Snapshot, error) {
 // snapshot assigns every known child under the current servers.
 func (v *View) snapshot(now time.Time) *Snapshot {
 	v.snaps++
-	s := &Snapshot{At: now, OpenCode: childOf(v.root), Servers: map[Key][]Child{},
+	s := &Snapshot{At: now, Servers: map[Key][]Child{},
 		live: make(map[ident]bool, len(v.known)), alike: map[Key][]Key{}, gen: v.snaps}
 	kids := slices.SortedFunc(maps.Values(v.known), func(a, b *known) int {
 		return cmp.Or(cmp.Compare(a.p.Birth, b.p.Birth), a.p.PID-b.p.PID)
@@ -485,10 +484,3 @@ func (v *View) Successor(dir, name string, birth uint64) bool {
 
 // Clock reads the clock births count in (Table.Now).
 func (v *View) Clock() uint64 { return v.table.Now() }
-
-// ScanPeriod is how long to wait after a scan that took took, for a
-// period of every: stretched to 1,000 times the scan (at most a minute),
-// so a view never costs more than about 0.1 % of a core.
-func ScanPeriod(every, took time.Duration) time.Duration {
-	return max(every, min(1000*took, time.Minute))
-}

@@ -301,8 +301,8 @@ func TestScanPeriodStretchesForSlowScans(t *testing.T) {
 		{2 * time.Second, time.Second, time.Minute},
 		{30 * time.Second, 10 * time.Millisecond, 30 * time.Second},
 	} {
-		if got := ScanPeriod(c.every, c.took); got != c.want {
-			t.Errorf("ScanPeriod(%v, %v) = %v, want %v", c.every, c.took, got, c.want)
+		if got := scanPeriod(c.every, c.took); got != c.want {
+			t.Errorf("scanPeriod(%v, %v) = %v, want %v", c.every, c.took, got, c.want)
 		}
 	}
 }
