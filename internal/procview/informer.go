@@ -168,7 +168,6 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 	var saved, lastScan time.Time
 	dirty := true // the record names this OpenCode from its first scan
 	for {
-		v.sync()
 		start := time.Now()
 		s, err := v.Scan()
 		lastScan = time.Now()
@@ -440,7 +439,6 @@ func (v *View) Status() *Status {
 	last := v.last
 	v.mu.Unlock()
 	if last == nil || time.Since(last.At) > freshFor {
-		v.sync()
 		if s, err := v.Scan(); err == nil {
 			last = &s
 			v.Look() // Run diffs it too

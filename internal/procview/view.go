@@ -296,8 +296,10 @@ func (v *View) SetServers(servers []LocalServer) {
 	v.changed = true
 }
 
-// Scan reads OpenCode's children and returns what serves what.
+// Scan reads OpenCode's children and returns what serves what, under
+// the servers Run's handler lists now (or those SetServers gave).
 func (v *View) Scan() (Snapshot, error) {
+	v.sync()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := time.Now()
@@ -477,7 +479,6 @@ func (v *View) Exited(pid int, birth uint64, at time.Time) {
 // server configured alike), read from the process table now: a fresh
 // scan of OpenCode's children, under the handler's servers of now.
 func (v *View) Successor(dir, name string, birth uint64) bool {
-	v.sync()
 	s, err := v.Scan()
 	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[Key{dir, name}], func(c Child) bool { return c.Birth > birth })
 }
