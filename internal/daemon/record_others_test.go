@@ -12,8 +12,8 @@ import (
 )
 
 // The record is rewritten only when a
-// scan reports a server child Started or Exited (dirty), and Diff
-// reports neither for a child that was known before: a child first seen
+// scan reports a server child started or exited (dirty), and neither is
+// reported for a child that was known before: a child first seen
 // as one of OpenCode's Others (the scan ran before the engine had read
 // that directory's config, which is the very call that makes OpenCode
 // spawn it; or its directory is not armed yet) and then assigned to its

@@ -76,14 +76,13 @@
 // # The view
 //
 // NewView follows one OpenCode process; SetServers gives it the local
-// servers of every armed directory; Scan lists what serves what; Diff of
-// two scans gives Exited, Started and OpenCodeExited events. A scan reads
+// servers of every armed directory; Scan lists what serves what. A scan reads
 // OpenCode's stat and its threads' children lists, and only the
 // processes it has not seen before; an absence from the list is
 // confirmed by one stat. An idle scan reads 10 files whatever the number
 // of children; the kernel's list itself costs 0.3 ms at 1,000 children
 // and 12 ms at 10,000 (it is quadratic), so a caller that scans on a
-// period stretches it to 1,000 times the last scan (ScanPeriod) and stays
+// period stretches it to 1,000 times the last scan (scanPeriod) and stays
 // under 0.1 % of a core (BENCHMARKS.md). View.Run is that caller for the
 // daemon: it scans, watches exits, writes the record, and tells its
 // Handler (the engine) of each child's exit and start; View.Status is

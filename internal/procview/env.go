@@ -11,35 +11,11 @@ import (
 	"strconv"
 )
 
-// EnvReader is a Table that can read one variable of a process's
-// environment. The environment is otherwise never read: it holds the
-// secrets of whoever started the process (OpenCode hands its own
-// environment, its server password included, to every MCP child). One
-// variable matters, OPENCODE_PID, which OpenCode 1.14 and later put in
-// every child's environment (docs/opencode.md#processes-the-mcp-children):
-// the only trace of who started a
-// process that outlives its parent.
-type EnvReader interface {
-	// Env returns the value of the variable name in pid's environment,
-	// and whether it is set. A process of another user cannot be read.
-	Env(pid int, name string) (string, bool, error)
-}
-
-// envOf asks t for one variable when t can read environments.
-func envOf(t Table, pid int, name string) (string, bool) {
-	r, ok := t.(EnvReader)
-	if !ok {
-		return "", false
-	}
-	v, ok, err := r.Env(pid, name)
-	return v, ok && err == nil
-}
-
 // maxEnviron bounds what is read of /proc/PID/environ: the kernel limits
 // the environment and arguments together to about 2 MiB.
 const maxEnviron = 4 << 20
 
-// Env implements EnvReader through /proc/PID/environ, reading one
+// Env implements Table through /proc/PID/environ, reading one
 // NUL-terminated entry at a time and keeping only the one asked for.
 func (t *procTable) Env(pid int, name string) (string, bool, error) {
 	f, err := os.Open(filepath.Join(t.root, strconv.Itoa(pid), "environ"))

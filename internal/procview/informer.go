@@ -24,8 +24,15 @@ import (
 // that proves it an orphan to doctor once this OpenCode is gone.
 
 // scanEvery is the scan period without an exit watcher (stretched when a
-// scan is slow: ScanPeriod).
+// scan is slow: scanPeriod).
 const scanEvery = 2 * time.Second
+
+// scanPeriod is how long to wait after a scan that took took, for a
+// period of every: stretched to 1,000 times the scan (at most a minute),
+// so a view never costs more than about 0.1 % of a core.
+func scanPeriod(every, took time.Duration) time.Duration {
+	return max(every, min(1000*took, time.Minute))
+}
 
 // slowScanEvery is the scan period with an exit watcher: scans only find
 // children started without any event (Look covers the rest).
@@ -103,22 +110,15 @@ func (v *View) sync() {
 	}
 }
 
-// launcher is how the local server k runs, read from its command when
-// first asked (most servers are never asked). Caller holds v.mu.
+// launcher is how the local server k runs, read from its command.
 func (v *View) launcher(k Key) Launcher {
-	m := v.m
-	if l, ok := m.launchers[k]; ok {
-		return l
+	v.mu.Lock()
+	servers := v.m.servers
+	v.mu.Unlock()
+	if i, ok := slices.BinarySearchFunc(servers, k, func(s LocalServer, k Key) int { return s.Key().Compare(k) }); ok {
+		return LauncherOf(servers[i].Command)
 	}
-	var l Launcher
-	if i, ok := slices.BinarySearchFunc(m.servers, k, func(s LocalServer, k Key) int { return s.Key().Compare(k) }); ok {
-		l = LauncherOf(m.servers[i].Command)
-	}
-	if m.launchers == nil {
-		m.launchers = map[Key]Launcher{}
-	}
-	m.launchers[k] = l
-	return l
+	return Launcher{}
 }
 
 // Run follows OpenCode's children until OpenCode exits (nil) or ctx
@@ -168,39 +168,38 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 	var saved, lastScan time.Time
 	dirty := true // the record names this OpenCode from its first scan
 	for {
-		v.sync()
 		start := time.Now()
 		s, err := v.Scan()
 		lastScan = time.Now()
 		if err == nil {
-			evs := Diff(prev, s)
-			for _, ev := range evs {
-				switch {
-				case ev.Kind == Exited:
-					v.mu.Lock()
-					at := cmp.Or(v.exited[ev.Child.ident()], ev.At) // the exit watcher's time, when it saw it (never zero)
-					v.mu.Unlock()
-					log.Debug("MCP server process exited", "directory", ev.Key.Directory, "server", ev.Key.Name, "child", ev.Child)
-					// Whether a child started since serves it (OpenCode
-					// started a new one, an older duplicate was ended) is
-					// the handler's question, asked when it decides
-					// (Successor); an older one left running is none:
-					// OpenCode talks to its newest.
+			changes(prev, s, func(started bool, k Key, c Child) {
+				if started {
 					if h != nil {
-						h.ChildExited(ev.Key.Directory, ev.Key.Name, ev.Child.Birth, at)
+						h.ChildStarted(k.Directory, k.Name, s.At)
 					}
-				case ev.Kind == Started && h != nil:
-					h.ChildStarted(ev.Key.Directory, ev.Key.Name, ev.At)
+					return
 				}
-			}
-			if len(evs) > 0 || s.Gen() != prev.Gen() {
-				// Something new (every event, and a child OpenCode
-				// started for no armed server yet, its config not read):
-				// recorded.
+				v.mu.Lock()
+				at := cmp.Or(v.exited[c.ident()], s.At) // the exit watcher's time, when it saw it (never zero)
+				v.mu.Unlock()
+				log.Debug("MCP server process exited", "directory", k.Directory, "server", k.Name, "child", c)
+				// Whether a child started since serves it (OpenCode
+				// started a new one, an older duplicate was ended) is
+				// the handler's question, asked when it decides
+				// (Successor); an older one left running is none:
+				// OpenCode talks to its newest.
+				if h != nil {
+					h.ChildExited(k.Directory, k.Name, c.Birth, at)
+				}
+			})
+			// A new snapshot (every exit or start, and a child OpenCode
+			// started for no armed server yet, its config not read) is
+			// recorded, and its children watched.
+			if s.gen != prev.gen {
 				dirty = true
-			}
-			if exits != nil && (len(evs) > 0 || prev.At.IsZero() || s.Gen() != prev.Gen()) {
-				partial = v.watchExits(exits, s, log) || partial
+				if exits != nil {
+					partial = v.watchExits(exits, s, log) || partial
+				}
 			}
 			if s.Gone && !prev.At.IsZero() {
 				// What proves its orphans: the last children seen under
@@ -208,7 +207,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				v.save(prev, v.table.Now(), log)
 			}
 			// The exits s took (and those of OpenCode's other children,
-			// which no Diff reports).
+			// which changes does not report).
 			v.mu.Lock()
 			maps.DeleteFunc(v.exited, func(id ident, _ time.Time) bool { return !s.live[id] })
 			v.mu.Unlock()
@@ -220,7 +219,7 @@ func (v *View) Run(ctx context.Context, h Handler, o Options) error {
 				dirty, saved = !v.save(s, 0, log), time.Now() // saved: when the save ended
 			}
 		}
-		every := ScanPeriod(scanEvery, lastScan.Sub(start))
+		every := scanPeriod(scanEvery, lastScan.Sub(start))
 		if exits != nil && !partial && !exitsEnded.Load() {
 			every = slowScanEvery
 		}
@@ -325,20 +324,22 @@ func (v *View) save(s Snapshot, ended uint64, log *slog.Logger) (complete bool) 
 			rec.Leader = IdentOf(self)
 		}
 	}
-	parents := map[int]Ident{root.PID: IdentOf(root)}
+	// A child's parent is the root or a wrapped OpenCode the view knows
+	// (kept while the record's last save reads them).
 	parentOf := func(pid int) Ident {
-		if _, ok := parents[pid]; !ok {
-			if pp, err := v.table.Stat(pid); err == nil {
-				parents[pid] = IdentOf(pp)
-			}
+		if pid == root.PID {
+			return IdentOf(root)
 		}
-		return parents[pid]
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if k, ok := v.known[pid]; ok && k.parent {
+			return IdentOf(k.p)
+		}
+		return Ident{}
 	}
 	var found []Sighting
 	for k, cs := range s.Servers {
-		v.mu.Lock()
 		l := v.launcher(k)
-		v.mu.Unlock()
 		for _, c := range cs {
 			parent := parentOf(c.Parent)
 			found = append(found, Sighting{Ident: c.Ident(), Parent: parent, Directory: k.Directory, Server: k.Name})
@@ -438,7 +439,6 @@ func (v *View) Status() *Status {
 	last := v.last
 	v.mu.Unlock()
 	if last == nil || time.Since(last.At) > freshFor {
-		v.sync()
 		if s, err := v.Scan(); err == nil {
 			last = &s
 			v.Look() // Run diffs it too
@@ -450,9 +450,7 @@ func (v *View) Status() *Status {
 	out := &Status{OpenCodePID: v.root.PID}
 	for _, k := range sortedKeys(last.Servers) {
 		c, _ := last.Child(k)
-		v.mu.Lock()
 		l := v.launcher(k)
-		v.mu.Unlock()
 		sp := ServerRun{Directory: k.Directory, Server: k.Name, PID: c.PID, Command: c.Command(), Launcher: l.Name, InContainer: l.InContainer, LauncherRunsOn: l.Name != "" && !l.ExitsWithServer}
 		if l.Name != "" && !l.InContainer {
 			if b := v.serverBelow(c, true); b.known && b.proc.PID != c.PID {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -503,24 +504,30 @@ func parseNpm(_ string, args []string) (launch, bool) {
 		exits: sub == "exec" || sub == "x", sameCwd: true}, true
 }
 
-// pnpm's options that take a value, before its command.
-var pnpmGlobalValues = setOf(`--dir -C --filter -F --reporter --loglevel --workspace-dir --package`)
+// subcommand is the index of the first of words in args, -1 for none: a
+// launcher's subcommand is the first of its known subcommands among its
+// arguments (an option's value, `--dir D`, `--context C`, is never one of
+// them), so no table of the options that take a value is needed.
+func subcommand(args []string, words ...string) int {
+	return slices.IndexFunc(args, func(a string) bool { return slices.Contains(words, a) })
+}
 
 func parsePnpm(prog string, args []string) (launch, bool) {
-	if prog == "pnpx" {
-		return launch{name: "pnpx", mode: spawns, exits: true, sameCwd: true}, true
+	name := "pnpx"
+	if prog == "pnpm" {
+		if subcommand(args, "dlx") < 0 {
+			return launch{}, false
+		}
+		name = "pnpm dlx"
 	}
-	if i := skipOptions(args, pnpmGlobalValues); i < len(args) && args[i] == "dlx" {
-		return launch{name: "pnpm dlx", mode: spawns, exits: true, sameCwd: true}, true
-	}
-	return launch{}, false
+	return launch{name: name, mode: spawns, exits: true, sameCwd: true}, true
 }
 
 func parseYarn(_ string, args []string) (launch, bool) {
-	if i := skipOptions(args, setOf(`--cwd`)); i < len(args) && args[i] == "dlx" {
-		return launch{name: "yarn dlx", mode: spawns, exits: true}, true
+	if subcommand(args, "dlx") < 0 {
+		return launch{}, false
 	}
-	return launch{}, false
+	return launch{name: "yarn dlx", mode: spawns, exits: true}, true
 }
 
 func parseBun(prog string, args []string) (launch, bool) {
@@ -537,29 +544,25 @@ func parseUvx(_ string, args []string) (launch, bool) {
 	return launch{name: "uvx", mode: execs, next: append([]string{"uv", "tool", "uvx"}, args...), exits: true}, true
 }
 
-// uv's global options that take a value.
-var uvValues = setOf(`--directory --project --cache-dir --config-file --color --python -p
-	--allow-insecure-host --index-url --default-index --python-preference`)
-
 func parseUv(_ string, args []string) (launch, bool) {
 	l := launch{mode: spawns, exits: true, sameCwd: true}
-	i := 0
-	for ; i < len(args) && isOption(args[i]); i++ {
-		name, value, eq := strings.Cut(args[i], "=")
-		if !eq && uvValues[name] && i+1 < len(args) {
-			i++
-			value = args[i]
-		}
-		if name == "--directory" {
-			l.dir = filepath.Join(l.dir, value)
+	i := subcommand(args, "run", "tool")
+	if i < 0 {
+		return launch{}, false
+	}
+	for j, a := range args[:i] {
+		if d, ok := strings.CutPrefix(a, "--directory="); ok {
+			l.dir = filepath.Join(l.dir, d)
+		} else if a == "--directory" && j+1 < i {
+			l.dir = filepath.Join(l.dir, args[j+1])
 		}
 	}
 	switch {
-	case i < len(args) && args[i] == "run":
+	case args[i] == "run":
 		l.name = "uv run"
-	case i+1 < len(args) && args[i] == "tool" && args[i+1] == "uvx":
+	case i+1 < len(args) && args[i+1] == "uvx":
 		l.name = "uvx"
-	case i+1 < len(args) && args[i] == "tool" && args[i+1] == "run":
+	case i+1 < len(args) && args[i+1] == "run":
 		l.name = "uv tool run"
 	default:
 		return launch{}, false
@@ -647,17 +650,8 @@ func isAssignment(w string) bool {
 	return true
 }
 
-// docker's and podman's global options that take a value.
-var containerValues = setOf(`--config -c --context -H --host -l --log-level --tlscacert
-	--tlscert --tlskey --connection --url --identity --root --runroot --storage-driver
-	--cgroup-manager --namespace -n --address -a`)
-
 func parseContainer(prog string, args []string) (launch, bool) {
-	i := skipOptions(args, containerValues)
-	if i < len(args) && args[i] == "container" {
-		i++
-	}
-	if i < len(args) && (args[i] == "run" || args[i] == "exec") {
+	if i := subcommand(args, "run", "exec"); i >= 0 {
 		return launch{name: prog + " " + args[i], mode: contained, exits: true}, true
 	}
 	return launch{}, false

@@ -146,8 +146,8 @@ func TestLaunchersNpxStarting(t *testing.T) {
 	if c, ok := second.Child(key); !ok || c.PID != 31436 {
 		t.Fatalf("after npm's title: served by %+v (%v), others %v", c, ok, pids(second.Others))
 	}
-	if ev := Diff(first, second); len(ev) != 0 {
-		t.Errorf("a child read again is no event: %v", describe(ev))
+	if ev := describe(first, second); len(ev) != 0 {
+		t.Errorf("a child read again is no event: %v", ev)
 	}
 	if k := v.known[31436]; k.unsettled != 0 {
 		t.Errorf("the retitled child is still read again (%d scans left)", k.unsettled)

@@ -2,7 +2,6 @@ package procview
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -115,10 +114,6 @@ func ListenAddrs(pid int) ([]netip.AddrPort, error) {
 	})
 	return slices.Compact(out), nil
 }
-
-// ErrNotMine: what listens on the port is no process of the user asked
-// about (ListenerPID).
-var ErrNotMine = errors.New("the process listening on the port is not this user's")
 
 // ListenerPID finds the process of user uid that listens on the loopback
 // TCP port (an OpenCode that `watch` attaches to: its MCP children are

@@ -19,7 +19,3 @@ func ListenerPID(port, uid int) (int, error) {
 func ListenAddrs(pid int) ([]netip.AddrPort, error) {
 	return nil, errors.ErrUnsupported
 }
-
-// ErrNotMine: what listens on the port is no process of the user asked
-// about (ListenerPID).
-var ErrNotMine = errors.New("the process listening on the port is not this user's")

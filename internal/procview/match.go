@@ -34,12 +34,6 @@ func (k Key) Compare(o Key) int {
 	return cmp.Or(strings.Compare(k.Directory, o.Directory), strings.Compare(k.Name, o.Name))
 }
 
-// WorkDir is the directory OpenCode starts s in: the configured cwd,
-// resolved against the directory, else the directory itself.
-func (s LocalServer) WorkDir() string {
-	return filepath.Clean(joinDir(s.Directory, s.Cwd))
-}
-
 // resolve resolves symbolic links the way the kernel reports a working
 // directory (/tmp is /private/tmp on macOS), and says whether dir could
 // be resolved; a path that cannot be is kept as it is.
@@ -76,8 +70,6 @@ type matcher struct {
 	// directories new to it.
 	servers  []LocalServer
 	resolved map[string]resolved
-	// launchers caches how the servers asked about run (View.launcher).
-	launchers map[Key]Launcher
 }
 
 // resolved is a directory's physical path, and whether it could be
@@ -111,7 +103,9 @@ func buildMatcher(servers []LocalServer, prev *matcher) *matcher {
 	var forms []form
 	var key []byte
 	for i, s := range m.servers {
-		dir := s.WorkDir()
+		// Where OpenCode starts it: the configured cwd, resolved
+		// against the directory, else the directory itself.
+		dir := filepath.Clean(joinDir(s.Directory, s.Cwd))
 		forms = appendForms(forms[:0], s.Command, "", 0)
 		// The command as configured, where OpenCode starts it and where
 		// its launcher moves (sh -c 'cd sub && …').

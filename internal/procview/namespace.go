@@ -5,6 +5,10 @@ import (
 	"fmt"
 )
 
+// ErrNotMine: what listens on the port is no process of the user asked
+// about (ListenerPID).
+var ErrNotMine = errors.New("the process listening on the port is not this user's")
+
 // ErrNotServer is VerifyServerPID's answer for a pid that is not the
 // server's here: no such process, another user's, a process that is
 // another one in its own pid namespace, or one that does not hold the

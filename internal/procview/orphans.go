@@ -204,7 +204,7 @@ func (s Scope) prove(t Table, p Process) (Evidence, string) {
 		}
 	}
 	var missing []string
-	if v, ok := envOf(t, p.PID, "OPENCODE_PID"); ok {
+	if v, ok, err := t.Env(p.PID, "OPENCODE_PID"); ok && err == nil {
 		n, err := strconv.Atoi(v)
 		switch {
 		case err != nil || n <= 1:
@@ -441,16 +441,10 @@ func (s Scope) check(t Table, o Orphan) error {
 	return nil
 }
 
-// checkBelow verifies, right before a signal, that a process listed below
-// a proven orphan is still that process, this user's and alive: it was
-// in the orphan's tree, and pid and start time name it alone.
-func (s Scope) checkBelow(t Table, id Ident) error {
-	_, err := s.mine(t, id.PID, id.is)
-	return err
-}
-
 // mine reads pid again and returns it while is still says it is the
-// process meant, alive and this user's.
+// process meant, alive and this user's: right before a signal, a process
+// listed below a proven orphan must pass it (it was in the orphan's
+// tree, and pid and start time name it alone).
 func (s Scope) mine(t Table, pid int, is func(Process) bool) (Process, error) {
 	p, err := t.Read(pid)
 	if err != nil {

@@ -68,6 +68,15 @@ type Table interface {
 	// BootID identifies the boot births count from ("" when the table
 	// cannot tell): a birth of another boot says nothing of this one's.
 	BootID() string
+	// Env returns the value of the variable name in pid's environment,
+	// and whether it is set; a process of another user cannot be read.
+	// The environment is otherwise never read: it holds the secrets of
+	// whoever started the process (OpenCode hands its own environment,
+	// its server password included, to every MCP child). One variable
+	// matters, OPENCODE_PID, which OpenCode 1.14 and later put in every
+	// child's environment (docs/opencode.md#processes-the-mcp-children):
+	// the only trace of who started a process that outlives its parent.
+	Env(pid int, name string) (string, bool, error)
 }
 
 // IsOpenCode reports whether p runs OpenCode: the native binary (argv[0]

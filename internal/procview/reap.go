@@ -89,7 +89,7 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 		// check.
 		kept := left[:0]
 		for _, id := range left {
-			err := send(id.PID, step.sig, func() error { return r.Scope.checkBelow(r.Table, id) })
+			err := send(id.PID, step.sig, func() error { _, err := r.Scope.mine(r.Table, id.PID, id.is); return err })
 			if err != nil {
 				continue // gone, or no longer the process listed
 			}

@@ -1,9 +1,11 @@
 package procview
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -64,4 +66,35 @@ func TestRecordOfAnotherBootIsPruned(t *testing.T) {
 	if oc.is(Process{PID: 2000, Birth: 2001, Start: boot}) || !oc.is(Process{PID: 2000, Birth: 2000, Start: boot.Add(-time.Second)}) {
 		t.Fatal("an identity is its pid and birth, exactly")
 	}
+}
+
+// A child of the native binary under npm's node wrapper is recorded
+// under that binary, the OpenCode that started it, not under the
+// wrapper: the binary's end is what proves the child an orphan.
+func TestRunRecordsTheWrappedOpenCodeAsParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boot := time.Unix(bootTime, 0)
+		wrapped := Process{PID: 51, PPID: 50, PGID: 50, UID: ana, Birth: 51, Start: boot, Comm: "opencode", Argv: []string{"/usr/lib/node_modules/opencode-linux-x64/bin/opencode"}, Cwd: "/p"}
+		tab := newMemTable(
+			Process{PID: 50, PPID: 1, PGID: 50, UID: ana, Birth: 50, Start: boot, Comm: "node", Argv: []string{"node", "/usr/lib/node_modules/opencode-ai/bin/opencode"}, Cwd: "/p"},
+			wrapped,
+			Process{PID: 52, PPID: 51, PGID: 50, UID: ana, Birth: 52, Start: boot, Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
+		)
+		v := newView(t, tab, 50, simpleServers())
+		rec := Record{Dir: filepath.Join(t.TempDir(), "processes")}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- v.Run(ctx, nil, Options{Record: &rec}) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		must(t, <-done)
+		all, err := rec.Load()
+		if err != nil || len(all) != 1 || len(all[0].Seen) != 1 {
+			t.Fatalf("record %+v, %v", all, err)
+		}
+		if x := all[0].Seen[0]; x.PID != 52 || x.Server != "a" || !x.Parent.is(wrapped) {
+			t.Fatalf("recorded %+v, want pid 52 serving a under %+v", x, IdentOf(wrapped))
+		}
+	})
 }

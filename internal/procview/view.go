@@ -77,10 +77,9 @@ func (c Child) ident() ident { return ident{c.PID, c.Birth} }
 type Snapshot struct {
 	// At is when the scan ran.
 	At time.Time
-	// OpenCode is the watched process, and Gone says it exited (or its
-	// pid now belongs to another process): nothing else is then known.
-	OpenCode Child
-	Gone     bool
+	// Gone says the watched OpenCode exited (or its pid now belongs to
+	// another process): nothing else is then known.
+	Gone bool
 	// Servers holds the live children serving each configured server,
 	// oldest first. A server with none is absent. Two or more mean
 	// duplicates, except for servers configured alike (see Alike).
@@ -92,12 +91,10 @@ type Snapshot struct {
 
 	live  map[ident]bool
 	alike map[Key][]Key
-	gen   uint64
+	// gen numbers the view's snapshots: a scan that saw nothing new
+	// returns the last snapshot again, with the same gen.
+	gen uint64
 }
-
-// Gen numbers the view's snapshots: a scan that saw nothing new returns
-// the last snapshot again, with the same Gen.
-func (s Snapshot) Gen() uint64 { return s.gen }
 
 // Child returns the live child serving k, the newest if several do.
 func (s Snapshot) Child(k Key) (Child, bool) {
@@ -147,69 +144,28 @@ func (s Snapshot) Duplicates() []Duplicate {
 	return out
 }
 
-// EventKind says what happened to a child.
-type EventKind int
-
-const (
-	// Started: a child serving Key appeared.
-	Started EventKind = iota + 1
-	// Exited: the child serving Key exited (or is a zombie).
-	Exited
-	// OpenCodeExited: the watched OpenCode is gone; its children are not
-	// reported one by one.
-	OpenCodeExited
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case Started:
-		return "started"
-	case Exited:
-		return "exited"
-	case OpenCodeExited:
-		return "opencode-exited"
-	}
-	return fmt.Sprintf("EventKind(%d)", int(k))
-}
-
-// Event is a difference between two snapshots.
-type Event struct {
-	Kind EventKind
-	// Key is the server; for servers configured alike, one event per key.
-	Key Key
-	// Child is the process.
-	Child Child
-	// After and At bound when it happened: after the earlier scan, by
-	// the later one.
-	After, At time.Time
-}
-
-// Diff lists what changed from prev to next: children serving a server
-// that exited, children that started, OpenCode exiting. A child that
-// lives on but serves another server after a config change is no event.
-func Diff(prev, next Snapshot) []Event {
+// changes calls fn with each child serving a server that exited from
+// prev to next, then with each that started; nothing once OpenCode is gone
+// (its children are not reported one by one). A child that lives on but
+// serves another server after a config change is neither.
+func changes(prev, next Snapshot, fn func(started bool, k Key, c Child)) {
 	if next.Gone {
-		if prev.Gone {
-			return nil
-		}
-		return []Event{{Kind: OpenCodeExited, Child: next.OpenCode, After: prev.At, At: next.At}}
+		return
 	}
-	var out []Event
 	for _, k := range sortedKeys(prev.Servers) {
 		for _, c := range prev.Servers[k] {
 			if !next.live[c.ident()] {
-				out = append(out, Event{Kind: Exited, Key: k, Child: c, After: prev.At, At: next.At})
+				fn(false, k, c)
 			}
 		}
 	}
 	for _, k := range sortedKeys(next.Servers) {
 		for _, c := range next.Servers[k] {
 			if !prev.live[c.ident()] {
-				out = append(out, Event{Kind: Started, Key: k, Child: c, After: prev.At, At: next.At})
+				fn(true, k, c)
 			}
 		}
 	}
-	return out
 }
 
 func sortedKeys[V any](m map[Key]V) []Key { return slices.SortedFunc(maps.Keys(m), Key.Compare) }
@@ -242,7 +198,7 @@ type View struct {
 	// scans (no set of listed pids is built per scan).
 	scans uint64
 	last  *Snapshot
-	// snaps counts the snapshots made (Snapshot.Gen).
+	// snaps counts the snapshots made (Snapshot.gen).
 	snaps uint64
 
 	// What Run keeps: the handler and the generation of its servers
@@ -340,8 +296,10 @@ func (v *View) SetServers(servers []LocalServer) {
 	v.changed = true
 }
 
-// Scan reads OpenCode's children and returns what serves what.
+// Scan reads OpenCode's children and returns what serves what, under
+// the servers Run's handler lists now (or those SetServers gave).
 func (v *View) Scan() (Snapshot, error) {
+	v.sync()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := time.Now()
@@ -355,7 +313,7 @@ func (v *View) Scan() (Snapshot, error) {
 		// The known children stay: the record's last save reads what
 		// ran below each.
 		v.dead, v.wrapped, v.exited = map[int]uint64{}, map[int]bool{}, map[ident]time.Time{}
-		s := &Snapshot{At: now, OpenCode: childOf(v.root), Gone: true}
+		s := &Snapshot{At: now, Gone: true}
 		v.last = s
 		return *s, nil
 	}
@@ -475,7 +433,7 @@ func (v *View) Scan() (Snapshot, error) {
 // snapshot assigns every known child under the current servers.
 func (v *View) snapshot(now time.Time) *Snapshot {
 	v.snaps++
-	s := &Snapshot{At: now, OpenCode: childOf(v.root), Servers: map[Key][]Child{},
+	s := &Snapshot{At: now, Servers: map[Key][]Child{},
 		live: make(map[ident]bool, len(v.known)), alike: map[Key][]Key{}, gen: v.snaps}
 	kids := slices.SortedFunc(maps.Values(v.known), func(a, b *known) int {
 		return cmp.Or(cmp.Compare(a.p.Birth, b.p.Birth), a.p.PID-b.p.PID)
@@ -521,17 +479,9 @@ func (v *View) Exited(pid int, birth uint64, at time.Time) {
 // server configured alike), read from the process table now: a fresh
 // scan of OpenCode's children, under the handler's servers of now.
 func (v *View) Successor(dir, name string, birth uint64) bool {
-	v.sync()
 	s, err := v.Scan()
 	return err == nil && !s.Gone && slices.ContainsFunc(s.Servers[Key{dir, name}], func(c Child) bool { return c.Birth > birth })
 }
 
 // Clock reads the clock births count in (Table.Now).
 func (v *View) Clock() uint64 { return v.table.Now() }
-
-// ScanPeriod is how long to wait after a scan that took took, for a
-// period of every: stretched to 1,000 times the scan (at most a minute),
-// so a view never costs more than about 0.1 % of a core.
-func ScanPeriod(every, took time.Duration) time.Duration {
-	return max(every, min(1000*took, time.Minute))
-}
