@@ -3,16 +3,15 @@ package opencode_test
 import (
 	"context"
 	"errors"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
 // newHosts serves fakes by host name until the test ends.
@@ -257,6 +256,222 @@ func TestStreamHandshakeTimeout(t *testing.T) {
 		<-done
 		if len(drops) == 0 || connected.IsZero() || connected.Sub(start) > 7*time.Second {
 			t.Fatalf("drops %v, connected after %v: want a drop after the 5 s handshake and a connect soon after", drops, connected.Sub(start))
+		}
+	})
+}
+
+const changeHost = "127.0.0.1:4096"
+
+// changes records what a Server tells its watchers, with the (fake) time.
+type changes struct {
+	mu  sync.Mutex
+	got []opencode.Change
+	at  []time.Time
+}
+
+func (c *changes) add(ch opencode.Change, _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, ch)
+	c.at = append(c.at, time.Now())
+}
+
+func (c *changes) list() []opencode.Change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]opencode.Change(nil), c.got...)
+}
+
+func newWatchedServer(t *testing.T, hosts *fakeopencode.Hosts, password string) (*opencode.Server, *changes) {
+	t.Helper()
+	s, err := opencode.NewServer(opencode.ServerOptions{URL: "http://" + changeHost,
+		Client: opencode.Options{Password: password, Transport: hosts.Transport()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &changes{}
+	s.OnChange(c.add)
+	return s, c
+}
+
+// A refused request makes the server Gone once, whoever made it, and the
+// next answer makes it Replaced: rule 8's news reaches every watcher from
+// whichever path saw it first.
+func TestServerToldGoneOnceAndReplacedOnNextAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		hosts.Serve(changeHost, fakeopencode.New(map[string]fakeopencode.Spec{"s": {}}))
+		s, c := newWatchedServer(t, hosts, "")
+		ctx := context.Background()
+		if _, err := s.MCPStatus(ctx, "/p"); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.list(); len(got) != 0 {
+			t.Fatalf("changes before any refusal: %v", got)
+		}
+		hosts.Stop(changeHost)
+		_, _ = s.MCPStatus(ctx, "/p") // a status read is refused
+		_ = s.Connect(ctx, "/p", "s") // so is a connect
+		_, _ = s.MCPConfig(ctx, "/p") // and a config read
+		if got := c.list(); len(got) != 1 || got[0] != opencode.Gone {
+			t.Fatalf("changes after three refused requests = %v, want [gone] once", got)
+		}
+		hosts.Serve(changeHost, fakeopencode.New(map[string]fakeopencode.Spec{"s": {}}))
+		if err := s.Connect(ctx, "/p", "s"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MCPStatus(ctx, "/p"); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.list(); len(got) != 2 || got[1] != opencode.Replaced {
+			t.Fatalf("changes after OpenCode answered again = %v, want [gone replaced]", got)
+		}
+	})
+}
+
+// A 2.x service replaced within one backoff step is refused by nobody:
+// its new pid, seen by the next detection, makes it Replaced.
+func TestServerReplacedWhenThePidChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		old := fake2.New(map[string]fakeopencode.Spec{"s": {}})
+		hosts.Serve(changeHost, old)
+		s, c := newWatchedServer(t, hosts, fake2.DefaultPassword)
+		ctx := context.Background()
+		if _, _, err := s.Detect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Detect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.list(); len(got) != 0 {
+			t.Fatalf("changes while the same process answers: %v", got)
+		}
+		fresh := fake2.New(map[string]fakeopencode.Spec{"s": {}})
+		fresh.PID = old.PID + 1
+		hosts.Serve(changeHost, fresh)
+		if _, _, err := s.Detect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.list(); len(got) != 1 || got[0] != opencode.Replaced {
+			t.Fatalf("changes after the pid changed = %v, want [replaced]", got)
+		}
+	})
+}
+
+// When the event stream ends because OpenCode died, the watchers learn it
+// at once, not a backoff step (up to 30 s) later when the stream tries
+// again: a directory checked in between would read the next process.
+func TestStreamDropToldAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hosts := fakeopencode.NewHosts()
+		defer hosts.Close()
+		fake := fakeopencode.New(map[string]fakeopencode.Spec{"s": {}})
+		fake.SetHeartbeat(10 * time.Second)
+		hosts.Serve(changeHost, fake)
+		s, c := newWatchedServer(t, hosts, "")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		up := make(chan struct{}, 8)
+		go func() {
+			defer close(done)
+			_ = s.Stream(ctx, opencode.StreamOptions{OnConnect: func(opencode.Connected) { up <- struct{}{} }}, func(opencode.Event) {})
+		}()
+		<-up
+		time.Sleep(time.Minute) // a stable stream: the next backoff step is 0.5 s, the one after grows
+		stopped := time.Now()
+		hosts.Stop(changeHost)
+		synctest.Wait()
+		c.mu.Lock()
+		got, at := append([]opencode.Change(nil), c.got...), append([]time.Time(nil), c.at...)
+		c.mu.Unlock()
+		cancel()
+		<-done
+		if len(got) != 1 || got[0] != opencode.Gone || at[0].Sub(stopped) > 0 {
+			t.Fatalf("changes after OpenCode stopped = %v at %v (stopped at %v), want [gone] at once", got, at, stopped)
+		}
+	})
+}
+
+// The pacing of "not yet" belongs to one stretch of a service starting
+// (or stopping): once OpenCode is gone (nothing listens) the process that
+// comes back is another, and its first "not yet" waits one step again,
+// not the step the old one had reached.
+func TestNotYetPacingStartsAfreshAfterOpenCodeWasGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const host = "opencode.gone:4096"
+		hosts := fakeopencode.NewHosts()
+		t.Cleanup(hosts.Close)
+		hosts.Serve(host, notReady("service_stopping", "1"))
+		s, err := opencode.NewServer(opencode.ServerOptions{URL: "http://" + host, Client: opencode.Options{Password: "pw", Transport: hosts.Transport()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var wait time.Duration
+		for range 5 {
+			_, _, err := s.Detect(ctx)
+			var ok bool
+			if wait, ok = opencode.RetryAfter(err); !ok {
+				t.Fatalf("detect: %v; want not yet", err)
+			}
+			time.Sleep(wait)
+		}
+		if wait < 10*time.Second {
+			t.Fatalf("setup: the fifth wait is %v; want the pacing grown to about 16 s", wait)
+		}
+		hosts.Stop(host)
+		if _, _, err := s.Detect(ctx); !errors.Is(err, opencode.ErrRefused) {
+			t.Fatalf("with nothing listening: %v; want refused", err)
+		}
+		hosts.Serve(host, notReady("service_starting", "1"))
+		_, _, err = s.Detect(ctx)
+		if wait, ok := opencode.RetryAfter(err); !ok || wait > 1200*time.Millisecond {
+			t.Fatalf("the first not yet after OpenCode was gone: %v (wait %v); want about a second", err, wait)
+		}
+	})
+}
+
+// Rule 8: OpenCode restarts are not stream hiccups.
+// The stream re-detects the server (and so sees a new pid) only after an
+// attempt that reached nobody. A 2.x service that restarts on the same port
+// faster than the stream's first re-subscribe (about 0.5 s; a service
+// manager restarting it, `opencode service restart`, an upgrade that
+// replaces it) is never refused, never re-detected, and the new process
+// is reported as the old one: the Server tells no watcher, the daemon
+// re-reads every armed directory, and each read boots a location in the
+// new process (its whole MCP fleet) that nobody may use any more. 2.x
+// reports its pid in /api/info, so this restart can be told: the Server's
+// OnChange says Replaced (never Gone: nothing refused) before the stream
+// subscribes to the new process.
+func TestFastRestartOfV2ServiceIsARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHosts(t)
+		first := fake2.New(map[string]fakeopencode.Spec{"f": {}})
+		h.Serve(hostA, first)
+		s, _ := opencode.NewServer(opencode.ServerOptions{URL: "http://" + hostA, Client: opencode.Options{Password: fake2.DefaultPassword, Transport: h.Transport()}})
+		var rec streamRecorder
+		rec.run(t, s)
+		time.Sleep(time.Second)
+		first.Publish("/p", "session.created", map[string]any{}) // the stream delivers events for a while
+		time.Sleep(time.Second)
+
+		// The service restarts: a new process (new pid) on the same port,
+		// up again before the stream's first retry.
+		second := fake2.New(map[string]fakeopencode.Spec{"f": {}})
+		second.SetPID(fake2.DefaultPID + 1)
+		h.Serve(hostA, second)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		connects, _ := rec.snapshot()
+		if len(connects) != 2 {
+			t.Fatalf("connects = %+v, want 2", connects)
+		}
+		if got, want := rec.timeline(), "connect replaced connect"; got != want {
+			t.Errorf("re-subscribe to a new 2.x process (pid %d, was %d): told %q, want %q", fake2.DefaultPID+1, fake2.DefaultPID, got, want)
 		}
 	})
 }

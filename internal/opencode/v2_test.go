@@ -3,6 +3,9 @@ package opencode_test
 import (
 	"context"
 	"errors"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,10 +15,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 )
 
 // A GET /api/mcp answer in the shape docs/opencode.md#mcp-status-and-pending-2x describes.
@@ -466,6 +465,154 @@ func FuzzParseConfigV2(f *testing.F) {
 		cfg, err := opencode.ParseConfigV2(b)
 		if (err == nil) == (cfg == nil) {
 			t.Fatalf("cfg %v with err %v", cfg, err)
+		}
+	})
+}
+
+// Rule 8 says that from the moment OpenCode refuses connections
+// every directory is forgotten; the engine learns it from ErrRefused on a
+// status read or connect (engine.unreadable, finishConnect). The 2.x
+// client's send never marks a refused dial, so on OpenCode 2.x a service
+// that went away is only "unavailable": the engine keeps every directory
+// and its next idle read re-boots each location in the restarted service,
+// spawning MCP fleets nobody uses.
+func TestV2CallsReportRefused(t *testing.T) {
+	closed := closedAddr(t)
+	ctx := context.Background()
+	c, err := opencode.NewV2("http://"+closed, opencode.Options{Password: "pw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errStatus := c.MCPStatus(ctx, "/d")
+	_, errConfig := c.MCPConfig(ctx, "/d")
+	_, errInfo := c.Info(ctx)
+	for call, err := range map[string]error{
+		"status": errStatus, "config": errConfig, "info": errInfo,
+		"connect": c.Connect(ctx, "/d", "s"),
+	} {
+		if !errors.Is(err, opencode.ErrUnavailable) {
+			t.Errorf("2.x %s: err = %v, want ErrUnavailable", call, err)
+		}
+		if !errors.Is(err, opencode.ErrRefused) {
+			t.Errorf("2.x %s: errors.Is(ErrRefused) = false for a refused dial (%v)", call, err)
+		}
+	}
+}
+
+// The same through opencode.Server, which is what the daemon's engine
+// calls: a 2.x server detected, then gone (its port closed).
+func TestServerV2StatusAfterServiceGoneIsRefused(t *testing.T) {
+	fake := fake2.New(map[string]fake2.Spec{"a": {}})
+	srv := httptest.NewServer(fake)
+	s, err := opencode.NewServer(opencode.ServerOptions{URL: srv.URL, Client: opencode.Options{Password: fake2.DefaultPassword}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen, _, err := s.Detect(context.Background()); err != nil || gen != opencode.V2 {
+		t.Fatalf("detect: %v %v", gen, err)
+	}
+	srv.Close()
+	_, err = s.MCPStatus(context.Background(), "/d")
+	if !errors.Is(err, opencode.ErrRefused) {
+		t.Errorf("2.x status read after the service went away: errors.Is(ErrRefused) = false (%v); the engine keeps every directory armed", err)
+	}
+}
+
+// Booted locations are listed without booting one; where the server has
+// no such list, known is false and nothing is asked.
+func TestLocationBooted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		server := func(fake *fake2.Server) *opencode.Server {
+			tr, stop := fake.Serve()
+			t.Cleanup(stop)
+			s, err := opencode.NewServer(opencode.ServerOptions{URL: fake2.URL, Client: opencode.Options{Transport: tr, Password: fake2.DefaultPassword}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		booted := func(s *opencode.Server, dir string) (booted, known bool, err error) {
+			dirs, known, err := s.BootedLocations(ctx)
+			return opencode.LocationListed(dirs, dir), known, err
+		}
+		fake := fake2.New(map[string]fake2.Spec{"a": {}})
+		s := server(fake)
+		if booted, known, err := booted(s, "/p"); booted || !known || err != nil {
+			t.Fatalf("before any read: %v %v %v", booted, known, err)
+		}
+		if len(fake.Instances()) != 0 {
+			t.Fatalf("asking booted %v", fake.Instances())
+		}
+		_, _ = s.MCPStatus(ctx, "/p")
+		if booted, known, err := booted(s, "/p/"); !booted || !known || err != nil {
+			t.Fatalf("after a read: %v %v %v", booted, known, err)
+		}
+		fake.Shutdown("/p")
+		if booted, _, _ := booted(s, "/p"); booted {
+			t.Fatal("booted after a disposal")
+		}
+
+		// A server without the list (404, no OpenCode tag): not known,
+		// and not asked again within its backoff step.
+		asked := 0
+		tr, stop := fakeopencode.ServeHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			asked++
+			w.WriteHeader(http.StatusNotFound)
+		}))
+		t.Cleanup(stop)
+		noList, err := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if dirs, known, err := noList.BootedLocations(ctx); dirs != nil || known || err != nil {
+				t.Fatalf("a server without the list: %v %v %v", dirs, known, err)
+			}
+		}
+		if asked != 1 {
+			t.Errorf("a server without the list was asked %d times, want once", asked)
+		}
+	})
+}
+
+// An empty answer is read once more after a short delay (right after a
+// boot it may not be final), but a directory that really has no server
+// costs one read per check after that.
+func TestEmptyStatusIsReadAgainOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := fake2.New(nil)
+		tr, stop := fake.Serve()
+		t.Cleanup(stop)
+		c, err := opencode.NewV2(fake2.URL, opencode.Options{Transport: tr, Password: fake2.DefaultPassword})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		fake.SetStatusOverride(func(dir string) (int, string, bool) {
+			calls++
+			if calls == 1 {
+				return 200, `{"location":{"directory":"/p","project":{"id":"x","directory":"/p"}},"data":[]}`, false
+			}
+			return 200, `{"location":{"directory":"/p","project":{"id":"x","directory":"/p"}},"data":[{"name":"a","status":{"status":"pending"}}]}`, false
+		})
+		ctx := context.Background()
+		start := time.Now()
+		st, err := c.MCPStatus(ctx, "/p")
+		if err != nil || st["a"].Status != "pending" || time.Since(start) != opencode.EmptyRereadDelay {
+			t.Fatalf("status %v, %v after %v; want the second read's, %v later", st, err, time.Since(start), opencode.EmptyRereadDelay)
+		}
+		fake.SetStatusOverride(func(string) (int, string, bool) {
+			return 200, `{"location":{"directory":"/q","project":{"id":"x","directory":"/q"}},"data":[]}`, false
+		})
+		fake.ResetRequests()
+		for range 3 {
+			if st, err := c.MCPStatus(ctx, "/q"); err != nil || len(st) != 0 {
+				t.Fatalf("empty directory: %v %v", st, err)
+			}
+		}
+		if n := fake.Count(fake2.RouteMCP, "/q", ""); n != 4 {
+			t.Errorf("reads of an empty directory = %d, want 4 (the first re-read once)", n)
 		}
 	})
 }

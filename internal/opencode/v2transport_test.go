@@ -3,14 +3,14 @@ package opencode
 import (
 	"context"
 	"errors"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 )
 
 const descHost = "opencode.desc:4096"
@@ -99,4 +99,18 @@ func TestStatusRouteThatAnswered404ComesBack(t *testing.T) {
 			t.Errorf("capability after: %+v", c)
 		}
 	})
+}
+
+// The query of a read is the one url.Values would encode, byte for byte,
+// for every directory name: spaces, unicode, slashes, '+', '&', '#', '%',
+// a NUL, invalid UTF-8; 2.x's bracketed key escaped as before.
+func TestQueriesAreEncodedAsURLValuesEncodesThem(t *testing.T) {
+	for _, dir := range []string{"/p/my project", "/p/ünï cødé/日本", "/p/a+b&c=d#e%f?g", "/p/\x00nul", "/p/\xff\xfe", "/p/a/b/", ""} {
+		if got, want := dirQuery(dir), (url.Values{"directory": {dir}}).Encode(); got != want {
+			t.Errorf("dirQuery(%q) = %q, want %q", dir, got, want)
+		}
+		if got, want := locQuery(dir), (url.Values{locationParam: {dir}}).Encode(); got != want {
+			t.Errorf("locQuery(%q) = %q, want %q", dir, got, want)
+		}
+	}
 }
