@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/user"
@@ -176,9 +177,10 @@ func expandHome(p string) (string, error) {
 	return filepath.Join(home, rest), nil
 }
 
-// checkServiceConfig reads the config file as watch will (unknown keys, a
-// password in a file others can read), so install does not start a
-// service that can only fail.
+// checkServiceConfig reads the config file as watch will (unknown keys,
+// its [[opencode]] tables and their password files, a password in a file
+// others can read or for no server, a server listed twice), so install
+// does not start a service that can only fail.
 func checkServiceConfig(path string) error {
 	var f watchFlags
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
@@ -189,20 +191,8 @@ func checkServiceConfig(path string) error {
 	if err := f.loadFile(fs, path != ""); err != nil {
 		return err
 	}
-	// The [[opencode]] tables and their password files, as watch will read
-	// them at every start.
-	entries, err := f.file.servers()
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.PasswordFile != "" {
-			if _, err := readPasswordFile(e.PasswordFile); err != nil {
-				return err
-			}
-		}
-	}
-	return f.passwordForNoServer(fs, entries)
+	_, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	return err
 }
 
 // shellOnlySettings names settings made in this shell's environment that
