@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,27 +72,21 @@ func (m *Manager) Install(ctx context.Context, spec Spec, version string, now ti
 		return fmt.Errorf("service: %w", err)
 	}
 	again := prev != nil || err == nil
-	created := map[string]bool{}
-	if prev != nil {
-		for _, d := range prev.Dirs {
-			created[d] = true
-		}
-	}
 	var mkdirs []string
-	for _, dir := range []string{filepath.Dir(path), filepath.Dir(mfPath)} {
-		for _, d := range missingDirs(dir) {
-			if !created[d] {
-				created[d] = true
-				mkdirs = append(mkdirs, d)
-			}
+	for _, d := range slices.Concat(missingDirs(filepath.Dir(path)), missingDirs(filepath.Dir(mfPath))) {
+		if !slices.Contains(mkdirs, d) {
+			mkdirs = append(mkdirs, d)
 		}
 	}
-	// systemctl enable makes it.
-	for _, d := range missingDirs(filepath.Join(filepath.Dir(path), "default.target.wants")) {
-		created[d] = true
+	// systemctl enable makes the wants directory; removed with the
+	// others when empty, and those a previous install created.
+	dirs := slices.Concat(mkdirs, missingDirs(filepath.Join(filepath.Dir(path), "default.target.wants")))
+	if prev != nil {
+		dirs = append(dirs, prev.Dirs...)
 	}
+	slices.Sort(dirs)
 	mf, err := json.MarshalIndent(Manifest{Binary: spec.Binary, Config: spec.Config, SHA256: sha256Hex(unit),
-		Dirs: slices.Sorted(maps.Keys(created)), Installed: now.UTC().Truncate(time.Second), Version: version}, "", "  ")
+		Dirs: slices.Compact(dirs), Installed: now.UTC().Truncate(time.Second), Version: version}, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -17,14 +17,14 @@ import (
 	"time"
 )
 
-// fakeRunner records commands and answers from a table.
-type fakeRunner struct {
+// fakeSystemctl is Env.Run: it records commands and answers from a table.
+type fakeSystemctl struct {
 	calls [][]string
 	// answer returns the output and error for a command.
 	answer func(argv []string) ([]byte, error)
 }
 
-func (f *fakeRunner) Run(_ context.Context, argv []string) ([]byte, error) {
+func (f *fakeSystemctl) Run(_ context.Context, argv []string) ([]byte, error) {
 	f.calls = append(f.calls, argv)
 	if f.answer != nil {
 		return f.answer(argv)
@@ -32,7 +32,7 @@ func (f *fakeRunner) Run(_ context.Context, argv []string) ([]byte, error) {
 	return nil, nil
 }
 
-func (f *fakeRunner) joined() []string {
+func (f *fakeSystemctl) joined() []string {
 	var out []string
 	for _, c := range f.calls {
 		out = append(out, strings.Join(c, " "))
@@ -41,13 +41,13 @@ func (f *fakeRunner) joined() []string {
 }
 
 // testEnv is a hermetic Linux home with XDG variables pointing into it.
-func testEnv(t *testing.T, vars map[string]string) (Env, *fakeRunner) {
+func testEnv(t *testing.T, vars map[string]string) (Env, *fakeSystemctl) {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	if err := os.Mkdir(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r := &fakeRunner{}
+	r := &fakeSystemctl{}
 	// No unit for every user unless a test puts one there: the machine's
 	// own /usr/lib/systemd/user stays out of it.
 	system := []string{filepath.Join(filepath.Dir(home), "etc-systemd-user"), filepath.Join(filepath.Dir(home), "usr-lib-systemd-user")}
