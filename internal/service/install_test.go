@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -37,5 +38,20 @@ func TestUninstallKeepsAUnitTheUserReplaced(t *testing.T) {
 	b, err := os.ReadFile(m.Path())
 	if err != nil || !bytes.Equal(b, mine) {
 		t.Fatalf("uninstall removed the user's own unit (no marker, not the manifest's hash): %v\n%s", err, out.String())
+	}
+}
+
+// A directory a previous install created, removed since by the user
+// (with the unit in it), is made again by the next install.
+func TestReinstallMakesAgainTheDirectoriesTheUserRemoved(t *testing.T) {
+	env, _ := testEnv(t, nil)
+	m := mustNew(t, env)
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	if err := os.RemoveAll(filepath.Join(env.Home, ".config", "systemd")); err != nil {
+		t.Fatal(err)
+	}
+	install(t, m, Spec{Binary: "/usr/bin/mcp-reconnect"})
+	if _, err := os.Stat(m.Path()); err != nil {
+		t.Fatal(err)
 	}
 }
