@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/user"
@@ -50,12 +51,7 @@ $XDG_STATE_HOME/mcp-reconnect/service-install.json), after stopping it.`,
 
 // serviceManager is this system's service.Manager (an error off Linux).
 func serviceManager() (*service.Manager, error) {
-	env, err := service.FromOS(runtime.GOOS)
-	if err != nil {
-		return nil, err
-	}
-	env.SystemUnitDirs = systemUnitDirs
-	return service.New(env)
+	return service.New(service.Env{GOOS: runtime.GOOS, SystemUnitDirs: systemUnitDirs})
 }
 
 // systemUnitDirs are where systemd finds user units for every user (the
@@ -132,34 +128,27 @@ write and the commands it would run, and changes nothing.`,
 			if err := checkServiceConfig(spec.Config); err != nil {
 				return fmt.Errorf("the service would fail to start: %w", err)
 			}
-			if warning, err := m.CheckEnvFile(); err != nil {
-				return err
+			if warning, err := service.CheckEnvFileAt(m.EnvFile()); err != nil {
+				return fmt.Errorf("service: %w", err)
 			} else if warning != "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), "note:", warning)
 			}
-			pl, err := m.Plan(spec, versionString(), time.Now())
-			if err != nil {
-				return err
-			}
-			for _, w := range shellOnlySettings(m) {
-				fmt.Fprintln(cmd.ErrOrStderr(), "note:", w)
+			if names := shellOnlySettings(); names != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s set in this shell; the service does not see this shell's environment: put such settings in the config file or %s\n", names, m.EnvFile())
 			}
 			if su := m.SystemUnit(); su != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: the mcp-reconnect package installed %s for every user; the unit install writes takes its place for you (service uninstall gives it back), so one daemon runs either way\n", su)
 			}
+			if err := m.Install(cmd.Context(), spec, versionString(), time.Now(), out, dryRun); err != nil {
+				return err
+			}
 			if dryRun {
-				if err := pl.Print(out); err != nil {
-					return err
-				}
 				fmt.Fprintln(out, "dry run: nothing was changed")
 				return nil
 			}
-			if err := m.Install(cmd.Context(), pl, out); err != nil {
-				return err
-			}
 			fmt.Fprintf(out, "installed and started: %s\n", m.Describe())
-			fmt.Fprintf(out, "logs: %s\n", m.Logs())
-			fmt.Fprintf(out, "secrets: %s\n", m.SecretsHint())
+			fmt.Fprintf(out, "logs: %s\n", service.Logs)
+			fmt.Fprintf(out, "secrets: a password goes in the config file (key password, chmod 600) or in %s as OPENCODE_SERVER_PASSWORD=… (chmod 600); the OpenCode 2 service needs none (watch reads its service.json)\n", m.EnvFile())
 			if h := lingerHint(); h != "" {
 				fmt.Fprintln(out, h)
 			}
@@ -188,9 +177,10 @@ func expandHome(p string) (string, error) {
 	return filepath.Join(home, rest), nil
 }
 
-// checkServiceConfig reads the config file as watch will (unknown keys, a
-// password in a file others can read), so install does not start a
-// service that can only fail.
+// checkServiceConfig reads the config file as watch will (unknown keys,
+// its [[opencode]] tables and their password files, a password in a file
+// others can read or for no server, a server listed twice), so install
+// does not start a service that can only fail.
 func checkServiceConfig(path string) error {
 	var f watchFlags
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
@@ -201,40 +191,22 @@ func checkServiceConfig(path string) error {
 	if err := f.loadFile(fs, path != ""); err != nil {
 		return err
 	}
-	// The [[opencode]] tables and their password files, as watch will read
-	// them at every start.
-	entries, err := f.file.servers()
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.PasswordFile != "" {
-			if _, err := readPasswordFile(e.PasswordFile); err != nil {
-				return err
-			}
-		}
-	}
-	return f.passwordForNoServer(fs, entries)
+	_, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	return err
 }
 
 // shellOnlySettings names settings made in this shell's environment that
-// the service will not see (names only, never values).
-func shellOnlySettings(m *service.Manager) []string {
+// the service will not see (names only, never values), "" when none.
+func shellOnlySettings() string {
 	var names []string
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
-		if v == "" || k == envName("config") {
-			continue
-		}
-		if strings.HasPrefix(k, "MCP_RECONNECT_") || k == "OPENCODE_URL" || k == "OPENCODE_SERVER_USERNAME" || k == "OPENCODE_SERVER_PASSWORD" {
+		if v != "" && k != envName("config") && (strings.HasPrefix(k, "MCP_RECONNECT_") || k == "OPENCODE_URL" || k == "OPENCODE_SERVER_USERNAME" || k == "OPENCODE_SERVER_PASSWORD") {
 			names = append(names, "$"+k)
 		}
 	}
-	if len(names) == 0 {
-		return nil
-	}
 	slices.Sort(names)
-	return []string{fmt.Sprintf("%s set in this shell; the service does not see this shell's environment: put such settings in the config file or %s", strings.Join(names, ", "), m.EnvFile())}
+	return strings.Join(names, ", ")
 }
 
 // lingerHint tells a user whose systemd stops their services at logout

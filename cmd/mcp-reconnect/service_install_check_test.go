@@ -39,3 +39,17 @@ func TestServiceInstallChecksServerTables(t *testing.T) {
 		t.Fatalf("install accepted an [[opencode]] table watch refuses: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// What watch refuses of the servers the config file names, install
+// refuses first: here a password sent over plain http to another host.
+func TestServiceInstallRefusesWhatWatchRefusesOfTheServers(t *testing.T) {
+	home := serviceHome(t)
+	cfg := filepath.Join(home, "c.toml")
+	if err := os.WriteFile(cfg, []byte("url = \"http://10.1.2.3:4096\"\npassword = \"hunter2\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "plain http to another host") || strings.Contains(out+errOut, "hunter2") {
+		t.Fatalf("install accepted a config watch refuses at every start: exit %d\n%s%s", code, out, errOut)
+	}
+}

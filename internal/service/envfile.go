@@ -79,17 +79,6 @@ func holdsPassword(r io.Reader) (string, error) {
 	return "", sc.Err()
 }
 
-// CheckEnvFile checks the environment file the systemd unit hands the
-// daemon (CheckEnvFileAt): an error refuses it, a warning is for the
-// user.
-func (m *Manager) CheckEnvFile() (warning string, err error) {
-	warning, err = CheckEnvFileAt(m.EnvFile())
-	if err != nil {
-		return "", fmt.Errorf("service: %w", err)
-	}
-	return warning, nil
-}
-
 // envFileState is the environment file as status shows it: "absent",
 // "private", or what is wrong with it.
 func envFileState(p string) string {

@@ -4,19 +4,21 @@
 // Uninstall removes exactly that and nothing else, and Status compares
 // what is installed with what Install would write now.
 //
-// Rendering and the command lists are plain functions of an Env; only a
-// Runner touches the service manager. Other systems, macOS among them,
-// get an error that says how to run the daemon there (New): a service of
-// theirs is built when a test on such a system runs it.
+// Rendering is a plain function of an Env; only Env.Run touches systemd.
+// Other systems, macOS among them, get an error that says how to run the
+// daemon there (New): a service of theirs is built when a test on such a
+// system runs it.
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -24,12 +26,14 @@ import (
 type Env struct {
 	// GOOS is the system: "linux" (systemd) or another, refused.
 	GOOS string
-	// Home is the user's home directory.
+	// Home is the user's home directory; "" is this process's.
 	Home string
-	// Getenv reads the environment (XDG_CONFIG_HOME, XDG_STATE_HOME).
+	// Getenv reads the environment (XDG_CONFIG_HOME, XDG_STATE_HOME); nil
+	// is os.Getenv.
 	Getenv func(string) string
-	// Runner runs systemctl.
-	Runner Runner
+	// Run runs systemctl and returns its combined output; nil runs it
+	// from $PATH, for at most a minute.
+	Run func(ctx context.Context, argv []string) ([]byte, error)
 	// SystemUnitDirs are the directories where systemd finds user units
 	// installed for every user (PackageUnitDir, where the .deb and .rpm
 	// put theirs, among them), in systemd's order; nil means
@@ -42,15 +46,6 @@ type Env struct {
 // Path"), beneath each user's own ~/.config/systemd/user.
 var DefaultSystemUnitDirs = []string{"/etc/systemd/user", "/usr/local/lib/systemd/user", PackageUnitDir}
 
-// FromOS is the Env of this process.
-func FromOS(goos string) (Env, error) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return Env{}, fmt.Errorf("service: %w (set HOME)", err)
-	}
-	return Env{GOOS: goos, Home: home, Getenv: os.Getenv, Runner: ExecRunner{}}, nil
-}
-
 // xdg returns $name when it is an absolute path (the XDG spec ignores a
 // relative one), else def.
 func (e Env) xdg(name, def string) string {
@@ -58,34 +53,6 @@ func (e Env) xdg(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// pinnedEnv is the part of the installing user's environment the service
-// must see too, or it would read another config file and register in
-// another registry than the CLI reads: XDG_CONFIG_HOME and XDG_STATE_HOME
-// when set. Never anything secret.
-func (e Env) pinnedEnv() [][2]string {
-	var out [][2]string
-	for _, k := range []string{"XDG_CONFIG_HOME", "XDG_STATE_HOME"} {
-		if v := e.xdg(k, ""); v != "" {
-			out = append(out, [2]string{k, v})
-		}
-	}
-	return out
-}
-
-// plainPaths is plainText for the paths a unit names and the
-// pinned environment it sets.
-func (e Env) plainPaths(paths ...string) error {
-	if err := plainText(paths...); err != nil {
-		return err
-	}
-	for _, kv := range e.pinnedEnv() {
-		if err := plainText(kv[1]); err != nil {
-			return fmt.Errorf("$%s: %w", kv[0], err)
-		}
-	}
-	return nil
 }
 
 // Spec is what the service runs.
@@ -131,68 +98,56 @@ func plainText(vs ...string) error {
 	return nil
 }
 
-// File is one file Install writes.
-type File struct {
-	Path    string
-	Mode    fs.FileMode
-	Content []byte
-}
-
-// Running is what the service manager says about the service.
-type Running struct {
-	// Active is true while the service's process runs.
-	Active bool `json:"active"`
-	// State is the manager's word for it ("active (running)",
-	// "inactive (dead)", "not loaded").
-	State string `json:"state"`
-	// PID is the service's main process, 0 when none.
-	PID int `json:"pid,omitempty"`
-	// Restarts counts restarts the manager made, -1 when unknown.
-	Restarts int `json:"restarts"`
-	// Enabled says whether it starts at login, "" when unknown.
-	Enabled string `json:"enabled,omitempty"`
-}
-
 // Manager installs, removes and inspects the service.
-type Manager struct {
-	env Env
-	p   systemd
-}
-
-// platform is the manifest's and the report's name for the service
-// manager.
-const platform = "systemd"
+type Manager struct{ env Env }
 
 // New returns the Manager, on Linux; on any other env.GOOS an error that
 // says how to keep the daemon on there instead.
 func New(env Env) (*Manager, error) {
-	if env.Getenv == nil {
-		env.Getenv = func(string) string { return "" }
+	if env.GOOS != "linux" {
+		system, how := env.GOOS, "your own service manager"
+		if system == "darwin" {
+			system, how = "macOS", "a launchd agent or login item of your own (or `brew services start mcp-reconnect` when Homebrew installed it)"
+		}
+		return nil, fmt.Errorf("service: supported on Linux with systemd only, not on %s: run `mcp-reconnect watch` from %s: %w", system, how, errors.ErrUnsupported)
 	}
-	if env.Runner == nil {
-		env.Runner = ExecRunner{}
+	if env.Home == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("service: %w (set HOME)", err)
+		}
+		env.Home = home
 	}
 	if !filepath.IsAbs(env.Home) {
 		return nil, fmt.Errorf("service: home directory %q is not an absolute path", env.Home)
 	}
-	if env.GOOS == "linux" {
-		return &Manager{env: env, p: systemd{env: env}}, nil
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
 	}
-	system, how := env.GOOS, "your own service manager"
-	if system == "darwin" {
-		system, how = "macOS", "a launchd agent or login item of your own (or `brew services start mcp-reconnect` when Homebrew installed it)"
+	if env.Run == nil {
+		env.Run = func(ctx context.Context, argv []string) ([]byte, error) {
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			return exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+		}
 	}
-	return nil, fmt.Errorf("service: supported on Linux with systemd only, not on %s: run `mcp-reconnect watch` from %s: %w", system, how, errors.ErrUnsupported)
+	return &Manager{env: env}, nil
+}
+
+func (m *Manager) configHome() string {
+	return m.env.xdg("XDG_CONFIG_HOME", filepath.Join(m.env.Home, ".config"))
+}
+
+// Path is the unit install writes.
+func (m *Manager) Path() string {
+	return filepath.Join(m.configHome(), "systemd", "user", UnitName)
 }
 
 // Describe names the service for people.
-func (m *Manager) Describe() string { return m.p.describe() }
+func (m *Manager) Describe() string { return "systemd user unit " + m.Path() }
 
 // Logs says where the service logs.
-func (m *Manager) Logs() string { return m.p.logs() }
-
-// SecretsHint says where a password for the service goes.
-func (m *Manager) SecretsHint() string { return m.p.secretsHint() }
+const Logs = "the journal: journalctl --user -u " + UnitName
 
 // ManifestPath is where install records what it wrote:
 // $XDG_STATE_HOME/mcp-reconnect/service-install.json (the state directory
@@ -202,11 +157,27 @@ func (m *Manager) ManifestPath() string {
 	return filepath.Join(state, "mcp-reconnect", "service-install.json")
 }
 
-// SystemUnit is the unit of the service's name installed for every user
-// (by the .deb or .rpm), "" when none. The unit install writes takes its
-// place for this user.
-func (m *Manager) SystemUnit() string { return m.p.systemUnit() }
+// EnvFile is the optional environment file the unit reads when it exists
+// ("-" prefix): the place for OPENCODE_SERVER_PASSWORD, chmod 600.
+// Install never creates it.
+func (m *Manager) EnvFile() string {
+	return filepath.Join(m.configHome(), "mcp-reconnect", "env")
+}
 
-// EnvFile is the optional environment file the unit reads
-// (OPENCODE_SERVER_PASSWORD and the like).
-func (m *Manager) EnvFile() string { return m.p.envFile() }
+// SystemUnit is the unit of the service's name installed for every user
+// (by the .deb or .rpm), "" when none: the first in SystemUnitDirs, as
+// systemd searches them. The unit install writes takes its place for this
+// user.
+func (m *Manager) SystemUnit() string {
+	dirs := m.env.SystemUnitDirs
+	if dirs == nil {
+		dirs = DefaultSystemUnitDirs
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, UnitName)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}

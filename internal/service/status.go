@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 )
 
 // Report is what Status found.
 type Report struct {
-	// Platform is "systemd"; Path the unit.
-	Platform string `json:"platform"`
-	Path     string `json:"path"`
+	// Path is the unit.
+	Path string `json:"path"`
 	// Installed is true when the service file (Path) exists.
 	Installed bool `json:"installed"`
 	// SystemUnit is a unit of the service's name installed for every user
@@ -40,10 +38,25 @@ type Report struct {
 	EnvFileState string `json:"env_file_state,omitempty"`
 }
 
+// Running is what systemd says about the service.
+type Running struct {
+	// Active is true while the service's process runs.
+	Active bool `json:"active"`
+	// State is systemd's word for it ("active (running)",
+	// "inactive (dead)", "not loaded").
+	State string `json:"state"`
+	// PID is the service's main process, 0 when none.
+	PID int `json:"pid,omitempty"`
+	// Restarts counts restarts systemd made, -1 when unknown.
+	Restarts int `json:"restarts"`
+	// Enabled says whether it starts at login, "" when unknown.
+	Enabled string `json:"enabled,omitempty"`
+}
+
 // Status inspects the service: the file against what install would write
 // now for binary (the config file as installed), and the manager.
 func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
-	r := Report{Platform: platform, Path: m.p.path(), Logs: m.p.logs()}
+	r := Report{Path: m.Path(), Logs: Logs, SystemUnit: m.SystemUnit(), EnvFile: m.EnvFile()}
 	mf, err := m.readManifest()
 	if err != nil {
 		return r, err
@@ -60,15 +73,15 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 		if mf != nil {
 			spec.Config = mf.Config
 		}
-		want, err := m.p.render(spec)
+		want, err := m.render(spec)
 		switch {
 		case err != nil:
 			r.Differs = err.Error()
-		case bytes.Equal(b, want.Content):
+		case bytes.Equal(b, want):
 			r.Current = true
 		case !bytes.Contains(b, []byte(Marker)):
 			r.Differs = "it was not written by `mcp-reconnect service install`"
-		case mf != nil && !hashIs(b, mf, r.Path):
+		case mf != nil && mf.SHA256 != sha256Hex(b):
 			r.Differs = "it was edited since install"
 		case mf != nil && mf.Binary != binary:
 			r.Differs = fmt.Sprintf("it runs %s, this is %s", mf.Binary, binary)
@@ -76,19 +89,13 @@ func (m *Manager) Status(ctx context.Context, binary string) (Report, error) {
 			r.Differs = "its settings are not what install would write now (the environment changed, or another version wrote it)"
 		}
 	}
-	r.SystemUnit = m.SystemUnit()
-	r.EnvFile = m.EnvFile()
 	r.EnvFileState = envFileState(r.EnvFile)
-	run, err := m.p.running(ctx, m.env.Runner)
+	out, err := m.env.Run(ctx, []string{"systemctl", "--user", "show", UnitName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"})
 	if err != nil {
-		r.RunningError = err.Error()
+		r.RunningError = fmt.Sprintf("systemctl --user show %s: %v%s", UnitName, err, indentOutput(out))
 	} else {
+		run := parseSystemdShow(out)
 		r.Running = &run
 	}
 	return r, nil
-}
-
-func hashIs(b []byte, mf *Manifest, path string) bool {
-	i := slices.IndexFunc(mf.Files, func(f ManifestFile) bool { return f.Path == path })
-	return i >= 0 && mf.Files[i].SHA256 == sha256Hex(b)
 }

@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strconv"
 	"strings"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/shellquote"
 )
 
 // UnitName is the systemd user unit.
@@ -49,65 +50,29 @@ const DuplicateExitEnv = "MCP_RECONNECT_DUPLICATE_EXIT"
 // whose pings stopped, which Restart=on-failure then restarts.
 const WatchdogSec = 30
 
-// systemd is the Linux backend: a systemd user unit, logs in the journal.
-type systemd struct{ env Env }
-
-func (s systemd) configHome() string {
-	return s.env.xdg("XDG_CONFIG_HOME", filepath.Join(s.env.Home, ".config"))
-}
-
-func (s systemd) path() string {
-	return filepath.Join(s.configHome(), "systemd", "user", UnitName)
-}
-
-func (s systemd) describe() string { return "systemd user unit " + s.path() }
-
-// systemUnit is the unit of the service's name that systemd finds for
-// every user (the package's), "" when there is none: the first in
-// SystemUnitDirs, as systemd searches them.
-func (s systemd) systemUnit() string {
-	dirs := s.env.SystemUnitDirs
-	if dirs == nil {
-		dirs = DefaultSystemUnitDirs
+// render is the unit install writes for spec. Every value is quoted for
+// systemd: a path with a space, "%" (a specifier) or "$" (a variable in
+// ExecStart) stays one literal argument.
+func (m *Manager) render(spec Spec) ([]byte, error) {
+	ef := m.EnvFile()
+	if err := plainText(m.Path(), ef); err != nil {
+		return nil, err
 	}
-	for _, d := range dirs {
-		p := filepath.Join(d, UnitName)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
+	// The installing user's XDG_CONFIG_HOME and XDG_STATE_HOME, when set:
+	// without them the service would read another config file and
+	// register in another registry than the CLI reads. Never anything
+	// secret.
+	var env [][2]string
+	for _, k := range []string{"XDG_CONFIG_HOME", "XDG_STATE_HOME"} {
+		if v := m.env.xdg(k, ""); v != "" {
+			if err := plainText(v); err != nil {
+				return nil, fmt.Errorf("$%s: %w", k, err)
+			}
+			env = append(env, [2]string{k, v})
 		}
 	}
-	return ""
-}
-
-// envFile is read by the unit when it exists ("-" prefix): the place for
-// OPENCODE_SERVER_PASSWORD, chmod 600. Install never creates it.
-func (s systemd) envFile() string {
-	return filepath.Join(s.configHome(), "mcp-reconnect", "env")
-}
-
-func (s systemd) managerDirs() []string {
-	return []string{filepath.Join(s.configHome(), "systemd", "user", "default.target.wants")}
-}
-
-func (s systemd) logs() string { return "the journal: journalctl --user -u " + UnitName }
-
-func (s systemd) secretsHint() string {
-	return fmt.Sprintf("a password goes in the config file (key password, chmod 600) or in %s as OPENCODE_SERVER_PASSWORD=… (chmod 600); the OpenCode 2 service needs none (watch reads its service.json)", s.envFile())
-}
-
-// render writes the unit. Every value is quoted for systemd: a path with a
-// space, "%" (a specifier) or "$" (a variable in ExecStart) stays one
-// literal argument.
-func (s systemd) render(spec Spec) (File, error) {
-	if err := s.env.plainPaths(s.path(), s.envFile()); err != nil {
-		return File{}, err
-	}
 	header := fmt.Sprintf("# %s; `mcp-reconnect service uninstall` removes it.\n", Marker)
-	b, err := unitText(spec, header, s.envFile(), systemdEscapePath(s.envFile()), systemdQuote(s.envFile(), true), s.env.pinnedEnv())
-	if err != nil {
-		return File{}, err
-	}
-	return File{Path: s.path(), Mode: 0o644, Content: b}, nil
+	return unitText(spec, header, ef, systemdEscapePath(ef), systemdQuote(ef, true), env)
 }
 
 // PackageUnitDir is where the .deb and .rpm put the systemd user unit, for
@@ -196,43 +161,37 @@ func systemdQuote(v string, args bool) string {
 // unquoted path (EnvironmentFile): only specifiers are special.
 func systemdEscapePath(p string) string { return strings.ReplaceAll(p, "%", "%%") }
 
-func (s systemd) ctl(args ...string) []string {
-	return append([]string{"systemctl", "--user"}, args...)
-}
-
-func (s systemd) installCommands(again bool) [][]string {
-	cmds := [][]string{s.ctl("daemon-reload"), s.ctl("enable", "--now", UnitName)}
-	if again {
-		// enable --now leaves a running daemon on the old unit.
-		cmds = append(cmds, s.ctl("restart", UnitName))
+// systemctl runs `systemctl --user args`, saying so on w, or with dryRun
+// says it would. A unit file already gone (removed by hand) has nothing
+// to disable.
+func (m *Manager) systemctl(ctx context.Context, w io.Writer, dryRun bool, args ...string) error {
+	argv := append([]string{"systemctl", "--user"}, args...)
+	if dryRun {
+		fmt.Fprintf(w, "would run: %s\n", shellquote.Join(argv))
+		return nil
 	}
-	return cmds
-}
-
-func (s systemd) stopCommands() [][]string {
-	return [][]string{s.ctl("disable", "--now", UnitName)}
-}
-
-func (s systemd) afterRemoveCommands() [][]string {
-	return [][]string{s.ctl("daemon-reload")}
-}
-
-func (s systemd) notLoaded(out []byte, _ error) bool {
-	// The unit file is gone already (removed by hand): nothing to disable.
-	return bytes.Contains(out, []byte("does not exist"))
-}
-
-// running asks `systemctl --user show`, which answers for a unit in any
-// state (is-active only says active or not, and exits non-zero for the
-// rest).
-func (s systemd) running(ctx context.Context, r Runner) (Running, error) {
-	out, err := r.Run(ctx, s.ctl("show", UnitName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,UnitFileState"))
-	if err != nil {
-		return Running{}, fmt.Errorf("systemctl --user show %s: %v%s", UnitName, err, indentOutput(out))
+	out, err := m.env.Run(ctx, argv)
+	if err != nil && (args[0] != "disable" || !bytes.Contains(out, []byte("does not exist"))) {
+		return fmt.Errorf("%s failed: %v%s", shellquote.Join(argv), err, indentOutput(out))
 	}
-	return parseSystemdShow(out), nil
+	fmt.Fprintf(w, "ran %s\n", shellquote.Join(argv))
+	return nil
 }
 
+// userManagerHint follows a systemctl that failed.
+const userManagerHint = "\n(systemctl --user needs the user's systemd: a login session, or `loginctl enable-linger` for a user without one)"
+
+func indentOutput(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	if s == "" {
+		return ""
+	}
+	return "\n    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// parseSystemdShow reads `systemctl --user show`, which answers for a
+// unit in any state (is-active only says active or not, and exits
+// non-zero for the rest).
 func parseSystemdShow(out []byte) Running {
 	kv := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // systemdAnalyze finds systemd-analyze, failing under CI=true when it is
@@ -72,20 +71,23 @@ func TestUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 	vars["XDG_STATE_HOME"] = filepath.Join(odd, "state")
 	vars["XDG_CONFIG_HOME"] = filepath.Join(odd, "config")
 	m := mustNew(t, env)
-	pl, err := m.Plan(Spec{Binary: bin, Config: filepath.Join(odd, `c $x "q" back\slash.toml`)}, "t", time.Now())
+	plan, err := dryRun(m, Spec{Binary: bin, Config: filepath.Join(odd, `c $x "q" back\slash.toml`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit := pl.Files[0]
-	if unit.Path != m.p.path() || !strings.HasSuffix(unit.Path, "/config/systemd/user/mcp-reconnect.service") {
-		t.Fatalf("unit path %s", unit.Path)
+	if want := filepath.Join(odd, "config/systemd/user/mcp-reconnect.service"); m.Path() != want || !strings.Contains(plan, "would write "+want+" (mode 0644)") {
+		t.Fatalf("unit path %s, want %s:\n%s", m.Path(), want, plan)
 	}
-	if out, err := verifyUnit(t, unit.Content); err != nil || out != "" {
-		t.Fatalf("systemd-analyze verify: %v\n%s\n--- unit:\n%s", err, out, unit.Content)
+	unit, err := m.render(Spec{Binary: bin, Config: filepath.Join(odd, `c $x "q" back\slash.toml`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := verifyUnit(t, unit); err != nil || out != "" {
+		t.Fatalf("systemd-analyze verify: %v\n%s\n--- unit:\n%s", err, out, unit)
 	}
 	for _, want := range []string{"Restart=on-failure\n", "RestartSec=5\n", "RestartPreventExitStatus=78\n", "WantedBy=default.target\n", "EnvironmentFile=-" + strings.ReplaceAll(filepath.Join(odd, "config", "mcp-reconnect", "env"), "%", "%%") + "\n"} {
-		if !bytes.Contains(unit.Content, []byte(want)) {
-			t.Errorf("unit lacks %q:\n%s", want, unit.Content)
+		if !bytes.Contains(unit, []byte(want)) {
+			t.Errorf("unit lacks %q:\n%s", want, unit)
 		}
 	}
 }
@@ -96,7 +98,7 @@ func TestUnitPassesSystemdAnalyzeVerify(t *testing.T) {
 func TestUnitRefusesABinarySystemdWillNotRun(t *testing.T) {
 	env, _ := testEnv(t, nil)
 	for _, bin := range []string{`/opt/a"b/mcp-reconnect`, `/opt/a\b/mcp-reconnect`, `/opt/it's/mcp-reconnect`} {
-		if _, err := mustNew(t, env).Plan(Spec{Binary: bin}, "t", time.Now()); err == nil || !strings.Contains(err.Error(), "plain path") {
+		if _, err := dryRun(mustNew(t, env), Spec{Binary: bin}); err == nil || !strings.Contains(err.Error(), "plain path") {
 			t.Errorf("%s: %v", bin, err)
 		}
 	}
@@ -106,25 +108,25 @@ func TestUnitRefusesABinarySystemdWillNotRun(t *testing.T) {
 // ExecStart names a missing binary, and reports a bad value on stderr.
 func TestSystemdAnalyzeVerifyCatchesMistakes(t *testing.T) {
 	env, _ := testEnv(t, nil)
-	f, err := mustNew(t, env).p.render(Spec{Binary: "/nonexistent/mcp-reconnect"})
+	f, err := mustNew(t, env).render(Spec{Binary: "/nonexistent/mcp-reconnect"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := verifyUnit(t, f.Content); err == nil && out == "" {
+	if out, err := verifyUnit(t, f); err == nil && out == "" {
 		t.Fatal("verify accepted a unit with a missing binary")
 	}
-	good, err := mustNew(t, env).p.render(Spec{Binary: "/bin/sh"})
+	good, err := mustNew(t, env).render(Spec{Binary: "/bin/sh"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := verifyUnit(t, good.Content); err != nil || out != "" {
+	if out, err := verifyUnit(t, good); err != nil || out != "" {
 		t.Fatalf("verify on /bin/sh: %v %s", err, out)
 	}
-	bad := bytes.Replace(good.Content, []byte("Restart=on-failure"), []byte("Restart=sometimes"), 1)
+	bad := bytes.Replace(good, []byte("Restart=on-failure"), []byte("Restart=sometimes"), 1)
 	if out, _ := verifyUnit(t, bad); out == "" {
 		t.Fatal("verify said nothing about Restart=sometimes")
 	}
-	unquoted := bytes.Replace(good.Content, []byte(`"/bin/sh"`), []byte(`/bin/%c`), 1)
+	unquoted := bytes.Replace(good, []byte(`"/bin/sh"`), []byte(`/bin/%c`), 1)
 	if out, _ := verifyUnit(t, unquoted); out == "" {
 		t.Fatal("verify said nothing about an unescaped specifier")
 	}
@@ -147,21 +149,21 @@ func FuzzUnitLines(f *testing.F) {
 		if spec.validate() != nil {
 			return
 		}
-		file, err := m.p.render(spec)
+		file, err := m.render(spec)
 		if err != nil {
 			return
 		}
 		// The line count depends on nothing but how many XDG variables
 		// are pinned, which a plain spec shows.
-		plain, err := m.p.render(Spec{Binary: "/b"})
+		plain, err := m.render(Spec{Binary: "/b"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantLines := bytes.Count(plain.Content, []byte("\n"))
-		if n := bytes.Count(file.Content, []byte("\n")); n != wantLines {
-			t.Fatalf("%d lines, want %d:\n%s", n, wantLines, file.Content)
+		wantLines := bytes.Count(plain, []byte("\n"))
+		if n := bytes.Count(file, []byte("\n")); n != wantLines {
+			t.Fatalf("%d lines, want %d:\n%s", n, wantLines, file)
 		}
-		for _, line := range strings.Split(string(file.Content), "\n") {
+		for _, line := range strings.Split(string(file), "\n") {
 			if strings.HasPrefix(line, "ExecStart") && !strings.HasPrefix(line, "ExecStart=\"") {
 				t.Fatalf("ExecStart line %q", line)
 			}
@@ -176,12 +178,12 @@ func FuzzUnitLines(f *testing.F) {
 // line of it, naming exactly that status, under [Service].
 func TestUnitDoesNotRestartARefusedDuplicate(t *testing.T) {
 	env, _ := testEnv(t, nil)
-	f, err := mustNew(t, env).p.render(Spec{Binary: "/bin/sh"})
+	f, err := mustNew(t, env).render(Spec{Binary: "/bin/sh"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	section, found := "", 0
-	for _, line := range strings.Split(string(f.Content), "\n") {
+	for _, line := range strings.Split(string(f), "\n") {
 		if strings.HasPrefix(line, "[") {
 			section = line
 		}
@@ -193,7 +195,7 @@ func TestUnitDoesNotRestartARefusedDuplicate(t *testing.T) {
 		}
 	}
 	if found != 1 {
-		t.Fatalf("%d RestartPreventExitStatus= lines, want 1:\n%s", found, f.Content)
+		t.Fatalf("%d RestartPreventExitStatus= lines, want 1:\n%s", found, f)
 	}
 	if ExitDuplicate == 0 || ExitDuplicate == 1 {
 		t.Fatalf("ExitDuplicate %d is not a status of its own", ExitDuplicate)
@@ -288,18 +290,18 @@ func TestExecStartKeepsDollarsLiteral(t *testing.T) {
 		{Binary: "/usr/bin/mcp-reconnect", Config: "/home/u/${XDG_CONFIG_HOME}/$$/c$.toml"},
 		{Binary: "/opt/$HOME/%h/mcp-reconnect", Config: `/c/%%h/$PATH "q" b\s.toml`},
 	} {
-		f, err := m.p.render(spec)
+		f, err := m.render(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := execStartArgs(string(f.Content))
+		got, err := execStartArgs(string(f))
 		if err != nil {
-			t.Errorf("%+v: %v\n%s", spec, err, f.Content)
+			t.Errorf("%+v: %v\n%s", spec, err, f)
 			continue
 		}
-		want := append(spec.Args(), "--"+EnvFileFlag, m.p.envFile())
+		want := append(spec.Args(), "--"+EnvFileFlag, m.EnvFile())
 		if !slices.Equal(got, want) {
-			t.Errorf("systemd would run %q, want %q\n%s", got, want, f.Content)
+			t.Errorf("systemd would run %q, want %q\n%s", got, want, f)
 		}
 	}
 }
@@ -330,19 +332,19 @@ func TestExecStartArgsReadsAsSystemd(t *testing.T) {
 // $NOTIFY_SOCKET cannot speak for it), and the unit still verifies.
 func TestUnitIsNotifyWithWatchdog(t *testing.T) {
 	env, _ := testEnv(t, nil)
-	f, err := mustNew(t, env).p.render(Spec{Binary: "/bin/sh"})
+	f, err := mustNew(t, env).render(Spec{Binary: "/bin/sh"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Type=notify\n", "NotifyAccess=main\n", "WatchdogSec=30\n", "Restart=on-failure\n"} {
-		if !bytes.Contains(f.Content, []byte(want)) {
-			t.Errorf("unit lacks %q:\n%s", want, f.Content)
+		if !bytes.Contains(f, []byte(want)) {
+			t.Errorf("unit lacks %q:\n%s", want, f)
 		}
 	}
-	if strings.Contains(string(f.Content), "Type=simple") {
-		t.Errorf("unit is still Type=simple:\n%s", f.Content)
+	if strings.Contains(string(f), "Type=simple") {
+		t.Errorf("unit is still Type=simple:\n%s", f)
 	}
-	if out, err := verifyUnit(t, f.Content); err != nil || out != "" {
+	if out, err := verifyUnit(t, f); err != nil || out != "" {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
@@ -372,7 +374,7 @@ func TestPackageUnitIsInstallsWithoutTheUser(t *testing.T) {
 	env, _ := testEnv(t, vars)
 	vars["XDG_CONFIG_HOME"] = filepath.Join(env.Home, "cfg")
 	vars["XDG_STATE_HOME"] = filepath.Join(env.Home, "state")
-	users, err := mustNew(t, env).p.render(Spec{Binary: "/usr/bin/mcp-reconnect"})
+	users, err := mustNew(t, env).render(Spec{Binary: "/usr/bin/mcp-reconnect"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +382,7 @@ func TestPackageUnitIsInstallsWithoutTheUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := withoutUserLines(users.Content), withoutUserLines(pkg); a != b {
+	if a, b := withoutUserLines(users), withoutUserLines(pkg); a != b {
 		t.Errorf("the units differ beyond the user's lines:\n--- install:\n%s\n--- package:\n%s", a, b)
 	}
 	text := string(pkg)
