@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/service"
 )
 
 // serviceHome is a hermetic home and a stand-in binary outside go-build.
@@ -142,5 +142,73 @@ func TestServiceEnvFileMustBePrivate(t *testing.T) {
 	code, out, errOut := runCLI(t, "service", "install", "--dry-run")
 	if code == 0 || !strings.Contains(errOut, "chmod 600 "+ef) || strings.Contains(out+errOut, "hunter2") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// install "checks the config file as watch would read it" so it
+// does not start a service that can only fail, but checkServiceConfig
+// skips the [[opencode]] tables: a password-file others can read (which
+// watch refuses at every start, so systemd restarts it every 5 s forever)
+// passes install, and so does an [[opencode]] table with an unknown key.
+func TestServiceInstallChecksPasswordFiles(t *testing.T) {
+	home := serviceHome(t)
+	pw := filepath.Join(home, "work.pw")
+	if err := os.WriteFile(pw, []byte("hunter2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(home, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npassword-file = \""+pw+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "chmod 600 "+pw) {
+		t.Fatalf("install accepted a config whose password-file others can read (watch will refuse it at every start): exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestServiceInstallChecksServerTables(t *testing.T) {
+	home := serviceHome(t)
+	cfg := filepath.Join(home, "c.toml")
+	if err := os.WriteFile(cfg, []byte("[[opencode]]\nurl = \"http://127.0.0.1:5001\"\npasword-file = \"/x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "pasword-file") {
+		t.Fatalf("install accepted an [[opencode]] table watch refuses: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// What watch refuses of the servers the config file names, install
+// refuses first: here a password sent over plain http to another host.
+func TestServiceInstallRefusesWhatWatchRefusesOfTheServers(t *testing.T) {
+	home := serviceHome(t)
+	cfg := filepath.Join(home, "c.toml")
+	if err := os.WriteFile(cfg, []byte("url = \"http://10.1.2.3:4096\"\npassword = \"hunter2\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "service", "install", "--dry-run", "--config", cfg)
+	if code == 0 || !strings.Contains(errOut, "plain http to another host") || strings.Contains(out+errOut, "hunter2") {
+		t.Fatalf("install accepted a config watch refuses at every start: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// The OpenCode 2 service is "one more entry", but the "listed
+// twice" check skips it. A config that also lists the service's URL in an
+// [[opencode]] table (the user knows its port) gives two engines for one
+// server: two loops check the same directory concurrently (rule 7), each
+// with its own counters (double the connects), and both report under one
+// metrics label, overwriting each other's gauges.
+func TestServiceAlsoListedIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "service.json")
+	svc := `{"id":"x","version":"2.0.0","url":"http://127.0.0.1:49374","pid":1,"password":"svc-pw"}`
+	if err := os.WriteFile(file, []byte(svc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, "[[opencode]]\nurl = \"http://127.0.0.1:49374\"\n")
+	f, fs := loadFlags(t, "--config", cfg, "--service-file", file)
+	got, err := f.servers(fs, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("servers = %+v, %v: the service's URL is watched twice", got, err)
 	}
 }
