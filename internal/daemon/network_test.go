@@ -3,16 +3,15 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/netwatch"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
-	"github.com/mcp-reconnect/mcp-reconnect/internal/reconnect"
 )
 
 // burstNet reports a burst of changes when told to (Wi-Fi joining again
