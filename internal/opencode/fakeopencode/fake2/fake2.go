@@ -10,9 +10,8 @@
 // configured status, each step announced by mcp.status.changed. Every
 // request is recorded.
 //
-// It has two profiles, each serving the /api routes of its own recorded
-// API description (testdata) and answering others 404 with an empty body.
-// Release212 (New, the default) is the released OpenCode 2.1.2 as
+// It serves the /api routes of its profile's recorded API description
+// (testdata) and answers others 404 with an empty body. Release212 (New, the default) is the released OpenCode 2.1.2 as
 // measured: GET /api/info with its capabilities, connect under
 // /api/experimental, GET and DELETE /api/debug/location, a 401 with an
 // UnauthorizedError body, 404 LocationNotFoundError for a directory that
