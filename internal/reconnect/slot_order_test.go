@@ -78,3 +78,54 @@ func TestSlotReleasedToAWaitingDirectoryIsNotTakenByALaterOne(t *testing.T) {
 		}
 	})
 }
+
+// The same across the OpenCode servers of one daemon: the budget is the
+// daemon's, and so is the order of those waiting for it. A directory of
+// server A that waited first for the only local slot gets the slot
+// released by server B's connect, not a directory of B that came due
+// after the release while A's fresh read was under way.
+func TestSlotReleasedToAWaitingDirectoryOfAnotherServerIsNotTakenByALaterOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		cfg := noJitter()
+		cfg.MaxConcurrent = 1
+		budget := NewBudget(cfg.MaxConcurrent)
+		a := &slowReads{ocStub: newStub(), read: map[string]time.Duration{"/a": 2 * time.Second}}
+		b := newStub()
+		a.config["a"] = opencode.MCPEntry{Type: "local"}
+		a.after["a"] = "connected"
+		a.set("/a", "a", "failed")
+		for _, n := range []string{"x", "c"} {
+			b.config[n] = opencode.MCPEntry{Type: "local"}
+			b.after[n] = "connected"
+		}
+		b.set("/x", "x", "failed")
+		b.delay["x"] = 10 * time.Second // holds the daemon's only local slot from 1 s to 11 s
+		b.set("/c", "c", "failed")
+		b.delay["c"] = 60 * time.Second // a start that hangs
+		ea, err := New(cfg, a, Options{Budget: budget, URL: "http://a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := New(cfg, b, Options{Budget: budget, URL: "http://b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopA, stopB := runEngine(ea), runEngine(eb)
+		defer stopB()
+		defer stopA()
+		synctest.Wait()
+		_ = eb.Arm("/x", ArmedByFlag)
+		time.Sleep(500 * time.Millisecond)
+		_ = ea.Arm("/a", ArmedByFlag) // finds no slot at 3.5 s
+		time.Sleep(10 * time.Second)
+		_ = eb.Arm("/c", ArmedByFlag) // first check at 11.5 s, while /a's read runs
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		got := a.connectTimes("/a", "a", start)
+		if len(got) == 0 || got[0] > 15*time.Second {
+			t.Fatalf("server A's /a, waiting for a slot since 3.5 s, connected at %v; server B's /c connected at %v: the slot released at 11 s went to B's later directory",
+				got, b.connectTimes("/c", "c", start))
+		}
+	})
+}
