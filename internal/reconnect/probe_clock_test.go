@@ -1,0 +1,62 @@
+package reconnect
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+)
+
+// A failed remote server's endpoint is probed at the pace of its own
+// failure's age (every second in its first minute, every 1.5 s in its
+// second: probe.Interval), whatever other directories using the same
+// endpoint have seen: its recovery comes within about a second or two of
+// the endpoint answering again. Here /a's server has failed (its
+// endpoint down) for ten minutes, so probes for it have eased off to
+// every 30 s; /b's server, on the same endpoint, failed about two
+// minutes ago and is in the slow tier (its next scheduled attempt minutes
+// away). When the endpoint answers, /b is connected within a few
+// seconds, not when /a's eased-off probe happens to come.
+func TestProbesOfANewlyFailedServerDoNotInheritAnotherDirectorysEasedOffPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		ep := &endpoint{}
+		oc := newStub()
+		oc.config["r"] = opencode.MCPEntry{Type: "remote", URL: "http://r.test:9000/mcp"}
+		oc.set("/a", "r", "failed")
+		oc.set("/b", "r", "failed")
+		cfg := noJitter()
+		e, err := New(cfg, oc, Options{Budget: NewBudget(cfg.MaxConcurrent), URL: "http://oc", Prober: newTestProber(ep)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		synctest.Wait()
+		_ = e.Arm("/a", ArmedByFlag)
+		time.Sleep(600 * time.Second)
+		_ = e.Arm("/b", ArmedByFlag)
+		time.Sleep(100 * time.Second) // /b: five fast attempts by 616 s, then the slow tier
+		synctest.Wait()
+		// The endpoint comes back right after a probe, whichever
+		// directory's it was.
+		for n := ep.dials.Load(); ep.dials.Load() == n; {
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+		}
+		back := time.Now()
+		ep.up.Store(true)
+		before := len(oc.connectTimes("/b", "r", start))
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		got := oc.connectTimes("/b", "r", start)
+		if len(got) <= before {
+			t.Fatalf("/b's server was not connected within 40 s of its endpoint answering at %v (connects %v)", back.Sub(start), got)
+		}
+		if after := got[before] - back.Sub(start); after > 3*time.Second {
+			t.Fatalf("/b's server, failed for %v, was connected %v after its endpoint answered again (want about a second): its probes run at /a's eased-off pace",
+				back.Sub(start)-601*time.Second, after)
+		}
+	})
+}
