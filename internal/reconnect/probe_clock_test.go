@@ -60,3 +60,60 @@ func TestProbesOfANewlyFailedServerDoNotInheritAnotherDirectorysEasedOffPace(t *
 		}
 	})
 }
+
+// A remote server the read no longer lists (removed from the config) is
+// forgotten with everything that watches it: its endpoint is no longer
+// probed, neither while its directory stays armed nor after it is
+// disarmed.
+func TestUnlistedFailedRemoteServerIsNoLongerProbed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ep := &endpoint{}
+		oc := newStub()
+		oc.config["r"] = opencode.MCPEntry{Type: "remote", URL: "http://r.test:9000/mcp"}
+		oc.config["l"] = opencode.MCPEntry{Type: "local"}
+		oc.set("/a", "r", "failed")
+		oc.set("/a", "l", "connected")
+		cfg := noJitter()
+		e, err := New(cfg, oc, Options{Budget: NewBudget(cfg.MaxConcurrent), URL: "http://oc", Prober: newTestProber(ep)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		synctest.Wait()
+		_ = e.Arm("/a", ArmedByFlag)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if ep.dials.Load() == 0 {
+			t.Fatal("the failed remote server's endpoint was never probed")
+		}
+		// The user removes r from the config: the next read no longer
+		// lists it.
+		oc.mu.Lock()
+		delete(oc.status["/a"], "r")
+		oc.mu.Unlock()
+		if _, err := e.Reconnect("/a", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		for _, s := range e.Snapshot().Directories[0].Servers {
+			if s.Name == "r" {
+				t.Fatalf("r is still known after a read that does not list it: %+v", s)
+			}
+		}
+		n := ep.dials.Load()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if got := ep.dials.Load() - n; got != 0 {
+			t.Fatalf("the endpoint of r, which no read lists any more, was probed %d times in the 5 minutes after it was forgotten", got)
+		}
+		e.Disarm("/a", "test")
+		n = ep.dials.Load()
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if got := ep.dials.Load() - n; got != 0 {
+			t.Fatalf("the endpoint of r was probed %d times in the 5 minutes after its directory was disarmed", got)
+		}
+	})
+}
