@@ -93,6 +93,7 @@ func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
 	for name, s := range d.servers {
 		if _, ok := st[name]; !ok {
 			s.endWatch()
+			s.stopProbes()
 			delete(d.servers, name)
 			if d.config.local(name) {
 				e.localsGen++
