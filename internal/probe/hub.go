@@ -26,6 +26,7 @@ type Hub struct {
 
 type shared struct {
 	subs   map[*sub]struct{}
+	joined chan struct{} // a subscriber joined probes already running
 	cancel context.CancelFunc
 	gen    int // the goroutine that serves it now (Renew starts another)
 	loop   func(ctx context.Context, rawURL string, sh *shared, gen int)
@@ -68,9 +69,14 @@ func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
 	}
 	sh := m[rawURL]
 	if sh == nil {
-		sh = &shared{subs: map[*sub]struct{}{}, loop: loop}
+		sh = &shared{subs: map[*sub]struct{}{}, loop: loop, joined: make(chan struct{}, 1)}
 		m[rawURL] = sh
 		h.start(rawURL, sh)
+	} else {
+		select {
+		case sh.joined <- struct{}{}:
+		default:
+		}
 	}
 	s := &sub{told: told}
 	sh.subs[s] = struct{}{}
@@ -145,12 +151,25 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, gen int) {
 
 // reach is an endpoint's probes' goroutine. While the endpoint stays
 // down, or answers while its server stays failed, the probes ease off
-// (Interval of the time since it went down).
+// (Interval of the time since it went down, or since the last subscriber
+// joined: a server that just failed is probed at the pace of a fresh
+// failure, not at the eased-off pace of another's older one).
 func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared, _ int) {
-	since, wasUp, wait := time.Now(), false, Interval(0)
-	for sleep(ctx, wait) {
+	since, wasUp := time.Now(), false
+	timer := time.NewTimer(Interval(0))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sh.joined:
+			since = time.Now()
+			timer.Reset(Interval(0))
+			continue
+		case <-timer.C:
+		}
 		if !h.p.Allow() {
-			wait = Interval(0) / 4
+			timer.Reset(Interval(0) / 4)
 			continue
 		}
 		if h.probed != nil {
@@ -165,7 +184,7 @@ func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared, _ int) {
 			since = now
 		}
 		wasUp = up
-		wait = Interval(now.Sub(since))
+		timer.Reset(Interval(now.Sub(since)))
 		var told []*sub
 		h.mu.Lock()
 		for s := range sh.subs {

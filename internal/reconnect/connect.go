@@ -93,9 +93,12 @@ func slotKind(remote bool) uint8 {
 }
 
 // othersWait reports whether directories other than d wait in slotLine
-// for this kind of slot: d queues behind them, first come first served.
-// Caller holds Engine.mu.
+// for this kind of slot, or were woken for one and their turn is not over:
+// d queues behind them, first come first served. Caller holds Engine.mu.
 func (e *Engine) othersWait(d *dir, kind uint8) bool {
+	if kind == slotLocal && e.woken[0] > 0 || kind == slotRemote && e.woken[1] > 0 {
+		return true // d is not woken (its caller's condition): another is
+	}
 	return slices.ContainsFunc(e.slotLine, func(w *dir) bool { return w != d && w.slotKinds&kind != 0 })
 }
 
