@@ -65,6 +65,11 @@ type needs struct {
 	// an event's data is an opaque string there, and only the stream
 	// check sees the stream work).
 	Events []string
+	// Location (2.x) is the query parameter that names the directory: the
+	// status, connect and config routes must take it, or every directory
+	// would be read as OpenCode's own. Answer is the property the status
+	// route's answer must have (2.x: "data", the list of servers).
+	Location, Answer string
 }
 
 // needV1 is what the 1.x client relies on: it cannot work without any of
@@ -83,7 +88,8 @@ var needV1 = needs{
 // needV2 is what the 2.x client relies on: the routes of its
 // capabilities (caps); it runs without all but the needed ones.
 func needV2(caps []opencode.Capability) needs {
-	return needs{Doc: "GET /openapi.json", Routes: caps, Needed: []string{opencode.CapStatus, opencode.CapConnect, opencode.CapEvents}, Statuses: opencode.StatusesV2}
+	return needs{Doc: "GET /openapi.json", Routes: caps, Needed: []string{opencode.CapStatus, opencode.CapConnect, opencode.CapEvents}, Statuses: opencode.StatusesV2,
+		Location: "location", Answer: "data"}
 }
 
 // checkDoc compares a server's own OpenAPI description (body) with what
@@ -99,8 +105,19 @@ func checkDoc(body []byte, need needs) []Check {
 	var checks []Check
 	var offered []string
 	for _, r := range need.Routes {
-		if method, p, _ := strings.Cut(r.Route, " "); d.ops[method+" "+template(p)] {
+		if method, p, _ := strings.Cut(r.Route, " "); d.ops[method+" "+template(p)] != nil {
+			op := d.ops[method+" "+template(p)]
 			offered = append(offered, r.Route)
+			scoped := r.Name == opencode.CapStatus || r.Name == opencode.CapConnect || r.Name == opencode.CapConfig
+			if need.Location != "" && scoped && !slices.ContainsFunc(op.params, func(p any) bool {
+				m, _ := p.(map[string]any) // 2.1.2: "location", a deepObject whose key is directory
+				return m["in"] == "query" && (m["name"] == need.Location || m["name"] == need.Location+"[directory]")
+			}) {
+				checks = append(checks, Check{Fail, "api routes", r.Route + " takes no " + need.Location + "[directory]: every directory would be read as OpenCode's own"})
+			}
+			if need.Answer != "" && r.Name == opencode.CapStatus && !d.answerHas(op.op, need.Answer) {
+				checks = append(checks, Check{Fail, "api routes", r.Route + ` answers without "` + need.Answer + `": the daemon would read no MCP server`})
+			}
 			continue
 		}
 		sev, detail := Fail, "OpenCode does not describe "+r.Route
@@ -137,8 +154,35 @@ func checkDoc(body []byte, need needs) []Check {
 // component schemas, as plain JSON: a part shaped otherwise than OpenAPI
 // says finds nothing, never an error.
 type desc struct {
-	ops     map[string]bool
+	ops     map[string]*operation
 	schemas map[string]any
+}
+
+// operation is one route of the description: its object, and its
+// parameters with those of its path.
+type operation struct {
+	op     map[string]any
+	params []any
+}
+
+// answerHas reports whether op's 200 JSON answer (inline, or one $ref to
+// a component schema) has property prop, or describes no properties.
+func (d desc) answerHas(op map[string]any, prop string) bool {
+	s := dig(op, "responses", "200", "content", "application/json", "schema")
+	if ref, ok := s["$ref"].(string); ok {
+		s, _ = d.schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+	}
+	props := dig(s, "properties")
+	_, ok := props[prop]
+	return ok || props == nil
+}
+
+// dig follows keys through nested JSON objects; nil where one is not.
+func dig(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		m, _ = m[k].(map[string]any)
+	}
+	return m
 }
 
 func parseDesc(b []byte) (desc, error) {
@@ -150,11 +194,14 @@ func parseDesc(b []byte) (desc, error) {
 	if !ok {
 		return desc{}, errors.New(`no "paths" object`)
 	}
-	d := desc{ops: map[string]bool{}}
+	d := desc{ops: map[string]*operation{}}
 	for p, item := range paths {
 		ops, _ := item.(map[string]any)
-		for method := range ops {
-			d.ops[strings.ToUpper(method)+" "+template(p)] = true
+		shared, _ := ops["parameters"].([]any)
+		for method, v := range ops {
+			op, _ := v.(map[string]any)
+			own, _ := op["parameters"].([]any)
+			d.ops[strings.ToUpper(method)+" "+template(p)] = &operation{op: op, params: append(slices.Clip(own), shared...)}
 		}
 	}
 	comp, _ := doc.Components.(map[string]any)
