@@ -400,6 +400,7 @@ func TestRecordedDescriptionV2Fits(t *testing.T) {
 		{OK, "api routes", "GET /api/info, GET /api/mcp, POST /api/experimental/mcp/{name}/connect, GET /api/config, GET /api/event, GET /api/debug/location"},
 		{OK, "mcp statuses", "connected, pending, disabled, failed, needs_auth"},
 		{Info, "mcp statuses", "MCP status `needs_client_registration` is not in the MCPStatus schemas: this OpenCode never reports it"},
+		{Info, "event types", "the description names none; mcp.status.changed, location.shutdown and session.* are seen only when they happen"},
 	}
 	if !slices.Equal(checks, want) {
 		t.Fatalf("checks:\n%s\nwant:\n%s", describe(checks), describe(want))
