@@ -48,7 +48,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 			// Slow-tier attempts are idle work: batch them like idle checks.
 			s.ep.Postpone(e.onGrid(next))
 		}
-		s.connecting, s.confirm, s.lastConnect = true, true, now
+		s.connecting, s.confirm = true, true
 		if e.procs != nil {
 			s.connectClock = e.procs.Clock()
 		}

@@ -33,8 +33,9 @@ type dir struct {
 	armedBy string
 	armedAt time.Time
 	// byEvent is set when OpenCode's events armed it (activity, a
-	// server's change), not the user (--directory, reconnect); lastEvent
-	// is when the last event about it arrived.
+	// server's change), not the user (reconnect, Arm; one the user named
+	// is the user's whatever armed it: Engine.named); lastEvent is when
+	// the last event about it arrived.
 	byEvent   bool
 	lastEvent time.Time
 	cancel    context.CancelFunc
@@ -115,10 +116,9 @@ type server struct {
 
 	lastReconnect time.Time
 
-	// lastConnect is when the engine last connected it, and
-	// connectClock the process view's clock then (ProcessView.Clock): a
-	// child born before that reading was replaced by that connect.
-	lastConnect  time.Time
+	// connectClock is the process view's clock (ProcessView.Clock) when
+	// the engine last connected it (zero: never, or no view): a child
+	// born before that reading was replaced by that connect.
 	connectClock uint64
 
 	// The state only some servers need, allocated when one does: most of
@@ -252,7 +252,11 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 	if trig == 0 || s.connecting {
 		return false, time.Time{}
 	}
-	at, ok := s.ep.NextAllowed(p, triggerOf(trig))
+	t := backoff.Extra
+	if trig&(trigNetwork|trigRenew) != 0 {
+		t = backoff.Network
+	}
+	at, ok := s.ep.NextAllowed(p, t)
 	if !ok || !now.Before(at) {
 		return ok, time.Time{} // never allowed, or allowed now
 	}
@@ -260,16 +264,14 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 	return false, at
 }
 
-func triggerOf(trig int) backoff.Trigger {
-	if trig&(trigNetwork|trigRenew) != 0 {
-		return backoff.Network
-	}
-	return backoff.Extra
-}
-
-func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
+// snapshot copies d for status; named: the user named it, whatever armed
+// it (Engine.named).
+func (d *dir) snapshot(p backoff.Policy, named bool) DirSnapshot {
 	ds := DirSnapshot{Directory: d.path, ArmedBy: d.armedBy, ArmedAt: d.armedAt, LastCheck: d.lastCheck,
 		NextCheck: d.next, LastError: d.lastErr, Servers: []ServerSnapshot{}}
+	if named {
+		ds.ArmedBy = ArmedByFlag
+	}
 	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,

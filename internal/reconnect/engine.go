@@ -124,7 +124,7 @@ type Engine struct {
 	// configs holds one copy of each distinct directory config.
 	configs configs
 	// named are the directories the user named (--directory): whatever
-	// arms one again after a disposal, it is the user's.
+	// armed one, or arms it again after a disposal, it is the user's.
 	named map[string]bool
 	wg    sync.WaitGroup
 }
@@ -247,13 +247,10 @@ func (e *Engine) Arm(d, reason string) error {
 	}
 	e.mu.Lock()
 	if reason == ArmedByFlag {
+		// Named, also when in use already (a client armed it): the
+		// user's own from now on (dir.armedBy), kept through OpenCode's
+		// restarts and read whether or not OpenCode has it booted.
 		e.named[d] = true
-		if armed := e.dirs[d]; armed != nil {
-			// In use already (a client armed it): now the user's own,
-			// kept through OpenCode's restarts and read whether or
-			// not OpenCode has it booted.
-			armed.armedBy, armed.byEvent = ArmedByFlag, false
-		}
 	}
 	ev := e.armLocked(d, reason, e.wakeDelay())
 	e.mu.Unlock()
@@ -345,9 +342,8 @@ func (e *Engine) restarted(reason string, first time.Duration) int {
 	var evs []Event
 	forgotten := 0
 	for _, p := range opencode.Names(e.dirs) {
-		named := e.dirs[p].armedBy == ArmedByFlag
 		evs = append(evs, e.disarmLocked(p, reason))
-		if named {
+		if e.named[p] {
 			evs = append(evs, e.armLocked(p, ArmedByFlag, first))
 		} else {
 			forgotten++
@@ -438,7 +434,11 @@ func (e *Engine) networkChanged(trig int) {
 		d.netTrig |= trig
 		var first time.Time // when the first of its servers may try
 		for name, s := range d.servers {
-			if !networkMatters(d, name, s, renew) {
+			// A change may cause an attempt for a server the last read
+			// showed failed or, when it may renew, for a remote server
+			// OpenCode holds a session of, or is making one (pending).
+			remote := d.config.remote(name) != ""
+			if s.status != opencode.StatusFailed && (!renew || !remote || s.status != opencode.StatusConnected && s.status != opencode.StatusPending) {
 				continue
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
@@ -458,20 +458,6 @@ func (e *Engine) networkChanged(trig int) {
 		e.log.Info("network changed; checking MCP servers now", "url", e.url, "directories", n)
 	}
 	e.publish(Event{Time: now, Type: EventNetworkChanged, Attempt: n})
-}
-
-// networkMatters reports whether a network change may cause an attempt
-// for s, as the directory last read it: it failed, or, when the change
-// may renew, it is a remote server OpenCode holds a session of, or is
-// making one (pending). Caller holds Engine.mu.
-func networkMatters(d *dir, name string, s *server, renew bool) bool {
-	switch s.status {
-	case opencode.StatusFailed:
-		return true
-	case opencode.StatusConnected, opencode.StatusPending:
-		return renew && d.config.remote(name) != ""
-	}
-	return false
 }
 
 // ReconnectResult says what an explicit reconnect did.
@@ -575,7 +561,7 @@ func (e *Engine) Directories() iter.Seq[DirSnapshot] {
 			d := e.dirs[p]
 			var ds DirSnapshot
 			if d != nil {
-				ds = d.snapshot(e.cfg.Backoff)
+				ds = d.snapshot(e.cfg.Backoff, e.named[p])
 			}
 			e.mu.Unlock()
 			if d != nil && !yield(ds) {

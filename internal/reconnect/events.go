@@ -57,7 +57,7 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 	}
 	ev := e.armLocked(path, reason, first)
 	if d := e.dirs[path]; d != nil {
-		d.byEvent, d.lastEvent = !e.named[path], now
+		d.byEvent, d.lastEvent = true, now
 	}
 	e.mu.Unlock()
 	e.publish(ev)

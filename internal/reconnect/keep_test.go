@@ -10,11 +10,11 @@ import (
 // with --directory at its start: armed through OpenCode's restarts"
 // (statusapi.ReconnectRequest.Keep). The directory run names is usually
 // in use already -- the TUI the user just started there, or another one,
-// armed it by its session activity -- and then Arm(d, ArmedByFlag) only
-// notes it in named, leaving the directory armed by the event: at the
-// service's next restart it is forgotten like any directory nobody
-// named (restarted looks at armedBy, not at named), and status never
-// shows it as the user's. Only activity in it arms it again.
+// armed it by its session activity. Naming it must make it the user's
+// all the same: were it left armed by the event, the service's next
+// restart would forget it like any directory nobody named, status would
+// never show it as the user's, and only activity in it would arm it
+// again.
 func TestNamingADirectoryArmedByActivityKeepsItThroughARestart(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {
 		fake := g.new(map[string]Spec{"s": {}})

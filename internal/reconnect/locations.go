@@ -134,13 +134,14 @@ func (e *Engine) bootedUnknown(d *dir, err error) {
 		return
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	wait, ok := opencode.RetryAfter(err)
 	if !ok {
 		d.listFails++
 		wait = e.cfg.Backoff.Jittered(e.cfg.Backoff.Base(d.listFails))
 	}
-	e.mu.Unlock()
-	e.notYet(d, err, time.Now(), wait)
+	d.lastCheck = time.Now()
+	e.holdLocked(d, err, d.lastCheck, wait)
 }
 
 // locationGone forgets a directory whose location is no longer booted.

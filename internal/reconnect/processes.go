@@ -68,7 +68,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 		return
 	}
 	s := d.servers[name]
-	if s == nil || !s.lastConnect.IsZero() && birth < s.connectClock {
+	if s == nil || birth < s.connectClock {
 		return
 	}
 	if s.dead == nil {

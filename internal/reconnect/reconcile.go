@@ -26,9 +26,10 @@ type attempt struct {
 
 // reconcile folds one status read into the directory's memory and decides
 // from it alone: the failed servers to connect now (with their cause),
-// whether server kinds must be learned first, the events to publish, and
-// (in d.next) when to look again. Caller holds Engine.mu.
-func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, needKinds bool, evs []Event) {
+// the events to publish, and (in d.next) when to look again; a server
+// the config did not list makes the next check learn the kinds again.
+// Caller holds Engine.mu.
+func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, evs []Event) {
 	e.forgetUnlisted(d, st)
 	next := e.idleAt(now)
 	// In name order (the random draws come in it), sorted in the
@@ -38,7 +39,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 	for _, name := range d.order {
 		r := d.observe(name, st[name])
 		if _, known := d.config[name]; !known && (r.cur.Status == opencode.StatusFailed || r.cur.Status == opencode.StatusConnected) {
-			needKinds = true
+			d.kindsKnown = false
 		}
 		var o outcome
 		switch r.cur.Status {
@@ -59,7 +60,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 	}
 	d.wakeBy(next)
 	d.netTrig = 0
-	return connects, needKinds, evs
+	return connects, evs
 }
 
 // read is one server's line of a status read, with what the directory
