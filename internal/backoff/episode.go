@@ -19,20 +19,6 @@ const (
 	Stopped
 )
 
-func (ph Phase) String() string {
-	switch ph {
-	case Healthy:
-		return "healthy"
-	case Fast:
-		return "fast"
-	case Slow:
-		return "slow"
-	case Stopped:
-		return "stopped"
-	}
-	return "unknown"
-}
-
 // Trigger says what asked for an attempt.
 type Trigger int
 

@@ -110,10 +110,6 @@ type server struct {
 	rateLimited bool
 	// pending is set while reads show it pending (2.x).
 	pending *pendingRun
-	// unknownTold is the unknown status last logged, so each is logged
-	// once.
-	unknownTold string
-
 	lastReconnect time.Time
 
 	// connectClock is the process view's clock (ProcessView.Clock) when
@@ -121,10 +117,14 @@ type server struct {
 	// born before that reading was replaced by that connect.
 	connectClock uint64
 
-	// The state only some servers need, allocated when one does: most of
-	// ten thousand servers are connected locals.
-	endpoint *endpointWatch // a remote server's endpoint (probes.go)
-	dead     *deadChild     // the last exit of its process (processes.go)
+	// What the engine watches of a remote server's endpoint (probes.go):
+	// the reachability probes of a failed one, the restart watch of a
+	// connected one. Each is the subscription's stop, nil when none runs;
+	// the hub's word counts only from the current one.
+	probes, watch *func()
+	// dead is the last exit of its process (processes.go), allocated
+	// when there is one: most of ten thousand servers are connected locals.
+	dead *deadChild
 }
 
 // pendingRun is a run of reads that showed a server pending: reads counts
@@ -134,14 +134,6 @@ type pendingRun struct {
 	reads     int
 	since     time.Time
 	stuckTold bool
-}
-
-// endpointWatch is what the engine watches of a remote server's endpoint
-// (probes.go): the reachability probes of a failed one, the restart watch
-// of a connected one. Each is the subscription's stop, nil when none
-// runs; the hub's word counts only from the current one.
-type endpointWatch struct {
-	probes, watch *func()
 }
 
 // deadChild is the evidence the process view gave of a local server's
@@ -175,36 +167,19 @@ func (s *server) forget() {
 	s.slowTold = false
 }
 
-// watching returns s's endpoint state, made on first use.
-func (s *server) watching() *endpointWatch {
-	if s.endpoint == nil {
-		s.endpoint = &endpointWatch{}
-	}
-	return s.endpoint
-}
-
 // endWatch ends the restart watch of s's endpoint, if one runs.
 func (s *server) endWatch() {
-	if w := s.endpoint; w != nil && w.watch != nil {
-		(*w.watch)()
-		w.watch = nil
-		s.dropEndpoint()
+	if s.watch != nil {
+		(*s.watch)()
+		s.watch = nil
 	}
 }
 
 // stopProbes ends the probes of s's endpoint, if they run.
 func (s *server) stopProbes() {
-	if w := s.endpoint; w != nil && w.probes != nil {
-		(*w.probes)()
-		w.probes = nil
-		s.dropEndpoint()
-	}
-}
-
-// dropEndpoint lets s's endpoint state go once nothing uses it.
-func (s *server) dropEndpoint() {
-	if w := s.endpoint; w.probes == nil && w.watch == nil {
-		s.endpoint = nil
+	if s.probes != nil {
+		(*s.probes)()
+		s.probes = nil
 	}
 }
 

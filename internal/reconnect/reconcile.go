@@ -300,7 +300,8 @@ func (e *Engine) reconcilePending(d *dir, r read, now time.Time) (o outcome) {
 // reconcileLeftAlone decides for every other status. Rule 1: only failed
 // is retried. disabled is the user's choice; needs_auth and
 // needs_client_registration need the user (told once per change, with
-// opencode.UserHint's fix); unknown states are left alone, and said once.
+// opencode.UserHint's fix); unknown states are left alone, and said once
+// per change too.
 // The episode ends. Caller holds Engine.mu.
 func (e *Engine) reconcileLeftAlone(d *dir, r read, now time.Time) (o outcome) {
 	s, name, status := r.s, r.name, r.cur.Status
@@ -309,8 +310,7 @@ func (e *Engine) reconcileLeftAlone(d *dir, r read, now time.Time) (o outcome) {
 		e.log.Warn("MCP server needs the user", "url", e.url, "directory", d.path, "server", name, "status", status, "hint", h)
 		o.evs = append(o.evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
 	}
-	if !opencode.KnownStatus(status) && s.unknownTold != status {
-		s.unknownTold = status
+	if !opencode.KnownStatus(status) && r.prev != status {
 		e.log.Warn("MCP server in a status this daemon does not know; leaving it alone", "url", e.url, "directory", d.path, "server", name, "status", status)
 	}
 	s.forget()
