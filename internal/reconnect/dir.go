@@ -109,7 +109,7 @@ type server struct {
 	// read that shows anything else.
 	rateLimited bool
 	// pending is set while reads show it pending (2.x).
-	pending *pendingRun
+	pending       *pendingRun
 	lastReconnect time.Time
 
 	// connectClock is the process view's clock (ProcessView.Clock) when
