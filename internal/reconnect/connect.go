@@ -127,22 +127,18 @@ func (e *Engine) slotFreed() {
 	})
 }
 
-// finishConnect schedules the read of the outcome of a server's connect
-// that returned err, and its next attempt. The call returns when its
+// finishConnect schedules the read of the outcome of the connect of s
+// (named name), which returned s.result, and its next attempt. Only the
+// turn of d runs it, so s.returned stays set until it does. The call returns when its
 // attempt is over, so OpenCode says then whether the server came back,
 // and status must not show failed for seconds after OpenCode said
 // connected: the outcome is read announceGrace later (a disposal that
 // answered the connect is announced meanwhile). The read connects
 // nothing the schedule does not allow.
-func (e *Engine) finishConnect(d *dir, name string) {
+func (e *Engine) finishConnect(d *dir, name string, s *server) {
 	now := time.Now()
 	var evs []Event
 	e.mu.Lock()
-	s := d.servers[name]
-	if s == nil || !s.returned {
-		e.mu.Unlock()
-		return
-	}
 	err := s.result
 	s.returned, s.result, s.connecting = false, nil, false
 	s.episode().Returned(now) // stable-after counts from here, not from the attempt's start

@@ -107,11 +107,9 @@ type Engine struct {
 	// procs answers the successor question of a dead child (nil: no
 	// process view).
 	procs ProcessView
-	ctx   context.Context // set by Run; nil before
-	// life is the armed directories' parent context, ended when Run
-	// ends: a directory armed before Run waits in the queue for it.
-	life   context.Context
-	end    context.CancelFunc
+	// ctx is Run's, nil before Run: a directory armed before Run waits
+	// in the queue for it; none is armed once it ended.
+	ctx    context.Context
 	dirs   map[string]*dir
 	gone   map[string]time.Time // instances that went away lately (pruned)
 	stream StreamState
@@ -172,7 +170,6 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	e.q = newQueue(&e.mu)
-	e.life, e.end = context.WithCancel(context.Background())
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
@@ -201,7 +198,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-ctx.Done()
 
 	e.mu.Lock()
-	e.end()
 	for _, d := range e.dirs {
 		e.stopLocked(d)
 	}
@@ -262,11 +258,11 @@ func (e *Engine) Arm(d, reason string) error {
 // (mostly wakeDelay); it returns the "armed" event, or a zero Event when
 // path was armed already.
 func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
-	if _, ok := e.dirs[path]; ok || e.life.Err() != nil {
+	if _, ok := e.dirs[path]; ok || e.ctx != nil && e.ctx.Err() != nil {
 		return Event{}
 	}
 	now := time.Now()
-	ctx, cancel := context.WithCancel(e.life)
+	ctx, cancel := context.WithCancel(context.Background()) // until disarmed (Run's end disarms all)
 	d := newDir(path, reason, now, cancel)
 	d.ctx, d.q = ctx, e.q
 	if first == 0 {

@@ -204,11 +204,11 @@ func (e *Engine) turn(path string) {
 	for name, s := range d.servers {
 		if s.returned {
 			e.mu.Unlock()
-			e.finishConnect(d, name)
+			e.finishConnect(d, name, s)
 			e.mu.Lock()
 		}
 	}
-	if e.dirs[path] == d && d.checkDue(time.Now()) {
+	if e.dirs[path] == d && !d.next.IsZero() && !time.Now().Before(d.dueAt()) {
 		e.mu.Unlock()
 		e.check(d.ctx, d)
 		e.mu.Lock()
@@ -219,10 +219,4 @@ func (e *Engine) turn(path string) {
 		d.slotWoken = false
 		e.slotFreed()
 	}
-}
-
-// checkDue reports whether d's check is due at now. Caller holds
-// Engine.mu.
-func (d *dir) checkDue(now time.Time) bool {
-	return !d.next.IsZero() && !now.Before(d.dueAt())
 }
