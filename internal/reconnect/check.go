@@ -57,7 +57,8 @@ func (e *Engine) check(ctx context.Context, d *dir) {
 		d.listFails = 0
 		e.mu.Unlock()
 		if known && !booted {
-			e.locationGone(d)
+			e.log.Info("location no longer booted in opencode; forgetting it until it is used again", "url", e.url, "directory", d.path)
+			e.instanceGone(d.path, "location gone")
 			return
 		}
 	}

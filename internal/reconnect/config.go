@@ -35,16 +35,6 @@ func (c dirConfig) remote(name string) string { return c[name].url }
 // local reports whether the config gives name a local command.
 func (c dirConfig) local(name string) bool { return c[name].command != nil }
 
-// hasLocals reports whether c gives any server a local command.
-func (c dirConfig) hasLocals() bool {
-	for _, sc := range c {
-		if sc.command != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // sameLocals reports whether a and b give the same servers the same
 // local commands and working directories: the process view's list is
 // the same under either.

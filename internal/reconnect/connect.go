@@ -37,7 +37,10 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 			continue
 		}
 		remote := d.config[a.name].kind == "remote"
-		if !d.slotWoken && e.othersWait(d, slotKind(remote)) || !e.budget.TryTake(remote) {
+		// Unless a released slot woke it, d queues behind the directories
+		// that wait in slotLine for this kind of slot: first come first served.
+		othersWait := slices.ContainsFunc(e.slotLine, func(w *dir) bool { return w != d && w.slotKinds&slotKind(remote) != 0 })
+		if !d.slotWoken && othersWait || !e.budget.TryTake(remote) {
 			s.slotWait = true
 			missed |= slotKind(remote)
 			s.trig |= a.trig // still wanted at the next look, for the same reason
@@ -89,13 +92,6 @@ func slotKind(remote bool) uint8 {
 		return slotRemote
 	}
 	return slotLocal
-}
-
-// othersWait reports whether directories other than d wait in slotLine
-// for this kind of slot: d queues behind them, first come first served.
-// Caller holds Engine.mu.
-func (e *Engine) othersWait(d *dir, kind uint8) bool {
-	return slices.ContainsFunc(e.slotLine, func(w *dir) bool { return w != d && w.slotKinds&kind != 0 })
 }
 
 // slotFreed wakes the first directory in slotLine that waits for a kind

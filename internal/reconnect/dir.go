@@ -55,7 +55,7 @@ type dir struct {
 	checking time.Time
 	awaiting time.Time
 	// hold is set while OpenCode said "not yet" (ErrNotYet: starting or
-	// stopping): no check runs before it, whatever asks (notYet).
+	// stopping): no check runs before it, whatever asks (holdLocked).
 	hold         time.Time
 	lastActivity time.Time
 	lastAtOnce   time.Time // last check made at once for a first crash

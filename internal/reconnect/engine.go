@@ -169,7 +169,8 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
 		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
 		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
-	e.q = newQueue(&e.mu)
+	e.q = &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
+	e.q.cond.L = &e.mu
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
@@ -306,8 +307,8 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	}
 	e.stopLocked(d)
 	delete(e.dirs, path)
-	if d.config.hasLocals() {
-		e.localsGen++
+	if !sameLocals(d.config, nil) {
+		e.localsGen++ // it had local servers
 	}
 	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)

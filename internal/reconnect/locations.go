@@ -143,10 +143,3 @@ func (e *Engine) bootedUnknown(d *dir, err error) {
 	d.lastCheck = time.Now()
 	e.holdLocked(d, err, d.lastCheck, wait)
 }
-
-// locationGone forgets a directory whose location is no longer booted.
-func (e *Engine) locationGone(d *dir) {
-	e.log.Info("location no longer booted in opencode; forgetting it until it is used again", "url", e.url, "directory", d.path)
-	e.Disarm(d.path, "location gone")
-	e.markGone(d.path)
-}

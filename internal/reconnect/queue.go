@@ -38,12 +38,6 @@ type delayedKey struct {
 	key string
 }
 
-func newQueue(mu *sync.Mutex) *queue {
-	q := &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
-	q.cond.L = mu
-	return q
-}
-
 // addAt makes k ready at t, or earlier if it is due earlier already: an
 // added time never moves a key later.
 func (q *queue) addAt(k string, t time.Time) {
@@ -163,7 +157,7 @@ func (e *Engine) delays(ctx context.Context) {
 			return
 		case <-q.kick:
 		case <-timer.C:
-		case <-e.budget.Freed():
+		case <-e.budget.freed:
 			e.mu.Lock()
 			e.slotFreed()
 			e.mu.Unlock()
