@@ -25,10 +25,10 @@ type Hub struct {
 }
 
 type shared struct {
-	subs   map[*sub]struct{}
+	subs map[*sub]struct{}
+	// cancel ends the goroutine that serves it now (Renew starts
+	// another): an ended one has nothing more to tell.
 	cancel context.CancelFunc
-	gen    int // the goroutine that serves it now (Renew starts another)
-	loop   func(ctx context.Context, rawURL string, sh *shared, gen int)
 }
 
 type sub struct {
@@ -60,7 +60,7 @@ func (h *Hub) Reachable(rawURL string, told func(up bool)) (stop func()) {
 }
 
 func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
-	loop func(context.Context, string, *shared, int)) (stop func()) {
+	loop func(context.Context, string, *shared)) (stop func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -68,9 +68,9 @@ func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
 	}
 	sh := m[rawURL]
 	if sh == nil {
-		sh = &shared{subs: map[*sub]struct{}{}, loop: loop}
+		sh = &shared{subs: map[*sub]struct{}{}}
 		m[rawURL] = sh
-		h.start(rawURL, sh)
+		h.start(rawURL, sh, loop)
 	}
 	s := &sub{told: told}
 	sh.subs[s] = struct{}{}
@@ -92,12 +92,10 @@ func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
 
 // start runs a goroutine for sh, which its cancel ends. Caller holds
 // h.mu.
-func (h *Hub) start(rawURL string, sh *shared) {
+func (h *Hub) start(rawURL string, sh *shared, loop func(context.Context, string, *shared)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sh.cancel = cancel
-	sh.gen++
-	gen := sh.gen
-	h.wg.Go(func() { sh.loop(ctx, rawURL, sh, gen) })
+	h.wg.Go(func() { loop(ctx, rawURL, sh) })
 }
 
 // Renew dials every watch anew, keeping its subscribers: after the
@@ -114,31 +112,26 @@ func (h *Hub) Renew() {
 	}
 	for rawURL, sh := range h.watches {
 		sh.cancel()
-		h.start(rawURL, sh)
+		h.start(rawURL, sh, h.run)
 	}
 }
 
 // run is a restart watch's goroutine.
-func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, gen int) {
-	restarted := h.p.Watch(ctx, rawURL, nil)
+func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
+	h.p.Watch(ctx, rawURL, nil) // true (restarted) unless ctx ended
 	h.mu.Lock()
-	if sh.gen != gen {
+	if ctx.Err() != nil {
+		// Renewed (another goroutine serves its subscribers), its last
+		// subscriber gone, or the hub closed: nothing to tell.
 		h.mu.Unlock()
-		return // renewed: another goroutine serves its subscribers
+		return
 	}
-	if h.watches[rawURL] == sh {
-		delete(h.watches, rawURL)
-	}
-	var told []*sub
-	for s := range sh.subs {
-		if restarted {
-			told = append(told, s)
-		}
-		delete(sh.subs, s)
-	}
+	delete(h.watches, rawURL) // sh: its ctx ends when another takes its place
+	told := sh.subs
+	sh.subs = nil
 	sh.cancel()
 	h.mu.Unlock()
-	for _, s := range told {
+	for s := range told {
 		s.told(true)
 	}
 }
@@ -146,10 +139,10 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, gen int) {
 // reach is an endpoint's probes' goroutine. While the endpoint stays
 // down, or answers while its server stays failed, the probes ease off
 // (Interval of the time since it went down).
-func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared, _ int) {
+func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared) {
 	since, wasUp, wait := time.Now(), false, Interval(0)
 	for sleep(ctx, wait) {
-		if !h.p.Allow() {
+		if !h.p.limit.Allow() {
 			wait = Interval(0) / 4
 			continue
 		}

@@ -34,9 +34,6 @@ func New(perSecond float64) *Prober {
 	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))}
 }
 
-// Allow reports whether a probe may run now under the global rate.
-func (p *Prober) Allow() bool { return p.limit.Allow() }
-
 // Target returns the host:port a probe of rawURL dials, and whether TLS is
 // used.
 func Target(rawURL string) (addr string, useTLS bool, err error) {
@@ -180,7 +177,7 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 		if !sleep(ctx, Interval(time.Since(since))) {
 			return false
 		}
-		if p.Allow() && p.Probe(ctx, rawURL) == nil {
+		if p.limit.Allow() && p.Probe(ctx, rawURL) == nil {
 			return true
 		}
 	}
