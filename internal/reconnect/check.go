@@ -82,16 +82,9 @@ func (e *Engine) check(ctx context.Context, d *dir) {
 		e.unreadable(d, err, now)
 		return
 	}
-	succeeded := e.successors(d, st)
+	e.successors(d, st)
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
-	for _, name := range succeeded { // the evidence of their dead child is void
-		if s := d.servers[name]; s != nil && s.trig&trigDead != 0 {
-			s.trig &^= trigDead
-			e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair",
-				"url", e.url, "directory", d.path, "server", name)
-		}
-	}
 	connects, evs := e.reconcile(d, st, now)
 	e.endpoints(ctx, d)
 	pv, look := e.procs, d.localsChanged
@@ -114,10 +107,7 @@ func (e *Engine) waitOpenCode(d *dir) (answered func()) {
 	return func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		d.awaiting = time.Time{}
-		if !d.checking.IsZero() {
-			d.checking = time.Now()
-		}
+		d.awaiting, d.checking = time.Time{}, time.Now() // within the check: it ends after the answer
 	}
 }
 

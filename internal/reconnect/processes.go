@@ -155,9 +155,10 @@ func (e *Engine) SetProcessView(pv ProcessView) {
 
 // successors asks the process view, right after a status read and before
 // the decision it feeds, which of the directory's servers with a dead
-// child that the read shows connected now have a successor. It reads the
-// process table, so it runs without Engine.mu.
-func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []string {
+// child that the read shows connected now have a successor: the evidence
+// of their dead child is void. It reads the process table, so it runs
+// without Engine.mu.
+func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) {
 	e.mu.Lock()
 	pv := e.procs
 	type dead struct {
@@ -173,13 +174,15 @@ func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []strin
 		}
 	}
 	e.mu.Unlock()
-	var out []string
 	for _, a := range ask {
 		if pv.Successor(d.path, a.name, a.birth) {
-			out = append(out, a.name)
+			e.mu.Lock()
+			d.servers[a.name].trig &^= trigDead // only the check, which runs this, deletes a server
+			e.mu.Unlock()
+			e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair",
+				"url", e.url, "directory", d.path, "server", a.name)
 		}
 	}
-	return out
 }
 
 // ChildStarted tells the engine that a process started at at now serves
