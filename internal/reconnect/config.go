@@ -8,7 +8,6 @@ package reconnect
 
 import (
 	"encoding/binary"
-	"maps"
 	"slices"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -25,7 +24,7 @@ type serverConfig struct {
 }
 
 // dirConfig maps server name → config. A dirConfig may be shared by many
-// directories: it is never changed, only replaced (without).
+// directories: it is never changed, only replaced.
 type dirConfig map[string]serverConfig
 
 // remote is name's endpoint when the config says it is a remote server
@@ -51,16 +50,6 @@ func sameLocals(a, b dirConfig) bool {
 		}
 	}
 	return true
-}
-
-// without is c less name: c itself when it has no name, else a copy.
-func (c dirConfig) without(name string) dirConfig {
-	if _, ok := c[name]; !ok {
-		return c
-	}
-	out := maps.Clone(c)
-	delete(out, name)
-	return out
 }
 
 // newDirConfig builds a directory's config from GET /config's entries

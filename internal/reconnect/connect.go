@@ -60,14 +60,13 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 		tier := tierOf(s.ep.Phase(p))
 		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", a.name, "attempt", s.ep.NumRequeues(), "tier", tier)
 		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: a.name, Attempt: s.ep.NumRequeues(), Tier: tier, Error: s.err})
-		name := a.name
 		e.wg.Go(func() {
-			err := e.oc.Connect(ctx, d.path, name)
+			err := e.oc.Connect(ctx, d.path, a.name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			if s := d.servers[name]; s != nil && e.dirs[d.path] == d {
+			if s := d.servers[a.name]; s != nil && e.dirs[d.path] == d {
 				s.returned, s.result = true, err
 				e.q.add(d.path)
 			}

@@ -96,8 +96,7 @@ type Engine struct {
 	onEvent func(Event)
 	current func() string
 	about   func() *OpenCodeInfo
-	prober  *probe.Prober
-	hub     *probe.Hub // endpoint probes and watches shared by every directory
+	hub     *probe.Hub // endpoint probes and watches shared by every directory (nil: none)
 	q       *queue     // the armed directories' turns (guarded by mu)
 	// slotLine holds the directories waiting for a budget slot, in the
 	// order they found none (slotFreed); guarded by mu.
@@ -167,15 +166,15 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 		o.Budget = NewBudget(cfg.MaxConcurrent)
 	}
 	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
-		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
+		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent,
 		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	e.q = &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
 	e.q.cond.L = &e.mu
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
-	if e.prober != nil {
-		e.hub = probe.NewHub(e.prober, e.metrics.Probes.Inc)
+	if o.Prober != nil {
+		e.hub = probe.NewHub(o.Prober, e.metrics.Probes.Inc)
 	}
 	return e, nil
 }

@@ -98,7 +98,10 @@ func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
 			if d.config.local(name) {
 				e.localsGen++
 			}
-			d.config = d.config.without(name)
+			if _, ok := d.config[name]; ok { // a copy: d.config may be shared
+				d.config = maps.Clone(d.config)
+				delete(d.config, name)
+			}
 		}
 	}
 }
