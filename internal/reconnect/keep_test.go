@@ -39,3 +39,31 @@ func TestNamingADirectoryArmedByActivityKeepsItThroughARestart(t *testing.T) {
 		}
 	})
 }
+
+// A directory the user named stays the user's whatever arms it again
+// after a disposal, the user's reconnect too: status shows it as named,
+// and an OpenCode restart keeps it armed.
+func TestNamedDirectoryReArmedByReconnectStaysTheUsers(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+		r.at(5 * time.Second)
+		r.eng.DisarmAll("global.disposed")
+		if _, err := r.eng.Reconnect(dirA, nil); err != nil {
+			t.Fatal(err)
+		}
+		r.at(10 * time.Second)
+		r.eng.OpenCodeReplaced()
+		r.at(15 * time.Second)
+		var armedBy []string
+		for _, d := range r.eng.Snapshot().Directories {
+			armedBy = append(armedBy, d.ArmedBy)
+		}
+		if len(armedBy) != 1 || armedBy[0] != ArmedByFlag {
+			t.Errorf("a named directory armed again by reconnect after a disposal: after OpenCode restarted, armed by %q, want kept as %q", armedBy, ArmedByFlag)
+		}
+	})
+}
