@@ -290,15 +290,6 @@ func (e *Engine) stopLocked(d *dir) {
 	}
 }
 
-// Disarm stops watching dir and forgets it: no request for it is made
-// until it is armed again.
-func (e *Engine) Disarm(path, reason string) {
-	e.mu.Lock()
-	ev := e.disarmLocked(path, reason)
-	e.mu.Unlock()
-	e.publish(ev)
-}
-
 func (e *Engine) disarmLocked(path, reason string) Event {
 	d, ok := e.dirs[path]
 	if !ok {
@@ -312,18 +303,6 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
-}
-
-// DisarmAll forgets every directory (global.disposed). The engine keeps
-// running and arms again on later events.
-func (e *Engine) DisarmAll(reason string) {
-	e.mu.Lock()
-	var evs []Event
-	for _, p := range opencode.Names(e.dirs) {
-		evs = append(evs, e.disarmLocked(p, reason))
-	}
-	e.mu.Unlock()
-	e.publish(evs...)
 }
 
 // restarted forgets every directory after OpenCode restarted (or refused
@@ -519,21 +498,15 @@ func (e *Engine) SetStream(connected bool, err error) {
 }
 
 // Stream is the state of the event stream alone: what readiness asks at
-// every probe and scrape, without copying every directory (Snapshot).
+// every probe and scrape, without asking About.
 func (e *Engine) Stream() StreamState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.stream
 }
 
-// Snapshot copies the engine's state.
-func (e *Engine) Snapshot() Snapshot {
-	s := e.Summary()
-	s.Directories = slices.AppendSeq([]DirSnapshot{}, e.Directories())
-	return s
-}
-
-// Summary is Snapshot without the directories (Directories nil).
+// Summary is what the engine knows but the directories (Directories
+// nil; Directories yields them).
 func (e *Engine) Summary() Snapshot {
 	var about *OpenCodeInfo
 	if e.about != nil {

@@ -34,7 +34,15 @@ func (e *Engine) HandleEvent(ev opencode.Event) {
 	case opencode.KindInstanceGone:
 		e.instanceGone(ev.Directory, ev.Type)
 	case opencode.KindAllGone:
-		e.DisarmAll(ev.Type)
+		// Every directory is forgotten (global.disposed); the engine keeps
+		// running and arms again on later events.
+		e.mu.Lock()
+		var evs []Event
+		for _, p := range opencode.Names(e.dirs) {
+			evs = append(evs, e.disarmLocked(p, ev.Type))
+		}
+		e.mu.Unlock()
+		e.publish(evs...)
 	case opencode.KindActivity:
 		e.activity(ev.Directory, ev.Type)
 	}

@@ -3,6 +3,8 @@ package reconnect
 import (
 	"testing"
 	"time"
+
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // POST /reconnect with keep (run's --directory handed to the OpenCode 2
@@ -51,7 +53,7 @@ func TestNamedDirectoryReArmedByReconnectStaysTheUsers(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.at(5 * time.Second)
-		r.eng.DisarmAll("global.disposed")
+		r.eng.HandleEvent(opencode.Event{Kind: opencode.KindAllGone, Type: "global.disposed"})
 		if _, err := r.eng.Reconnect(dirA, nil); err != nil {
 			t.Fatal(err)
 		}
