@@ -208,15 +208,7 @@ func (d *dir) dueAt() time.Time {
 	if d.next.IsZero() {
 		return time.Time{}
 	}
-	return later(d.next, d.hold)
-}
-
-// later returns the later of two times.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return backoff.Later(d.next, d.hold)
 }
 
 // fire decides a trigger the last read left standing: whether it causes an

@@ -13,6 +13,7 @@
 package reconnect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -155,19 +156,10 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// The defaults are built only when not given (cmp.Or would build them always).
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.Metrics == nil {
-		o.Metrics = metrics.New()
-	}
-	if o.Budget == nil {
-		o.Budget = NewBudget(cfg.MaxConcurrent)
-	}
-	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
-		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent,
-		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, onEvent: o.OnEvent,
+		log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), metrics: cmp.Or(o.Metrics, metrics.New()),
+		budget: cmp.Or(o.Budget, NewBudget(cfg.MaxConcurrent)).Share(),
+		dirs:   map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
 	e.q = &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
 	e.q.cond.L = &e.mu
 	if e.onEvent == nil {
@@ -418,9 +410,9 @@ func (e *Engine) networkChanged(trig int) {
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
 				if s.status != opencode.StatusFailed {
-					at = later(at, now.Add(e.wakeDelay())) // a renewal
+					at = backoff.Later(at, now.Add(e.wakeDelay())) // a renewal
 				}
-				first = earlier(first, later(at, now))
+				first = earlier(first, backoff.Later(at, now))
 			}
 		}
 		if !first.IsZero() {

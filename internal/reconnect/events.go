@@ -96,7 +96,7 @@ func (e *Engine) reported(d *dir, name string, now time.Time) {
 			// OpenCode's word on an exit the process view saw: the
 			// grace waited for it (ChildExited), so a crash loop is
 			// checked at its episode's time, not the grace's.
-			d.wakeBy(later(s.ep.Next(), now))
+			d.wakeBy(backoff.Later(s.ep.Next(), now))
 			return
 		}
 		switch s.ep.Phase(e.cfg.Backoff) {

@@ -82,9 +82,9 @@ func (e *Engine) probed(d *dir, name string, sub *func(), up bool) {
 		s.trig &^= trigProbe // it went away again before the check
 	case !s.connecting:
 		if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Extra); ok {
-			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", name, "at", later(at, now))
+			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", name, "at", backoff.Later(at, now))
 			s.trig |= trigProbe
-			d.wakeBy(later(at, now))
+			d.wakeBy(backoff.Later(at, now))
 		}
 	}
 }
@@ -107,6 +107,6 @@ func (e *Engine) endpointRestarted(d *dir, name string, sub *func()) {
 	}
 	if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Extra); ok {
 		s.trig |= trigRestart
-		d.wakeBy(later(at, now))
+		d.wakeBy(backoff.Later(at, now))
 	}
 }

@@ -83,7 +83,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	}
 	s.dead.birth = birth
 	s.trig |= trigDead
-	s.dead.at = later(s.dead.at, at)
+	s.dead.at = backoff.Later(s.dead.at, at)
 	now := time.Now()
 	// A short grace first: an exit OpenCode caused itself (a disposal, a
 	// disconnect) is announced on the event stream about when the child
@@ -92,7 +92,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	soon := now.Add(announceGrace)
 	switch {
 	case s.status == opencode.StatusConnected && !e.stableConnected(s, now):
-		d.wakeBy(later(s.ep.Next(), soon)) // a crash loop waits for its episode
+		d.wakeBy(backoff.Later(s.ep.Next(), soon)) // a crash loop waits for its episode
 	case d.atOnce(now, e.cfg.Backoff.Initial):
 		d.wakeBy(soon)
 	default:
