@@ -117,8 +117,7 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 		s = &server{}
 		d.servers[name] = s
 	}
-	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig}
-	r.trig |= d.netTrig
+	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig | d.netTrig}
 	s.status, s.err = cur.Status, cur.Error
 	if d.config.local(name) && r.prev != cur.Status {
 		d.localsChanged = true
