@@ -19,20 +19,6 @@ const (
 	Stopped
 )
 
-func (ph Phase) String() string {
-	switch ph {
-	case Healthy:
-		return "healthy"
-	case Fast:
-		return "fast"
-	case Slow:
-		return "slow"
-	case Stopped:
-		return "stopped"
-	}
-	return "unknown"
-}
-
 // Trigger says what asked for an attempt.
 type Trigger int
 
@@ -154,12 +140,12 @@ func (e *Episode) NextAllowed(p Policy, t Trigger) (time.Time, bool) {
 	case ph == Stopped:
 		return time.Time{}, false
 	case (ph == Fast || ph == Slow) && t == Scheduled:
-		return latest(e.next, e.hold), true
+		return Later(e.next, e.hold), true
 	case ph == Slow:
-		at = latest(at, e.last.Add(p.Max))
+		at = Later(at, e.last.Add(p.Max))
 	}
 	if t == Network && !e.lastNet.IsZero() {
-		at = latest(e.lastNet.Add(p.Max), at)
+		at = Later(e.lastNet.Add(p.Max), at)
 	}
 	return at, true
 }
@@ -220,13 +206,13 @@ func (e *Episode) Refund(p Policy, asked time.Duration, r float64) time.Time {
 	}
 	e.held++
 	e.refunded = true
-	e.hold = latest(e.returned, e.last).Add(p.Hold(asked, e.n, e.held, r))
+	e.hold = Later(e.returned, e.last).Add(p.Hold(asked, e.n, e.held, r))
 	e.next = e.hold
 	return e.hold
 }
 
-// latest returns the later of two times.
-func latest(a, b time.Time) time.Time {
+// Later returns the later of two times.
+func Later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}

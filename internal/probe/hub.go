@@ -27,9 +27,9 @@ type Hub struct {
 type shared struct {
 	subs   map[*sub]struct{}
 	joined chan struct{} // a subscriber joined probes already running
+	// cancel ends the goroutine that serves it now (Renew starts
+	// another): an ended one has nothing more to tell.
 	cancel context.CancelFunc
-	gen    int // the goroutine that serves it now (Renew starts another)
-	loop   func(ctx context.Context, rawURL string, sh *shared, gen int)
 }
 
 type sub struct {
@@ -61,7 +61,7 @@ func (h *Hub) Reachable(rawURL string, told func(up bool)) (stop func()) {
 }
 
 func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
-	loop func(context.Context, string, *shared, int)) (stop func()) {
+	loop func(context.Context, string, *shared)) (stop func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -69,9 +69,9 @@ func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
 	}
 	sh := m[rawURL]
 	if sh == nil {
-		sh = &shared{subs: map[*sub]struct{}{}, loop: loop, joined: make(chan struct{}, 1)}
+		sh = &shared{subs: map[*sub]struct{}{}, joined: make(chan struct{}, 1)}
 		m[rawURL] = sh
-		h.start(rawURL, sh)
+		h.start(rawURL, sh, loop)
 	} else {
 		select {
 		case sh.joined <- struct{}{}:
@@ -98,12 +98,10 @@ func (h *Hub) subscribe(m map[string]*shared, rawURL string, told func(bool),
 
 // start runs a goroutine for sh, which its cancel ends. Caller holds
 // h.mu.
-func (h *Hub) start(rawURL string, sh *shared) {
+func (h *Hub) start(rawURL string, sh *shared, loop func(context.Context, string, *shared)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sh.cancel = cancel
-	sh.gen++
-	gen := sh.gen
-	h.wg.Go(func() { sh.loop(ctx, rawURL, sh, gen) })
+	h.wg.Go(func() { loop(ctx, rawURL, sh) })
 }
 
 // Renew dials every watch anew, keeping its subscribers: after the
@@ -120,31 +118,26 @@ func (h *Hub) Renew() {
 	}
 	for rawURL, sh := range h.watches {
 		sh.cancel()
-		h.start(rawURL, sh)
+		h.start(rawURL, sh, h.run)
 	}
 }
 
 // run is a restart watch's goroutine.
-func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, gen int) {
-	restarted := h.p.Watch(ctx, rawURL, nil)
+func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
+	h.p.Watch(ctx, rawURL, nil) // true (restarted) unless ctx ended
 	h.mu.Lock()
-	if sh.gen != gen {
+	if ctx.Err() != nil {
+		// Renewed (another goroutine serves its subscribers), its last
+		// subscriber gone, or the hub closed: nothing to tell.
 		h.mu.Unlock()
-		return // renewed: another goroutine serves its subscribers
+		return
 	}
-	if h.watches[rawURL] == sh {
-		delete(h.watches, rawURL)
-	}
-	var told []*sub
-	for s := range sh.subs {
-		if restarted {
-			told = append(told, s)
-		}
-		delete(sh.subs, s)
-	}
+	delete(h.watches, rawURL) // sh: its ctx ends when another takes its place
+	told := sh.subs
+	sh.subs = nil
 	sh.cancel()
 	h.mu.Unlock()
-	for _, s := range told {
+	for s := range told {
 		s.told(true)
 	}
 }
@@ -154,7 +147,7 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared, gen int) {
 // (Interval of the time since it went down, or since the last subscriber
 // joined: a server that just failed is probed at the pace of a fresh
 // failure, not at the eased-off pace of another's older one).
-func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared, _ int) {
+func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared) {
 	since, wasUp := time.Now(), false
 	timer := time.NewTimer(Interval(0))
 	defer timer.Stop()
@@ -168,7 +161,7 @@ func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared, _ int) {
 			continue
 		case <-timer.C:
 		}
-		if !h.p.Allow() {
+		if !h.p.limit.Allow() {
 			timer.Reset(Interval(0) / 4)
 			continue
 		}

@@ -6,6 +6,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -34,9 +35,6 @@ func New(perSecond float64) *Prober {
 	return &Prober{Dial: d.DialContext, limit: rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))}
 }
 
-// Allow reports whether a probe may run now under the global rate.
-func (p *Prober) Allow() bool { return p.limit.Allow() }
-
 // Target returns the host:port a probe of rawURL dials, and whether TLS is
 // used.
 func Target(rawURL string) (addr string, useTLS bool, err error) {
@@ -44,21 +42,11 @@ func Target(rawURL string) (addr string, useTLS bool, err error) {
 	if err != nil || u.Host == "" {
 		return "", false, fmt.Errorf("probe: %q is not a URL with a host", rawURL)
 	}
-	port := u.Port()
-	switch u.Scheme {
-	case "http":
-		if port == "" {
-			port = "80"
-		}
-	case "https":
-		useTLS = true
-		if port == "" {
-			port = "443"
-		}
-	default:
+	port, ok := map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	if !ok {
 		return "", false, fmt.Errorf("probe: scheme %q is not http or https", u.Scheme)
 	}
-	return net.JoinHostPort(u.Hostname(), port), useTLS, nil
+	return net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), port)), u.Scheme == "https", nil
 }
 
 // Probe reports whether rawURL's endpoint accepts a connection (and a TLS
@@ -180,7 +168,7 @@ func (p *Prober) Watch(ctx context.Context, rawURL string, down func()) bool {
 		if !sleep(ctx, Interval(time.Since(since))) {
 			return false
 		}
-		if p.Allow() && p.Probe(ctx, rawURL) == nil {
+		if p.limit.Allow() && p.Probe(ctx, rawURL) == nil {
 			return true
 		}
 	}

@@ -76,7 +76,7 @@ func TestRateBound(t *testing.T) {
 	p := New(5)
 	n := 0
 	for range 100 {
-		if p.Allow() {
+		if p.limit.Allow() {
 			n++
 		}
 	}

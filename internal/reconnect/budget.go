@@ -32,7 +32,7 @@ import (
 //
 // A slot is taken only by a connect about to be sent, and returned when
 // it returns; nothing is promised to one who found none. Each release is
-// told to every engine (Freed), which wakes the directories waiting for a
+// told to every engine (Share.freed), which wakes the directories waiting for a
 // slot one at a time while a slot fits them: a released slot costs about
 // one status read per engine, and a thousand waiting directories do not
 // poll. The engines that wait are served first come first served, each
@@ -145,9 +145,6 @@ func (b *Budget) fits(s *Share, remote bool) bool {
 	}
 	return true
 }
-
-// Freed receives when a slot was released since it last received.
-func (s *Share) Freed() <-chan struct{} { return s.freed }
 
 // fits reports whether a pool of n slots holding p may start one more
 // connect of this kind: remote connects hold at most n-1 slots (at least

@@ -357,7 +357,7 @@ func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 
 	// The slot's read shows it connected.
 	e.mu.Lock()
-	connects, _, _ := e.reconcile(d, map[string]opencode.ServerStatus{"r": {Status: opencode.StatusConnected}}, now.Add(time.Second))
+	connects, _ := e.reconcile(d, map[string]opencode.ServerStatus{"r": {Status: opencode.StatusConnected}}, now.Add(time.Second))
 	e.mu.Unlock()
 	if len(connects) != 0 {
 		t.Errorf("a read showing %q connected decided connects %v: a probe's slot wait became a restart repair", "r", connects)

@@ -32,7 +32,7 @@ func (e *Engine) check(ctx context.Context, d *dir) {
 	e.mu.Lock()
 	d.next, d.checking = time.Time{}, time.Now() // the check's time starts with its slot
 	learn := !d.kindsKnown && !d.unauthorized    // a refused password refuses this too
-	byEvent, lastEvent := d.byEvent, d.lastEvent
+	byEvent, lastEvent := d.byEvent && !e.named[d.path], d.lastEvent
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -57,7 +57,8 @@ func (e *Engine) check(ctx context.Context, d *dir) {
 		d.listFails = 0
 		e.mu.Unlock()
 		if known && !booted {
-			e.locationGone(d)
+			e.log.Info("location no longer booted in opencode; forgetting it until it is used again", "url", e.url, "directory", d.path)
+			e.instanceGone(d.path, "location gone")
 			return
 		}
 	}
@@ -81,20 +82,10 @@ func (e *Engine) check(ctx context.Context, d *dir) {
 		e.unreadable(d, err, now)
 		return
 	}
-	succeeded := e.successors(d, st)
+	e.successors(d, st)
 	e.mu.Lock()
 	d.lastCheck, d.lastErr, d.unauthorized, d.readStart = now, "", false, sent
-	for _, name := range succeeded { // the evidence of their dead child is void
-		if s := d.servers[name]; s != nil && s.trig&trigDead != 0 {
-			s.trig &^= trigDead
-			e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair",
-				"url", e.url, "directory", d.path, "server", name)
-		}
-	}
-	connects, needKinds, evs := e.reconcile(d, st, now)
-	if needKinds {
-		d.kindsKnown = false // a server the config did not list: ask again next check
-	}
+	connects, evs := e.reconcile(d, st, now)
 	e.endpoints(ctx, d)
 	pv, look := e.procs, d.localsChanged
 	d.localsChanged = false
@@ -116,10 +107,7 @@ func (e *Engine) waitOpenCode(d *dir) (answered func()) {
 	return func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		d.awaiting = time.Time{}
-		if !d.checking.IsZero() {
-			d.checking = time.Now()
-		}
+		d.awaiting, d.checking = time.Time{}, time.Now() // within the check: it ends after the answer
 	}
 }
 
@@ -133,13 +121,13 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	if errors.Is(err, opencode.ErrRefused) {
 		return
 	}
-	if wait, ok := opencode.RetryAfter(err); ok {
-		e.notYet(d, err, now, wait)
-		return
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d.lastCheck, d.lastErr = now, err.Error()
+	if wait, ok := opencode.RetryAfter(err); ok {
+		e.holdLocked(d, err, now, wait)
+		return
+	}
 	if errors.Is(err, opencode.ErrUnauthorized) {
 		if !d.unauthorized {
 			e.log.Error("opencode refused the credentials", "url", e.url, "directory", d.path, "err", err)
@@ -151,22 +139,13 @@ func (e *Engine) unreadable(d *dir, err error, now time.Time) {
 	d.wakeBy(e.idleAt(now))
 }
 
-// notYet ends a check that OpenCode answered "not yet" (it is starting or
-// stopping, or the booted locations cannot be known yet): every counter
-// is kept, as for an unreadable read, and the next check comes when the
-// answer's wait is over, no sooner. The check returns at once: it holds
-// no budget slot meanwhile, and its next time is never past due.
-func (e *Engine) notYet(d *dir, err error, now time.Time, wait time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	d.lastCheck = now
-	e.holdLocked(d, err, now, wait)
-}
-
 // holdLocked makes d wait for OpenCode's "not yet" (err, asking for
-// wait): no check of d runs before it is over, whatever wakes d
+// wait: it is starting or stopping, or the booted locations cannot be
+// known yet): no check of d runs before it is over, whatever wakes d
 // meanwhile (an event, a free slot): OpenCode would only say it again.
-// Caller holds Engine.mu.
+// Every counter is kept, as for an unreadable read; the check that was
+// told returns at once, holding no budget slot meanwhile, and the next
+// time is never past due. Caller holds Engine.mu.
 func (e *Engine) holdLocked(d *dir, err error, now time.Time, wait time.Duration) {
 	d.lastErr = err.Error()
 	d.hold = now.Add(max(wait, time.Second))

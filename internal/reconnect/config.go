@@ -8,7 +8,6 @@ package reconnect
 
 import (
 	"encoding/binary"
-	"maps"
 	"slices"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
@@ -25,7 +24,7 @@ type serverConfig struct {
 }
 
 // dirConfig maps server name → config. A dirConfig may be shared by many
-// directories: it is never changed, only replaced (without).
+// directories: it is never changed, only replaced.
 type dirConfig map[string]serverConfig
 
 // remote is name's endpoint when the config says it is a remote server
@@ -34,16 +33,6 @@ func (c dirConfig) remote(name string) string { return c[name].url }
 
 // local reports whether the config gives name a local command.
 func (c dirConfig) local(name string) bool { return c[name].command != nil }
-
-// hasLocals reports whether c gives any server a local command.
-func (c dirConfig) hasLocals() bool {
-	for _, sc := range c {
-		if sc.command != nil {
-			return true
-		}
-	}
-	return false
-}
 
 // sameLocals reports whether a and b give the same servers the same
 // local commands and working directories: the process view's list is
@@ -61,16 +50,6 @@ func sameLocals(a, b dirConfig) bool {
 		}
 	}
 	return true
-}
-
-// without is c less name: c itself when it has no name, else a copy.
-func (c dirConfig) without(name string) dirConfig {
-	if _, ok := c[name]; !ok {
-		return c
-	}
-	out := maps.Clone(c)
-	delete(out, name)
-	return out
 }
 
 // newDirConfig builds a directory's config from GET /config's entries

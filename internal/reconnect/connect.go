@@ -48,7 +48,7 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 			// Slow-tier attempts are idle work: batch them like idle checks.
 			s.ep.Postpone(e.onGrid(next))
 		}
-		s.connecting, s.confirm, s.lastConnect = true, true, now
+		s.connecting, s.confirm = true, true
 		if e.procs != nil {
 			s.connectClock = e.procs.Clock()
 		}
@@ -57,14 +57,13 @@ func (e *Engine) connect(ctx context.Context, d *dir, connects []attempt) {
 		tier := tierOf(s.ep.Phase(p))
 		e.log.Debug("connecting MCP server", "url", e.url, "directory", d.path, "server", a.name, "attempt", s.ep.NumRequeues(), "tier", tier)
 		evs = append(evs, Event{Time: now, Type: EventAttempt, Directory: d.path, Server: a.name, Attempt: s.ep.NumRequeues(), Tier: tier, Error: s.err})
-		name := a.name
 		e.wg.Go(func() {
-			err := e.oc.Connect(ctx, d.path, name)
+			err := e.oc.Connect(ctx, d.path, a.name)
 			e.budget.Release(remote)
 			e.metrics.InFlightConnects.Dec()
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			if s := d.servers[name]; s != nil && e.dirs[d.path] == d {
+			if s := d.servers[a.name]; s != nil && e.dirs[d.path] == d {
 				s.returned, s.result = true, err
 				e.q.add(d.path)
 			}
@@ -162,22 +161,18 @@ func (e *Engine) unwake(d *dir) {
 	d.slotWoken = 0
 }
 
-// finishConnect schedules the read of the outcome of a server's connect
-// that returned err, and its next attempt. The call returns when its
+// finishConnect schedules the read of the outcome of the connect of s
+// (named name), which returned s.result, and its next attempt. Only the
+// turn of d runs it, so s.returned stays set until it does. The call returns when its
 // attempt is over, so OpenCode says then whether the server came back,
 // and status must not show failed for seconds after OpenCode said
 // connected: the outcome is read announceGrace later (a disposal that
 // answered the connect is announced meanwhile). The read connects
 // nothing the schedule does not allow.
-func (e *Engine) finishConnect(d *dir, name string) {
+func (e *Engine) finishConnect(d *dir, name string, s *server) {
 	now := time.Now()
 	var evs []Event
 	e.mu.Lock()
-	s := d.servers[name]
-	if s == nil || !s.returned {
-		e.mu.Unlock()
-		return
-	}
 	err := s.result
 	s.returned, s.result, s.connecting = false, nil, false
 	s.episode().Returned(now) // stable-after counts from here, not from the attempt's start

@@ -33,8 +33,9 @@ type dir struct {
 	armedBy string
 	armedAt time.Time
 	// byEvent is set when OpenCode's events armed it (activity, a
-	// server's change), not the user (--directory, reconnect); lastEvent
-	// is when the last event about it arrived.
+	// server's change), not the user (reconnect, Arm; one the user named
+	// is the user's whatever armed it: Engine.named); lastEvent is when
+	// the last event about it arrived.
 	byEvent   bool
 	lastEvent time.Time
 	cancel    context.CancelFunc
@@ -54,7 +55,7 @@ type dir struct {
 	checking time.Time
 	awaiting time.Time
 	// hold is set while OpenCode said "not yet" (ErrNotYet: starting or
-	// stopping): no check runs before it, whatever asks (notYet).
+	// stopping): no check runs before it, whatever asks (holdLocked).
 	hold         time.Time
 	lastActivity time.Time
 	lastAtOnce   time.Time // last check made at once for a first crash
@@ -108,23 +109,22 @@ type server struct {
 	// read that shows anything else.
 	rateLimited bool
 	// pending is set while reads show it pending (2.x).
-	pending *pendingRun
-	// unknownTold is the unknown status last logged, so each is logged
-	// once.
-	unknownTold string
-
+	pending       *pendingRun
 	lastReconnect time.Time
 
-	// lastConnect is when the engine last connected it, and
-	// connectClock the process view's clock then (ProcessView.Clock): a
-	// child born before that reading was replaced by that connect.
-	lastConnect  time.Time
+	// connectClock is the process view's clock (ProcessView.Clock) when
+	// the engine last connected it (zero: never, or no view): a child
+	// born before that reading was replaced by that connect.
 	connectClock uint64
 
-	// The state only some servers need, allocated when one does: most of
-	// ten thousand servers are connected locals.
-	endpoint *endpointWatch // a remote server's endpoint (probes.go)
-	dead     *deadChild     // the last exit of its process (processes.go)
+	// What the engine watches of a remote server's endpoint (probes.go):
+	// the reachability probes of a failed one, the restart watch of a
+	// connected one. Each is the subscription's stop, nil when none runs;
+	// the hub's word counts only from the current one.
+	probes, watch *func()
+	// dead is the last exit of its process (processes.go), allocated
+	// when there is one: most of ten thousand servers are connected locals.
+	dead *deadChild
 }
 
 // pendingRun is a run of reads that showed a server pending: reads counts
@@ -134,14 +134,6 @@ type pendingRun struct {
 	reads     int
 	since     time.Time
 	stuckTold bool
-}
-
-// endpointWatch is what the engine watches of a remote server's endpoint
-// (probes.go): the reachability probes of a failed one, the restart watch
-// of a connected one. Each is the subscription's stop, nil when none
-// runs; the hub's word counts only from the current one.
-type endpointWatch struct {
-	probes, watch *func()
 }
 
 // deadChild is the evidence the process view gave of a local server's
@@ -175,36 +167,19 @@ func (s *server) forget() {
 	s.slowTold = false
 }
 
-// watching returns s's endpoint state, made on first use.
-func (s *server) watching() *endpointWatch {
-	if s.endpoint == nil {
-		s.endpoint = &endpointWatch{}
-	}
-	return s.endpoint
-}
-
 // endWatch ends the restart watch of s's endpoint, if one runs.
 func (s *server) endWatch() {
-	if w := s.endpoint; w != nil && w.watch != nil {
-		(*w.watch)()
-		w.watch = nil
-		s.dropEndpoint()
+	if s.watch != nil {
+		(*s.watch)()
+		s.watch = nil
 	}
 }
 
 // stopProbes ends the probes of s's endpoint, if they run.
 func (s *server) stopProbes() {
-	if w := s.endpoint; w != nil && w.probes != nil {
-		(*w.probes)()
-		w.probes = nil
-		s.dropEndpoint()
-	}
-}
-
-// dropEndpoint lets s's endpoint state go once nothing uses it.
-func (s *server) dropEndpoint() {
-	if w := s.endpoint; w.probes == nil && w.watch == nil {
-		s.endpoint = nil
+	if s.probes != nil {
+		(*s.probes)()
+		s.probes = nil
 	}
 }
 
@@ -233,15 +208,7 @@ func (d *dir) dueAt() time.Time {
 	if d.next.IsZero() {
 		return time.Time{}
 	}
-	return later(d.next, d.hold)
-}
-
-// later returns the later of two times.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return backoff.Later(d.next, d.hold)
 }
 
 // fire decides a trigger the last read left standing: whether it causes an
@@ -252,7 +219,11 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 	if trig == 0 || s.connecting {
 		return false, time.Time{}
 	}
-	at, ok := s.ep.NextAllowed(p, triggerOf(trig))
+	t := backoff.Extra
+	if trig&(trigNetwork|trigRenew) != 0 {
+		t = backoff.Network
+	}
+	at, ok := s.ep.NextAllowed(p, t)
 	if !ok || !now.Before(at) {
 		return ok, time.Time{} // never allowed, or allowed now
 	}
@@ -260,16 +231,14 @@ func (s *server) fire(trig int, p backoff.Policy, now time.Time) (fire bool, at 
 	return false, at
 }
 
-func triggerOf(trig int) backoff.Trigger {
-	if trig&(trigNetwork|trigRenew) != 0 {
-		return backoff.Network
-	}
-	return backoff.Extra
-}
-
-func (d *dir) snapshot(p backoff.Policy) DirSnapshot {
+// snapshot copies d for status; named: the user named it, whatever armed
+// it (Engine.named).
+func (d *dir) snapshot(p backoff.Policy, named bool) DirSnapshot {
 	ds := DirSnapshot{Directory: d.path, ArmedBy: d.armedBy, ArmedAt: d.armedAt, LastCheck: d.lastCheck,
 		NextCheck: d.next, LastError: d.lastErr, Servers: []ServerSnapshot{}}
+	if named {
+		ds.ArmedBy = ArmedByFlag
+	}
 	for _, name := range opencode.Names(d.servers) {
 		s := d.servers[name]
 		ss := ServerSnapshot{Name: name, Status: s.status, Error: s.err, Attempts: s.ep.NumRequeues(), Connecting: s.connecting,

@@ -13,6 +13,7 @@
 package reconnect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,8 +97,7 @@ type Engine struct {
 	onEvent func(Event)
 	current func() string
 	about   func() *OpenCodeInfo
-	prober  *probe.Prober
-	hub     *probe.Hub // endpoint probes and watches shared by every directory
+	hub     *probe.Hub // endpoint probes and watches shared by every directory (nil: none)
 	q       *queue     // the armed directories' turns (guarded by mu)
 	// slotLine holds the directories waiting for a budget slot, in the
 	// order they found none (slotFreed); woken counts the directories a
@@ -109,11 +109,9 @@ type Engine struct {
 	// procs answers the successor question of a dead child (nil: no
 	// process view).
 	procs ProcessView
-	ctx   context.Context // set by Run; nil before
-	// life is the armed directories' parent context, ended when Run
-	// ends: a directory armed before Run waits in the queue for it.
-	life   context.Context
-	end    context.CancelFunc
+	// ctx is Run's, nil before Run: a directory armed before Run waits
+	// in the queue for it; none is armed once it ended.
+	ctx    context.Context
 	dirs   map[string]*dir
 	gone   map[string]time.Time // instances that went away lately (pruned)
 	stream StreamState
@@ -126,7 +124,7 @@ type Engine struct {
 	// configs holds one copy of each distinct directory config.
 	configs configs
 	// named are the directories the user named (--directory): whatever
-	// arms one again after a disposal, it is the user's.
+	// armed one, or arms it again after a disposal, it is the user's.
 	named map[string]bool
 	wg    sync.WaitGroup
 }
@@ -160,26 +158,17 @@ func New(cfg Config, oc OpenCode, o Options) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// The defaults are built only when not given (cmp.Or would build them always).
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.Metrics == nil {
-		o.Metrics = metrics.New()
-	}
-	if o.Budget == nil {
-		o.Budget = NewBudget(cfg.MaxConcurrent)
-	}
-	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About,
-		log: o.Log, metrics: o.Metrics, budget: o.Budget.Share(), onEvent: o.OnEvent, prober: o.Prober,
-		dirs: map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
-	e.q = newQueue(&e.mu)
-	e.life, e.end = context.WithCancel(context.Background())
+	e := &Engine{cfg: cfg, oc: oc, url: o.URL, current: o.CurrentURL, about: o.About, onEvent: o.OnEvent,
+		log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), metrics: cmp.Or(o.Metrics, metrics.New()),
+		budget: cmp.Or(o.Budget, NewBudget(cfg.MaxConcurrent)).Share(),
+		dirs:   map[string]*dir{}, gone: map[string]time.Time{}, named: map[string]bool{}}
+	e.q = &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
+	e.q.cond.L = &e.mu
 	if e.onEvent == nil {
 		e.onEvent = func(Event) {}
 	}
-	if e.prober != nil {
-		e.hub = probe.NewHub(e.prober, e.metrics.Probes.Inc)
+	if o.Prober != nil {
+		e.hub = probe.NewHub(o.Prober, e.metrics.Probes.Inc)
 	}
 	return e, nil
 }
@@ -203,7 +192,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-ctx.Done()
 
 	e.mu.Lock()
-	e.end()
 	for _, d := range e.dirs {
 		e.stopLocked(d)
 	}
@@ -250,13 +238,10 @@ func (e *Engine) Arm(d, reason string) error {
 	}
 	e.mu.Lock()
 	if reason == ArmedByFlag {
+		// Named, also when in use already (a client armed it): the
+		// user's own from now on (dir.armedBy), kept through OpenCode's
+		// restarts and read whether or not OpenCode has it booted.
 		e.named[d] = true
-		if armed := e.dirs[d]; armed != nil {
-			// In use already (a client armed it): now the user's own,
-			// kept through OpenCode's restarts and read whether or
-			// not OpenCode has it booted.
-			armed.armedBy, armed.byEvent = ArmedByFlag, false
-		}
 	}
 	ev := e.armLocked(d, reason, e.wakeDelay())
 	e.mu.Unlock()
@@ -268,11 +253,11 @@ func (e *Engine) Arm(d, reason string) error {
 // (mostly wakeDelay); it returns the "armed" event, or a zero Event when
 // path was armed already.
 func (e *Engine) armLocked(path, reason string, first time.Duration) Event {
-	if _, ok := e.dirs[path]; ok || e.life.Err() != nil {
+	if _, ok := e.dirs[path]; ok || e.ctx != nil && e.ctx.Err() != nil {
 		return Event{}
 	}
 	now := time.Now()
-	ctx, cancel := context.WithCancel(e.life)
+	ctx, cancel := context.WithCancel(context.Background()) // until disarmed (Run's end disarms all)
 	d := newDir(path, reason, now, cancel)
 	d.ctx, d.q = ctx, e.q
 	if first == 0 {
@@ -301,15 +286,6 @@ func (e *Engine) stopLocked(d *dir) {
 	}
 }
 
-// Disarm stops watching dir and forgets it: no request for it is made
-// until it is armed again.
-func (e *Engine) Disarm(path, reason string) {
-	e.mu.Lock()
-	ev := e.disarmLocked(path, reason)
-	e.mu.Unlock()
-	e.publish(ev)
-}
-
 func (e *Engine) disarmLocked(path, reason string) Event {
 	d, ok := e.dirs[path]
 	if !ok {
@@ -317,24 +293,12 @@ func (e *Engine) disarmLocked(path, reason string) Event {
 	}
 	e.stopLocked(d)
 	delete(e.dirs, path)
-	if d.config.hasLocals() {
-		e.localsGen++
+	if !sameLocals(d.config, nil) {
+		e.localsGen++ // it had local servers
 	}
 	e.metrics.ArmedDirectories.Set(len(e.dirs))
 	e.log.Debug("disarmed directory", "url", e.url, "directory", path, "reason", reason)
 	return Event{Time: time.Now(), Type: EventDisarmed, Directory: path, Reason: reason}
-}
-
-// DisarmAll forgets every directory (global.disposed). The engine keeps
-// running and arms again on later events.
-func (e *Engine) DisarmAll(reason string) {
-	e.mu.Lock()
-	var evs []Event
-	for _, p := range opencode.Names(e.dirs) {
-		evs = append(evs, e.disarmLocked(p, reason))
-	}
-	e.mu.Unlock()
-	e.publish(evs...)
 }
 
 // restarted forgets every directory after OpenCode restarted (or refused
@@ -349,9 +313,8 @@ func (e *Engine) restarted(reason string, first time.Duration) int {
 	var evs []Event
 	forgotten := 0
 	for _, p := range opencode.Names(e.dirs) {
-		named := e.dirs[p].armedBy == ArmedByFlag
 		evs = append(evs, e.disarmLocked(p, reason))
-		if named {
+		if e.named[p] {
 			evs = append(evs, e.armLocked(p, ArmedByFlag, first))
 		} else {
 			forgotten++
@@ -442,14 +405,18 @@ func (e *Engine) networkChanged(trig int) {
 		d.netTrig |= trig
 		var first time.Time // when the first of its servers may try
 		for name, s := range d.servers {
-			if !networkMatters(d, name, s, renew) {
+			// A change may cause an attempt for a server the last read
+			// showed failed or, when it may renew, for a remote server
+			// OpenCode holds a session of, or is making one (pending).
+			remote := d.config.remote(name) != ""
+			if s.status != opencode.StatusFailed && (!renew || !remote || s.status != opencode.StatusConnected && s.status != opencode.StatusPending) {
 				continue
 			}
 			if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Network); ok {
 				if s.status != opencode.StatusFailed {
-					at = later(at, now.Add(e.wakeDelay())) // a renewal
+					at = backoff.Later(at, now.Add(e.wakeDelay())) // a renewal
 				}
-				first = earlier(first, later(at, now))
+				first = earlier(first, backoff.Later(at, now))
 			}
 		}
 		if !first.IsZero() {
@@ -462,20 +429,6 @@ func (e *Engine) networkChanged(trig int) {
 		e.log.Info("network changed; checking MCP servers now", "url", e.url, "directories", n)
 	}
 	e.publish(Event{Time: now, Type: EventNetworkChanged, Attempt: n})
-}
-
-// networkMatters reports whether a network change may cause an attempt
-// for s, as the directory last read it: it failed, or, when the change
-// may renew, it is a remote server OpenCode holds a session of, or is
-// making one (pending). Caller holds Engine.mu.
-func networkMatters(d *dir, name string, s *server, renew bool) bool {
-	switch s.status {
-	case opencode.StatusFailed:
-		return true
-	case opencode.StatusConnected, opencode.StatusPending:
-		return renew && d.config.remote(name) != ""
-	}
-	return false
 }
 
 // ReconnectResult says what an explicit reconnect did.
@@ -541,21 +494,15 @@ func (e *Engine) SetStream(connected bool, err error) {
 }
 
 // Stream is the state of the event stream alone: what readiness asks at
-// every probe and scrape, without copying every directory (Snapshot).
+// every probe and scrape, without asking About.
 func (e *Engine) Stream() StreamState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.stream
 }
 
-// Snapshot copies the engine's state.
-func (e *Engine) Snapshot() Snapshot {
-	s := e.Summary()
-	s.Directories = slices.AppendSeq([]DirSnapshot{}, e.Directories())
-	return s
-}
-
-// Summary is Snapshot without the directories (Directories nil).
+// Summary is what the engine knows but the directories (Directories
+// nil; Directories yields them).
 func (e *Engine) Summary() Snapshot {
 	var about *OpenCodeInfo
 	if e.about != nil {
@@ -579,7 +526,7 @@ func (e *Engine) Directories() iter.Seq[DirSnapshot] {
 			d := e.dirs[p]
 			var ds DirSnapshot
 			if d != nil {
-				ds = d.snapshot(e.cfg.Backoff)
+				ds = d.snapshot(e.cfg.Backoff, e.named[p])
 			}
 			e.mu.Unlock()
 			if d != nil && !yield(ds) {

@@ -17,14 +17,32 @@ import (
 func (e *Engine) HandleEvent(ev opencode.Event) {
 	switch ev.Kind {
 	case opencode.KindServerFailed:
-		e.serverFailed(ev.Directory, ev.Server, ev.Type)
+		// A crash report (1.x mcp.tools.changed: a live MCP connection
+		// closed). A first crash is checked at once (firstCrash). A report
+		// that arms its directory is such a first crash too: the server
+		// was connected (its connection closed), and nobody here
+		// reconnected it. A crash loop gets no shortcut: its directory is
+		// checked initial-delay later, and not at all once the server is
+		// in the slow tier.
+		first := e.wakeDelay()
+		if ev.Server != "" {
+			first = 0
+		}
+		e.armOrWake(ev.Directory, ev.Type, first, func(d *dir, now time.Time) { e.reported(d, ev.Server, now) })
 	case opencode.KindServerChanged:
 		e.serverChanged(ev.Directory, ev.Server, ev.Type)
 	case opencode.KindInstanceGone:
-		e.Disarm(ev.Directory, ev.Type)
-		e.markGone(ev.Directory)
+		e.instanceGone(ev.Directory, ev.Type)
 	case opencode.KindAllGone:
-		e.DisarmAll(ev.Type)
+		// Every directory is forgotten (global.disposed); the engine keeps
+		// running and arms again on later events.
+		e.mu.Lock()
+		var evs []Event
+		for _, p := range opencode.Names(e.dirs) {
+			evs = append(evs, e.disarmLocked(p, ev.Type))
+		}
+		e.mu.Unlock()
+		e.publish(evs...)
 	case opencode.KindActivity:
 		e.activity(ev.Directory, ev.Type)
 	}
@@ -57,24 +75,10 @@ func (e *Engine) armOrWake(path, reason string, first time.Duration, wake func(d
 	}
 	ev := e.armLocked(path, reason, first)
 	if d := e.dirs[path]; d != nil {
-		d.byEvent, d.lastEvent = !e.named[path], now
+		d.byEvent, d.lastEvent = true, now
 	}
 	e.mu.Unlock()
 	e.publish(ev)
-}
-
-// serverFailed handles a crash report (1.x mcp.tools.changed: a live MCP
-// connection closed). A first crash is checked at once (firstCrash). A
-// report that arms its directory is such a first crash too: the server was
-// connected (its connection closed), and nobody here reconnected it. A
-// crash loop gets no shortcut: its directory is checked initial-delay
-// later, and not at all once the server is in the slow tier.
-func (e *Engine) serverFailed(path, name, reason string) {
-	first := e.wakeDelay()
-	if name != "" {
-		first = 0
-	}
-	e.armOrWake(path, reason, first, func(d *dir, now time.Time) { e.reported(d, name, now) })
 }
 
 // reported wakes d for a report about its server name ("": none named):
@@ -92,7 +96,7 @@ func (e *Engine) reported(d *dir, name string, now time.Time) {
 			// OpenCode's word on an exit the process view saw: the
 			// grace waited for it (ChildExited), so a crash loop is
 			// checked at its episode's time, not the grace's.
-			d.wakeBy(later(s.ep.Next(), now))
+			d.wakeBy(backoff.Later(s.ep.Next(), now))
 			return
 		}
 		switch s.ep.Phase(e.cfg.Backoff) {
@@ -167,7 +171,10 @@ func (d *dir) atOnce(now time.Time, every time.Duration) bool {
 // slow tier (rule 5) wake nothing. A change that arms its directory (a
 // location booting is a burst of them) waits initial-delay.
 func (e *Engine) serverChanged(path, name, reason string) {
-	if e.recentlyGone(path) {
+	e.mu.Lock()
+	gone, ok := e.gone[path]
+	e.mu.Unlock()
+	if ok && time.Since(gone) < goneQuarantine {
 		// A location stopping its servers may announce each of them after
 		// location.shutdown: that is no sign of use, and arming would
 		// boot the location again.
@@ -185,22 +192,16 @@ func (e *Engine) serverChanged(path, name, reason string) {
 // not armed by server state changes.
 const goneQuarantine = 10 * time.Second
 
-// markGone records that path's instance went away; old records are pruned.
-func (e *Engine) markGone(path string) {
+// instanceGone disarms path, whose instance went away (reason), and
+// records when, for the quarantine; old records are pruned.
+func (e *Engine) instanceGone(path, reason string) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	ev := e.disarmLocked(path, reason)
 	now := time.Now()
 	maps.DeleteFunc(e.gone, func(_ string, t time.Time) bool { return now.Sub(t) >= goneQuarantine })
 	e.gone[path] = now
-}
-
-// recentlyGone reports whether path's instance went away within the
-// quarantine.
-func (e *Engine) recentlyGone(path string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t, ok := e.gone[path]
-	return ok && time.Since(t) < goneQuarantine
+	e.mu.Unlock()
+	e.publish(ev)
 }
 
 // activity arms dir, or wakes it at most once per idle interval.

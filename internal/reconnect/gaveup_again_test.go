@@ -9,7 +9,7 @@ import (
 // gives up on a server. A server that reached the slow tier, was retried
 // by the user's `reconnect` (a fresh episode), and failed its whole fast
 // episode again is announced as given up a second time: a gave_up event,
-// a log line, the give-up metric. (serverFailed's first-crash shortcut
+// a log line, the give-up metric. (The crash report's first-crash shortcut
 // starts a fresh episode the same way.)
 func TestGaveUpAnnouncedAgainAfterReconnect(t *testing.T) {
 	eachGen(t, func(t *testing.T, g generation) {

@@ -3,6 +3,7 @@ package reconnect
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -208,4 +209,19 @@ func (r *rig) perDirRequests() []request {
 		}
 	}
 	return out
+}
+
+// Snapshot copies the engine's state: Summary and every directory.
+func (e *Engine) Snapshot() Snapshot {
+	s := e.Summary()
+	s.Directories = slices.AppendSeq([]DirSnapshot{}, e.Directories())
+	return s
+}
+
+// Disarm stops watching dir and forgets it, as a disposal does.
+func (e *Engine) Disarm(path, reason string) {
+	e.mu.Lock()
+	ev := e.disarmLocked(path, reason)
+	e.mu.Unlock()
+	e.publish(ev)
 }

@@ -134,18 +134,12 @@ func (e *Engine) bootedUnknown(d *dir, err error) {
 		return
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	wait, ok := opencode.RetryAfter(err)
 	if !ok {
 		d.listFails++
 		wait = e.cfg.Backoff.Jittered(e.cfg.Backoff.Base(d.listFails))
 	}
-	e.mu.Unlock()
-	e.notYet(d, err, time.Now(), wait)
-}
-
-// locationGone forgets a directory whose location is no longer booted.
-func (e *Engine) locationGone(d *dir) {
-	e.log.Info("location no longer booted in opencode; forgetting it until it is used again", "url", e.url, "directory", d.path)
-	e.Disarm(d.path, "location gone")
-	e.markGone(d.path)
+	d.lastCheck = time.Now()
+	e.holdLocked(d, err, d.lastCheck, wait)
 }

@@ -32,19 +32,19 @@ func (e *Engine) endpoints(ctx context.Context, d *dir) {
 		switch s.status {
 		case opencode.StatusConnected:
 			s.stopProbes()
-			if s.endpoint == nil || s.endpoint.watch == nil {
+			if s.watch == nil {
 				stop := new(func())
 				*stop = e.hub.Watch(url, func() { e.endpointRestarted(d, name, stop) })
-				s.watching().watch = stop
+				s.watch = stop
 			}
 		case opencode.StatusFailed:
 			s.endWatch()
 			if s.ep.Phase(e.cfg.Backoff) == backoff.Stopped {
 				s.stopProbes() // no attempt is allowed: nothing to probe for
-			} else if s.endpoint == nil || s.endpoint.probes == nil {
+			} else if s.probes == nil {
 				stop := new(func())
 				*stop = e.hub.Reachable(url, func(up bool) { e.probed(d, name, stop, up) })
-				s.watching().probes = stop
+				s.probes = stop
 			}
 		default:
 			s.stopProbes()
@@ -58,10 +58,7 @@ func (e *Engine) endpoints(ctx context.Context, d *dir) {
 // after it stopped. Caller holds Engine.mu.
 func (e *Engine) subscribed(d *dir, name string, sub *func(), probes bool) *server {
 	s := d.servers[name]
-	if e.dirs[d.path] != d || s == nil || s.endpoint == nil {
-		return nil
-	}
-	if w := s.endpoint; probes && w.probes != sub || !probes && w.watch != sub {
+	if e.dirs[d.path] != d || s == nil || probes && s.probes != sub || !probes && s.watch != sub {
 		return nil
 	}
 	return s
@@ -85,9 +82,9 @@ func (e *Engine) probed(d *dir, name string, sub *func(), up bool) {
 		s.trig &^= trigProbe // it went away again before the check
 	case !s.connecting:
 		if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Extra); ok {
-			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", name, "at", later(at, now))
+			e.log.Debug("endpoint reachable again; checking", "url", e.url, "directory", d.path, "server", name, "at", backoff.Later(at, now))
 			s.trig |= trigProbe
-			d.wakeBy(later(at, now))
+			d.wakeBy(backoff.Later(at, now))
 		}
 	}
 }
@@ -110,6 +107,6 @@ func (e *Engine) endpointRestarted(d *dir, name string, sub *func()) {
 	}
 	if at, ok := s.ep.NextAllowed(e.cfg.Backoff, backoff.Extra); ok {
 		s.trig |= trigRestart
-		d.wakeBy(later(at, now))
+		d.wakeBy(backoff.Later(at, now))
 	}
 }

@@ -68,7 +68,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 		return
 	}
 	s := d.servers[name]
-	if s == nil || !s.lastConnect.IsZero() && birth < s.connectClock {
+	if s == nil || birth < s.connectClock {
 		return
 	}
 	if s.dead == nil {
@@ -83,7 +83,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	}
 	s.dead.birth = birth
 	s.trig |= trigDead
-	s.dead.at = later(s.dead.at, at)
+	s.dead.at = backoff.Later(s.dead.at, at)
 	now := time.Now()
 	// A short grace first: an exit OpenCode caused itself (a disposal, a
 	// disconnect) is announced on the event stream about when the child
@@ -92,7 +92,7 @@ func (e *Engine) ChildExited(dir, name string, birth uint64, at time.Time) {
 	soon := now.Add(announceGrace)
 	switch {
 	case s.status == opencode.StatusConnected && !e.stableConnected(s, now):
-		d.wakeBy(later(s.ep.Next(), soon)) // a crash loop waits for its episode
+		d.wakeBy(backoff.Later(s.ep.Next(), soon)) // a crash loop waits for its episode
 	case d.atOnce(now, e.cfg.Backoff.Initial):
 		d.wakeBy(soon)
 	default:
@@ -155,9 +155,10 @@ func (e *Engine) SetProcessView(pv ProcessView) {
 
 // successors asks the process view, right after a status read and before
 // the decision it feeds, which of the directory's servers with a dead
-// child that the read shows connected now have a successor. It reads the
-// process table, so it runs without Engine.mu.
-func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []string {
+// child that the read shows connected now have a successor: the evidence
+// of their dead child is void. It reads the process table, so it runs
+// without Engine.mu.
+func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) {
 	e.mu.Lock()
 	pv := e.procs
 	type dead struct {
@@ -173,13 +174,15 @@ func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) []strin
 		}
 	}
 	e.mu.Unlock()
-	var out []string
 	for _, a := range ask {
 		if pv.Successor(d.path, a.name, a.birth) {
-			out = append(out, a.name)
+			e.mu.Lock()
+			d.servers[a.name].trig &^= trigDead // only the check, which runs this, deletes a server
+			e.mu.Unlock()
+			e.log.Debug("a new process serves the MCP server whose process exited; nothing to repair",
+				"url", e.url, "directory", d.path, "server", a.name)
 		}
 	}
-	return out
 }
 
 // ChildStarted tells the engine that a process started at at now serves

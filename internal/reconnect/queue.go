@@ -38,12 +38,6 @@ type delayedKey struct {
 	key string
 }
 
-func newQueue(mu *sync.Mutex) *queue {
-	q := &queue{state: map[string]uint8{}, kick: make(chan struct{}, 1)}
-	q.cond.L = mu
-	return q
-}
-
 // addAt makes k ready at t, or earlier if it is due earlier already: an
 // added time never moves a key later.
 func (q *queue) addAt(k string, t time.Time) {
@@ -163,7 +157,7 @@ func (e *Engine) delays(ctx context.Context) {
 			return
 		case <-q.kick:
 		case <-timer.C:
-		case <-e.budget.Freed():
+		case <-e.budget.freed:
 			e.mu.Lock()
 			e.slotFreed()
 			e.mu.Unlock()
@@ -204,11 +198,11 @@ func (e *Engine) turn(path string) {
 	for name, s := range d.servers {
 		if s.returned {
 			e.mu.Unlock()
-			e.finishConnect(d, name)
+			e.finishConnect(d, name, s)
 			e.mu.Lock()
 		}
 	}
-	if e.dirs[path] == d && d.checkDue(time.Now()) {
+	if e.dirs[path] == d && !d.next.IsZero() && !time.Now().Before(d.dueAt()) {
 		e.mu.Unlock()
 		e.check(d.ctx, d)
 		e.mu.Lock()
@@ -219,10 +213,4 @@ func (e *Engine) turn(path string) {
 		e.unwake(d)
 		e.slotFreed()
 	}
-}
-
-// checkDue reports whether d's check is due at now. Caller holds
-// Engine.mu.
-func (d *dir) checkDue(now time.Time) bool {
-	return !d.next.IsZero() && !now.Before(d.dueAt())
 }

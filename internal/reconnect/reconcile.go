@@ -26,9 +26,10 @@ type attempt struct {
 
 // reconcile folds one status read into the directory's memory and decides
 // from it alone: the failed servers to connect now (with their cause),
-// whether server kinds must be learned first, the events to publish, and
-// (in d.next) when to look again. Caller holds Engine.mu.
-func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, needKinds bool, evs []Event) {
+// the events to publish, and (in d.next) when to look again; a server
+// the config did not list makes the next check learn the kinds again.
+// Caller holds Engine.mu.
+func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, evs []Event) {
 	e.forgetUnlisted(d, st)
 	next := e.idleAt(now)
 	// In name order (the random draws come in it), sorted in the
@@ -38,7 +39,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 	for _, name := range d.order {
 		r := d.observe(name, st[name])
 		if _, known := d.config[name]; !known && (r.cur.Status == opencode.StatusFailed || r.cur.Status == opencode.StatusConnected) {
-			needKinds = true
+			d.kindsKnown = false
 		}
 		var o outcome
 		switch r.cur.Status {
@@ -59,7 +60,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 	}
 	d.wakeBy(next)
 	d.netTrig = 0
-	return connects, needKinds, evs
+	return connects, evs
 }
 
 // read is one server's line of a status read, with what the directory
@@ -98,7 +99,10 @@ func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
 			if d.config.local(name) {
 				e.localsGen++
 			}
-			d.config = d.config.without(name)
+			if _, ok := d.config[name]; ok { // a copy: d.config may be shared
+				d.config = maps.Clone(d.config)
+				delete(d.config, name)
+			}
 		}
 	}
 }
@@ -114,8 +118,7 @@ func (d *dir) observe(name string, cur opencode.ServerStatus) read {
 		s = &server{}
 		d.servers[name] = s
 	}
-	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig}
-	r.trig |= d.netTrig
+	r := read{name: name, cur: cur, s: s, prev: s.status, trig: s.trig | d.netTrig}
 	s.status, s.err = cur.Status, cur.Error
 	if d.config.local(name) && r.prev != cur.Status {
 		d.localsChanged = true
@@ -300,7 +303,8 @@ func (e *Engine) reconcilePending(d *dir, r read, now time.Time) (o outcome) {
 // reconcileLeftAlone decides for every other status. Rule 1: only failed
 // is retried. disabled is the user's choice; needs_auth and
 // needs_client_registration need the user (told once per change, with
-// opencode.UserHint's fix); unknown states are left alone, and said once.
+// opencode.UserHint's fix); unknown states are left alone, and said once
+// per change too.
 // The episode ends. Caller holds Engine.mu.
 func (e *Engine) reconcileLeftAlone(d *dir, r read, now time.Time) (o outcome) {
 	s, name, status := r.s, r.name, r.cur.Status
@@ -309,8 +313,7 @@ func (e *Engine) reconcileLeftAlone(d *dir, r read, now time.Time) (o outcome) {
 		e.log.Warn("MCP server needs the user", "url", e.url, "directory", d.path, "server", name, "status", status, "hint", h)
 		o.evs = append(o.evs, Event{Time: now, Type: EventNeedsUserInput, Directory: d.path, Server: name, Reason: h})
 	}
-	if !opencode.KnownStatus(status) && s.unknownTold != status {
-		s.unknownTold = status
+	if !opencode.KnownStatus(status) && r.prev != status {
 		e.log.Warn("MCP server in a status this daemon does not know; leaving it alone", "url", e.url, "directory", d.path, "server", name, "status", status)
 	}
 	s.forget()
