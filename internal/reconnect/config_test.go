@@ -2,13 +2,15 @@ package reconnect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // armChecked arms n directories of o's servers on e, each checked twice
@@ -110,3 +112,103 @@ func TestArmedDirectoryCostsLittleMemory(t *testing.T) {
 // child) allocated when they do, 2,584 with a backoff episode only for a
 // server that has one.
 const maxDirBytes = 3000
+
+// unlistedConfig is a fake whose config read leaves out one server that
+// status lists (as OpenCode does for a server added at run time with
+// POST /mcp, which lives in the instance's state, not in its config).
+type unlistedConfig struct {
+	fakeOC
+	hide string
+}
+
+func (u *unlistedConfig) ServeHTTP(w http.ResponseWriter, q *http.Request) {
+	if q.URL.Path != "/config" && q.URL.Path != "/api/config" {
+		u.fakeOC.ServeHTTP(w, q)
+		return
+	}
+	rec := httptest.NewRecorder()
+	u.fakeOC.ServeHTTP(rec, q)
+	var body any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err == nil {
+		hide := func(o any) {
+			if m, ok := o.(map[string]any); ok {
+				if mcp, ok := m["mcp"].(map[string]any); ok {
+					delete(mcp, u.hide) // 1.x
+					if servers, ok := mcp["servers"].(map[string]any); ok {
+						delete(servers, u.hide) // 2.x
+					}
+				}
+			}
+		}
+		if layers, ok := body.([]any); ok { // 2.x: layers, each with info.mcp.servers
+			for _, l := range layers {
+				if m, ok := l.(map[string]any); ok {
+					hide(m["info"])
+				}
+			}
+		} else {
+			hide(body)
+		}
+		b, _ := json.Marshal(body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(b)
+		return
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// A server that status lists and GET /config does not (added at run
+// time) must not clear kindsKnown at every check, or every idle check
+// reads the config again, forever: 21 config reads in ten idle minutes
+// of one directory, where the engine should read it once (TestRequestsAreExactlyTheSchedule
+// allows one per directory). With many directories that is a config
+// resolution per directory per idle interval for nothing.
+func TestServerMissingFromConfigDoesNotReadConfigAtEveryCheck(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		inner := g.new(map[string]Spec{"ok": {}, "added": {}})
+		fake := &unlistedConfig{fakeOC: inner, hide: "added"}
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, "--directory"); err != nil {
+			t.Fatal(err)
+		}
+		r.at(10 * time.Minute)
+		reads := inner.Count(routeStatus, dirA, "")
+		if n := inner.Count(routeConfig, dirA, ""); n > 2 {
+			t.Fatalf("config reads in 10 idle minutes = %d (status reads %d), want 1: a server missing from GET /config makes every check read the config again", n, reads)
+		}
+	})
+}
+
+// An OpenCode restart drops a --directory directory's config knowledge:
+// a remote server whose URL changed in the config OpenCode restarted
+// with is probed and watched at its new URL, not its old one (GET /config
+// is read only while kinds are unknown).
+func TestDirectoryFlagReadsConfigAgainAfterOpenCodeRestart(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"svc": {Type: "remote", URL: "http://old.example/mcp"}})
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+		r.at(5 * time.Second)
+		fake.SetDirConfig(dirA, map[string]Spec{"svc": {Type: "remote", URL: "http://new.example/mcp"}})
+		fake.Dispose(dirA) // the old process's instance is gone with it (no stream here: no event)
+		r.eng.OpenCodeReplaced()
+		r.at(60 * time.Second)
+		r.eng.mu.Lock()
+		d := r.eng.dirs[dirA]
+		var url string
+		if d != nil {
+			url = d.config.remote("svc")
+		}
+		r.eng.mu.Unlock()
+		if d == nil {
+			t.Fatal("the --directory directory is not armed after the restart")
+		}
+		if url != "http://new.example/mcp" {
+			t.Fatalf("after OpenCode restarted with a new config, svc's endpoint is %q (config reads: %d), want the new URL", url, fake.Count(routeConfig, dirA, ""))
+		}
+	})
+}

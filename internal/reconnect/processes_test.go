@@ -2,11 +2,11 @@ package reconnect
 
 import (
 	"context"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
 
 // A dead child is a crash, whatever status says (OpenCode before 1.15
@@ -325,4 +325,213 @@ func TestDeadChildOfASlowConnectInFlightIsRepairedAfterItReturns(t *testing.T) {
 				got, oc.count("status", "/p"))
 		}
 	})
+}
+
+// (A dead child is a crash; rule 4/5: one crash, one
+// attempt). On 1.18.34 a crashed stdio server shows failed and OpenCode
+// publishes mcp.tools.changed: the engine connects it at once and OpenCode
+// spawns a new, working child. The process view scans every 2 s, so it
+// usually sees the OLD child gone only after that connect returned, and
+// reports ChildExited for the same crash. The engine cannot tell the
+// report is about a child its own connect already replaced: the next read
+// shows connected, readStart is after deadAt, and deadChild connects
+// again, killing the new, healthy child (whose exit the view reports in
+// turn: a self-feeding loop on the backoff schedule).
+func TestDeadChildReportOfAnAlreadyRepairedCrashIsNoNews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+		oc.delay["s"] = 400 * time.Millisecond
+		oc.after["s"] = "connected"
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetProcessView(&tableView{}) // the clock births count in
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second) // connected and stable
+		synctest.Wait()
+
+		crash := time.Now()
+		oc.set("/p", "s", "failed") // 1.18.34: the child died
+		e.HandleEvent(opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: "/p", Server: "s"})
+		time.Sleep(time.Second) // the connect (0.4 s) returned; OpenCode spawned a new child
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", crash); len(got) != 1 {
+			t.Fatalf("connects after the crash = %v, want one", got)
+		}
+		// The view's next scan sees the crashed child gone.
+		e.ChildExited("/p", "s", birthAt(crash.Add(-80*time.Second)), time.Now()) // the crashed child, started long before
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", crash); len(got) != 1 {
+			t.Fatalf("connects for one crash = %v, want one: the late exit report of the replaced child killed the new one", got)
+		}
+	})
+}
+
+// tableView is a process table as the engine's ProcessView sees it: the
+// birth of the process serving each server now, on a clock of ticks of
+// the (fake) wall clock (birthAt).
+type tableView struct {
+	mu      sync.Mutex
+	serving map[[2]string]uint64
+	asked   int
+}
+
+// birthAt is the birth of a process started at t, on tableView's clock.
+func birthAt(t time.Time) uint64 { return uint64(t.UnixMilli() / 10) }
+
+func (v *tableView) set(dir, name string, started time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.serving == nil {
+		v.serving = map[[2]string]uint64{}
+	}
+	v.serving[[2]string{dir, name}] = birthAt(started)
+}
+
+func (v *tableView) Look() {}
+
+func (v *tableView) Clock() uint64 { return birthAt(time.Now()) }
+
+func (v *tableView) Successor(dir, name string, birth uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.asked++
+	b, ok := v.serving[[2]string{dir, name}]
+	return ok && b > birth
+}
+
+// A server OpenCode started again by itself (a config reload, another
+// client's connect) is not connected once more: the decision asks the
+// process table as it is when the check reads status, so a successor
+// that the view's next scan (seconds later) would report is seen already.
+func TestSuccessorSeenAtDecisionTimeIsNotReconnected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		view := &tableView{}
+		e.SetProcessView(view)
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second) // connected and stable
+		synctest.Wait()
+		first := time.Now().Add(-time.Minute)
+		exited := time.Now()
+		// The old child is gone; OpenCode has started its successor
+		// already, which only a later scan would report.
+		view.set("/p", "s", exited.Add(5*time.Millisecond))
+		e.ChildExited("/p", "s", birthAt(first), exited)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", exited); len(got) != 0 {
+			t.Fatalf("a server OpenCode had already started again (status connected, its successor in the process table) was connected again at %v", got)
+		}
+		if view.asked == 0 {
+			t.Fatal("the process table was never asked")
+		}
+	})
+}
+
+// Without a successor the dead child is repaired, as before: the
+// process view's answer is what decides.
+func TestDeadChildWithoutASuccessorIsReconnected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		view := &tableView{}
+		view.set("/p", "s", time.Now()) // the first child, which then exits
+		e.SetProcessView(view)
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(90 * time.Second)
+		synctest.Wait()
+		exited := time.Now()
+		e.ChildExited("/p", "s", birthAt(exited.Add(-80*time.Second)), exited)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := oc.connectTimes("/p", "s", exited); len(got) != 1 || got[0] != announceGrace {
+			t.Fatalf("connects after a dead child with no successor = %v, want one after %v", got, announceGrace)
+		}
+	})
+}
+
+// The grace after a child's exit (announceGrace) waits for OpenCode's
+// word, and only for it: on 1.18.34 a killed stdio server is failed and
+// announced (mcp.tools.changed) about 0.1 s after the kill, which the
+// exit watcher saw within milliseconds; OpenCode 2 announces a change
+// (mcp.status.changed). Once OpenCode has spoken, the directory is read
+// and the server connected at once, not when the grace is over; a crash
+// loop is checked at its episode's time, also without the grace.
+func TestSpokenCrashDoesNotWaitForTheGrace(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ev   opencode.Event
+	}{
+		{"1.x mcp.tools.changed", opencode.Event{Kind: opencode.KindServerFailed, Type: "mcp.tools.changed", Directory: "/p", Server: "s"}},
+		{"2.x mcp.status.changed", opencode.Event{Kind: opencode.KindServerChanged, Type: "mcp.status.changed", Directory: "/p", Server: "s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				oc := newStub()
+				oc.set("/p", "s", "connected")
+				oc.config["s"] = opencode.MCPEntry{Type: "local", Command: []string{"node", "fs.js"}}
+				oc.after["s"] = "connected"
+				e, err := New(noJitter(), oc, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.SetProcessView(&tableView{})
+				_ = e.Arm("/p", ArmedByFlag)
+				stop := runEngine(e)
+				defer stop()
+				time.Sleep(90 * time.Second) // connected and stable
+				synctest.Wait()
+
+				// A first crash: the exit is seen at once, OpenCode speaks
+				// 100 ms later.
+				crash := time.Now()
+				e.ChildExited("/p", "s", birthAt(crash.Add(-80*time.Second)), crash)
+				time.Sleep(100 * time.Millisecond)
+				oc.set("/p", "s", "failed")
+				e.HandleEvent(c.ev)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if got := oc.connectTimes("/p", "s", crash); len(got) != 1 || got[0] != 100*time.Millisecond {
+					t.Fatalf("first crash: connects %v after the exit, want one at 100ms, when OpenCode spoke (not after the %v grace)", got, announceGrace)
+				}
+
+				// A second crash 5 s later (a crash loop): its episode's
+				// next attempt is due 1 s after the first (past by then),
+				// so it too is connected when OpenCode speaks.
+				time.Sleep(4 * time.Second)
+				again := time.Now()
+				e.ChildExited("/p", "s", birthAt(crash.Add(200*time.Millisecond)), again)
+				time.Sleep(100 * time.Millisecond)
+				oc.set("/p", "s", "failed")
+				e.HandleEvent(c.ev)
+				time.Sleep(3 * time.Second)
+				synctest.Wait()
+				if got := oc.connectTimes("/p", "s", again)[1:]; len(got) != 1 || got[0] != 100*time.Millisecond {
+					t.Fatalf("crash loop: connects %v after the exit, want one at 100ms", got)
+				}
+			})
+		})
+	}
 }

@@ -1,12 +1,58 @@
 package reconnect
 
 import (
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode/fake2"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
+
+// notYetTimes is when each request the fake answered "not yet" was
+// received, relative to the rig's start.
+func (r *rig) notYetTimes() []time.Duration {
+	var out []time.Duration
+	for _, q := range r.fake.Requests() {
+		if q.Route == fake2.RouteNotReady {
+			out = append(out, q.Time.Sub(r.start))
+		}
+	}
+	return out
+}
+
+// A connect OpenCode 2 keeps answering "not yet" (503 with Retry-After: 1,
+// while its status reads still answer) reached no MCP server each time,
+// but the engine must not try again at the server's pace for ever: each
+// such answer in a row waits longer (1 s doubling), never longer than the
+// slow tier's interval.
+func TestConnectsAnsweredNotYetInARowWaitLongerEachTime(t *testing.T) {
+	each2x(t, func(t *testing.T, newFake2 func(map[string]Spec) *fakeV2) {
+		fake := newFake2(map[string]Spec{"f": {Status: "failed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		fake.NotYetConnects(1000, time.Second)
+		_ = r.eng.Arm(dirA, "test")
+		r.at(2 * time.Minute)
+		got := r.notYetTimes()
+		if len(got) > 10 {
+			t.Fatalf("%d connects answered not yet in two minutes (%v); want them spaced 1 s doubling", len(got), got)
+		}
+		for i := 2; i < len(got); i++ {
+			if gap, prev := got[i]-got[i-1], got[i-1]-got[i-2]; gap < prev {
+				t.Fatalf("connects at %v: gap %d (%v) shorter than the one before (%v)", got, i, gap, prev)
+			}
+		}
+		if s := r.server(dirA, "f"); s.Attempts != 0 {
+			t.Fatalf("f = %+v; a connect answered not yet does not count", s)
+		}
+		r.at(30 * time.Minute)
+		got = r.notYetTimes()
+		for i := 1; i < len(got); i++ {
+			if gap := got[i] - got[i-1]; gap > DefaultConfig.Backoff.SlowInterval+2*time.Second {
+				t.Fatalf("connects at %v: gap %v longer than the slow tier's interval", got, gap)
+			}
+		}
+	})
+}
 
 // After its own connect the daemon's row shows what OpenCode says within a
 // second of OpenCode saying it (the connect's return), by a read and
@@ -190,4 +236,44 @@ func TestSlowTierReportsOfAConnectedServerAreBounded(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A server's episode is allocated when one begins and dropped when it is
+// over: most servers are healthy and hold none. A connect that returns
+// after the episode was forgotten meanwhile (here the user's reconnect,
+// while the connect was in flight) makes a fresh one with no attempt in
+// it (Returned); the reads that then show the server connected drop it
+// (Spent), so a healthy server does not hold an episode for ever.
+func TestAHealthyServerHoldsNoEpisodeAfterAReconnectDuringAConnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "failed")
+		oc.delay["s"] = 5 * time.Second
+		oc.after["s"] = "connected"
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		if err := e.Arm("/p", ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // the connect of s, sent at 1 s, is in flight
+		if _, err := e.Reconnect("/p", []string{"s"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Minute) // connected, stable, read every idle interval
+		synctest.Wait()
+		e.mu.Lock()
+		s := e.dirs["/p"].servers["s"]
+		status, ep := s.status, s.ep
+		e.mu.Unlock()
+		if status != "connected" {
+			t.Fatalf("status = %q, want connected", status)
+		}
+		if ep != nil {
+			t.Fatalf("s, connected for ten minutes, still holds an episode (%d attempts, returned after the reconnect forgot it): want nil while healthy", ep.NumRequeues())
+		}
+	})
 }

@@ -1,13 +1,210 @@
 package reconnect
 
 import (
+	"context"
 	"fmt"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
+	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode/fakeopencode"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 )
+
+// --directory arms directories "from the start" (SPEC, flags), but
+// a `watch --directory D` started before OpenCode (a service manager
+// starting both, a login script) loses D for good: its first check, one
+// initial-delay after start, is refused, opencodeGone forgets every
+// directory, and nothing arms a --directory again. When OpenCode comes up,
+// D's failed servers are never retried unless a client happens to use D.
+// (The same happens to every --directory at each OpenCode restart.) The
+// refused-means-forget rule exists so the daemon does not re-create
+// instances nobody uses; a directory the user named is one they use.
+func TestDirectoryFlagSurvivesOpenCodeNotYetUp(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"broken": {Status: "failed", Error: "Connection closed"}})
+		rr := &rig{t: t, fake: fake}
+		tr, stop := rr.serve()
+		defer stop()
+		client, _ := opencode.NewServer(opencode.ServerOptions{URL: fakeopencode.URL, Client: opencode.Options{Transport: tr, Password: fake.Secret()}})
+		oc := &refusingOC{OpenCode: client}
+		oc.refuse.Store(true) // OpenCode is not running yet
+		eng, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oc.gone = eng.OpenCodeGone
+		if err := eng.Arm(dirA, "--directory"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = eng.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		time.Sleep(3 * time.Second)
+		oc.refuse.Store(false) // OpenCode is up
+		if _, _, err := client.Detect(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if n := fake.Count(routeConnect, dirA, "broken"); n == 0 {
+			t.Errorf("no connect for %s, armed by --directory, after OpenCode came up (armed directories now: %d)", dirA, len(eng.Snapshot().Directories))
+		}
+	})
+}
+
+// POST /reconnect with keep (run's --directory handed to the OpenCode 2
+// service's daemon) arms the directory as the user's own, "as if given
+// with --directory at its start: armed through OpenCode's restarts"
+// (statusapi.ReconnectRequest.Keep). The directory run names is usually
+// in use already -- the TUI the user just started there, or another one,
+// armed it by its session activity. Naming it must make it the user's
+// all the same: were it left armed by the event, the service's next
+// restart would forget it like any directory nobody named, status would
+// never show it as the user's, and only activity in it would arm it
+// again.
+func TestNamingADirectoryArmedByActivityKeepsItThroughARestart(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, "session.updated"); err != nil { // a client is using it
+			t.Fatal(err)
+		}
+		r.at(5 * time.Second)
+		if err := r.eng.Arm(dirA, ArmedByFlag); err != nil { // keep
+			t.Fatal(err)
+		}
+		r.eng.OpenCodeReplaced() // the service restarts
+		r.at(10 * time.Second)
+		var armedBy []string
+		for _, d := range r.eng.Snapshot().Directories {
+			if d.Directory == dirA {
+				armedBy = append(armedBy, d.ArmedBy)
+			}
+		}
+		if len(armedBy) != 1 || armedBy[0] != ArmedByFlag {
+			t.Errorf("a directory kept by run (reconnect keep) while a client had it armed: after OpenCode restarted it is armed by %q, want kept as %q", armedBy, ArmedByFlag)
+		}
+	})
+}
+
+// A directory the user named stays the user's whatever arms it again
+// after a disposal, the user's reconnect too: status shows it as named,
+// and an OpenCode restart keeps it armed.
+func TestNamedDirectoryReArmedByReconnectStaysTheUsers(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"s": {}})
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+		r.at(5 * time.Second)
+		r.eng.HandleEvent(opencode.Event{Kind: opencode.KindAllGone, Type: "global.disposed"})
+		if _, err := r.eng.Reconnect(dirA, nil); err != nil {
+			t.Fatal(err)
+		}
+		r.at(10 * time.Second)
+		r.eng.OpenCodeReplaced()
+		r.at(15 * time.Second)
+		var armedBy []string
+		for _, d := range r.eng.Snapshot().Directories {
+			armedBy = append(armedBy, d.ArmedBy)
+		}
+		if len(armedBy) != 1 || armedBy[0] != ArmedByFlag {
+			t.Errorf("a named directory armed again by reconnect after a disposal: after OpenCode restarted, armed by %q, want kept as %q", armedBy, ArmedByFlag)
+		}
+	})
+}
+
+// A reconnect that arrives before the engine runs (the status API serves
+// while the daemon detects OpenCode) keeps a --directory directory's
+// standing: it stays armed through OpenCode restarts, not demoted to an
+// ordinary armed directory forgotten at the next restart.
+func TestReconnectBeforeRunKeepsDirectoryFlag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Arm("/p", ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Reconnect("/p", nil); err != nil { // the status API, during detection
+			t.Fatal(err)
+		}
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		e.OpenCodeReplaced() // OpenCode restarted
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		snap := e.Snapshot()
+		if len(snap.Directories) != 1 || snap.Directories[0].ArmedBy != ArmedByFlag {
+			t.Fatalf("after an OpenCode restart the --directory is %+v, want it armed by %s", snap.Directories, ArmedByFlag)
+		}
+	})
+}
+
+// A --directory directory disposed by OpenCode and armed again by a
+// client's activity is still the user's: the next OpenCode restart keeps
+// it.
+func TestDirectoryFlagKeepsStandingAfterADisposal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		oc := newStub()
+		oc.set("/p", "s", "connected")
+		e, err := New(noJitter(), oc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.Arm("/p", ArmedByFlag)
+		stop := runEngine(e)
+		defer stop()
+		time.Sleep(2 * time.Second)
+		e.HandleEvent(opencode.Event{Kind: opencode.KindInstanceGone, Type: "server.instance.disposed", Directory: "/p"})
+		time.Sleep(time.Minute)
+		e.HandleEvent(opencode.Event{Kind: opencode.KindActivity, Type: "session.updated", Directory: "/p"})
+		time.Sleep(2 * time.Second)
+		e.OpenCodeReplaced()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		snap := e.Snapshot()
+		if len(snap.Directories) != 1 || snap.Directories[0].ArmedBy != ArmedByFlag {
+			t.Fatalf("after a disposal, activity and an OpenCode restart the --directory is %+v, want it armed by %s", snap.Directories, ArmedByFlag)
+		}
+	})
+}
+
+// A --directory directory survives an OpenCode restart, but not with
+// everything it knew about the old process: its servers' episodes
+// (attempt counters, slow tier) and its config (kinds and endpoint URLs)
+// start afresh. The new OpenCode is a new process with fresh MCP
+// connections, often restarted because the config changed. A server that
+// was in the slow tier before the restart and is failed in the new
+// process (the very case the tool exists for: a server not up when
+// OpenCode started) must not wait for the old slow-tier slot (minutes)
+// instead of the fast episode (1, 2, 4, 8, 16 s) a directory armed afresh gets.
+func TestDirectoryFlagStartsAfreshAfterOpenCodeRestart(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"late": {Status: "failed", Error: "Connection closed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		if err := r.eng.Arm(dirA, ArmedByFlag); err != nil {
+			t.Fatal(err)
+		}
+		r.at(60 * time.Second) // fast episode spent: slow tier
+		before := fake.Count(routeConnect, dirA, "late")
+		// OpenCode restarts (the stream comes back from a new process); the
+		// server is failed in the new process too, and comes up 3 s later.
+		r.eng.OpenCodeReplaced()
+		fake.SetAfterConnect(dirA, "late", "connected")
+		r.at(60*time.Second + 30*time.Second)
+		if n := fake.Count(routeConnect, dirA, "late") - before; n == 0 {
+			t.Fatalf("no connect of a failed server in the 30 s after OpenCode restarted: the --directory directory kept its old slow-tier counter (%+v)", r.server(dirA, "late"))
+		}
+	})
+}
 
 // The tests of a network change. Any change (InterfacesChanged) retries
 // failed servers; one that moved the way out, or a wake from sleep
@@ -482,6 +679,52 @@ func TestNetworkChangeRepairsFailedServersBeforeRenewingHealthyOnes(t *testing.T
 		if len(late) > 0 {
 			t.Fatalf("10 s after the network change %d of 10 failed remote servers got no connect before the first renewal of a connected session (at %v): %v",
 				len(late), firstRenewal, late)
+		}
+	})
+}
+
+// SPEC rule 5: in the slow tier, attempts caused by a network change come
+// at most once per max-delay. A change soon after the server dropped to
+// the slow tier (its last attempt under a second ago, and no network-triggered
+// attempt yet, so the network limit of its own says nothing) waits until
+// max-delay after that last attempt; a storm of changes after it buys one
+// attempt per max-delay.
+func TestNetworkChangeInSlowTierWaitsForMaxDelay(t *testing.T) {
+	eachGen(t, func(t *testing.T, g generation) {
+		fake := g.new(map[string]Spec{"f": {Status: "failed"}})
+		r := newRig(t, fake, noJitter(), nil)
+		_ = r.eng.Arm(dirA, "test")
+		// Step to the moment the fast episode is spent, whatever its
+		// schedule.
+		for sec := 1; ; sec++ {
+			r.at(time.Duration(sec) * time.Second)
+			if n := len(r.connectTimes(dirA, "f")); n > 0 && r.server(dirA, "f").Tier == TierSlow {
+				break
+			}
+			if sec > 120 {
+				t.Fatal("not in the slow tier after two minutes")
+			}
+		}
+		fast := r.connectTimes(dirA, "f")
+		last := fast[len(fast)-1]
+		r.eng.NetworkChanged()
+		r.at(last + 30*time.Second - time.Millisecond)
+		if got := r.connectTimes(dirA, "f"); len(got) != len(fast) {
+			t.Fatalf("connects = %v: a network change in the slow tier came within max-delay of the last attempt (%v)", got, last)
+		}
+		r.at(last + 30*time.Second + time.Millisecond)
+		got := r.connectTimes(dirA, "f")
+		if len(got) != len(fast)+1 || got[len(fast)] != last+30*time.Second {
+			t.Fatalf("connects = %v, want one more at %v (max-delay after the last)", got, last+30*time.Second)
+		}
+		// Ten minutes of changes: one attempt per max-delay at most.
+		start := time.Since(r.start)
+		for i := range 1000 {
+			r.eng.NetworkChanged()
+			r.at(start + time.Duration(i)*600*time.Millisecond)
+		}
+		if n := len(r.connectTimes(dirA, "f")) - len(got); n > 20+1 {
+			t.Fatalf("%d connects in ten minutes of network changes in the slow tier, want at most one per max-delay", n)
 		}
 	})
 }
