@@ -75,8 +75,8 @@ func TestOneToastPerServerPerMinute(t *testing.T) {
 }
 
 // The last toast per server is kept only while it still holds a toast
-// back: servers and directories that come and go do not grow it. Before
-// the fix it kept every server ever announced (600 here).
+// back: servers and directories that come and go (600 here) do not grow
+// it.
 func TestLastToastsArePruned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := New(&recorder{}, nil)

@@ -103,9 +103,8 @@ func (h *recordLog) find(s string) string {
 // Rule 10: a message.part.updated over the size limit (a tool that read a
 // large file) is skipped but for its head, which still arms and wakes its
 // directory; the crash report behind it in the same write is delivered and
-// the subscription goes on. Before the fix the stream ended
-// with "event larger than 1 MiB", the crash report was lost and the
-// stream was re-subscribed.
+// the subscription goes on (it never ends with "event larger than
+// 1 MiB", losing the crash report to a re-subscription).
 func TestOversizedEventKeepsStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var subs atomic.Int32

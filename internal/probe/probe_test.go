@@ -266,9 +266,9 @@ func (w *watchRun) end() {
 }
 
 // An endpoint that accepts and closes at once must not make the watch
-// dial in a tight loop: each short hold waits out a floor that grows.
-// Before the fix, the watch dialed as fast as the loop could run (it hit
-// the test's ceiling of 10000 dials in the first instant of fake time).
+// dial in a tight loop: each short hold waits out a floor that grows
+// (without it, the test's ceiling of 10000 dials is hit in the first
+// instant of fake time).
 func TestWatchAcceptThenCloseDoesNotSpin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{closeAtOnce: true, ceiling: 10000}
@@ -312,8 +312,8 @@ func TestWatchHeldConnectionDialsOnce(t *testing.T) {
 }
 
 // A server that closes idle connections every 90 s is dialed about once
-// per 90 s, and that is not a restart. Before the fix the watch dialed
-// twice each time (a probe, then the new hold).
+// per 90 s (once: not a probe and then a new hold), and that is not a
+// restart.
 func TestWatchIdleTimeoutRedialsOncePerClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ep := &endpoint{idle: 90 * time.Second}

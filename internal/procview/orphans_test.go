@@ -610,7 +610,7 @@ func TestZombieAtTheGroupIDProvesOnlyAsTheRecordedLeader(t *testing.T) {
 	}
 }
 
-// A hostile reviewer's cases. The zombie OpenCode that leads the
+// Races at the edge of proof. The zombie OpenCode that leads the
 // orphan's group is reaped between the listing and the signal: the
 // reaper's check right before the signal finds the group's id free, and
 // the orphan still proven. A record from a previous boot, whose pid and

@@ -97,8 +97,8 @@ func sameEvents(a, b []Event) bool {
 }
 
 // Rule 10: an event over the limit is skipped to its end; the stream and
-// every event after it, in the same read, are kept. Before the fix, Next
-// returned ErrFrameTooLarge and the subscription ended.
+// every event after it, in the same read, are kept: Next never ends the
+// subscription with ErrFrameTooLarge.
 func TestOversizedEventKeepsStream(t *testing.T) {
 	huge := strings.Repeat("x", MaxFrame/2)
 	for name, big := range map[string]string{
