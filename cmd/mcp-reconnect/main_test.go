@@ -601,7 +601,7 @@ func TestHumanOutputEscapesControlCharacters(t *testing.T) {
 	st := hostileSource{}.Summary()
 	st.Directories = slices.Collect(hostileSource{}.Directories())
 	d := viewOf(one)
-	d.Status = &statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: st}}}
+	d.Status = &statusapi.Status{Servers: []statusapi.OpenCodeStatus{{Snapshot: st}}}
 	notAnswering := viewOf(one)
 	notAnswering.Error = "answered 500: " + hostile
 	writeServiceStatus(&b, m, serviceStatus{Service: service.Report{Installed: true, RunningError: hostile, Differs: hostile}, Daemon: &d,

@@ -444,7 +444,7 @@ func serverChecks(ctx context.Context, c client, o Options) []Check {
 		// is read the same way ("localhost" is 127.0.0.1).
 		var i int
 		if err == nil {
-			i = slices.IndexFunc(st.Servers, func(s statusapi.ServerStatus) bool {
+			i = slices.IndexFunc(st.Servers, func(s statusapi.OpenCodeStatus) bool {
 				return registry.NormalizeURL(s.URL) == registry.NormalizeURL(c.URL())
 			})
 		}

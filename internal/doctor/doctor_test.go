@@ -208,7 +208,7 @@ func TestDoctorReadsTheDaemonsViewOfTheSameServerSpelledOtherwise(t *testing.T) 
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(statusapi.Status{Servers: []statusapi.ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
+		_ = json.NewEncoder(w).Encode(statusapi.Status{Servers: []statusapi.OpenCodeStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
 			Directories: []reconnect.DirSnapshot{{Directory: "/p", Servers: []reconnect.ServerSnapshot{
 				{Name: "gh", Status: "failed", Error: "Connection closed", Attempts: 5},
 				{Name: "odd", Status: "paused"},

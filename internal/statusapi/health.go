@@ -28,11 +28,11 @@ const healthTimeout = 500 * time.Millisecond
 type Health struct {
 	// OK is true when the route answers 200.
 	OK      bool           `json:"ok"`
-	Servers []ServerHealth `json:"servers"`
+	Servers []OpenCodeHealth `json:"servers"`
 }
 
-// ServerHealth is one watched OpenCode server in Health.
-type ServerHealth struct {
+// OpenCodeHealth is one watched OpenCode server in Health.
+type OpenCodeHealth struct {
 	URL string `json:"url"`
 	OK  bool   `json:"ok"`
 	// Generation is the OpenCode generation detected, "" while none was.
@@ -48,9 +48,9 @@ type ServerHealth struct {
 // engine that stopped; one not started yet is not. OpenCode being down is
 // no reason to restart the daemon, so it is not asked about here.
 func (s *API) healthz(w http.ResponseWriter, _ *http.Request) {
-	h := Health{OK: true, Servers: []ServerHealth{}}
+	h := Health{OK: true, Servers: []OpenCodeHealth{}}
 	for _, src := range s.Sources {
-		sh := ServerHealth{URL: src.CurrentURL(), OK: true}
+		sh := OpenCodeHealth{URL: src.CurrentURL(), OK: true}
 		if err := src.Alive(healthTimeout); reconnect.Stuck(err) {
 			sh.OK, sh.Problem, h.OK = false, err.Error(), false
 		}
@@ -62,7 +62,7 @@ func (s *API) healthz(w http.ResponseWriter, _ *http.Request) {
 // readyz is 200 when every watched server was detected and its event
 // stream is connected, else 503 naming each server that is not and why.
 func (s *API) readyz(w http.ResponseWriter, _ *http.Request) {
-	h := Health{OK: len(s.Sources) > 0, Servers: []ServerHealth{}}
+	h := Health{OK: len(s.Sources) > 0, Servers: []OpenCodeHealth{}}
 	for _, src := range s.Sources {
 		sh, _ := readiness(src)
 		h.OK = h.OK && sh.OK
@@ -94,8 +94,8 @@ func (s *API) readinessMetrics() []metrics.Readiness {
 
 // readiness is one server's part of readyz, and the reason as one of the
 // metrics.Reason words.
-func readiness(src Source) (ServerHealth, string) {
-	sh := ServerHealth{URL: src.CurrentURL()}
+func readiness(src Source) (OpenCodeHealth, string) {
+	sh := OpenCodeHealth{URL: src.CurrentURL()}
 	// Before Stream, which waits for the engine's lock.
 	switch err := src.Alive(healthTimeout); {
 	case errors.Is(err, reconnect.ErrNotStarted):

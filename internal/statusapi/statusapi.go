@@ -85,9 +85,9 @@ type Service struct {
 	AlsoRegistered []string `json:"also_registered,omitempty"`
 }
 
-// ServerStatus is one watched server: what its engine sees and, for the
+// OpenCodeStatus is one watched OpenCode server: what its engine sees and, for the
 // OpenCode 2 service, which service file it was found through.
-type ServerStatus struct {
+type OpenCodeStatus struct {
 	reconnect.Snapshot
 	Service *Service `json:"service,omitempty"`
 }
@@ -98,7 +98,7 @@ type Status struct {
 	Time    time.Time `json:"time"`
 	Daemon  *Daemon   `json:"daemon,omitempty"`
 	// Servers is nil only while writeStatus writes it (left out).
-	Servers []ServerStatus `json:"servers,omitzero"`
+	Servers []OpenCodeStatus `json:"servers,omitzero"`
 }
 
 // ReconnectRequest is the body of POST /reconnect.
@@ -229,10 +229,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func (s *API) status(w http.ResponseWriter, r *http.Request) {
 	st := Status{Version: s.Version, Time: time.Now(), Daemon: self()}
-	var servers []ServerStatus
+	var servers []OpenCodeStatus
 	var dirs []iter.Seq[reconnect.DirSnapshot]
 	for _, src := range s.Sources {
-		servers = append(servers, ServerStatus{Snapshot: src.Summary(), Service: src.Service()})
+		servers = append(servers, OpenCodeStatus{Snapshot: src.Summary(), Service: src.Service()})
 		dirs = append(dirs, src.Directories())
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -14,7 +14,7 @@ import (
 // at a time: at a thousand armed directories the whole body is
 // megabytes, and the daemon holds one directory's part of it at once,
 // not the body and a copy of every directory.
-func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter.Seq[reconnect.DirSnapshot]) error {
+func writeStatus(w *bufio.Writer, st Status, servers []OpenCodeStatus, dirs []iter.Seq[reconnect.DirSnapshot]) error {
 	head, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -28,7 +28,7 @@ func writeStatus(w *bufio.Writer, st Status, servers []ServerStatus, dirs []iter
 		for i, ss := range servers {
 			w.WriteString(sep + "\n    ")
 			sep = ","
-			// ServerStatus as its struct encodes: the snapshot's fields,
+			// OpenCodeStatus as its struct encodes: the snapshot's fields,
 			// directories last of them, then the service.
 			obj, err := json.MarshalIndent(ss.Snapshot, "    ", "  ")
 			if err != nil {

@@ -74,7 +74,7 @@ func TestStatusIsWrittenOneDirectoryAtATime(t *testing.T) {
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("the body is not JSON: %v\n%s", err, body[:min(len(body), 2000)])
 	}
-	whole := Status{Version: "test", Daemon: self(), Servers: []ServerStatus{{Snapshot: big.snap}, {Snapshot: plain.snap}, {Snapshot: empty.snap}}}
+	whole := Status{Version: "test", Daemon: self(), Servers: []OpenCodeStatus{{Snapshot: big.snap}, {Snapshot: plain.snap}, {Snapshot: empty.snap}}}
 	raw, _ := json.Marshal(whole)
 	_ = json.Unmarshal(raw, &want)
 	// The time and the daemon's own figures are read at the request.
@@ -126,7 +126,7 @@ func TestStatusKeepsDirectoriesBeforeService(t *testing.T) {
 
 	// What the handler wrote before: the whole Status encoded at once.
 	old := httptest.NewRecorder()
-	writeJSON(old, http.StatusOK, Status{Version: "test", Servers: []ServerStatus{{Snapshot: src.snap, Service: src.svc}}})
+	writeJSON(old, http.StatusOK, Status{Version: "test", Servers: []OpenCodeStatus{{Snapshot: src.snap, Service: src.svc}}})
 	want := old.Body.String()
 	if strings.Index(want, `"directories"`) > strings.Index(want, `"service"`) {
 		t.Fatalf("writeJSON itself puts service first:\n%s", want)

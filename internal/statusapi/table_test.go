@@ -21,7 +21,7 @@ import (
 // shows, U+202E reverses it (kubectl's CVE-2021-25743 is the same class).
 func TestStatusTableEscapesControlCharacters(t *testing.T) {
 	now := time.Now()
-	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{
+	st := Status{Servers: []OpenCodeStatus{{Snapshot: reconnect.Snapshot{
 		URL:    "http://127.0.0.1:4096",
 		Stream: reconnect.StreamState{LastError: "refused\x1b[31m"},
 		Directories: []reconnect.DirSnapshot{{
@@ -57,7 +57,7 @@ func TestStatusTableEscapesControlCharacters(t *testing.T) {
 // look for leftover processes (doctor: status does not search the whole
 // process table). A command is anyone's text: escaped like the rest.
 func TestStatusTableShowsProcesses(t *testing.T) {
-	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{
+	st := Status{Servers: []OpenCodeStatus{{Snapshot: reconnect.Snapshot{
 		URL: "http://127.0.0.1:4096",
 		Processes: &procview.Status{
 			OpenCodePID: 4242, Children: 3,
@@ -109,7 +109,7 @@ func TestStatusTableShowsARateLimit(t *testing.T) {
 	now := time.Now()
 	sv := reconnect.ServerSnapshot{Name: "r", Status: "failed", Error: "Error POSTing to endpoint: MCP endpoint cooldown after HTTP 429",
 		Attempts: 2, Tier: reconnect.TierFast, RateLimited: true, NextAttempt: now.Add(7 * time.Second)}
-	st := Status{Servers: []ServerStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
+	st := Status{Servers: []OpenCodeStatus{{Snapshot: reconnect.Snapshot{URL: "http://127.0.0.1:4096",
 		Directories: []reconnect.DirSnapshot{{Directory: "/p", ArmedBy: "flag", Servers: []reconnect.ServerSnapshot{sv}}}}}}}
 	var b bytes.Buffer
 	if err := WriteTable(&b, st, now); err != nil {
