@@ -27,7 +27,7 @@ const healthTimeout = 500 * time.Millisecond
 // Health is the body of GET /healthz and GET /readyz.
 type Health struct {
 	// OK is true when the route answers 200.
-	OK      bool           `json:"ok"`
+	OK      bool             `json:"ok"`
 	Servers []OpenCodeHealth `json:"servers"`
 }
 
