@@ -146,7 +146,7 @@ func writeProcesses(w io.Writer, p *procview.Status) {
 	}
 	// Leftover processes are doctor's: a search of the whole process
 	// table, on demand.
-	fmt.Fprintln(w, "  leftover MCP processes: run mcp-reconnect doctor")
+	fmt.Fprintln(w, "  MCP processes an OpenCode left behind: mcp-reconnect doctor finds them")
 }
 
 // join is each of xs as str makes it, comma-separated.

@@ -83,7 +83,7 @@ func TestStatusTableShowsProcesses(t *testing.T) {
 		"  /home/u/my projéct: plain  pid 512  /usr/local/bin/mcp-plain\n",
 		"  /home/u/my projéct: two  pid 513  sh -c 'npm run build; node dist/index.js'  (sh -c) → pid 514  node dist/index.js  [its launcher can outlive the server: a crash below it is seen when the launcher ends]\n",
 		"  duplicate /home/u/my projéct: gh  pids 501, 733  npx -y server-github --token ***\n",
-		"  leftover MCP processes: run mcp-reconnect doctor\n",
+		"  MCP processes an OpenCode left behind: mcp-reconnect doctor finds them\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table has no %q:\n%s", want, out)
