@@ -204,8 +204,8 @@ func pluginRepairs(t *testing.T, g gen, oc *OpenCode, home string) registry.Entr
 	readAll(t, oc, dirs)
 	e := daemonFor(t, home, oc)
 
-	killPID(t, p.Starts(t, "s")[0])
-	p.WaitStarts(t, "s", 2, 30*time.Second)
+	n, _ := p.KillConnected(t, oc, "s")
+	p.WaitStarts(t, "s", n+1, 30*time.Second)
 	oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
 
 	// The daemon watches a connected remote server's endpoint over a held
@@ -307,15 +307,18 @@ func TestPluginOneDaemonPerOpenCode(t *testing.T) {
 		if !running(db.PID) {
 			t.Fatal("the other OpenCode's daemon ended too")
 		}
-		starts := len(p.Starts(t, "s"))
-		readAll(t, again, []string{p.Dir})
-		p.WaitStarts(t, "s", starts+1, 30*time.Second)
+		// Another directory first starts the new OpenCode's daemon (OpenCode
+		// loads its plugins per directory); p's server then connects while
+		// that daemon's stream is up, and its event arms p (rule 3: a
+		// directory booted before the stream was up is not the daemon's).
+		readAll(t, again, []string{g.newProject(t, nil).Dir})
 		d := daemonFor(t, home, again)
 		if d.PID == da.PID {
 			t.Fatalf("the new OpenCode is watched by the killed one's daemon")
 		}
-		killPID(t, p.Starts(t, "s")[len(p.Starts(t, "s"))-1])
-		p.WaitStarts(t, "s", starts+2, 30*time.Second)
+		readAll(t, again, []string{p.Dir})
+		n, _ := p.KillConnected(t, again, "s")
+		p.WaitStarts(t, "s", n+1, 30*time.Second)
 		again.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
 		if ents := daemonsIn(t, home); len(ents) != 2 {
 			t.Errorf("registered daemons: %+v, want the two OpenCodes' own", ents)

@@ -133,10 +133,8 @@ func TestRunServeRecoversAndCleansUp(t *testing.T) {
 	forEachGeneration(t, func(t *testing.T, g gen) {
 		w, oc, p, home := runServe(t, g)
 
-		oc.Status(t, p.Dir)
-		killed := time.Now()
-		killPID(t, p.Starts(t, "s")[0])
-		p.WaitStarts(t, "s", 2, repairBound)
+		n, killed := p.KillConnected(t, oc, "s")
+		p.WaitStarts(t, "s", n+1, repairBound)
 		oc.WaitStatus(t, p.Dir, "s", "connected", repairBound-time.Since(killed))
 		t.Logf("connected again %v after the kill", time.Since(killed).Round(time.Millisecond))
 		w.waitLog(t, "reconnected MCP server", 10*time.Second)
@@ -649,11 +647,8 @@ func TestRunWatchesTheServerItsCommandUses(t *testing.T) {
 		p.WaitStarts(t, "s", 1, 60*time.Second)
 		st := waitWatched(t, home, p, "s", 30*time.Second)
 		oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: st.Servers[0].URL, Password: password, Gen: g.Gen}}
-		oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
-
-		killed := time.Now()
-		killPID(t, p.Starts(t, "s")[0])
-		p.WaitStarts(t, "s", 2, repairBound)
+		n, killed := p.KillConnected(t, oc, "s")
+		p.WaitStarts(t, "s", n+1, repairBound)
 		oc.WaitStatus(t, p.Dir, "s", "connected", repairBound-time.Since(killed))
 		t.Logf("connected again %v after the kill", time.Since(killed).Round(time.Millisecond))
 		waitWatched(t, home, p, "s", 10*time.Second)
@@ -806,10 +801,8 @@ func TestRunLeavesTheOpenCode2ServiceWatchedByOneDaemon(t *testing.T) {
 		sameDaemon(t, home, daemon, "the service started again")
 		p.WaitStarts(t, "s", before+1, 30*time.Second)
 		oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: next.URL, Password: password, Gen: g.Gen}}
-		oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
-		killed := time.Now()
-		killPID(t, p.Starts(t, "s")[before])
-		p.WaitStarts(t, "s", before+2, repairBound)
+		n, killed := p.KillConnected(t, oc, "s")
+		p.WaitStarts(t, "s", n+1, repairBound)
 		oc.WaitStatus(t, p.Dir, "s", "connected", repairBound-time.Since(killed))
 		t.Logf("connected again %v after the kill", time.Since(killed).Round(time.Millisecond))
 		waitDaemonShows(t, home, p.Dir, "s", "connected", 10*time.Second)
@@ -999,10 +992,8 @@ func TestRunDirectoryOfOpenCode2IsWatchedWhenTheServiceComesBack(t *testing.T) {
 		p.WaitStarts(t, "s", 1, 30*time.Second)
 		st := waitWatched(t, home, p, "s", 10*time.Second)
 		oc := &OpenCode{OpenCode: &ochost.OpenCode{URL: st.Servers[0].URL, Password: password, Gen: g.Gen}}
-		oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
-		killed := time.Now()
-		killPID(t, p.Starts(t, "s")[0])
-		p.WaitStarts(t, "s", 2, repairBound)
+		n, killed := p.KillConnected(t, oc, "s")
+		p.WaitStarts(t, "s", n+1, repairBound)
 		oc.WaitStatus(t, p.Dir, "s", "connected", repairBound-time.Since(killed))
 	})
 }

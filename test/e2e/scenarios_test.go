@@ -61,7 +61,7 @@ func TestWatchManyDirectories(t *testing.T) {
 		}
 		for _, p := range projects {
 			for _, n := range []string{"a", "b x"} {
-				killPID(t, p.Starts(t, n)[0])
+				p.KillConnected(t, oc, n)
 			}
 		}
 		for _, p := range projects {
@@ -142,8 +142,8 @@ func TestWatchRespectsDispose(t *testing.T) {
 		w := startWatch(t, oc, oc.Password, "--idle-interval", "1s")
 		w.WaitLog(t, "watching opencode", 15*time.Second)
 		oc.Status(t, p.Dir)
-		killPID(t, p.Starts(t, "s")[0])
-		p.WaitStarts(t, "s", 2, 30*time.Second) // armed and recovered
+		n, _ := p.KillConnected(t, oc, "s")
+		p.WaitStarts(t, "s", n+1, 30*time.Second) // armed and recovered
 		oc.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
 		w.WaitLog(t, "reconnected MCP server", 10*time.Second)
 
@@ -173,8 +173,8 @@ func TestWatchSurvivesOpenCodeRestart(t *testing.T) {
 		w.WaitLog(t, "event stream reconnected", 40*time.Second)
 
 		oc2.Status(t, p.Dir)
-		killPID(t, p.Starts(t, "s")[0])
-		p.WaitStarts(t, "s", 2, 30*time.Second)
+		n, _ := p.KillConnected(t, oc2, "s")
+		p.WaitStarts(t, "s", n+1, 30*time.Second)
 		oc2.WaitStatus(t, p.Dir, "s", "connected", 30*time.Second)
 	})
 }
