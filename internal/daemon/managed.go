@@ -33,8 +33,6 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 		if err != nil {
 			return 1, err
 		}
-		stopForward := child.Forward()
-		defer stopForward()
 		log.Info("started", "command", plan.Args[0], "pid", child.PID(), "url", plan.URL, "generated_password", plan.GeneratedPassword)
 		if plan.URL == "" {
 			// Not a server (opencode mcp auth …, --version): just pass it through.
@@ -56,7 +54,6 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 			child.Signal(syscall.SIGTERM)
 			<-child.Done()
 			child.RestoreTerminal()
-			stopForward()
 			log.Info("the chosen port was taken before opencode listened; starting it on another", "port", plan.Port)
 			if err := plan.NewPort(); err != nil {
 				return 1, err

@@ -233,7 +233,6 @@ type Child struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	sigs chan os.Signal
 	// restoreTerminal puts the terminal back as it was before the child
 	// started (a child killed for a retry may have changed its modes).
 	restoreTerminal func()
@@ -263,16 +262,14 @@ type IO struct {
 
 // Start starts the plan. The child stays in the wrapper's process group, so
 // keys typed at the terminal (Ctrl-C) and window resizes reach it from the
-// kernel exactly as without the wrapper; Forward relays signals sent to the
-// wrapper itself. If the wrapper dies, the child gets SIGTERM.
+// kernel exactly as without the wrapper; signals sent to the wrapper
+// itself are relayed until the child exits (forward). If the wrapper
+// dies, the child gets SIGTERM.
 func Start(p *Plan, stdio IO) (*Child, error) {
 	cmd := exec.Command(p.Path, p.Args[1:]...)
 	cmd.Args = p.Args
 	cmd.Env = p.Env
-	cmd.Stdin = stdio.Stdin
-	if cmd.Stdin == nil {
-		cmd.Stdin = os.Stdin
-	}
+	cmd.Stdin = cmp.Or[io.Reader](stdio.Stdin, os.Stdin)
 	tail := NewTail(64 << 10)
 	// Keep the last output for the error message when the server never
 	// comes up, unless the stream is a terminal (a TUI needs the real one).
@@ -291,10 +288,14 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 	// that outlives the child can hold the pipe open; do not wait for it.
 	cmd.WaitDelay = 2 * time.Second
 	CatchQuit()
-	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail, sigs: make(chan os.Signal, 8), restoreTerminal: saveTerminal(os.Stdin)}
+	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail, restoreTerminal: func() {}}
+	if st, err := term.GetState(int(os.Stdin.Fd())); err == nil {
+		c.restoreTerminal = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
+	}
 	// Catch the signals before the fork: one arriving between the start
-	// and Forward must not kill the wrapper.
-	signal.Notify(c.sigs, forwarded...)
+	// and the relay must not kill the wrapper.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig is sent when the *thread* that forked the child ends,
@@ -315,10 +316,35 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 		close(c.done)
 	}()
 	if err := <-started; err != nil {
-		signal.Stop(c.sigs)
+		signal.Stop(sigs)
 		return nil, fmt.Errorf("run: starting %s: %w", p.Args[0], err)
 	}
+	go c.forward(sigs)
 	return c, nil
+}
+
+// forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
+// it exits. SIGINT and SIGQUIT are relayed unless the wrapper is, when the
+// signal arrives, the foreground job of the terminal on its stdin: then
+// the signal came from a key (Ctrl-C, Ctrl-\), the kernel sent it to the
+// whole foreground process group, the child included, and a second copy
+// would make a TUI see two. A wrapper in the background (`run … &`, or
+// stdin a terminal it is not the foreground job of) gets them only from
+// kill(2), and the child from nobody else. (A kill(2) of a foreground
+// wrapper cannot be told from a key, and is not relayed.)
+func (c *Child) forward(sigs chan os.Signal) {
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-c.done:
+			return
+		case s := <-sigs:
+			if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
+				continue
+			}
+			c.Signal(s)
+		}
+	}
 }
 
 // RestoreTerminal puts the terminal's modes back as they were before the
@@ -377,40 +403,6 @@ func (c *Child) exit() (code int, sig syscall.Signal, err error) {
 		return 1, 0, c.err
 	}
 	return 0, 0, nil
-}
-
-// Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
-// it exits. SIGINT and SIGQUIT are relayed unless the wrapper is, when the
-// signal arrives, the foreground job of the terminal on its stdin: then
-// the signal came from a key (Ctrl-C, Ctrl-\), the kernel sent it to the
-// whole foreground process group, the child included, and a second copy
-// would make a TUI see two. A wrapper in the background (`run … &`, or
-// stdin a terminal it is not the foreground job of) gets them only from
-// kill(2), and the child from nobody else. (A kill(2) of a foreground
-// wrapper cannot be told from a key, and is not relayed.)
-func (c *Child) Forward() (stop func()) {
-	var wg sync.WaitGroup
-	quit := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-quit:
-				return
-			case <-c.done:
-				return
-			case s := <-c.sigs:
-				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
-					continue
-				}
-				c.Signal(s)
-			}
-		}
-	})
-	return sync.OnceFunc(func() {
-		signal.Stop(c.sigs)
-		close(quit)
-		wg.Wait()
-	})
 }
 
 // isTerminal reports whether f has terminal attributes. A character

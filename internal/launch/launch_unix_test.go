@@ -21,7 +21,7 @@ import (
 // A wrapper whose stdin is a terminal it is not the foreground job of
 // (`mcp-reconnect run -- opencode serve &` from a shell, or a pty it did
 // not get as its controlling terminal) receives SIGINT only from kill(2),
-// and the kernel sends the child nothing: Forward must relay it.
+// and the kernel sends the child nothing: Start must relay it.
 func TestSIGINTRelayedWhenNotTheTerminalsForegroundJob(t *testing.T) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -52,8 +52,6 @@ func TestSIGINTRelayedWhenNotTheTerminalsForegroundJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := c.Forward()
-	defer stop()
 	time.Sleep(200 * time.Millisecond) // let sh set its trap
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -147,8 +145,6 @@ func foregroundHelper() {
 	if err != nil {
 		os.Exit(5)
 	}
-	stop := c.Forward()
-	defer stop()
 	select {
 	case <-c.Done():
 	case <-time.After(20 * time.Second):
