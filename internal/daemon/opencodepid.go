@@ -113,40 +113,33 @@ func (oc OpenCodeProcess) find(ctx context.Context) (Target, error) {
 	deadline := time.Now().Add(findFor)
 	for {
 		addrs, err := procview.ListenAddrs(oc.PID)
-		if oc.Server.URL != "" && listensOn(addrs, oc.Server.URL) {
-			sc := oc.Server
-			sc.PID = oc.PID
-			return sc, nil
-		}
-		if file := oc.serviceFile(); file != "" {
-			sc := ServiceServer(file, false, nil)
-			sc.PID = oc.PID
-			return sc, nil
-		}
-		if len(addrs) > 0 {
-			sc := oc.Server
-			sc.URL, sc.PID = urlOf(addrs), oc.PID
-			return sc, nil
-		}
-		if time.Now().After(deadline) {
+		sc, file := oc.Server, oc.serviceFile()
+		switch {
+		case sc.URL != "" && listensOn(addrs, sc.URL):
+		case file != "":
+			sc = ServiceServer(file, false, nil)
+		case len(addrs) > 0:
+			sc.URL = urlOf(addrs)
+		case time.Now().After(deadline):
 			return Target{}, oc.notFound(addrs, err)
+		default:
+			select {
+			case <-ctx.Done():
+				return Target{}, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return Target{}, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		sc.PID = oc.PID
+		return sc, nil
 	}
 }
 
 // notFound says why no server of oc's process was found.
 func (oc OpenCodeProcess) notFound(addrs []netip.AddrPort, err error) error {
-	what := "OpenCode 2 service file names it"
-	switch {
-	case err != nil:
-		what += fmt.Sprintf(", and its ports cannot be read (%v)", err)
-	default:
-		what += ", and it listens on no TCP port (an OpenCode TUI started without --port serves no API)"
+	what := "OpenCode 2 service file names it, and it listens on no TCP port (an OpenCode TUI started without --port serves no API)"
+	if err != nil {
+		what = fmt.Sprintf("OpenCode 2 service file names it, and its ports cannot be read (%v)", err)
 	}
 	if oc.Server.URL != "" {
 		return fmt.Errorf("OpenCode process %d does not listen on %s (its TCP ports: %v), no %s: nothing to watch",
@@ -173,14 +166,7 @@ func (oc OpenCodeProcess) serviceFile() string {
 // listensOn reports whether one of addrs has rawURL's port.
 func listensOn(addrs []netip.AddrPort, rawURL string) bool {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
-	}
-	port, err := strconv.Atoi(u.Port())
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(addrs, func(a netip.AddrPort) bool { return int(a.Port()) == port })
+	return err == nil && slices.ContainsFunc(addrs, func(a netip.AddrPort) bool { return strconv.Itoa(int(a.Port())) == u.Port() })
 }
 
 // urlOf is the URL of the first of addrs (sorted by port) that this

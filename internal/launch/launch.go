@@ -222,10 +222,15 @@ func lookupEnv(env []string, key string) string {
 }
 
 func setEnv(env []string, key, value string) []string {
-	return append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+	return append(WithoutEnv(env, key), key+"="+value)
+}
+
+// WithoutEnv is env without the variables named keys.
+func WithoutEnv(env []string, keys ...string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
-		return k == key
-	}), key+"="+value)
+		return slices.Contains(keys, k)
+	})
 }
 
 // Child is a started command.
@@ -392,17 +397,14 @@ func (c *Child) Describe() string {
 // signal that killed it, or the error that kept it from being waited for.
 func (c *Child) exit() (code int, sig syscall.Signal, err error) {
 	<-c.done
-	var ee *exec.ExitError
-	switch {
-	case errors.As(c.err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 0, ws.Signal(), nil
-		}
-		return ee.ExitCode(), 0, nil
-	case c.err != nil:
+	ps := c.cmd.ProcessState
+	if ps == nil {
 		return 1, 0, c.err
 	}
-	return 0, 0, nil
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 0, ws.Signal(), nil
+	}
+	return ps.ExitCode(), 0, nil
 }
 
 // isTerminal reports whether f has terminal attributes. A character
