@@ -227,9 +227,6 @@ This alias is all it takes, for either generation:
 			if err != nil {
 				// The error can carry the child's last output: data, not terminal control.
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))
-				if code == 0 {
-					code = 1
-				}
 			}
 			if code != 0 {
 				return exitError{code: code}

@@ -187,10 +187,11 @@ func urlOf(addrs []netip.AddrPort) string {
 
 // untilExit returns a context that ends, with cause errOpenCodeEnded,
 // when process pid ends (or when ctx does), and the function that stops
-// watching it. The process is looked at every second: a daemon ending a
-// second after its OpenCode leaves nothing waiting. A pid that does not
-// exist is an error, and so is a system without a process view (macOS):
-// nothing there could tie a server to the process.
+// watching it. The kernel tells of the exit (procview.Exits: a pidfd);
+// where it cannot (a kernel without pidfds), the process is looked at
+// every second. A pid that does not exist is an error, and so is a
+// system without a process view (macOS): nothing there could tie a
+// server to the process.
 func untilExit(ctx context.Context, pid int) (context.Context, func(), error) {
 	tab, err := procview.System()
 	if err != nil {
@@ -204,9 +205,20 @@ func untilExit(ctx context.Context, pid int) (context.Context, func(), error) {
 		return nil, nil, fmt.Errorf("OpenCode process %d: %w", pid, err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
+	exits, err := procview.NewExits()
+	if err == nil {
+		if err = exits.Add(tab, proc); err != nil {
+			_ = exits.Close()
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if err == nil {
+			exits.Run(ctx, func(procview.Exit) { cancel(errOpenCodeEnded) })
+			_ = exits.Close()
+			return
+		}
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {

@@ -24,10 +24,10 @@ import (
 
 var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+(?:-v(\d+)[0-9A-Za-z.-]*)?`)
 
-// AskVersion runs `command --version` and returns what it prints. It
+// askVersion runs `command --version` and returns what it prints. It
 // takes OpenCode 1.2–1.4 s (a JavaScript runtime starting): Versions
 // remembers the answer so that `run` pays it once per binary.
-func AskVersion(ctx context.Context, command string, env []string) (string, error) {
+func askVersion(ctx context.Context, command string, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, command, "--version")
@@ -77,18 +77,18 @@ type Versions struct {
 	// File is the cache file (created 0600 in a 0700 directory); ""
 	// remembers nothing.
 	File string
-	// Ask runs `command --version` (default AskVersion).
+	// Ask runs `command --version` (askVersion).
 	Ask func(ctx context.Context, command string, env []string) (string, error)
 }
 
 // DefaultVersions keeps its cache in the user's cache directory
 // ($XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS).
 func DefaultVersions() *Versions {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return &Versions{}
+	v := &Versions{Ask: askVersion}
+	if dir, err := os.UserCacheDir(); err == nil {
+		v.File = filepath.Join(dir, "mcp-reconnect", "opencode-versions.json")
 	}
-	return &Versions{File: filepath.Join(dir, "mcp-reconnect", "opencode-versions.json")}
+	return v
 }
 
 // maxVersionEntries bounds the cache: the newest answers are kept.
@@ -111,10 +111,6 @@ type versionEntry struct {
 // identify) is asked every time. A missing, unreadable or foreign cache
 // file (not a private file of this user's) remembers nothing.
 func (v *Versions) Major(ctx context.Context, command string, env []string) (major int, cached bool, err error) {
-	ask := v.Ask
-	if ask == nil {
-		ask = AskVersion
-	}
 	path, err := exec.LookPath(command)
 	if err != nil {
 		return 0, false, err
@@ -132,7 +128,7 @@ func (v *Versions) Major(ctx context.Context, command string, env []string) (maj
 			}
 		}
 	}
-	out, err := ask(ctx, path, env)
+	out, err := v.Ask(ctx, path, env)
 	if err != nil {
 		return 0, false, err
 	}
