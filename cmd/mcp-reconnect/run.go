@@ -223,7 +223,7 @@ This alias is all it takes, for either generation:
 			if err != nil {
 				return err
 			}
-			code, err := daemon.Managed(cmd.Context(), plan, cfg, startTimeout, launch.IO{}, log)
+			code, err := daemon.Managed(cmd.Context(), plan, cfg, startTimeout, log)
 			if err != nil {
 				// The error can carry the child's last output: data, not terminal control.
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))

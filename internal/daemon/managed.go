@@ -23,12 +23,12 @@ const DefaultStartTimeout = 60 * time.Second
 // when OpenCode never became healthy (err then says why).
 // startTimeout (0: DefaultStartTimeout) bounds the wait for its health;
 // with an error the code is never 0.
-func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout time.Duration, stdio launch.IO, log *slog.Logger) (int, error) {
+func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout time.Duration, log *slog.Logger) (int, error) {
 	if startTimeout <= 0 {
 		startTimeout = DefaultStartTimeout
 	}
 	for attempt := 0; ; attempt++ {
-		child, err := launch.Start(plan, stdio)
+		child, err := launch.Start(plan)
 		if err != nil {
 			return 1, err
 		}

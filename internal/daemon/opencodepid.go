@@ -72,12 +72,9 @@ func RunFor(ctx context.Context, cfg Config, oc OpenCodeProcess, log *slog.Logge
 		return err
 	}
 	cfg.Servers = []Target{sc}
-	for try := 0; ; try++ {
+	err = Run(ctx, cfg, log)
+	if dup := (*DuplicateError)(nil); errors.As(err, &dup) && waitEnd(ctx, dup.Running.PID, dupWait, log) {
 		err = Run(ctx, cfg, log)
-		var dup *DuplicateError
-		if try > 0 || !errors.As(err, &dup) || !waitEnd(ctx, dup.Running.PID, dupWait, log) {
-			break
-		}
 	}
 	if context.Cause(ctx) == errOpenCodeEnded {
 		log.Info("opencode ended; stopping", "pid", oc.PID)
@@ -151,9 +148,6 @@ func (oc OpenCodeProcess) notFound(addrs []netip.AddrPort, err error) error {
 // serviceFile is the OpenCode 2 service file that names oc's process, or
 // "".
 func (oc OpenCodeProcess) serviceFile() string {
-	if oc.ServiceFile == "" {
-		return ""
-	}
 	regs, _ := opencode.Registrations(oc.ServiceFile, oc.Channels)
 	for _, r := range regs {
 		if svc, err := opencode.ReadServiceFile(r.Path); err == nil && svc.PID == oc.PID {

@@ -118,7 +118,7 @@ func TestExitCodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := Start(p, IO{Stdin: strings.NewReader(""), Stdout: os.Stdout, Stderr: os.Stderr})
+		c, err := Start(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
-	tl := NewTail(10)
+	tl := &Tail{max: 10}
 	_, _ = tl.Write([]byte("one\ntwo\nthree\nfour\n"))
 	if got := tl.Lines(2); got != "hree\nfour" { // the last 10 bytes
 		t.Fatalf("Lines(2) = %q", got)
@@ -267,12 +267,7 @@ func TestSIGINTRelayedWhenStdinIsDevNull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	c, err := Start(p, IO{Stdin: devnull, Stdout: out, Stderr: out})
+	c, err := Start(p)
 	if err != nil {
 		t.Fatal(err)
 	}

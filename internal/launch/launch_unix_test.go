@@ -43,12 +43,7 @@ func TestSIGINTRelayedWhenNotTheTerminalsForegroundJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer devnull.Close()
-	c, err := Start(p, IO{Stdin: devnull, Stdout: devnull, Stderr: devnull})
+	c, err := Start(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +136,7 @@ func foregroundHelper() {
 	if err != nil {
 		os.Exit(4)
 	}
-	c, err := Start(p, IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	c, err := Start(p)
 	if err != nil {
 		os.Exit(5)
 	}
