@@ -2,8 +2,6 @@ package main
 
 import (
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -93,9 +91,4 @@ func serviceDaemonArgs(fs *pflag.FlagSet, typed map[string]bool) []string {
 var scrubbed = []string{"OPENCODE_URL", launch.PasswordEnv, launch.UsernameEnv, launch.PasswordEnv2, "MCP_RECONNECT_PASSWORD_FILE"}
 
 // serviceWatchEnv is env without the scrubbed variables.
-func serviceWatchEnv(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return slices.Contains(scrubbed, name)
-	})
-}
+func serviceWatchEnv(env []string) []string { return launch.WithoutEnv(env, scrubbed...) }

@@ -29,10 +29,8 @@ func (f *watchFlags) openCodeProcess(pid int, log *slog.Logger) (daemon.OpenCode
 			return oc, fmt.Errorf("--%s takes one --url, that process's server; %d given", opencodePIDFlag, len(f.urls))
 		}
 		oc.Server.URL = f.urls[0]
-		if f.password != "" && !f.allowHTTPPassword {
-			if err := checkPlainHTTP(oc.Server.URL); err != nil {
-				return oc, err
-			}
+		if err := checkPlainHTTP(oc.Server.URL); err != nil && f.password != "" && !f.allowHTTPPassword {
+			return oc, err
 		}
 	}
 	if entries, err := f.file.servers(); err != nil {

@@ -93,22 +93,6 @@ func armInServiceWatch(ctx context.Context, reg *registry.Registry, file string,
 	return errors.Join(errs...)
 }
 
-// v2Credentials are the credentials of an OpenCode 2 server that run
-// starts: 2.x reads OPENCODE_PASSWORD, then OPENCODE_SERVER_PASSWORD, so
-// a password that came from the environment is left for NewPlan to find
-// in that order; one given by flag or config file is the child's. The
-// user is always "opencode".
-func v2Credentials(f *watchFlags, log *slog.Logger) launch.Credentials {
-	c := launch.Credentials{Password: f.password, Major: 2}
-	if strings.HasPrefix(f.passwordSource, "env ") {
-		c.Password = ""
-	}
-	if f.username != "" && f.username != launch.DefaultUsername {
-		log.Warn("OpenCode 2 authenticates as \"opencode\"; the configured username is not used", "username", f.username)
-	}
-	return c
-}
-
 func newRun() *cobra.Command {
 	var f watchFlags
 	var startTimeout time.Duration
@@ -181,7 +165,6 @@ This alias is all it takes, for either generation:
 			// address is taken: one from the config file or the
 			// environment is shared by every wrapped TUI, and the second
 			// one moves to a free port (the registry finds it).
-			statusAddrTyped := cmd.Flags().Changed("status-addr")
 			typed := map[string]bool{}
 			cmd.Flags().Visit(func(fl *pflag.Flag) { typed[fl.Name] = true })
 			if err := f.load(cmd.Flags()); err != nil {
@@ -191,7 +174,7 @@ This alias is all it takes, for either generation:
 			if err != nil {
 				return err
 			}
-			cfg.StatusAddrFallback = !statusAddrTyped
+			cfg.StatusAddrFallback = !typed["status-addr"]
 			log, closeLog, err := f.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -220,8 +203,19 @@ This alias is all it takes, for either generation:
 						return launch.Exec(args, os.Environ())
 					default:
 						// A 2.x serve is a server of its own: supervised and
-						// watched as on 1.x, with 2.x's password rules.
-						cred = v2Credentials(&f, log)
+						// watched as on 1.x, with 2.x's password rules: it
+						// reads OPENCODE_PASSWORD, then
+						// OPENCODE_SERVER_PASSWORD, so a password that came
+						// from the environment is left for NewPlan to find in
+						// that order; one given by flag or config file is the
+						// child's. The user is always "opencode".
+						cred = launch.Credentials{Password: f.password, Major: 2}
+						if strings.HasPrefix(f.passwordSource, "env ") {
+							cred.Password = ""
+						}
+						if f.username != "" && f.username != launch.DefaultUsername {
+							log.Warn("OpenCode 2 authenticates as \"opencode\"; the configured username is not used", "username", f.username)
+						}
 					}
 				}
 			}
@@ -229,13 +223,10 @@ This alias is all it takes, for either generation:
 			if err != nil {
 				return err
 			}
-			code, err := daemon.Managed(cmd.Context(), plan, cfg, startTimeout, launch.IO{}, log)
+			code, err := daemon.Managed(cmd.Context(), plan, cfg, startTimeout, log)
 			if err != nil {
 				// The error can carry the child's last output: data, not terminal control.
 				fmt.Fprintln(cmd.ErrOrStderr(), "mcp-reconnect:", termsafe.Text(err.Error()))
-				if code == 0 {
-					code = 1
-				}
 			}
 			if code != 0 {
 				return exitError{code: code}

@@ -21,65 +21,61 @@ const DefaultStartTimeout = 60 * time.Second
 // watches it with cfg (its Servers: the child alone) until it exits. It returns the exit code the wrapper
 // should exit with: the child's own, or 128+N when signal N killed it, or 1
 // when OpenCode never became healthy (err then says why).
-// startTimeout (0: DefaultStartTimeout) bounds the wait for its health.
-func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout time.Duration, stdio launch.IO, log *slog.Logger) (int, error) {
+// startTimeout (0: DefaultStartTimeout) bounds the wait for its health;
+// with an error the code is never 0.
+func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout time.Duration, log *slog.Logger) (int, error) {
 	if startTimeout <= 0 {
 		startTimeout = DefaultStartTimeout
 	}
-	var child *launch.Child
 	for attempt := 0; ; attempt++ {
-		var err error
-		child, err = launch.Start(plan, stdio)
+		child, err := launch.Start(plan)
 		if err != nil {
 			return 1, err
 		}
-		stopForward := child.Forward()
-		defer stopForward()
 		log.Info("started", "command", plan.Args[0], "pid", child.PID(), "url", plan.URL, "generated_password", plan.GeneratedPassword)
 		if plan.URL == "" {
 			// Not a server (opencode mcp auth …, --version): just pass it through.
 			return child.ExitCode(), nil
 		}
-
-		// The child's credentials are the plan's: the user it was told to
-		// expect, the password it was given.
-		cfg.Servers = []Target{{URL: plan.URL, Username: plan.Username, Password: plan.Password, PID: child.PID()}}
 		if _, err := opencode.New(plan.URL, opencode.Options{}); err != nil {
 			child.Signal(syscall.SIGTERM)
-			return child.ExitCode(), err
+			return cmp.Or(child.ExitCode(), 1), err
 		}
-		err = waitHealthy(ctx, child, plan, startTimeout)
-		if errors.Is(err, errPortTaken) && attempt < maxPortRetries {
+		switch err := waitHealthy(ctx, child, plan, startTimeout); {
+		case err == nil:
+			// The child's credentials are the plan's: the user it was told
+			// to expect, the password it was given.
+			cfg.Servers = []Target{{URL: plan.URL, Username: plan.Username, Password: plan.Password, PID: child.PID()}}
+			return watchChild(ctx, child, cfg, log), nil
+		case errors.Is(err, errPortTaken) && attempt < maxPortRetries:
 			// Another program took the port the wrapper chose before
 			// OpenCode could listen on it: the user asked for no port, so
 			// start again on another one, without a word on their screen.
 			child.Signal(syscall.SIGTERM)
 			<-child.Done()
 			child.RestoreTerminal()
-			stopForward()
 			log.Info("the chosen port was taken before opencode listened; starting it on another", "port", plan.Port)
 			if err := plan.NewPort(); err != nil {
 				return 1, err
 			}
-			continue
-		}
-		if err == nil {
-			break
-		}
-		if errors.Is(err, errChildExited) || errors.Is(err, errPortTaken) {
+		case errors.Is(err, errChildExited) || errors.Is(err, errPortTaken):
 			log.Info("opencode exited before it was healthy", "how", child.Describe())
 			child.Signal(syscall.SIGTERM)
 			return child.ExitCode(), nil
+		default:
+			child.Signal(syscall.SIGTERM)
+			msg := err.Error()
+			if tail := child.Tail.Lines(20); tail != "" {
+				msg += "; its last output:\n" + tail
+			}
+			return cmp.Or(child.ExitCode(), 1), errors.New(msg)
 		}
-		child.Signal(syscall.SIGTERM)
-		code := cmp.Or(child.ExitCode(), 1)
-		msg := err.Error()
-		if tail := child.Tail.Lines(20); tail != "" {
-			msg += "; its last output:\n" + tail
-		}
-		return code, errors.New(msg)
 	}
+}
 
+// watchChild watches the healthy child with cfg until it exits, and
+// returns its exit code.
+func watchChild(ctx context.Context, child *launch.Child, cfg Config, log *slog.Logger) int {
 	dctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -98,7 +94,7 @@ func Managed(ctx context.Context, plan *launch.Plan, cfg Config, startTimeout ti
 	log.Info("opencode ended; stopping", "how", child.Describe())
 	stop()
 	wg.Wait()
-	return child.ExitCode(), nil
+	return child.ExitCode()
 }
 
 var (
@@ -128,9 +124,7 @@ func waitHealthy(ctx context.Context, child *launch.Child, plan *launch.Plan, ti
 		if plan.PortChosen && launch.PortTaken(child.PID(), plan.Port) {
 			return errPortTaken
 		}
-		hctx, cancel := context.WithTimeout(ctx, healthTimeout)
-		_, _, _, err := opencode.Detect(hctx, plan.URL, opts)
-		cancel()
+		_, _, _, err := opencode.Detect(ctx, plan.URL, opts)
 		if err == nil {
 			return nil
 		}

@@ -61,16 +61,6 @@ func TestHelperOpenCode(t *testing.T) {
 	os.Exit(0)
 }
 
-func devNullIO(t *testing.T) launch.IO {
-	t.Helper()
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { devnull.Close() })
-	return launch.IO{Stdin: devnull, Stdout: devnull, Stderr: devnull}
-}
-
 // `run --username bob` (or `username` in the config file) makes the
 // daemon authenticate as bob, so the child must expect bob: without it
 // OpenCode keeps its default user, answers every health poll 401, and the
@@ -88,7 +78,7 @@ func TestManagedChildGetsTheUsername(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, err := Managed(context.Background(), plan, cfg, 1500*time.Millisecond, devNullIO(t), slog.New(slog.DiscardHandler))
+		code, err := Managed(context.Background(), plan, cfg, 1500*time.Millisecond, slog.New(slog.DiscardHandler))
 		done <- result{code, err}
 	}()
 	// The child answers bob, as the daemon asks.

@@ -72,12 +72,9 @@ func RunFor(ctx context.Context, cfg Config, oc OpenCodeProcess, log *slog.Logge
 		return err
 	}
 	cfg.Servers = []Target{sc}
-	for try := 0; ; try++ {
+	err = Run(ctx, cfg, log)
+	if dup := (*DuplicateError)(nil); errors.As(err, &dup) && waitEnd(ctx, dup.Running.PID, dupWait, log) {
 		err = Run(ctx, cfg, log)
-		var dup *DuplicateError
-		if try > 0 || !errors.As(err, &dup) || !waitEnd(ctx, dup.Running.PID, dupWait, log) {
-			break
-		}
 	}
 	if context.Cause(ctx) == errOpenCodeEnded {
 		log.Info("opencode ended; stopping", "pid", oc.PID)
@@ -113,40 +110,33 @@ func (oc OpenCodeProcess) find(ctx context.Context) (Target, error) {
 	deadline := time.Now().Add(findFor)
 	for {
 		addrs, err := procview.ListenAddrs(oc.PID)
-		if oc.Server.URL != "" && listensOn(addrs, oc.Server.URL) {
-			sc := oc.Server
-			sc.PID = oc.PID
-			return sc, nil
-		}
-		if file := oc.serviceFile(); file != "" {
-			sc := ServiceServer(file, false, nil)
-			sc.PID = oc.PID
-			return sc, nil
-		}
-		if len(addrs) > 0 {
-			sc := oc.Server
-			sc.URL, sc.PID = urlOf(addrs), oc.PID
-			return sc, nil
-		}
-		if time.Now().After(deadline) {
+		sc, file := oc.Server, oc.serviceFile()
+		switch {
+		case sc.URL != "" && listensOn(addrs, sc.URL):
+		case file != "":
+			sc = ServiceServer(file, false, nil)
+		case len(addrs) > 0:
+			sc.URL = urlOf(addrs)
+		case time.Now().After(deadline):
 			return Target{}, oc.notFound(addrs, err)
+		default:
+			select {
+			case <-ctx.Done():
+				return Target{}, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return Target{}, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		sc.PID = oc.PID
+		return sc, nil
 	}
 }
 
 // notFound says why no server of oc's process was found.
 func (oc OpenCodeProcess) notFound(addrs []netip.AddrPort, err error) error {
-	what := "OpenCode 2 service file names it"
-	switch {
-	case err != nil:
-		what += fmt.Sprintf(", and its ports cannot be read (%v)", err)
-	default:
-		what += ", and it listens on no TCP port (an OpenCode TUI started without --port serves no API)"
+	what := "OpenCode 2 service file names it, and it listens on no TCP port (an OpenCode TUI started without --port serves no API)"
+	if err != nil {
+		what = fmt.Sprintf("OpenCode 2 service file names it, and its ports cannot be read (%v)", err)
 	}
 	if oc.Server.URL != "" {
 		return fmt.Errorf("OpenCode process %d does not listen on %s (its TCP ports: %v), no %s: nothing to watch",
@@ -158,9 +148,6 @@ func (oc OpenCodeProcess) notFound(addrs []netip.AddrPort, err error) error {
 // serviceFile is the OpenCode 2 service file that names oc's process, or
 // "".
 func (oc OpenCodeProcess) serviceFile() string {
-	if oc.ServiceFile == "" {
-		return ""
-	}
 	regs, _ := opencode.Registrations(oc.ServiceFile, oc.Channels)
 	for _, r := range regs {
 		if svc, err := opencode.ReadServiceFile(r.Path); err == nil && svc.PID == oc.PID {
@@ -173,14 +160,7 @@ func (oc OpenCodeProcess) serviceFile() string {
 // listensOn reports whether one of addrs has rawURL's port.
 func listensOn(addrs []netip.AddrPort, rawURL string) bool {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
-	}
-	port, err := strconv.Atoi(u.Port())
-	if err != nil {
-		return false
-	}
-	return slices.ContainsFunc(addrs, func(a netip.AddrPort) bool { return int(a.Port()) == port })
+	return err == nil && slices.ContainsFunc(addrs, func(a netip.AddrPort) bool { return strconv.Itoa(int(a.Port())) == u.Port() })
 }
 
 // urlOf is the URL of the first of addrs (sorted by port) that this

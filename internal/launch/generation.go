@@ -24,10 +24,10 @@ import (
 
 var versionRE = regexp.MustCompile(`(\d+)\.\d+\.\d+(?:-v(\d+)[0-9A-Za-z.-]*)?`)
 
-// AskVersion runs `command --version` and returns what it prints. It
+// askVersion runs `command --version` and returns what it prints. It
 // takes OpenCode 1.2–1.4 s (a JavaScript runtime starting): Versions
 // remembers the answer so that `run` pays it once per binary.
-func AskVersion(ctx context.Context, command string, env []string) (string, error) {
+func askVersion(ctx context.Context, command string, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, command, "--version")
@@ -77,18 +77,18 @@ type Versions struct {
 	// File is the cache file (created 0600 in a 0700 directory); ""
 	// remembers nothing.
 	File string
-	// Ask runs `command --version` (default AskVersion).
+	// Ask runs `command --version` (askVersion).
 	Ask func(ctx context.Context, command string, env []string) (string, error)
 }
 
 // DefaultVersions keeps its cache in the user's cache directory
 // ($XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS).
 func DefaultVersions() *Versions {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return &Versions{}
+	v := &Versions{Ask: askVersion}
+	if dir, err := os.UserCacheDir(); err == nil {
+		v.File = filepath.Join(dir, "mcp-reconnect", "opencode-versions.json")
 	}
-	return &Versions{File: filepath.Join(dir, "mcp-reconnect", "opencode-versions.json")}
+	return v
 }
 
 // maxVersionEntries bounds the cache: the newest answers are kept.
@@ -97,56 +97,38 @@ const maxVersionEntries = 32
 // maxVersionsFile bounds what is read of the cache file.
 const maxVersionsFile = 256 << 10
 
-// fileID is what identifies one version of a file.
-type fileID struct {
-	Path  string `json:"path"`
-	Size  int64  `json:"size"`
-	MTime int64  `json:"mtime_ns"`
-	CTime int64  `json:"ctime_ns"`
-	Inode uint64 `json:"inode"`
-	Dev   uint64 `json:"dev"`
-}
-
-// binaryID identifies a binary: the file itself, and the lockfile of the
-// node_modules tree it lives in, if any.
-type binaryID struct {
-	File fileID `json:"file"`
-	Lock fileID `json:"npm_lock,omitzero"`
-}
-
+// versionEntry is one remembered answer: the major version of the file
+// at Path while it is the one ID describes (identify).
 type versionEntry struct {
-	ID      binaryID `json:"id"`
-	Version string   `json:"version"`
-	Major   int      `json:"major"`
-}
-
-type versionsFile struct {
-	Binaries []versionEntry `json:"binaries"`
+	Path  string `json:"path"`
+	ID    string `json:"id"`
+	Major int    `json:"major"`
 }
 
 // Major returns the major version `command --version` reports (1 for
 // OpenCode 1.18.34, 2 for 2.1.2), from the cache when the binary is the
 // one it was asked of (cached). A script outside an npm tree (see
-// identify) is asked every time.
+// identify) is asked every time. A missing, unreadable or foreign cache
+// file (not a private file of this user's) remembers nothing.
 func (v *Versions) Major(ctx context.Context, command string, env []string) (major int, cached bool, err error) {
-	ask := v.Ask
-	if ask == nil {
-		ask = AskVersion
-	}
 	path, err := exec.LookPath(command)
 	if err != nil {
 		return 0, false, err
 	}
-	id, idErr := identify(path)
+	resolved, id, idErr := identify(path)
 	cacheable := idErr == nil && v.File != ""
+	var entries []versionEntry
 	if cacheable {
-		for _, e := range v.load().Binaries {
-			if e.ID == id && e.Major != 0 {
+		if b, err := private.ReadFile(v.File, maxVersionsFile); err != nil || json.Unmarshal(b, &entries) != nil {
+			entries = nil
+		}
+		for _, e := range entries {
+			if e.Path == resolved && e.ID == id && e.Major != 0 {
 				return e.Major, true, nil
 			}
 		}
 	}
-	out, err := ask(ctx, path, env)
+	out, err := v.Ask(ctx, path, env)
 	if err != nil {
 		return 0, false, err
 	}
@@ -154,43 +136,46 @@ func (v *Versions) Major(ctx context.Context, command string, env []string) (maj
 		return 0, false, fmt.Errorf("%s --version: %w", command, err)
 	}
 	if cacheable {
-		_ = v.store(versionEntry{ID: id, Version: versionRE.FindString(out), Major: major})
+		// Newest first, replacing the entry of the same path; written
+		// atomically.
+		entries = slices.DeleteFunc(entries, func(o versionEntry) bool { return o.Path == resolved })
+		entries = append([]versionEntry{{Path: resolved, ID: id, Major: major}}, entries[:min(len(entries), maxVersionEntries-1)]...)
+		dir := filepath.Dir(v.File)
+		if b, err := json.MarshalIndent(entries, "", "  "); err == nil && private.EnsureDir(dir) == nil {
+			_ = private.WriteFile(dir, filepath.Base(v.File), b)
+		}
 	}
 	return major, false, nil
 }
 
-// identify describes the file path resolves to.
-func identify(path string) (binaryID, error) {
-	resolved, err := filepath.EvalSymlinks(path)
+// identify returns the file path resolves to and what identifies its
+// content: what stat(2) says of it, and of the lockfile of the
+// node_modules tree it lives in, if any.
+func identify(path string) (resolved, id string, err error) {
+	if resolved, err = filepath.EvalSymlinks(path); err == nil {
+		resolved, err = filepath.Abs(resolved)
+	}
+	if err == nil {
+		id, err = statID(resolved)
+	}
 	if err != nil {
-		return binaryID{}, err
+		return "", "", err
 	}
-	if resolved, err = filepath.Abs(resolved); err != nil {
-		return binaryID{}, err
-	}
-	f, err := statID(resolved)
-	if err != nil {
-		return binaryID{}, err
-	}
-	id := binaryID{File: f}
 	nodeModules := string(filepath.Separator) + "node_modules"
 	if i := strings.LastIndex(resolved, nodeModules+string(filepath.Separator)); i >= 0 {
 		// The innermost node_modules tree the file is in (resolved is clean).
 		if lock, err := statID(filepath.Join(resolved[:i+len(nodeModules)], ".package-lock.json")); err == nil {
-			id.Lock = lock
+			id += "; npm lock " + lock
 		}
 	} else if isScript(resolved) {
 		// A script outside an npm tree may answer differently in every
 		// directory: a version manager's shim (asdf, mise, proto pick the
 		// version per project) or a wrapper of the user's own. Only the
 		// file itself is no key for its answer: ask every time.
-		return binaryID{}, errNotCacheable
+		return "", "", errors.New("a script outside an npm tree: its version is asked every time")
 	}
-	return id, nil
+	return resolved, id, nil
 }
-
-// errNotCacheable: the file's answer cannot be remembered (isScript).
-var errNotCacheable = errors.New("a script outside an npm tree: its version is asked every time")
 
 // isScript reports whether the file starts with "#!".
 func isScript(path string) bool {
@@ -204,42 +189,15 @@ func isScript(path string) bool {
 	return n == 2 && head == [2]byte{'#', '!'}
 }
 
-// statID is what stat(2) says of path (x/sys/unix names the times alike
-// on every system).
-func statID(path string) (fileID, error) {
+// statID is what stat(2) says of path: size, modification and change
+// times, inode and device (x/sys/unix names the times alike on every
+// system).
+func statID(path string) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		return fileID{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		return "", &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
-	return fileID{Path: path, Size: st.Size, MTime: st.Mtim.Nano(), CTime: st.Ctim.Nano(), Inode: st.Ino, Dev: uint64(st.Dev)}, nil
-}
-
-// load reads the cache; a missing, unreadable or foreign file (not a
-// private file of this user's) is an empty cache.
-func (v *Versions) load() versionsFile {
-	var vf versionsFile
-	b, err := private.ReadFile(v.File, maxVersionsFile)
-	if err != nil || json.Unmarshal(b, &vf) != nil {
-		return versionsFile{}
-	}
-	return vf
-}
-
-// store adds e to the cache (replacing the entry of the same path), newest
-// first, and writes it atomically.
-func (v *Versions) store(e versionEntry) error {
-	vf := v.load()
-	vf.Binaries = slices.DeleteFunc(vf.Binaries, func(o versionEntry) bool { return o.ID.File.Path == e.ID.File.Path })
-	vf.Binaries = append([]versionEntry{e}, vf.Binaries[:min(len(vf.Binaries), maxVersionEntries-1)]...)
-	b, err := json.MarshalIndent(vf, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(v.File)
-	if err := private.EnsureDir(dir); err != nil {
-		return err
-	}
-	return private.WriteFile(dir, filepath.Base(v.File), b)
+	return fmt.Sprintf("size %d mtime %d ctime %d inode %d dev %d", st.Size, st.Mtim.Nano(), st.Ctim.Nano(), st.Ino, st.Dev), nil
 }
 
 // Exec replaces this process with args[0] (found on PATH): the wrapper

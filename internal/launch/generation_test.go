@@ -139,8 +139,8 @@ func TestVersionsIgnoreAWritableCache(t *testing.T) {
 // Whatever the cache file holds, Major answers what the binary says or
 // what was remembered for exactly this binary, and never fails for it.
 func FuzzVersionsFile(f *testing.F) {
-	f.Add([]byte(`{"binaries":[{"id":{"file":{"path":"/x","size":1}},"version":"2.0.21","major":2}]}`))
-	f.Add([]byte(`{"binaries":[{"id":null,"major":-1}]}`))
+	f.Add([]byte(`[{"path":"/x","id":"size 1","major":2}]`))
+	f.Add([]byte(`[{"id":null,"major":-1}]`))
 	f.Add([]byte(`not json`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -26,7 +26,7 @@ func TestVersionShimPerProjectIsAskedAgain(t *testing.T) {
 	if err := os.WriteFile(shim, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	v := &Versions{File: filepath.Join(t.TempDir(), "cache", "opencode-versions.json")}
+	v := &Versions{File: filepath.Join(t.TempDir(), "cache", "opencode-versions.json"), Ask: askVersion}
 
 	old := t.TempDir()
 	t.Chdir(old)

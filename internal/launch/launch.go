@@ -7,7 +7,6 @@ package launch
 import (
 	"cmp"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -143,28 +142,22 @@ func NewPlan(command []string, env []string, cred Credentials) (*Plan, error) {
 		return nil, fmt.Errorf("run: %w", err)
 	}
 	p := &Plan{Path: path, Args: append([]string(nil), command...)}
-	password := cred.Password
-	major, passwordEnv := 1, PasswordEnv
+	password, major := cred.Password, 1
 	if cred.Major == 2 {
-		major, passwordEnv = 2, PasswordEnv2
-		password = cmp.Or(password, lookupEnv(env, PasswordEnv2))
+		major, password = 2, cmp.Or(password, lookupEnv(env, PasswordEnv2))
 	}
 	password = cmp.Or(password, lookupEnv(env, PasswordEnv))
 	if password == "" {
-		b := make([]byte, 24)
-		if _, err := rand.Read(b); err != nil {
-			return nil, fmt.Errorf("run: generating a password: %w", err)
-		}
-		password, p.GeneratedPassword = base64.RawURLEncoding.EncodeToString(b), true
+		// 130 random bits.
+		password, p.GeneratedPassword = rand.Text(), true
 	}
 	p.Password = password
-	p.Env = setEnv(env, passwordEnv, password)
+	// 2.x reads OPENCODE_PASSWORD first; a 1.x binary wrongly taken for
+	// 2.x (a wrapper script of the user's whose target was downgraded)
+	// still gets its password instead of serving unsecured.
+	p.Env = setEnv(env, PasswordEnv, password)
 	if major == 2 {
-		// 2.x reads OPENCODE_PASSWORD first, so this changes nothing for
-		// it; a 1.x binary wrongly taken for 2.x (a wrapper script of the
-		// user's whose target was downgraded) still gets its password
-		// instead of serving unsecured.
-		p.Env = setEnv(p.Env, PasswordEnv, password)
+		p.Env = setEnv(setEnv(env, PasswordEnv2, password), PasswordEnv, password)
 	}
 	p.Username = DefaultUsername
 	if major == 1 {
@@ -222,10 +215,15 @@ func lookupEnv(env []string, key string) string {
 }
 
 func setEnv(env []string, key, value string) []string {
-	return append(slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+	return append(WithoutEnv(env, key), key+"="+value)
+}
+
+// WithoutEnv is env without the variables named keys.
+func WithoutEnv(env []string, keys ...string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
-		return k == key
-	}), key+"="+value)
+		return slices.Contains(keys, k)
+	})
 }
 
 // Child is a started command.
@@ -233,10 +231,10 @@ type Child struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	sigs chan os.Signal
-	// restoreTerminal puts the terminal back as it was before the child
-	// started (a child killed for a retry may have changed its modes).
-	restoreTerminal func()
+	// RestoreTerminal puts the terminal's modes back as they were before
+	// the child started: a child the wrapper ended (a retry) may have
+	// changed them.
+	RestoreTerminal func()
 	// Tail holds the end of the child's output when it was not a terminal.
 	Tail *Tail
 }
@@ -254,47 +252,39 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, sys
 // exec, a caught one is reset to its default.
 var CatchQuit = sync.OnceFunc(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGQUIT) })
 
-// IO is where the child's standard streams go. The defaults are the
-// wrapper's own, so a TUI gets the terminal itself.
-type IO struct {
-	Stdin          io.Reader
-	Stdout, Stderr io.Writer
-}
-
 // Start starts the plan. The child stays in the wrapper's process group, so
 // keys typed at the terminal (Ctrl-C) and window resizes reach it from the
-// kernel exactly as without the wrapper; Forward relays signals sent to the
-// wrapper itself. If the wrapper dies, the child gets SIGTERM.
-func Start(p *Plan, stdio IO) (*Child, error) {
+// kernel exactly as without the wrapper; signals sent to the wrapper
+// itself are relayed until the child exits (forward). Its standard
+// streams are the wrapper's own, so a TUI gets the terminal itself. If
+// the wrapper dies, the child gets SIGTERM.
+func Start(p *Plan) (*Child, error) {
 	cmd := exec.Command(p.Path, p.Args[1:]...)
 	cmd.Args = p.Args
 	cmd.Env = p.Env
-	cmd.Stdin = stdio.Stdin
-	if cmd.Stdin == nil {
-		cmd.Stdin = os.Stdin
-	}
-	tail := NewTail(64 << 10)
+	cmd.Stdin = os.Stdin
+	tail := &Tail{max: 64 << 10}
 	// Keep the last output for the error message when the server never
 	// comes up, unless the stream is a terminal (a TUI needs the real one).
-	output := func(w io.Writer, f *os.File) io.Writer {
-		switch {
-		case w != nil:
-			return w
-		case isTerminal(f):
+	output := func(f *os.File) io.Writer {
+		if isTerminal(f) {
 			return f
 		}
 		return io.MultiWriter(f, tail)
 	}
-	cmd.Stdout, cmd.Stderr = output(stdio.Stdout, os.Stdout), output(stdio.Stderr, os.Stderr)
+	cmd.Stdout, cmd.Stderr = output(os.Stdout), output(os.Stderr)
 	cmd.SysProcAttr = sysProcAttr()
 	// When output is copied through a pipe (not a terminal), a grandchild
 	// that outlives the child can hold the pipe open; do not wait for it.
 	cmd.WaitDelay = 2 * time.Second
-	CatchQuit()
-	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail, sigs: make(chan os.Signal, 8), restoreTerminal: saveTerminal(os.Stdin)}
+	c := &Child{cmd: cmd, done: make(chan struct{}), Tail: tail, RestoreTerminal: func() {}}
+	if st, err := term.GetState(int(os.Stdin.Fd())); err == nil {
+		c.RestoreTerminal = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
+	}
 	// Catch the signals before the fork: one arriving between the start
-	// and Forward must not kill the wrapper.
-	signal.Notify(c.sigs, forwarded...)
+	// and the relay must not kill the wrapper.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
 	started := make(chan error, 1)
 	go func() {
 		// Pdeathsig is sent when the *thread* that forked the child ends,
@@ -315,15 +305,36 @@ func Start(p *Plan, stdio IO) (*Child, error) {
 		close(c.done)
 	}()
 	if err := <-started; err != nil {
-		signal.Stop(c.sigs)
+		signal.Stop(sigs)
 		return nil, fmt.Errorf("run: starting %s: %w", p.Args[0], err)
 	}
+	go c.forward(sigs)
 	return c, nil
 }
 
-// RestoreTerminal puts the terminal's modes back as they were before the
-// child started; for a child ended by the wrapper (a retry).
-func (c *Child) RestoreTerminal() { c.restoreTerminal() }
+// forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
+// it exits. SIGINT and SIGQUIT are relayed unless the wrapper is, when the
+// signal arrives, the foreground job of the terminal on its stdin: then
+// the signal came from a key (Ctrl-C, Ctrl-\), the kernel sent it to the
+// whole foreground process group, the child included, and a second copy
+// would make a TUI see two. A wrapper in the background (`run … &`, or
+// stdin a terminal it is not the foreground job of) gets them only from
+// kill(2), and the child from nobody else. (A kill(2) of a foreground
+// wrapper cannot be told from a key, and is not relayed.)
+func (c *Child) forward(sigs chan os.Signal) {
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-c.done:
+			return
+		case s := <-sigs:
+			if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
+				continue
+			}
+			c.Signal(s)
+		}
+	}
+}
 
 // Done is closed when the child has exited.
 func (c *Child) Done() <-chan struct{} { return c.done }
@@ -366,51 +377,14 @@ func (c *Child) Describe() string {
 // signal that killed it, or the error that kept it from being waited for.
 func (c *Child) exit() (code int, sig syscall.Signal, err error) {
 	<-c.done
-	var ee *exec.ExitError
-	switch {
-	case errors.As(c.err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 0, ws.Signal(), nil
-		}
-		return ee.ExitCode(), 0, nil
-	case c.err != nil:
+	ps := c.cmd.ProcessState
+	if ps == nil {
 		return 1, 0, c.err
 	}
-	return 0, 0, nil
-}
-
-// Forward relays SIGTERM and SIGHUP sent to the wrapper to the child until
-// it exits. SIGINT and SIGQUIT are relayed unless the wrapper is, when the
-// signal arrives, the foreground job of the terminal on its stdin: then
-// the signal came from a key (Ctrl-C, Ctrl-\), the kernel sent it to the
-// whole foreground process group, the child included, and a second copy
-// would make a TUI see two. A wrapper in the background (`run … &`, or
-// stdin a terminal it is not the foreground job of) gets them only from
-// kill(2), and the child from nobody else. (A kill(2) of a foreground
-// wrapper cannot be told from a key, and is not relayed.)
-func (c *Child) Forward() (stop func()) {
-	var wg sync.WaitGroup
-	quit := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-quit:
-				return
-			case <-c.done:
-				return
-			case s := <-c.sigs:
-				if (s == syscall.SIGINT || s == syscall.SIGQUIT) && isForeground(os.Stdin.Fd()) {
-					continue
-				}
-				c.Signal(s)
-			}
-		}
-	})
-	return sync.OnceFunc(func() {
-		signal.Stop(c.sigs)
-		close(quit)
-		wg.Wait()
-	})
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 0, ws.Signal(), nil
+	}
+	return ps.ExitCode(), 0, nil
 }
 
 // isTerminal reports whether f has terminal attributes. A character
@@ -419,15 +393,12 @@ func (c *Child) Forward() (stop func()) {
 // for the child.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-// Tail keeps the last bytes written to it.
+// Tail keeps the last max bytes written to it.
 type Tail struct {
 	mu  sync.Mutex
 	max int
 	buf []byte
 }
-
-// NewTail keeps at most max bytes.
-func NewTail(max int) *Tail { return &Tail{max: max} }
 
 func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()

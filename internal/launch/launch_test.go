@@ -118,7 +118,7 @@ func TestExitCodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := Start(p, IO{Stdin: strings.NewReader(""), Stdout: os.Stdout, Stderr: os.Stderr})
+		c, err := Start(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
-	tl := NewTail(10)
+	tl := &Tail{max: 10}
 	_, _ = tl.Write([]byte("one\ntwo\nthree\nfour\n"))
 	if got := tl.Lines(2); got != "hree\nfour" { // the last 10 bytes
 		t.Fatalf("Lines(2) = %q", got)
@@ -235,7 +235,7 @@ func TestPortTakenByAddress(t *testing.T) {
 	}
 }
 
-// Forward relays SIGINT and SIGQUIT only when stdin is not a
+// Start relays SIGINT and SIGQUIT only when stdin is not a
 // terminal, and decides that with isTerminal, which tests for a character
 // device. /dev/null is a character device: a wrapper started by a service
 // manager, cron, nohup or `docker run` (stdin /dev/null) thinks it is at a
@@ -267,17 +267,10 @@ func TestSIGINTRelayedWhenStdinIsDevNull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	c, err := Start(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
-	c, err := Start(p, IO{Stdin: devnull, Stdout: out, Stderr: out})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := c.Forward()
-	defer stop()
 	time.Sleep(200 * time.Millisecond) // let sh set its trap
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // A wrapper whose stdin is a terminal it is not the foreground job of
 // (`mcp-reconnect run -- opencode serve &` from a shell, or a pty it did
 // not get as its controlling terminal) receives SIGINT only from kill(2),
-// and the kernel sends the child nothing: Forward must relay it.
+// and the kernel sends the child nothing: Start must relay it.
 func TestSIGINTRelayedWhenNotTheTerminalsForegroundJob(t *testing.T) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -43,17 +43,10 @@ func TestSIGINTRelayedWhenNotTheTerminalsForegroundJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	c, err := Start(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer devnull.Close()
-	c, err := Start(p, IO{Stdin: devnull, Stdout: devnull, Stderr: devnull})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := c.Forward()
-	defer stop()
 	time.Sleep(200 * time.Millisecond) // let sh set its trap
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -143,12 +136,10 @@ func foregroundHelper() {
 	if err != nil {
 		os.Exit(4)
 	}
-	c, err := Start(p, IO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	c, err := Start(p)
 	if err != nil {
 		os.Exit(5)
 	}
-	stop := c.Forward()
-	defer stop()
 	select {
 	case <-c.Done():
 	case <-time.After(20 * time.Second):

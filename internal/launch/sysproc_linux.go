@@ -1,13 +1,11 @@
 package launch
 
 import (
-	"os"
 	"syscall"
 
 	"github.com/prometheus/procfs"
 
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
-	"golang.org/x/sys/unix"
 )
 
 // sysProcAttr makes the kernel send the child SIGTERM if the wrapper dies,
@@ -15,17 +13,6 @@ import (
 // locked thread so that "the wrapper dies" is what triggers it.)
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-}
-
-// saveTerminal records f's terminal modes and returns what puts them back;
-// a no-op when f is not a terminal.
-func saveTerminal(f *os.File) func() {
-	fd := int(f.Fd())
-	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return func() {}
-	}
-	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, t) }
 }
 
 // PortTaken reports whether a process other than pid (and its
