@@ -36,79 +36,52 @@ import (
 // is at most "possibly left over": listed with why it is not proven,
 // never signalled.
 
-// Parentage says who adopted a process that looks left over.
-type Parentage int
+// Parentage says who adopted a process that looks left over, in words;
+// "" for a parent that adopts nothing.
+type Parentage string
 
 const (
 	// ReparentedToInit: its parent is pid 1 (init, launchd). Every
 	// daemon's parent is: no proof by itself.
-	ReparentedToInit Parentage = iota + 1
+	ReparentedToInit Parentage = "reparented to init"
 	// ReparentedToSubreaper: its parent is a child subreaper (systemd
 	// --user, or one the caller names), or it was seen under an OpenCode
 	// that is gone and has another parent now.
-	ReparentedToSubreaper
+	ReparentedToSubreaper Parentage = "reparented to a subreaper"
 	// ChildOfOtherOpenCode: its parent is an OpenCode process, but not
 	// one the daemon watches. It may be that OpenCode's live server: it
 	// is listed, never reaped.
-	ChildOfOtherOpenCode
+	ChildOfOtherOpenCode Parentage = "child of an OpenCode that is not watched"
 )
 
-func (p Parentage) String() string {
-	switch p {
-	case ReparentedToInit:
-		return "reparented to init"
-	case ReparentedToSubreaper:
-		return "reparented to a subreaper"
-	case ChildOfOtherOpenCode:
-		return "child of an OpenCode that is not watched"
-	}
-	return fmt.Sprintf("Parentage(%d)", int(p))
-}
-
-// Evidence says what proves that an OpenCode, now gone, started a
-// process.
-type Evidence int
+// Evidence says, in words, what proves that an OpenCode, now gone,
+// started a process.
+type Evidence string
 
 const (
 	// Unproven: nothing shows that an OpenCode started it.
-	Unproven Evidence = iota
+	Unproven Evidence = "not proven"
 	// SeenUnderOpenCode: the record holds this very process serving a
 	// server under an OpenCode process that is gone.
-	SeenUnderOpenCode
+	SeenUnderOpenCode Evidence = "seen under an OpenCode that is gone"
 	// GroupOfGoneOpenCode: it is in the process group a recorded
 	// OpenCode led (or the run wrapper that started it), and both are
 	// gone.
-	GroupOfGoneOpenCode
+	GroupOfGoneOpenCode Evidence = "in the process group of an OpenCode that is gone"
 	// EnvOfGoneOpenCode: its OPENCODE_PID names the leader of its
 	// process group, and no process has that pid any more.
-	EnvOfGoneOpenCode
+	EnvOfGoneOpenCode Evidence = "started by an OpenCode that is gone (OPENCODE_PID)"
 )
 
-// Proven reports whether e proves an orphan.
-func (e Evidence) Proven() bool { return e != Unproven }
-
-func (e Evidence) String() string {
-	switch e {
-	case Unproven:
-		return "not proven"
-	case SeenUnderOpenCode:
-		return "seen under an OpenCode that is gone"
-	case GroupOfGoneOpenCode:
-		return "in the process group of an OpenCode that is gone"
-	case EnvOfGoneOpenCode:
-		return "started by an OpenCode that is gone (OPENCODE_PID)"
-	}
-	return fmt.Sprintf("Evidence(%d)", int(e))
-}
+// Proven reports whether e proves an orphan (the zero Evidence does not).
+func (e Evidence) Proven() bool { return e != Unproven && e != "" }
 
 // Orphan is a process of this user that runs a configured local server
 // (or was seen serving one) and looks left over by an OpenCode.
 type Orphan struct {
-	// PID, Start and Birth identify it; PGID is its process group.
+	// PID and Birth identify it.
 	PID   int
-	Start time.Time
 	Birth uint64
-	PGID  int
 	// PPID is its parent now, and ParentComm that parent's name.
 	PPID       int
 	ParentComm string
@@ -153,12 +126,12 @@ type Scope struct {
 	Record []Sightings
 }
 
-// adoption classifies p's parent: who adopted it, or 0 for a parent that
+// adoption classifies p's parent: who adopted it, or "" for a parent that
 // adopts nothing (an ordinary live process) or a watched OpenCode.
 func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode func(Process) bool) Parentage {
 	switch {
 	case slices.Contains(s.Watched, p.PPID):
-		return 0 // pid 1 too: OpenCode as a container's first process
+		return "" // pid 1 too: OpenCode as a container's first process
 	case parentKnown && isOpenCode(parent):
 		return ChildOfOtherOpenCode
 	case p.PPID == 1:
@@ -167,7 +140,7 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 		// The user's service manager is a child subreaper.
 		return ReparentedToSubreaper
 	}
-	return 0
+	return ""
 }
 
 // sighting finds p in the record: the sighting of this very process, and
@@ -297,10 +270,10 @@ func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, wh
 		}
 		parent, ok := byPID[p.PPID]
 		why := s.adoption(p, parent, ok, isOpenCode)
-		if seen, wasSeen := s.sighting(t, p); wasSeen && why == 0 && !seen.Parent.Alive(t) {
+		if seen, wasSeen := s.sighting(t, p); wasSeen && why == "" && !seen.Parent.Alive(t) {
 			why = ReparentedToSubreaper // adopted by a parent we did not know to adopt
 		}
-		if why == 0 {
+		if why == "" {
 			continue
 		}
 		full, err := t.Read(p.PID)
@@ -361,7 +334,7 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 		if why != ChildOfOtherOpenCode {
 			ev, because = s.prove(t, full)
 		}
-		out = append(out, Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
+		out = append(out, Orphan{PID: full.PID, Birth: full.Birth, PPID: full.PPID,
 			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
 			Evidence: ev, Why: because, Servers: keys, Below: below(byPID, kids, full.PID), cmd: newCommand(full.Argv)})
 	})
@@ -424,7 +397,7 @@ func (s Scope) check(t Table, o Orphan) error {
 	switch s.adoption(p, parent, err == nil, IsOpenCode) {
 	case ChildOfOtherOpenCode:
 		return fmt.Errorf("procview: pid %d is a child of OpenCode pid %d: %w", o.PID, p.PPID, ErrNotOrphan)
-	case 0:
+	case "":
 		// Its parent adopts nothing (or is the watched OpenCode): only a
 		// process seen under an OpenCode that is gone may have such a
 		// parent (one that made itself a subreaper).

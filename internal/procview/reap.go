@@ -36,9 +36,6 @@ type Reaped struct {
 	// After is the time from the first signal to its exit (and that of
 	// every process below it).
 	After time.Duration
-	// Below is how many of the processes listed below it were still
-	// there to be ended with it.
-	Below int
 }
 
 // Reap ends o and the processes listed below it (Orphan.Below): SIGTERM
@@ -70,7 +67,7 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	var res Reaped
 	orphanLeft := true
 	left := slices.Clone(o.Below)
-	for i, step := range []struct {
+	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
 	}{{syscall.SIGTERM, grace}, {syscall.SIGKILL, 2 * time.Second}} {
@@ -90,13 +87,9 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 		kept := left[:0]
 		for _, id := range left {
 			err := send(id.PID, step.sig, func() error { _, err := r.Scope.mine(r.Table, id.PID, id.is); return err })
-			if err != nil {
-				continue // gone, or no longer the process listed
+			if err == nil { // else gone, or no longer the process listed
+				kept = append(kept, id)
 			}
-			if i == 0 {
-				res.Below++
-			}
-			kept = append(kept, id)
 		}
 		left = kept
 		ended, err := r.waitExit(ctx, o, &left, orphanLeft, step.wait)
@@ -111,23 +104,21 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	return Reaped{}, fmt.Errorf("procview: pid %d still runs after SIGKILL", o.PID)
 }
 
-// exited reports whether the process pid and birth name has exited (gone,
-// a zombie, or its pid taken by another process).
-func (r Reaper) exited(pid int, birth uint64) bool {
-	p, err := r.Table.Stat(pid)
-	return errors.Is(err, ErrGone) || (err == nil && (p.Birth != birth || p.Zombie))
-}
-
 // waitExit polls until o (when orphanLeft) and every process of left
-// have exited, or wait passes; left keeps those that have not.
+// have exited (gone, a zombie, or its pid taken by another process), or
+// wait passes; left keeps those that have not.
 func (r Reaper) waitExit(ctx context.Context, o Orphan, left *[]Ident, orphanLeft bool, wait time.Duration) (bool, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	exited := func(id Ident) bool {
+		p, err := r.Table.Stat(id.PID)
+		return errors.Is(err, ErrGone) || (err == nil && (p.Birth != id.Birth || p.Zombie))
+	}
 	for {
-		*left = slices.DeleteFunc(*left, func(id Ident) bool { return r.exited(id.PID, id.Birth) })
-		if (!orphanLeft || r.exited(o.PID, o.Birth)) && len(*left) == 0 {
+		*left = slices.DeleteFunc(*left, exited)
+		if (!orphanLeft || exited(Ident{PID: o.PID, Birth: o.Birth})) && len(*left) == 0 {
 			return true, nil
 		}
 		select {
