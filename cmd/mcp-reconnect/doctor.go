@@ -420,10 +420,5 @@ func reapOrphans(cmd *cobra.Command, o doctor.Options, yes bool) error {
 	if in, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 		ro.In = in
 	}
-	if err := ro.Allowed(); err != nil {
-		return err
-	}
-	found, checks := doctor.FindProcesses(cmd.Context(), o)
-	doctor.Write(cmd.OutOrStdout(), checks)
-	return doctor.Reap(cmd.Context(), found, ro)
+	return doctor.Reap(cmd.Context(), o, ro)
 }

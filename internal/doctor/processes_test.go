@@ -205,7 +205,7 @@ func TestLiveChildrenOfOpenCodeAsPID1AreNotOrphans(t *testing.T) {
 	}
 	fr := &fakeReap{}
 	var report bytes.Buffer
-	if err := Reap(context.Background(), f, ReapOptions{Yes: true, Report: &report, reap: fr.reap}); err != nil {
+	if err := Reap(context.Background(), o, ReapOptions{Yes: true, Report: &report, reap: fr.reap}); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.ended) != 0 {
