@@ -85,8 +85,6 @@ type Orphan struct {
 	// PPID is its parent now, and ParentComm that parent's name.
 	PPID       int
 	ParentComm string
-	// UID is its owner.
-	UID int
 	// Cwd is its working directory.
 	Cwd string
 	// Command is its command line with secrets masked: safe to show.
@@ -335,7 +333,7 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 			ev, because = s.prove(t, full)
 		}
 		out = append(out, Orphan{PID: full.PID, Birth: full.Birth, PPID: full.PPID,
-			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
+			ParentComm: parent.Comm, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
 			Evidence: ev, Why: because, Servers: keys, Below: below(byPID, kids, full.PID), cmd: newCommand(full.Argv)})
 	})
 	// A process below another listed one goes with it.
@@ -382,16 +380,13 @@ var (
 )
 
 // check verifies, right before a signal, that pid still is the orphan o
-// listed: the same process (pid and start time), this user's, alive, not
+// listed: the same process (pid and start time), s's user's (mine), alive, not
 // a watched OpenCode's child, the same command line, and still proven an
 // orphan.
 func (s Scope) check(t Table, o Orphan) error {
 	p, err := s.mine(t, o.PID, Process{PID: o.PID, Birth: o.Birth}.Same)
 	if err != nil {
 		return err
-	}
-	if o.UID != s.UID {
-		return fmt.Errorf("procview: pid %d belongs to uid %d: %w", o.PID, p.UID, ErrNotOrphan)
 	}
 	parent, err := t.Read(p.PPID)
 	switch s.adoption(p, parent, err == nil, IsOpenCode) {
