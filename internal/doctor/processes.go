@@ -182,28 +182,29 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			f.scope.Watched = append(f.scope.Watched, full.PID)
 		}
 	}
-	left, _ := procview.LeftOverDirs(t, f.scope)
-	dirs := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(o.Directories), left...))))
 	config := o.localConfig
 	if config == nil {
 		config = func(dir string) map[string]opencode.MCPEntry { return dirConfig(dir, o.UID) }
 	}
+	var dirs []string
 	var servers []procview.LocalServer
-	for _, dir := range dirs {
-		cfg := config(dir)
-		// A disabled server counts too: a config reload that disabled
-		// it is one way its process is left behind.
-		for _, name := range opencode.Names(cfg) {
-			e := cfg[name]
-			if e.Type == "remote" || len(e.Command) == 0 {
-				continue
-			}
-			servers = append(servers, procview.LocalServer{Directory: dir, Name: name, Command: e.Command, Cwd: e.Cwd})
-		}
-	}
-
 	var checks, dups []Check
-	f.Orphans, err = procview.Orphans(t, servers, f.scope)
+	f.Orphans, err = procview.Orphans(t, func(left []string) []procview.LocalServer {
+		dirs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(o.Directories), left...))))
+		for _, dir := range dirs {
+			cfg := config(dir)
+			// A disabled server counts too: a config reload that
+			// disabled it is one way its process is left behind.
+			for _, name := range opencode.Names(cfg) {
+				e := cfg[name]
+				if e.Type == "remote" || len(e.Command) == 0 {
+					continue
+				}
+				servers = append(servers, procview.LocalServer{Directory: dir, Name: name, Command: e.Command, Cwd: e.Cwd})
+			}
+		}
+		return servers
+	}, f.scope)
 	if err != nil {
 		checks = append(checks, Check{Warn, "processes", "cannot look for orphaned MCP processes: " + err.Error()})
 	}

@@ -231,15 +231,30 @@ func (r Sightings) groupMember(t Table, p Process, leader Ident) bool {
 	return errors.Is(err, ErrGone) || err == nil && g.Zombie && leader.is(g)
 }
 
-// leftOver calls fn with each process in all (the table's list) that
-// looks left over by an OpenCode, for s: this user's, not a zombie nor
-// pid 1, whose parent is init, a subreaper or an OpenCode that is not
-// watched, or that was seen under an OpenCode that is gone and has
-// another parent now; read whole, with that parent and who adopted it.
-func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, why Parentage)) {
+// Orphans lists the processes of s.UID that look left over by an
+// OpenCode: this user's, not a zombie nor pid 1, whose parent is init, a
+// subreaper or an OpenCode process that is not watched, or that were seen
+// under an OpenCode that is gone and have another parent now; and that
+// run the command of one of the servers configured (or the record holds
+// them); each with its evidence. servers names the configured local
+// servers given the working directories of every process that looks left
+// over, whatever it runs: OpenCode starts a local server with its
+// directory as its cwd, so an orphan names its own directory, whose
+// config says what the orphan may be. A process below another one listed
+// is listed with it (Orphan.Below), not on its own. Zombies are left out:
+// they are already dead. It reads the whole process table: a few
+// milliseconds per thousand processes, for status and doctor, not for
+// every scan.
+func Orphans(t Table, servers func(cwds []string) []LocalServer, s Scope) ([]Orphan, error) {
+	all, err := t.List()
+	if err != nil {
+		return nil, err
+	}
 	byPID := make(map[int]Process, len(all))
+	kids := map[int][]int{}
 	for _, p := range all {
 		byPID[p.PID] = p
+		kids[p.PPID] = append(kids[p.PPID], p.PID)
 	}
 	// The npm package's node wrapper runs the native binary as its
 	// child: the binary's children belong to the watched OpenCode too.
@@ -262,6 +277,12 @@ func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, wh
 		}
 		return full.Same(pp) && IsOpenCode(full)
 	}
+	type leftOver struct {
+		full, parent Process
+		why          Parentage
+	}
+	var left []leftOver
+	var cwds []string
 	for _, p := range all {
 		if p.Zombie || p.PID == 1 || slices.Contains(s.Watched, p.PPID) {
 			continue
@@ -278,46 +299,13 @@ func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, wh
 		if err != nil || !full.Same(p) || full.Zombie || full.UID != s.UID {
 			continue
 		}
-		fn(full, parent, why)
+		left = append(left, leftOver{full, parent, why})
+		cwds = append(cwds, full.Cwd)
 	}
-}
-
-// LeftOverDirs lists the working directories of the processes Orphans
-// looks at for s, whatever they run: OpenCode starts a local server with
-// its directory as its cwd, so an orphan names its own directory, whose
-// config says what the orphan may be.
-func LeftOverDirs(t Table, s Scope) ([]string, error) {
-	all, err := t.List()
-	if err != nil {
-		return nil, err
-	}
-	var dirs []string
-	s.leftOver(t, all, func(full, _ Process, _ Parentage) { dirs = append(dirs, full.Cwd) })
-	return dirs, nil
-}
-
-// Orphans lists the processes of s.UID that look left over by an
-// OpenCode: they run the command of one of servers (or the record holds
-// them) and their parent is init, a subreaper, or an OpenCode process
-// that is not watched; each with its evidence. A process below another
-// one listed is listed with it (Orphan.Below), not on its own. Zombies are
-// left out: they are already dead. It reads the whole process table: a
-// few milliseconds per thousand processes, for status and doctor, not for
-// every scan.
-func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
-	all, err := t.List()
-	if err != nil {
-		return nil, err
-	}
-	m := newMatcher(servers)
-	byPID := make(map[int]Process, len(all))
-	kids := map[int][]int{}
-	for _, p := range all {
-		byPID[p.PID] = p
-		kids[p.PPID] = append(kids[p.PPID], p.PID)
-	}
+	m := newMatcher(servers(cwds))
 	var out []Orphan
-	s.leftOver(t, all, func(full, parent Process, why Parentage) {
+	for _, l := range left {
+		full := l.full
 		keys := m.serving(full)
 		if len(keys) == 0 {
 			keys = m.runs(full)
@@ -326,16 +314,16 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 			keys = []Key{{seen.Directory, seen.Server}}
 		}
 		if len(keys) == 0 {
-			return
+			continue
 		}
 		ev, because := Unproven, "its OpenCode still runs"
-		if why != ChildOfOtherOpenCode {
+		if l.why != ChildOfOtherOpenCode {
 			ev, because = s.prove(t, full)
 		}
 		out = append(out, Orphan{PID: full.PID, Birth: full.Birth, PPID: full.PPID,
-			ParentComm: parent.Comm, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
+			ParentComm: l.parent.Comm, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: l.why,
 			Evidence: ev, Why: because, Servers: keys, Below: below(byPID, kids, full.PID), cmd: newCommand(full.Argv)})
-	})
+	}
 	// A process below another listed one goes with it.
 	inside := map[int]bool{}
 	for _, o := range out {

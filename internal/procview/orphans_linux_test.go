@@ -64,7 +64,7 @@ func TestReapRealOrphan(t *testing.T) {
 	servers := []LocalServer{{Directory: dir, Name: "sleepy", Command: []string{"sleep", secs}}}
 	scope := Scope{UID: os.Getuid(), Subreapers: []int{os.Getpid()}}
 	// The shell has exited (Output waited for it): the sleep was adopted then.
-	orphans, err := Orphans(tab, servers, scope)
+	orphans, err := Orphans(tab, configured(servers), scope)
 	must(t, err)
 	var orphan, leftover Orphan
 	for _, o := range orphans {
