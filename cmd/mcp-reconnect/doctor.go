@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -353,15 +352,12 @@ func liveServiceAt(file, u string) (opencode.Service, bool) {
 	regs, _ := opencode.Registrations(file, file == defaultServiceFile())
 	for _, r := range regs {
 		svc, err := opencode.ReadServiceFile(r.Path)
-		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(u) && pidRuns(svc.PID) {
+		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(u) && registry.Running(svc.PID) {
 			return svc, true
 		}
 	}
 	return opencode.Service{}, false
 }
-
-// pidRuns reports whether a process of this user has pid.
-func pidRuns(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 // doctorService is the OpenCode 2 service doctor checks, as watch would
 // follow it from file: with channels (the default service.json), the
@@ -392,7 +388,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 		s, rerr := opencode.ReadServiceFile(r.Path)
 		switch {
 		case rerr != nil:
-		case pidRuns(s.PID):
+		case registry.Running(s.PID):
 			if err := daemon.ListenerOfOtherUser(s.URL); err != nil {
 				stale = append(stale, r.Path+": "+err.Error()) // stale: its pid runs again
 				break

@@ -93,10 +93,8 @@ func Reap(ctx context.Context, o Options, ro ReapOptions) error {
 			fmt.Fprintf(report, "could not end %s: %v\n", what, err)
 		case res.Signal == syscall.SIGKILL:
 			fmt.Fprintf(report, "ended %s with SIGKILL after %v (SIGTERM did not end it)\n", what, res.After.Round(time.Millisecond))
-		case res.Signal == syscall.SIGTERM:
+		default: // SIGTERM, the only other signal Reap sends
 			fmt.Fprintf(report, "ended %s with SIGTERM after %v\n", what, res.After.Round(time.Millisecond))
-		default:
-			fmt.Fprintf(report, "ended %s with %v after %v\n", what, res.Signal, res.After.Round(time.Millisecond))
 		}
 	}
 	if failed > 0 {

@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// reapGrace is how long a SIGTERM has before SIGKILL (doctor --help says
+// 5 s).
+const reapGrace = 5 * time.Second
+
 // Reaper ends orphans that Orphans listed, one at a time.
 type Reaper struct {
 	// Table reads the process table (System()).
@@ -16,8 +20,6 @@ type Reaper struct {
 	// Scope is the user, the watched OpenCode processes and the record;
 	// only that user's processes proven orphans are ended.
 	Scope Scope
-	// Grace is how long a SIGTERM has before SIGKILL (default 5s).
-	Grace time.Duration
 	// Confirm, when set, is asked before each orphan is signalled
 	// (doctor --reap asks the user); false leaves it alone.
 	Confirm func(Orphan) bool
@@ -39,7 +41,7 @@ type Reaped struct {
 }
 
 // Reap ends o and the processes listed below it (Orphan.Below): SIGTERM
-// to each, then SIGKILL to those left after the grace. Right before each
+// to each, then SIGKILL to those left after reapGrace. Right before each
 // signal it reads the process again and sends nothing unless it is still
 // the one listed (same pid and start time, so a reused pid is never hit),
 // this user's and alive; o itself must also still run the same command,
@@ -59,10 +61,6 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	if send == nil {
 		send = signalVerified
 	}
-	grace := r.Grace
-	if grace <= 0 {
-		grace = 5 * time.Second
-	}
 	start := time.Now()
 	var res Reaped
 	orphanLeft := true
@@ -70,7 +68,7 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
-	}{{syscall.SIGTERM, grace}, {syscall.SIGKILL, 2 * time.Second}} {
+	}{{syscall.SIGTERM, reapGrace}, {syscall.SIGKILL, 2 * time.Second}} {
 		if orphanLeft {
 			switch err := send(o.PID, step.sig, verify); {
 			case errors.Is(err, ErrGone) || errors.Is(err, syscall.ESRCH):
