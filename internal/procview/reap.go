@@ -63,34 +63,33 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	}
 	start := time.Now()
 	var res Reaped
-	orphanLeft := true
-	left := slices.Clone(o.Below)
+	// left is what has not exited yet: the orphan first, then what is
+	// below it, which may outlive it (a shell that dies on SIGTERM leaves
+	// its sleeping child) and is ended too, on its own check.
+	left := append([]Ident{{PID: o.PID, Birth: o.Birth}}, o.Below...)
 	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
 	}{{syscall.SIGTERM, reapGrace}, {syscall.SIGKILL, 2 * time.Second}} {
-		if orphanLeft {
+		kept := left[:0]
+		for _, id := range left {
+			if id.PID != o.PID {
+				if send(id.PID, step.sig, func() error { _, err := r.Scope.mine(r.Table, id.PID, id.is); return err }) == nil {
+					kept = append(kept, id) // else gone, or no longer the process listed
+				}
+				continue
+			}
 			switch err := send(o.PID, step.sig, verify); {
 			case errors.Is(err, ErrGone) || errors.Is(err, syscall.ESRCH):
-				orphanLeft = false
 			case err != nil: // res is still zero at the first step
 				return res, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
 			default:
 				res.Signal = step.sig
-			}
-		}
-		// What is below it may outlive it (a shell that dies on SIGTERM
-		// leaves its sleeping child): each is ended too, on its own
-		// check.
-		kept := left[:0]
-		for _, id := range left {
-			err := send(id.PID, step.sig, func() error { _, err := r.Scope.mine(r.Table, id.PID, id.is); return err })
-			if err == nil { // else gone, or no longer the process listed
 				kept = append(kept, id)
 			}
 		}
 		left = kept
-		ended, err := r.waitExit(ctx, o, &left, orphanLeft, step.wait)
+		ended, err := r.waitExit(ctx, &left, step.wait)
 		if err != nil {
 			return Reaped{}, err
 		}
@@ -102,21 +101,20 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	return Reaped{}, fmt.Errorf("procview: pid %d still runs after SIGKILL", o.PID)
 }
 
-// waitExit polls until o (when orphanLeft) and every process of left
-// have exited (gone, a zombie, or its pid taken by another process), or
-// wait passes; left keeps those that have not.
-func (r Reaper) waitExit(ctx context.Context, o Orphan, left *[]Ident, orphanLeft bool, wait time.Duration) (bool, error) {
+// waitExit polls until every process of left has exited (gone, a
+// zombie, or its pid taken by another process), or wait passes; left
+// keeps those that have not.
+func (r Reaper) waitExit(ctx context.Context, left *[]Ident, wait time.Duration) (bool, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	exited := func(id Ident) bool {
-		p, err := r.Table.Stat(id.PID)
-		return errors.Is(err, ErrGone) || (err == nil && (p.Birth != id.Birth || p.Zombie))
-	}
 	for {
-		*left = slices.DeleteFunc(*left, exited)
-		if (!orphanLeft || exited(Ident{PID: o.PID, Birth: o.Birth})) && len(*left) == 0 {
+		*left = slices.DeleteFunc(*left, func(id Ident) bool {
+			p, err := r.Table.Stat(id.PID)
+			return errors.Is(err, ErrGone) || (err == nil && (p.Birth != id.Birth || p.Zombie))
+		})
+		if len(*left) == 0 {
 			return true, nil
 		}
 		select {
