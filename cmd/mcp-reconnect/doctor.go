@@ -377,9 +377,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 		return svc, doctor.Check{Severity: doctor.OK, Name: "service", Detail: detail}, nil
 	case errors.Is(err, opencode.ErrUnauthorized) && svc.Path != "":
 		return svc, doctor.Check{Severity: doctor.OK, Name: "service", Detail: svc.Path + " (its service refuses the password it registers)"}, nil
-	case errors.Is(err, fs.ErrNotExist) && !channels:
-		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) && channels:
 		return opencode.Service{}, doctor.Check{}, nil // no service registered: the 1.x default
 	}
 	regs, _ := opencode.Registrations(file, channels)
@@ -406,6 +404,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 	if len(stale) > 0 {
 		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service is not running: %s (pass --url to check another server)", strings.Join(stale, "; "))
 	}
+	// No file (Registrations names none), or none that could be read.
 	return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
 }
 
