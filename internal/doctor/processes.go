@@ -167,9 +167,9 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	}
 	// Only the processes whose name may be OpenCode's (the native
 	// binary, or the npm package's node or bun wrapper around it) are
-	// read whole (argv, cwd, owner) here.
-	// Every live OpenCode of this user is watched: its children are its
-	// servers, never orphans, whichever daemon (if any) follows it.
+	// read whole (argv, cwd, owner) here. Every live OpenCode of this
+	// user is watched: its children are its servers, never orphans,
+	// whichever daemon (if any) follows it.
 	f := Found{table: t, scope: procview.Scope{UID: o.UID, Record: record}}
 	var openCodes []procview.Process
 	for _, p := range all {
