@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -353,15 +352,12 @@ func liveServiceAt(file, u string) (opencode.Service, bool) {
 	regs, _ := opencode.Registrations(file, file == defaultServiceFile())
 	for _, r := range regs {
 		svc, err := opencode.ReadServiceFile(r.Path)
-		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(u) && pidRuns(svc.PID) {
+		if err == nil && registry.NormalizeURL(svc.URL) == registry.NormalizeURL(u) && registry.Running(svc.PID) {
 			return svc, true
 		}
 	}
 	return opencode.Service{}, false
 }
-
-// pidRuns reports whether a process of this user has pid.
-func pidRuns(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 // doctorService is the OpenCode 2 service doctor checks, as watch would
 // follow it from file: with channels (the default service.json), the
@@ -381,9 +377,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 		return svc, doctor.Check{Severity: doctor.OK, Name: "service", Detail: detail}, nil
 	case errors.Is(err, opencode.ErrUnauthorized) && svc.Path != "":
 		return svc, doctor.Check{Severity: doctor.OK, Name: "service", Detail: svc.Path + " (its service refuses the password it registers)"}, nil
-	case errors.Is(err, fs.ErrNotExist) && !channels:
-		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) && channels:
 		return opencode.Service{}, doctor.Check{}, nil // no service registered: the 1.x default
 	}
 	regs, _ := opencode.Registrations(file, channels)
@@ -392,7 +386,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 		s, rerr := opencode.ReadServiceFile(r.Path)
 		switch {
 		case rerr != nil:
-		case pidRuns(s.PID):
+		case registry.Running(s.PID):
 			if err := daemon.ListenerOfOtherUser(s.URL); err != nil {
 				stale = append(stale, r.Path+": "+err.Error()) // stale: its pid runs again
 				break
@@ -410,6 +404,7 @@ func (f *watchFlags) doctorService(ctx context.Context, file string, channels bo
 	if len(stale) > 0 {
 		return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service is not running: %s (pass --url to check another server)", strings.Join(stale, "; "))
 	}
+	// No file (Registrations names none), or none that could be read.
 	return opencode.Service{}, doctor.Check{}, fmt.Errorf("the OpenCode 2 service file: %w (pass --url to check another server)", err)
 }
 
@@ -420,10 +415,5 @@ func reapOrphans(cmd *cobra.Command, o doctor.Options, yes bool) error {
 	if in, ok := cmd.InOrStdin().(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 		ro.In = in
 	}
-	if err := ro.Allowed(); err != nil {
-		return err
-	}
-	found, checks := doctor.FindProcesses(cmd.Context(), o)
-	doctor.Write(cmd.OutOrStdout(), checks)
-	return doctor.Reap(cmd.Context(), found, ro)
+	return doctor.Reap(cmd.Context(), o, ro)
 }

@@ -458,3 +458,13 @@ func TestDoctorNeverSendsAServicePasswordToAnotherUsersListener(t *testing.T) {
 		t.Errorf("--service-file: %s", errOut)
 	}
 }
+
+// A --service-file that does not exist is refused, naming the file and
+// the way out, before anything is checked.
+func TestDoctorRefusesAServiceFileThatDoesNotExist(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "service.json")
+	code, _, errOut := runCLI(t, "doctor", "--config", "", "--service-file", file)
+	if code == 0 || !strings.Contains(errOut, "the OpenCode 2 service file: ") || !strings.Contains(errOut, file) || !strings.Contains(errOut, "(pass --url to check another server)") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

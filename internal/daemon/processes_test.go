@@ -856,7 +856,9 @@ func TestRecordKeepsTheSightingsOfAnOpenCodeThatDied(t *testing.T) {
 			t.Errorf("after OpenCode died the record holds %v, want [2100]: the daemon erased the sighting that proves the orphan", got)
 		}
 		all, _ := rec.Load()
-		found, err := procview.Orphans(tab, []procview.LocalServer{{Directory: "/p", Name: "s", Command: srv}}, procview.Scope{UID: uid, Record: all})
+		found, err := procview.Orphans(tab, func([]string) []procview.LocalServer {
+			return []procview.LocalServer{{Directory: "/p", Name: "s", Command: srv}}
+		}, procview.Scope{UID: uid, Record: all})
 		if err != nil {
 			t.Fatal(err)
 		}

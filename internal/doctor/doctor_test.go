@@ -268,10 +268,10 @@ func TestAnotherUsersConfigCannotMakeDoctorReap(t *testing.T) {
 		{PID: 3100, PPID: 900, UID: ana, Start: 50100, Argv: []string{"/usr/bin/emacs", "--daemon"}, Cwd: "/home/ana"},
 	})
 	o := Options{ProcessTable: func() (procview.Table, error) { return procview.ProcFS(root) }, UID: ana}
-	f, checks := FindProcesses(context.Background(), o)
+	_, checks := FindProcesses(context.Background(), o)
 	fr := &fakeReap{}
 	var report bytes.Buffer
-	if err := Reap(context.Background(), f, ReapOptions{Yes: true, Report: &report, reap: fr.reap}); err != nil {
+	if err := Reap(context.Background(), o, ReapOptions{Yes: true, Report: &report, reap: fr.reap}); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.ended) != 0 {

@@ -36,39 +36,16 @@ import (
 // ReapFix is the command that ends orphans.
 const ReapFix = "mcp-reconnect doctor --reap"
 
-// Found is what FindProcesses saw: the orphans Reap may end, and the
-// duplicates it lists.
+// Found is what FindProcesses saw: the orphans Reap may end.
 type Found struct {
 	// Orphans are this user's processes running the command of a
 	// configured local server whose parent is init, a subreaper or an
 	// OpenCode that is not watched, each with its evidence: only the
 	// proven ones are reaped.
 	Orphans []procview.Orphan
-	// Duplicates are servers with more live children than one under a
-	// live OpenCode of this user.
-	Duplicates []Duplicate
-	// OpenCodes are the pids of this user's live OpenCode processes.
-	OpenCodes []int
 
 	table procview.Table
 	scope procview.Scope
-}
-
-// Duplicate is one server of one directory that runs more than once
-// under one OpenCode.
-type Duplicate struct {
-	// OpenCode is the OpenCode process the children belong to (the npm
-	// package's node wrapper when OpenCode runs through it).
-	OpenCode int
-	procview.Duplicate
-}
-
-// localServers is what FindProcesses needs of a directory's config.
-func (o Options) localServers(dir string) map[string]opencode.MCPEntry {
-	if o.localConfig != nil {
-		return o.localConfig(dir)
-	}
-	return dirConfig(dir, o.UID)
 }
 
 // dirConfig reads the MCP servers named in dir/opencode.json and
@@ -190,7 +167,9 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 	}
 	// Only the processes whose name may be OpenCode's (the native
 	// binary, or the npm package's node or bun wrapper around it) are
-	// read whole (argv, cwd, owner) here.
+	// read whole (argv, cwd, owner) here. Every live OpenCode of this
+	// user is watched: its children are its servers, never orphans,
+	// whichever daemon (if any) follows it.
 	f := Found{table: t, scope: procview.Scope{UID: o.UID, Record: record}}
 	var openCodes []procview.Process
 	for _, p := range all {
@@ -200,37 +179,39 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 		full, err := t.Read(p.PID)
 		if err == nil && full.Same(p) && !full.Zombie && full.UID == o.UID && procview.IsOpenCode(full) {
 			openCodes = append(openCodes, full)
-			f.OpenCodes = append(f.OpenCodes, full.PID)
+			f.scope.Watched = append(f.scope.Watched, full.PID)
 		}
 	}
-	// Every live OpenCode of this user is watched: its children are its
-	// servers, never orphans, whichever daemon (if any) follows it.
-	f.scope.Watched = slices.Clone(f.OpenCodes)
-	left, _ := procview.LeftOverDirs(t, f.scope)
-	dirs := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(o.Directories), left...))))
+	config := o.localConfig
+	if config == nil {
+		config = func(dir string) map[string]opencode.MCPEntry { return dirConfig(dir, o.UID) }
+	}
+	var dirs []string
 	var servers []procview.LocalServer
-	for _, dir := range dirs {
-		cfg := o.localServers(dir)
-		// A disabled server counts too: a config reload that disabled
-		// it is one way its process is left behind.
-		for _, name := range opencode.Names(cfg) {
-			e := cfg[name]
-			if e.Type == "remote" || len(e.Command) == 0 {
-				continue
+	var checks, dups []Check
+	f.Orphans, err = procview.Orphans(t, func(left []string) []procview.LocalServer {
+		dirs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(o.Directories), left...))))
+		for _, dir := range dirs {
+			cfg := config(dir)
+			// A disabled server counts too: a config reload that
+			// disabled it is one way its process is left behind.
+			for _, name := range opencode.Names(cfg) {
+				e := cfg[name]
+				if e.Type == "remote" || len(e.Command) == 0 {
+					continue
+				}
+				servers = append(servers, procview.LocalServer{Directory: dir, Name: name, Command: e.Command, Cwd: e.Cwd})
 			}
-			servers = append(servers, procview.LocalServer{Directory: dir, Name: name, Command: e.Command, Cwd: e.Cwd})
 		}
-	}
-
-	var checks []Check
-	f.Orphans, err = procview.Orphans(t, servers, f.scope)
+		return servers
+	}, f.scope)
 	if err != nil {
 		checks = append(checks, Check{Warn, "processes", "cannot look for orphaned MCP processes: " + err.Error()})
 	}
 	for _, oc := range openCodes {
 		// The native binary under the npm package's wrapper is followed
 		// by the wrapper's view.
-		if slices.Contains(f.OpenCodes, oc.PPID) {
+		if slices.Contains(f.scope.Watched, oc.PPID) {
 			continue
 		}
 		v, err := procview.NewView(t, oc.PID)
@@ -243,17 +224,18 @@ func FindProcesses(ctx context.Context, o Options) (Found, []Check) {
 			continue
 		}
 		for _, d := range s.Duplicates() {
-			f.Duplicates = append(f.Duplicates, Duplicate{OpenCode: oc.PID, Duplicate: d})
+			dups = append(dups, duplicateCheck(oc.PID, d))
 		}
 	}
-	return f, append(checks, f.checks(len(servers), len(dirs))...)
+	return f, append(checks, f.checks(len(servers), len(dirs), dups)...)
 }
 
-// checks reports what was found.
-func (f Found) checks(servers, dirs int) []Check {
-	if len(f.Orphans) == 0 && len(f.Duplicates) == 0 {
+// checks reports what was found: the orphans, then the duplicates dups.
+func (f Found) checks(servers, dirs int, dups []Check) []Check {
+	if len(f.Orphans) == 0 && len(dups) == 0 {
+		ocs := len(f.scope.Watched)
 		return []Check{{OK, "processes", fmt.Sprintf("no orphaned or duplicate MCP process (%d OpenCode %s of this user; %d local %s configured in the %d %s looked at)",
-			len(f.OpenCodes), plural(len(f.OpenCodes), "process", "processes"), servers, plural(servers, "server", "servers"), dirs, plural(dirs, "directory", "directories"))}}
+			ocs, plural(ocs, "process", "processes"), servers, plural(servers, "server", "servers"), dirs, plural(dirs, "directory", "directories"))}}
 	}
 	var checks []Check
 	proven := 0
@@ -272,18 +254,22 @@ func (f Found) checks(servers, dirs int) []Check {
 		checks = append(checks, Check{Warn, "orphans", fmt.Sprintf("%d orphaned MCP %s: end %s with %s (it asks before each one)",
 			proven, plural(proven, "process", "processes"), plural(proven, "it", "them"), ReapFix)})
 	}
-	for _, d := range f.Duplicates {
-		older := make([]string, 0, len(d.Children)-1)
-		for _, c := range d.Children[:len(d.Children)-1] {
-			older = append(older, strconv.Itoa(c.PID))
-		}
-		newest := d.Children[len(d.Children)-1]
-		detail := fmt.Sprintf("%d processes of one server under OpenCode pid %d: pids %s and %d, the %s; restart OpenCode, or end the %s with kill %s; command %s",
-			len(d.Children), d.OpenCode, strings.Join(older, ", "), newest.PID, plural(len(older), "newer", "newest"),
-			plural(len(older), "older", "older ones"), strings.Join(older, " "), newest.Command())
-		checks = append(checks, Check{Warn, keyList(d.Keys), detail})
+	return append(checks, dups...)
+}
+
+// duplicateCheck reports one server that runs more than once under
+// OpenCode pid oc (the npm package's node wrapper when OpenCode runs
+// through it).
+func duplicateCheck(oc int, d procview.Duplicate) Check {
+	older := make([]string, 0, len(d.Children)-1)
+	for _, c := range d.Children[:len(d.Children)-1] {
+		older = append(older, strconv.Itoa(c.PID))
 	}
-	return checks
+	newest := d.Children[len(d.Children)-1]
+	detail := fmt.Sprintf("%d processes of one server under OpenCode pid %d: pids %s and %d, the %s; restart OpenCode, or end the %s with kill %s; command %s",
+		len(d.Children), oc, strings.Join(older, ", "), newest.PID, plural(len(older), "newer", "newest"),
+		plural(len(older), "older", "older ones"), strings.Join(older, " "), newest.Command())
+	return Check{Warn, keyList(d.Keys), detail}
 }
 
 // keyList names servers "directory: name", at most three.

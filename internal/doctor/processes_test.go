@@ -32,8 +32,8 @@ func TestFindProcesses(t *testing.T) {
 	if !slices.Equal(pids, []int{3000, 3001, 5001}) {
 		t.Fatalf("orphans %v, want 3000 3001 5001\n%s", pids, describe(checks))
 	}
-	if !slices.Equal(f.OpenCodes, []int{2000, 4000, 4001}) {
-		t.Errorf("OpenCode processes %v", f.OpenCodes)
+	if !slices.Equal(f.scope.Watched, []int{2000, 4000, 4001}) {
+		t.Errorf("OpenCode processes %v", f.scope.Watched)
 	}
 	want := []string{
 		`warn orphan pid 3000: node srv.js --api-key *** (cwd /home/ana/my projéct; parent 1 systemd: reparented to init; runs the command of /home/ana/my projéct: a): started by OpenCode pid 1400 (its OPENCODE_PID and its process group), which is gone`,
@@ -65,7 +65,7 @@ func TestFindProcessesClean(t *testing.T) {
 	o := anaOptions(t)
 	o.ProcessTable = func() (procview.Table, error) { return procview.ProcFS(root) }
 	f, checks := FindProcesses(context.Background(), o)
-	if len(f.Orphans) != 0 || len(f.Duplicates) != 0 || len(checks) != 1 || checks[0].Severity != OK ||
+	if len(f.Orphans) != 0 || len(checks) != 1 || checks[0].Severity != OK ||
 		checks[0].Detail != "no orphaned or duplicate MCP process (1 OpenCode process of this user; 2 local servers configured in the 3 directories looked at)" {
 		t.Fatalf("checks %s", describe(checks))
 	}
@@ -205,7 +205,7 @@ func TestLiveChildrenOfOpenCodeAsPID1AreNotOrphans(t *testing.T) {
 	}
 	fr := &fakeReap{}
 	var report bytes.Buffer
-	if err := Reap(context.Background(), f, ReapOptions{Yes: true, Report: &report, reap: fr.reap}); err != nil {
+	if err := Reap(context.Background(), o, ReapOptions{Yes: true, Report: &report, reap: fr.reap}); err != nil {
 		t.Fatal(err)
 	}
 	if len(fr.ended) != 0 {

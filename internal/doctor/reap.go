@@ -27,44 +27,36 @@ type ReapOptions struct {
 	In io.Reader
 	// Prompt is where the questions go (standard error).
 	Prompt io.Writer
-	// Report is where Reap says what it ended and what it left, and why.
+	// Report is where Reap lists the processes (as FindProcesses), then
+	// says what it ended and what it left, and why.
 	Report io.Writer
-	// Grace is how long SIGTERM has before SIGKILL (procview's default
-	// when 0).
-	Grace time.Duration
 
 	// reap ends one orphan: procview.Reaper.Reap unless a test says
 	// otherwise (a test's recorded /proc tree names pids of this machine
 	// that must never get a signal).
-	reap func(context.Context, procview.Reaper, procview.Orphan) (procview.Reaped, error)
+	reap func(procview.Reaper, context.Context, procview.Orphan) (procview.Reaped, error)
 }
 
-// Allowed refuses to reap with neither a terminal to ask on nor --yes.
-func (ro ReapOptions) Allowed() error {
+// Reap is doctor --reap: it lists the processes of o as FindProcesses
+// does, then ends the orphans that evidence proves left over by an
+// OpenCode now gone (this user's; see procview's Orphans), with what runs
+// below each, asking before each one unless ro.Yes; procview.Reaper
+// checks each process again right before every signal. The possibly left
+// over ones are left, and said so. It refuses, before anything, with
+// neither a terminal to ask on nor ro.Yes, and fails when an orphan could
+// not be ended.
+func Reap(ctx context.Context, o Options, ro ReapOptions) error {
 	if ro.In == nil && !ro.Yes {
 		return ErrNoTerminal
 	}
-	return nil
-}
-
-// Reap ends the orphans FindProcesses found that evidence proves left
-// over by an OpenCode now gone (this user's; see procview's Orphans), with
-// what runs below each, asking before each one unless ro.Yes;
-// procview.Reaper checks each process again right before every signal.
-// The possibly left over ones are left, and said so. It fails when an
-// orphan could not be ended.
-func Reap(ctx context.Context, f Found, ro ReapOptions) error {
-	if err := ro.Allowed(); err != nil {
-		return err
-	}
 	report := cmp.Or(ro.Report, io.Discard)
+	f, checks := FindProcesses(ctx, o)
+	Write(report, checks)
 	reap := ro.reap
 	if reap == nil {
-		reap = func(ctx context.Context, r procview.Reaper, o procview.Orphan) (procview.Reaped, error) {
-			return r.Reap(ctx, o)
-		}
+		reap = procview.Reaper.Reap
 	}
-	r := procview.Reaper{Table: f.table, Scope: f.scope, Grace: ro.Grace}
+	r := procview.Reaper{Table: f.table, Scope: f.scope}
 	if !ro.Yes {
 		in, prompt := bufio.NewReader(ro.In), cmp.Or(ro.Prompt, io.Discard)
 		r.Confirm = func(o procview.Orphan) bool {
@@ -88,25 +80,21 @@ func Reap(ctx context.Context, f Found, ro ReapOptions) error {
 			fmt.Fprintf(report, "left %s: possibly left over, not proven an orphan (%s), so not reaped\n", what, termsafe.Line(o.Why))
 			continue
 		}
-		res, err := reap(ctx, r, o)
+		res, err := reap(r, ctx, o)
 		switch {
 		case errors.Is(err, procview.ErrDeclined):
 			fmt.Fprintf(report, "left %s: not confirmed\n", what)
 		case errors.Is(err, procview.ErrNotOrphan):
 			fmt.Fprintf(report, "left %s: it is no longer provably the orphan listed (%v)\n", what, err)
-		case errors.Is(err, procview.ErrGone):
+		case errors.Is(err, procview.ErrGone) || err == nil && res.Signal == 0:
 			fmt.Fprintf(report, "%s had already exited\n", what)
 		case err != nil:
 			failed++
 			fmt.Fprintf(report, "could not end %s: %v\n", what, err)
-		case res.Signal == 0:
-			fmt.Fprintf(report, "%s had already exited\n", what)
 		case res.Signal == syscall.SIGKILL:
 			fmt.Fprintf(report, "ended %s with SIGKILL after %v (SIGTERM did not end it)\n", what, res.After.Round(time.Millisecond))
-		case res.Signal == syscall.SIGTERM:
+		default: // SIGTERM, the only other signal Reap sends
 			fmt.Fprintf(report, "ended %s with SIGTERM after %v\n", what, res.After.Round(time.Millisecond))
-		default:
-			fmt.Fprintf(report, "ended %s with %v after %v\n", what, res.Signal, res.After.Round(time.Millisecond))
 		}
 	}
 	if failed > 0 {

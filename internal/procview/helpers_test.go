@@ -416,3 +416,9 @@ func diffTrees(t *testing.T, a, b string) string {
 	walk(b, a, true)
 	return diff
 }
+
+// configured names servers whatever the working directories of the
+// processes that look left over.
+func configured(servers []LocalServer) func([]string) []LocalServer {
+	return func([]string) []LocalServer { return servers }
+}

@@ -36,84 +36,55 @@ import (
 // is at most "possibly left over": listed with why it is not proven,
 // never signalled.
 
-// Parentage says who adopted a process that looks left over.
-type Parentage int
+// Parentage says who adopted a process that looks left over, in words;
+// "" for a parent that adopts nothing.
+type Parentage string
 
 const (
 	// ReparentedToInit: its parent is pid 1 (init, launchd). Every
 	// daemon's parent is: no proof by itself.
-	ReparentedToInit Parentage = iota + 1
+	ReparentedToInit Parentage = "reparented to init"
 	// ReparentedToSubreaper: its parent is a child subreaper (systemd
 	// --user, or one the caller names), or it was seen under an OpenCode
 	// that is gone and has another parent now.
-	ReparentedToSubreaper
+	ReparentedToSubreaper Parentage = "reparented to a subreaper"
 	// ChildOfOtherOpenCode: its parent is an OpenCode process, but not
 	// one the daemon watches. It may be that OpenCode's live server: it
 	// is listed, never reaped.
-	ChildOfOtherOpenCode
+	ChildOfOtherOpenCode Parentage = "child of an OpenCode that is not watched"
 )
 
-func (p Parentage) String() string {
-	switch p {
-	case ReparentedToInit:
-		return "reparented to init"
-	case ReparentedToSubreaper:
-		return "reparented to a subreaper"
-	case ChildOfOtherOpenCode:
-		return "child of an OpenCode that is not watched"
-	}
-	return fmt.Sprintf("Parentage(%d)", int(p))
-}
-
-// Evidence says what proves that an OpenCode, now gone, started a
-// process.
-type Evidence int
+// Evidence says, in words, what proves that an OpenCode, now gone,
+// started a process.
+type Evidence string
 
 const (
 	// Unproven: nothing shows that an OpenCode started it.
-	Unproven Evidence = iota
+	Unproven Evidence = "not proven"
 	// SeenUnderOpenCode: the record holds this very process serving a
 	// server under an OpenCode process that is gone.
-	SeenUnderOpenCode
+	SeenUnderOpenCode Evidence = "seen under an OpenCode that is gone"
 	// GroupOfGoneOpenCode: it is in the process group a recorded
 	// OpenCode led (or the run wrapper that started it), and both are
 	// gone.
-	GroupOfGoneOpenCode
+	GroupOfGoneOpenCode Evidence = "in the process group of an OpenCode that is gone"
 	// EnvOfGoneOpenCode: its OPENCODE_PID names the leader of its
 	// process group, and no process has that pid any more.
-	EnvOfGoneOpenCode
+	EnvOfGoneOpenCode Evidence = "started by an OpenCode that is gone (OPENCODE_PID)"
 )
 
-// Proven reports whether e proves an orphan.
-func (e Evidence) Proven() bool { return e != Unproven }
-
-func (e Evidence) String() string {
-	switch e {
-	case Unproven:
-		return "not proven"
-	case SeenUnderOpenCode:
-		return "seen under an OpenCode that is gone"
-	case GroupOfGoneOpenCode:
-		return "in the process group of an OpenCode that is gone"
-	case EnvOfGoneOpenCode:
-		return "started by an OpenCode that is gone (OPENCODE_PID)"
-	}
-	return fmt.Sprintf("Evidence(%d)", int(e))
-}
+// Proven reports whether e proves an orphan (the zero Evidence does not).
+func (e Evidence) Proven() bool { return e != Unproven && e != "" }
 
 // Orphan is a process of this user that runs a configured local server
 // (or was seen serving one) and looks left over by an OpenCode.
 type Orphan struct {
-	// PID, Start and Birth identify it; PGID is its process group.
+	// PID and Birth identify it.
 	PID   int
-	Start time.Time
 	Birth uint64
-	PGID  int
 	// PPID is its parent now, and ParentComm that parent's name.
 	PPID       int
 	ParentComm string
-	// UID is its owner.
-	UID int
 	// Cwd is its working directory.
 	Cwd string
 	// Command is its command line with secrets masked: safe to show.
@@ -153,12 +124,12 @@ type Scope struct {
 	Record []Sightings
 }
 
-// adoption classifies p's parent: who adopted it, or 0 for a parent that
+// adoption classifies p's parent: who adopted it, or "" for a parent that
 // adopts nothing (an ordinary live process) or a watched OpenCode.
 func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode func(Process) bool) Parentage {
 	switch {
 	case slices.Contains(s.Watched, p.PPID):
-		return 0 // pid 1 too: OpenCode as a container's first process
+		return "" // pid 1 too: OpenCode as a container's first process
 	case parentKnown && isOpenCode(parent):
 		return ChildOfOtherOpenCode
 	case p.PPID == 1:
@@ -167,7 +138,7 @@ func (s Scope) adoption(p Process, parent Process, parentKnown bool, isOpenCode 
 		// The user's service manager is a child subreaper.
 		return ReparentedToSubreaper
 	}
-	return 0
+	return ""
 }
 
 // sighting finds p in the record: the sighting of this very process, and
@@ -260,15 +231,30 @@ func (r Sightings) groupMember(t Table, p Process, leader Ident) bool {
 	return errors.Is(err, ErrGone) || err == nil && g.Zombie && leader.is(g)
 }
 
-// leftOver calls fn with each process in all (the table's list) that
-// looks left over by an OpenCode, for s: this user's, not a zombie nor
-// pid 1, whose parent is init, a subreaper or an OpenCode that is not
-// watched, or that was seen under an OpenCode that is gone and has
-// another parent now; read whole, with that parent and who adopted it.
-func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, why Parentage)) {
+// Orphans lists the processes of s.UID that look left over by an
+// OpenCode: this user's, not a zombie nor pid 1, whose parent is init, a
+// subreaper or an OpenCode process that is not watched, or that were seen
+// under an OpenCode that is gone and have another parent now; and that
+// run the command of one of the servers configured (or the record holds
+// them); each with its evidence. servers names the configured local
+// servers given the working directories of every process that looks left
+// over, whatever it runs: OpenCode starts a local server with its
+// directory as its cwd, so an orphan names its own directory, whose
+// config says what the orphan may be. A process below another one listed
+// is listed with it (Orphan.Below), not on its own. Zombies are left out:
+// they are already dead. It reads the whole process table: a few
+// milliseconds per thousand processes, for status and doctor, not for
+// every scan.
+func Orphans(t Table, servers func(cwds []string) []LocalServer, s Scope) ([]Orphan, error) {
+	all, err := t.List()
+	if err != nil {
+		return nil, err
+	}
 	byPID := make(map[int]Process, len(all))
+	kids := map[int][]int{}
 	for _, p := range all {
 		byPID[p.PID] = p
+		kids[p.PPID] = append(kids[p.PPID], p.PID)
 	}
 	// The npm package's node wrapper runs the native binary as its
 	// child: the binary's children belong to the watched OpenCode too.
@@ -291,62 +277,35 @@ func (s Scope) leftOver(t Table, all []Process, fn func(full, parent Process, wh
 		}
 		return full.Same(pp) && IsOpenCode(full)
 	}
+	type leftOver struct {
+		full, parent Process
+		why          Parentage
+	}
+	var left []leftOver
+	var cwds []string
 	for _, p := range all {
 		if p.Zombie || p.PID == 1 || slices.Contains(s.Watched, p.PPID) {
 			continue
 		}
 		parent, ok := byPID[p.PPID]
 		why := s.adoption(p, parent, ok, isOpenCode)
-		if seen, wasSeen := s.sighting(t, p); wasSeen && why == 0 && !seen.Parent.Alive(t) {
+		if seen, wasSeen := s.sighting(t, p); wasSeen && why == "" && !seen.Parent.Alive(t) {
 			why = ReparentedToSubreaper // adopted by a parent we did not know to adopt
 		}
-		if why == 0 {
+		if why == "" {
 			continue
 		}
 		full, err := t.Read(p.PID)
 		if err != nil || !full.Same(p) || full.Zombie || full.UID != s.UID {
 			continue
 		}
-		fn(full, parent, why)
+		left = append(left, leftOver{full, parent, why})
+		cwds = append(cwds, full.Cwd)
 	}
-}
-
-// LeftOverDirs lists the working directories of the processes Orphans
-// looks at for s, whatever they run: OpenCode starts a local server with
-// its directory as its cwd, so an orphan names its own directory, whose
-// config says what the orphan may be.
-func LeftOverDirs(t Table, s Scope) ([]string, error) {
-	all, err := t.List()
-	if err != nil {
-		return nil, err
-	}
-	var dirs []string
-	s.leftOver(t, all, func(full, _ Process, _ Parentage) { dirs = append(dirs, full.Cwd) })
-	return dirs, nil
-}
-
-// Orphans lists the processes of s.UID that look left over by an
-// OpenCode: they run the command of one of servers (or the record holds
-// them) and their parent is init, a subreaper, or an OpenCode process
-// that is not watched; each with its evidence. A process below another
-// one listed is listed with it (Orphan.Below), not on its own. Zombies are
-// left out: they are already dead. It reads the whole process table: a
-// few milliseconds per thousand processes, for status and doctor, not for
-// every scan.
-func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
-	all, err := t.List()
-	if err != nil {
-		return nil, err
-	}
-	m := newMatcher(servers)
-	byPID := make(map[int]Process, len(all))
-	kids := map[int][]int{}
-	for _, p := range all {
-		byPID[p.PID] = p
-		kids[p.PPID] = append(kids[p.PPID], p.PID)
-	}
+	m := newMatcher(servers(cwds))
 	var out []Orphan
-	s.leftOver(t, all, func(full, parent Process, why Parentage) {
+	for _, l := range left {
+		full := l.full
 		keys := m.serving(full)
 		if len(keys) == 0 {
 			keys = m.runs(full)
@@ -355,16 +314,16 @@ func Orphans(t Table, servers []LocalServer, s Scope) ([]Orphan, error) {
 			keys = []Key{{seen.Directory, seen.Server}}
 		}
 		if len(keys) == 0 {
-			return
+			continue
 		}
 		ev, because := Unproven, "its OpenCode still runs"
-		if why != ChildOfOtherOpenCode {
+		if l.why != ChildOfOtherOpenCode {
 			ev, because = s.prove(t, full)
 		}
-		out = append(out, Orphan{PID: full.PID, Start: full.Start, Birth: full.Birth, PGID: full.PGID, PPID: full.PPID,
-			ParentComm: parent.Comm, UID: full.UID, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: why,
+		out = append(out, Orphan{PID: full.PID, Birth: full.Birth, PPID: full.PPID,
+			ParentComm: l.parent.Comm, Cwd: full.Cwd, Command: Display(full.Argv), Parentage: l.why,
 			Evidence: ev, Why: because, Servers: keys, Below: below(byPID, kids, full.PID), cmd: newCommand(full.Argv)})
-	})
+	}
 	// A process below another listed one goes with it.
 	inside := map[int]bool{}
 	for _, o := range out {
@@ -409,7 +368,7 @@ var (
 )
 
 // check verifies, right before a signal, that pid still is the orphan o
-// listed: the same process (pid and start time), this user's, alive, not
+// listed: the same process (pid and start time), s's user's (mine), alive, not
 // a watched OpenCode's child, the same command line, and still proven an
 // orphan.
 func (s Scope) check(t Table, o Orphan) error {
@@ -417,14 +376,11 @@ func (s Scope) check(t Table, o Orphan) error {
 	if err != nil {
 		return err
 	}
-	if o.UID != s.UID {
-		return fmt.Errorf("procview: pid %d belongs to uid %d: %w", o.PID, p.UID, ErrNotOrphan)
-	}
 	parent, err := t.Read(p.PPID)
 	switch s.adoption(p, parent, err == nil, IsOpenCode) {
 	case ChildOfOtherOpenCode:
 		return fmt.Errorf("procview: pid %d is a child of OpenCode pid %d: %w", o.PID, p.PPID, ErrNotOrphan)
-	case 0:
+	case "":
 		// Its parent adopts nothing (or is the watched OpenCode): only a
 		// process seen under an OpenCode that is gone may have such a
 		// parent (one that made itself a subreaper).

@@ -64,7 +64,7 @@ func TestReapRealOrphan(t *testing.T) {
 	servers := []LocalServer{{Directory: dir, Name: "sleepy", Command: []string{"sleep", secs}}}
 	scope := Scope{UID: os.Getuid(), Subreapers: []int{os.Getpid()}}
 	// The shell has exited (Output waited for it): the sleep was adopted then.
-	orphans, err := Orphans(tab, servers, scope)
+	orphans, err := Orphans(tab, configured(servers), scope)
 	must(t, err)
 	var orphan, leftover Orphan
 	for _, o := range orphans {
@@ -81,7 +81,7 @@ func TestReapRealOrphan(t *testing.T) {
 	if leftover.Evidence.Proven() || !strings.Contains(leftover.Why, "leads its own process group") {
 		t.Fatalf("the setsid sleep %d: %+v", servicePID, leftover)
 	}
-	r := Reaper{Table: tab, Scope: scope, Grace: 10 * time.Second}
+	r := Reaper{Table: tab, Scope: scope}
 	if _, err := r.Reap(context.Background(), leftover); !errors.Is(err, ErrNotOrphan) {
 		t.Fatalf("reap of the setsid sleep = %v", err)
 	}

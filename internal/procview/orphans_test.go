@@ -27,7 +27,7 @@ func TestOrphansSynthetic(t *testing.T) {
 	record := []Sightings{{OpenCode: gone, Boot: testBoot, Seen: []Sighting{
 		{Ident: Ident{PID: 3000, Birth: 50000, Start: boot.Add(500 * time.Second), PGID: 1}, Parent: gone, Directory: project, Server: "my server"},
 	}}}
-	got, err := Orphans(pt, syntheticServers(), Scope{UID: ana, Watched: []int{2000}, Record: record})
+	got, err := Orphans(pt, configured(syntheticServers()), Scope{UID: ana, Watched: []int{2000}, Record: record})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestOrphanElsewhereMatchesByCommand(t *testing.T) {
 	tab, _ := simpleOrphanTable()
 	tab.update(3000, func(p *Process) { p.Cwd = "/somewhere/else" })
 	servers := append(simpleServers(), LocalServer{Directory: "/q", Name: "a", Command: []string{"srv", "a"}})
-	got, err := Orphans(tab, servers, Scope{UID: ana})
+	got, err := Orphans(tab, configured(servers), Scope{UID: ana})
 	if err != nil || len(got) != 1 || !slices.Equal(got[0].Servers, []Key{{"/p", "a"}, {"/q", "a"}}) {
 		t.Fatalf("orphans %+v, %v", got, err)
 	}
@@ -70,7 +70,7 @@ func simpleOrphanTable() (*memTable, Orphan) {
 		Process{PID: 3000, PPID: 1, PGID: 2000, UID: ana, Birth: 3000, Start: boot.Add(time.Minute), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 	)
 	tab.setEnv(3000, "OPENCODE_PID", "2000")
-	got, err := Orphans(tab, simpleServers(), Scope{UID: ana})
+	got, err := Orphans(tab, configured(simpleServers()), Scope{UID: ana})
 	if err != nil || len(got) != 1 || got[0].Evidence != EnvOfGoneOpenCode {
 		panic(fmt.Sprint(got, err))
 	}
@@ -117,19 +117,19 @@ func TestReapTerm(t *testing.T) {
 	})
 }
 
-// A process that ignores SIGTERM gets SIGKILL after the grace.
+// A process that ignores SIGTERM gets SIGKILL after the grace, 5 s.
 func TestReapKillAfterGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tab, o := simpleOrphanTable()
 		var log []sent
 		start := time.Now()
-		r := Reaper{Table: tab, Scope: Scope{UID: ana}, Grace: 3 * time.Second, signal: fakeSignal(tab, &log, false)}
+		r := Reaper{Table: tab, Scope: Scope{UID: ana}, signal: fakeSignal(tab, &log, false)}
 		res, err := r.Reap(context.Background(), o)
 		if err != nil || res.Signal != syscall.SIGKILL || !slices.Equal(log, []sent{{3000, syscall.SIGTERM}, {3000, syscall.SIGKILL}}) {
 			t.Fatalf("reap = %+v, %v; sent %v", res, err, log)
 		}
-		if d := time.Since(start); d < 3*time.Second || d > 3200*time.Millisecond {
-			t.Fatalf("SIGKILL came %v after the start, want the 3 s grace", d)
+		if d := time.Since(start); d < 5*time.Second || d > 5200*time.Millisecond {
+			t.Fatalf("SIGKILL came %v after the start, want the 5 s grace", d)
 		}
 	})
 }
@@ -229,7 +229,7 @@ var (
 
 func orphanOf(t *testing.T, tab *memTable, s Scope) Orphan {
 	t.Helper()
-	got, err := Orphans(tab, simpleServers(), s)
+	got, err := Orphans(tab, configured(simpleServers()), s)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("orphans = %+v, %v", got, err)
 	}
@@ -323,7 +323,7 @@ func TestReapEndsWhatRunsBelowTheOrphan(t *testing.T) {
 			return true
 		}, signal: fakeSignal(tab, &log, true)}
 		res, err := r.Reap(context.Background(), o)
-		if err != nil || res.Signal != syscall.SIGTERM || res.Below != 1 {
+		if err != nil || res.Signal != syscall.SIGTERM {
 			t.Fatalf("reap = %+v, %v", res, err)
 		}
 		if !slices.Equal(log, []sent{{3000, syscall.SIGTERM}, {3001, syscall.SIGTERM}}) {
@@ -341,7 +341,7 @@ func TestOrphansListATreeOnceAtItsTop(t *testing.T) {
 	// a second adopted copy below a subreaper child of 3000 is.
 	tab.put(Process{PID: 3001, PPID: 3000, PGID: 2000, UID: ana, Birth: 3001, Start: boot.Add(time.Hour), Comm: "systemd", Argv: []string{"systemd", "--user"}})
 	tab.put(Process{PID: 3002, PPID: 3001, PGID: 2000, UID: ana, Birth: 3002, Start: boot.Add(time.Hour), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"})
-	got, err := Orphans(tab, simpleServers(), Scope{UID: ana})
+	got, err := Orphans(tab, configured(simpleServers()), Scope{UID: ana})
 	if err != nil || len(got) != 1 || got[0].PID != 3000 || len(got[0].Below) != 2 {
 		t.Fatalf("orphans %+v, %v", got, err)
 	}
@@ -411,7 +411,7 @@ func TestGroupOfAnOpenCodeFromAPreviousBootProvesNothing(t *testing.T) {
 	must(t, err)
 	kept := r.Prune(tab, all)
 	s := Scope{UID: ana, Record: kept}
-	got, err := Orphans(tab, simpleServers(), s)
+	got, err := Orphans(tab, configured(simpleServers()), s)
 	must(t, err)
 	for _, o := range got {
 		if !o.Evidence.Proven() {
@@ -461,7 +461,7 @@ func TestGroupOfAGoneOpenCodeNeverProvesANewGroupWithItsID(t *testing.T) {
 	must(t, r.Save(record[0]))
 	kept := r.Prune(tab, record)
 	s := Scope{UID: ana, Record: kept}
-	got, err := Orphans(tab, simpleServers(), s)
+	got, err := Orphans(tab, configured(simpleServers()), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestGroupOfAGoneOpenCodeNeverProvesANewGroupWithItsID(t *testing.T) {
 	tab.remove(2000)
 	tab.put(Process{PID: 2000, PPID: 1, PGID: 2000, UID: ana, Birth: 200, Start: later.Add(time.Second), Comm: "sh", Argv: []string{"sh", "-c", "srv a & sleep 1d"}, Cwd: "/p"})
 	tab.put(Process{PID: 3000, PPID: 1, PGID: 2000, UID: ana, Birth: 300, Start: later.Add(2 * time.Second), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"})
-	got, err = Orphans(tab, simpleServers(), s)
+	got, err = Orphans(tab, configured(simpleServers()), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestReaperSparesAServiceStartedBySystemd(t *testing.T) {
 			// a user service it started: own process group, never had another parent
 			Process{PID: 3000, PPID: 900, UID: ana, PGID: 3000, Birth: 3000, Start: boot.Add(time.Minute), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 		)
-		got, err := Orphans(tab, simpleServers(), Scope{UID: ana})
+		got, err := Orphans(tab, configured(simpleServers()), Scope{UID: ana})
 		if err != nil {
 			t.Fatal(err)
 		}

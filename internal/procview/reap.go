@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// reapGrace is how long a SIGTERM has before SIGKILL (doctor --help says
+// 5 s).
+const reapGrace = 5 * time.Second
+
 // Reaper ends orphans that Orphans listed, one at a time.
 type Reaper struct {
 	// Table reads the process table (System()).
@@ -16,8 +20,6 @@ type Reaper struct {
 	// Scope is the user, the watched OpenCode processes and the record;
 	// only that user's processes proven orphans are ended.
 	Scope Scope
-	// Grace is how long a SIGTERM has before SIGKILL (default 5s).
-	Grace time.Duration
 	// Confirm, when set, is asked before each orphan is signalled
 	// (doctor --reap asks the user); false leaves it alone.
 	Confirm func(Orphan) bool
@@ -36,13 +38,10 @@ type Reaped struct {
 	// After is the time from the first signal to its exit (and that of
 	// every process below it).
 	After time.Duration
-	// Below is how many of the processes listed below it were still
-	// there to be ended with it.
-	Below int
 }
 
 // Reap ends o and the processes listed below it (Orphan.Below): SIGTERM
-// to each, then SIGKILL to those left after the grace. Right before each
+// to each, then SIGKILL to those left after reapGrace. Right before each
 // signal it reads the process again and sends nothing unless it is still
 // the one listed (same pid and start time, so a reused pid is never hit),
 // this user's and alive; o itself must also still run the same command,
@@ -62,44 +61,35 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	if send == nil {
 		send = signalVerified
 	}
-	grace := r.Grace
-	if grace <= 0 {
-		grace = 5 * time.Second
-	}
 	start := time.Now()
 	var res Reaped
-	orphanLeft := true
-	left := slices.Clone(o.Below)
-	for i, step := range []struct {
+	// left is what has not exited yet: the orphan first, then what is
+	// below it, which may outlive it (a shell that dies on SIGTERM leaves
+	// its sleeping child) and is ended too, on its own check.
+	left := append([]Ident{{PID: o.PID, Birth: o.Birth}}, o.Below...)
+	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
-	}{{syscall.SIGTERM, grace}, {syscall.SIGKILL, 2 * time.Second}} {
-		if orphanLeft {
+	}{{syscall.SIGTERM, reapGrace}, {syscall.SIGKILL, 2 * time.Second}} {
+		kept := left[:0]
+		for _, id := range left {
+			if id.PID != o.PID {
+				if send(id.PID, step.sig, func() error { _, err := r.Scope.mine(r.Table, id.PID, id.is); return err }) == nil {
+					kept = append(kept, id) // else gone, or no longer the process listed
+				}
+				continue
+			}
 			switch err := send(o.PID, step.sig, verify); {
 			case errors.Is(err, ErrGone) || errors.Is(err, syscall.ESRCH):
-				orphanLeft = false
 			case err != nil: // res is still zero at the first step
 				return res, fmt.Errorf("procview: %v to pid %d: %w", step.sig, o.PID, err)
 			default:
 				res.Signal = step.sig
+				kept = append(kept, id)
 			}
-		}
-		// What is below it may outlive it (a shell that dies on SIGTERM
-		// leaves its sleeping child): each is ended too, on its own
-		// check.
-		kept := left[:0]
-		for _, id := range left {
-			err := send(id.PID, step.sig, func() error { _, err := r.Scope.mine(r.Table, id.PID, id.is); return err })
-			if err != nil {
-				continue // gone, or no longer the process listed
-			}
-			if i == 0 {
-				res.Below++
-			}
-			kept = append(kept, id)
 		}
 		left = kept
-		ended, err := r.waitExit(ctx, o, &left, orphanLeft, step.wait)
+		ended, err := r.waitExit(ctx, &left, step.wait)
 		if err != nil {
 			return Reaped{}, err
 		}
@@ -111,23 +101,20 @@ func (r Reaper) Reap(ctx context.Context, o Orphan) (Reaped, error) {
 	return Reaped{}, fmt.Errorf("procview: pid %d still runs after SIGKILL", o.PID)
 }
 
-// exited reports whether the process pid and birth name has exited (gone,
-// a zombie, or its pid taken by another process).
-func (r Reaper) exited(pid int, birth uint64) bool {
-	p, err := r.Table.Stat(pid)
-	return errors.Is(err, ErrGone) || (err == nil && (p.Birth != birth || p.Zombie))
-}
-
-// waitExit polls until o (when orphanLeft) and every process of left
-// have exited, or wait passes; left keeps those that have not.
-func (r Reaper) waitExit(ctx context.Context, o Orphan, left *[]Ident, orphanLeft bool, wait time.Duration) (bool, error) {
+// waitExit polls until every process of left has exited (gone, a
+// zombie, or its pid taken by another process), or wait passes; left
+// keeps those that have not.
+func (r Reaper) waitExit(ctx context.Context, left *[]Ident, wait time.Duration) (bool, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		*left = slices.DeleteFunc(*left, func(id Ident) bool { return r.exited(id.PID, id.Birth) })
-		if (!orphanLeft || r.exited(o.PID, o.Birth)) && len(*left) == 0 {
+		*left = slices.DeleteFunc(*left, func(id Ident) bool {
+			p, err := r.Table.Stat(id.PID)
+			return errors.Is(err, ErrGone) || (err == nil && (p.Birth != id.Birth || p.Zombie))
+		})
+		if len(*left) == 0 {
 			return true, nil
 		}
 		select {

@@ -19,7 +19,7 @@ func TestReaperSparesTheLiveServerOfOpenCodeAsPID1(t *testing.T) {
 			Process{PID: 30, PPID: 1, UID: ana, PGID: 1, Birth: 30, Start: boot.Add(time.Second), Comm: "srv", Argv: []string{"srv", "a"}, Cwd: "/p"},
 		)
 		scope := Scope{UID: ana, Watched: []int{1}} // the daemon watches OpenCode, pid 1
-		got, err := Orphans(tab, simpleServers(), scope)
+		got, err := Orphans(tab, configured(simpleServers()), scope)
 		if err != nil {
 			t.Fatal(err)
 		}

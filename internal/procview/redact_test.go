@@ -81,7 +81,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	v := newView(t, openTable(t, filepath.Join("testdata", "synthetic")), 2000, syntheticServers())
 	s := scan(t, v)
 	c, _ := s.Child(Key{other, "proxy"})
-	orphans, err := Orphans(openTable(t, filepath.Join("testdata", "synthetic")), syntheticServers(), Scope{UID: ana, Watched: []int{2000}})
+	orphans, err := Orphans(openTable(t, filepath.Join("testdata", "synthetic")), configured(syntheticServers()), Scope{UID: ana, Watched: []int{2000}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -449,7 +449,7 @@ func BenchmarkOrphans(b *testing.B) {
 	reads0, cpu0 := pt.reads.Load(), cpuTime()
 	sys0 = sysTime()
 	for b.Loop() {
-		if _, err := Orphans(pt, servers, Scope{UID: ana, Watched: []int{100}}); err != nil {
+		if _, err := Orphans(pt, configured(servers), Scope{UID: ana, Watched: []int{100}}); err != nil {
 			b.Fatal(err)
 		}
 	}
