@@ -33,8 +33,8 @@ type ClientV2 struct {
 	// stream: the OpenCode process's, shared by its detections.
 	sessions *sessionDirs
 
-	mu  sync.Mutex
 	log *slog.Logger
+	mu  sync.Mutex
 	// missing holds the "METHOD path" routes that answered 404 (without
 	// an OpenCode error tag) or 405, each asked again after its backoff.
 	missing map[string]*retry
@@ -45,26 +45,17 @@ type ClientV2 struct {
 // NewV2 returns a 2.x client for the server at rawURL. OpenCode 2.x always
 // authenticates as user "opencode": leave Options.Username empty.
 func NewV2(rawURL string, o Options) (*ClientV2, error) {
-	return newV2(rawURL, o, newSessionDirs(maxSessions))
+	return newV2(rawURL, o, newSessionDirs(maxSessions), slog.New(slog.DiscardHandler))
 }
 
-func newV2(rawURL string, o Options, sessions *sessionDirs) (*ClientV2, error) {
+// newV2 is NewV2 with the sessions of the process behind rawURL and where
+// to warn of a route that is missing.
+func newV2(rawURL string, o Options, sessions *sessionDirs, log *slog.Logger) (*ClientV2, error) {
 	c, err := New(rawURL, o)
 	if err != nil {
 		return nil, err
 	}
-	return &ClientV2{c: c, sessions: sessions, log: slog.New(slog.DiscardHandler), missing: map[string]*retry{}, empty: map[string]bool{}}, nil
-}
-
-// SetLog sets where the client warns of a route that is missing (default:
-// nowhere).
-func (v *ClientV2) SetLog(l *slog.Logger) {
-	if l == nil {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.log = l
+	return &ClientV2{c: c, sessions: sessions, log: log, missing: map[string]*retry{}, empty: map[string]bool{}}, nil
 }
 
 // URL is the server's base URL, safe to log.

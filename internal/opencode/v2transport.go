@@ -146,10 +146,10 @@ func (v *ClientV2) drop(capName, route string, status int) {
 		v.missing[route] = r
 	}
 	in := r.fail(time.Now(), 0)
-	first, log := r.n == 1, v.log
+	first := r.n == 1
 	v.mu.Unlock()
 	if first {
-		log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", route, "status", status, "retry_in", in.Round(time.Millisecond))
+		v.log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", route, "status", status, "retry_in", in.Round(time.Millisecond))
 	}
 }
 
