@@ -71,14 +71,11 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	var seen1, seen2 []string
 	refused := false
 	probe := func(route string) (int, []byte, error) {
-		status, hdr, body, err := c.exchange(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
+		// OpenCode 2 starting or stopping (ErrNotYet): every route says
+		// so, and no probe can tell more until it is ready.
+		status, body, err := c.send(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
 		if err != nil {
 			return 0, nil, err
-		}
-		if d, ok := notYet(status, hdr); ok {
-			// OpenCode 2 starting or stopping: every route says so, and
-			// no probe can tell more until it is ready.
-			return 0, nil, &Error{Op: "GET " + route, URL: c.URL(), Status: status, Detail: "not ready yet: " + snippet(body), kind: ErrNotYet, RetryAfter: d}
 		}
 		if route == "/global/health" {
 			seen1 = append(seen1, fmt.Sprintf("GET %s answered %d", route, status))

@@ -55,6 +55,7 @@ func newV2(rawURL string, o Options, sessions *sessionDirs, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	c.hint = hintV2
 	return &ClientV2{c: c, sessions: sessions, log: log, missing: map[string]*retry{}, empty: map[string]bool{}}, nil
 }
 
@@ -165,7 +166,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 			// make the engine forget it.
 			return &Error{Op: op, URL: v.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 		}
-		return v.classify(op, status, body)
+		return v.c.classify(op, status, body)
 	})
 	return err
 }
@@ -203,7 +204,7 @@ func (v *ClientV2) Info(ctx context.Context) (Info, error) {
 
 // Doc reads GET /openapi.json, the server's OpenAPI description.
 func (v *ClientV2) Doc(ctx context.Context) ([]byte, error) {
-	return v.get(ctx, opDocV2, "/openapi.json", "")
+	return v.c.do(ctx, v.c.http, v.c.timeout, opDocV2, "GET", "/openapi.json", "", nil)
 }
 
 // LocationListed reports whether dir is among the booted locations locs,

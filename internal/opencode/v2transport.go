@@ -52,12 +52,6 @@ func errorTag(body []byte) string {
 // background service's generated password.
 const hintV2 = "OpenCode 2 takes the password from OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json: run mcp-reconnect without --url and --password to follow the background service, or set --password"
 
-// classify sorts a 2.x answer into nil (2xx) or an *Error, with the 2.x
-// fix for a refused password.
-func (v *ClientV2) classify(op string, status int, body []byte) error {
-	return v.c.classify(op, status, body, hintV2)
-}
-
 // retry is the backoff of something that failed: how often in a row, and
 // when to try it again.
 type retry struct {
@@ -153,21 +147,8 @@ func (v *ClientV2) drop(capName, route string, status int) {
 	}
 }
 
-// get is a GET of a 2.x JSON route outside the capabilities; it returns
-// the 2xx body.
-func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, error) {
-	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := v.classify(op, status, body); err != nil {
-		return nil, err
-	}
-	return body, nil
-}
-
 // getCap is a GET of a capability's route. gone is true when the server
 // has no such route (now or since an earlier 404).
 func (v *ClientV2) getCap(ctx context.Context, name, query string) (body []byte, gone bool, err error) {
-	return v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.classify)
+	return v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.c.classify)
 }
