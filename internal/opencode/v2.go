@@ -65,8 +65,6 @@ func (v *ClientV2) URL() string { return v.c.URL() }
 // The operations of the calls, as errors and logs name them.
 const (
 	opMCPStatusV2 = "GET /api/mcp"
-	opConfigV2    = "GET /api/config"
-	opInfoV2      = "GET /api/info"
 	opDocV2       = "GET /openapi.json"
 )
 
@@ -128,19 +126,20 @@ func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
 }
 
 func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	body, _, err := v.getCap(ctx, CapStatus, locQuery(dir))
+	var st map[string]ServerStatus
+	_, err := v.getCap(ctx, CapStatus, locQuery(dir), func(body []byte) error {
+		loc, s, err := ParseStatusV2(body)
+		// A server that did not understand location[directory] answers
+		// for its own working directory: those are not dir's servers, and
+		// acting on them would connect servers in $HOME. Fail loudly.
+		if err == nil && loc != "" && path.Clean(loc) != path.Clean(dir) {
+			err = fmt.Errorf("answered for location %q, not %q: the server ignored location[directory]", loc, dir)
+		}
+		st = s
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	loc, st, err := ParseStatusV2(body)
-	if err != nil {
-		return nil, v.c.unexpected(opMCPStatusV2, err)
-	}
-	// A server that did not understand location[directory] answers for
-	// its own working directory: those are not dir's servers, and acting
-	// on them would connect servers in $HOME. Fail loudly instead.
-	if loc != "" && path.Clean(loc) != path.Clean(dir) {
-		return nil, v.c.unexpected(opMCPStatusV2, fmt.Errorf("answered for location %q, not %q: the server ignored location[directory]", loc, dir))
 	}
 	return st, nil
 }
@@ -157,7 +156,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	if name == "." || name == ".." {
 		// URL parsers (OpenCode's too) resolve these segments, escaped
 		// or not: the request would reach another route.
-		return &Error{Op: "POST " + routeConnectExp, URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
+		return &Error{Op: "POST /api/experimental/mcp/{name}/connect", URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
 	}
 	_, _, err := v.call(ctx, CapConnect, v.c.long, DefaultConnectTimeout, name, locQuery(dir), func(op string, status int, body []byte) error {
 		if status == http.StatusNotFound && errorTag(body) != tagMCPNotFound {
@@ -177,29 +176,23 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 // the server kinds unknown. Remote headers and local environments are
 // never decoded (they may hold secrets).
 func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
-	body, _, err := v.getCap(ctx, CapConfig, locQuery(dir))
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := ParseConfigV2(body)
-	if err != nil {
-		return nil, v.c.unexpected(opConfigV2, err)
-	}
-	return cfg, nil
+	var cfg map[string]MCPEntry
+	_, err := v.getCap(ctx, CapConfig, locQuery(dir), func(body []byte) (err error) {
+		cfg, err = ParseConfigV2(body)
+		return err
+	})
+	return cfg, err
 }
 
 // Info reads the server's version and pid (GET /api/info). It boots no
 // location.
 func (v *ClientV2) Info(ctx context.Context) (Info, error) {
-	body, _, err := v.getCap(ctx, CapVersion, "")
-	if err != nil {
-		return Info{}, err
-	}
-	info, err := ParseInfo(body)
-	if err != nil {
-		return Info{}, v.c.unexpected(opInfoV2, err)
-	}
-	return info, nil
+	var info Info
+	_, err := v.getCap(ctx, CapVersion, "", func(body []byte) (err error) {
+		info, err = ParseInfo(body)
+		return err
+	})
+	return info, err
 }
 
 // Doc reads GET /openapi.json, the server's OpenAPI description.
@@ -218,16 +211,12 @@ func LocationListed(locs []string, dir string) bool {
 // booting any (GET /api/debug/location). known is false when the server
 // has no such list.
 func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
-	body, gone, err := v.getCap(ctx, CapLocations, "")
+	gone, err := v.getCap(ctx, CapLocations, "", func(body []byte) (err error) {
+		dirs, err = ParseLocationsV2(body)
+		return err
+	})
 	if gone {
 		return nil, false, nil
 	}
-	if err != nil {
-		return nil, true, err
-	}
-	dirs, err = ParseLocationsV2(body)
-	if err != nil {
-		return nil, true, v.c.unexpected("GET "+routeLocations, err)
-	}
-	return dirs, true, nil
+	return dirs, true, err
 }
