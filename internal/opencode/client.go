@@ -281,22 +281,10 @@ func (c *Client) unexpected(op string, err error) error {
 func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, reqBody []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + escPath
-	p, err := url.PathUnescape(u.RawPath)
+	req, err := c.request(ctx, method, escPath, query, "application/json")
 	if err != nil {
 		return 0, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
 	}
-	u.Path = p
-	u.RawQuery = query
-	// Built directly rather than with NewRequest: formatting the URL only to
-	// parse it again is a fifth of the client's cost per status read.
-	req := (&http.Request{Method: method, URL: &u, Host: u.Host, Header: http.Header{},
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
-	if c.password != "" {
-		req.SetBasicAuth(c.username, c.password)
-	}
-	req.Header.Set("Accept", "application/json")
 	if reqBody != nil {
 		req.Body = io.NopCloser(bytes.NewReader(reqBody))
 		req.ContentLength = int64(len(reqBody))
@@ -324,6 +312,27 @@ func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duratio
 		return resp.StatusCode, body, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrNotYet, RetryAfter: d}
 	}
 	return resp.StatusCode, body, nil
+}
+
+// request is a request of the route at escPath (escaped, see do) with the
+// encoded query, the credentials and the Accept header.
+func (c *Client) request(ctx context.Context, method, escPath, query, accept string) (*http.Request, error) {
+	u := *c.base
+	u.RawPath = c.base.EscapedPath() + escPath
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return nil, err
+	}
+	u.Path, u.RawQuery = p, query
+	// Built directly rather than with NewRequest: formatting the URL only to
+	// parse it again is a fifth of the client's cost per status read.
+	req := (&http.Request{Method: method, URL: &u, Host: u.Host, Header: http.Header{},
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
+	if c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	req.Header.Set("Accept", accept)
+	return req, nil
 }
 
 // ctxErr prefers the context's reason (a deadline) over a transport message.

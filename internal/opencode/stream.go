@@ -179,11 +179,7 @@ func stream(ctx context.Context, opts StreamOptions, alive func(context.Context)
 		if after, ok := RetryAfter(err); ok {
 			d = max(d, after) // OpenCode said when it may be ready
 		}
-		u := id.url
-		if f.client != nil {
-			u = f.client.URL()
-		}
-		log.Debug("event stream ended", "url", u, "err", err, "lasted", lasted, "retry_in", d)
+		log.Debug("event stream ended", "url", Redact(id.url), "err", err, "lasted", lasted, "retry_in", d)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -205,16 +201,10 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 	op := "GET " + f.path
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	u := *c.base
-	u.Path = c.base.Path + f.path
-	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	req, err := c.request(ctx, "GET", f.path, "", "text/event-stream")
 	if err != nil {
 		return 0, err
 	}
-	if c.password != "" {
-		req.SetBasicAuth(c.username, c.password)
-	}
-	req.Header.Set("Accept", "text/event-stream")
 
 	// The watchdog ends the request when nothing arrives for too long:
 	// the first event within Handshake (a server that accepts the request
