@@ -347,32 +347,76 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 // a new one is told to the watchers (OnChange: Gone, Replaced), before
 // the subscribe that follows it; the stream keeps no copy of it.
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
-	onDrop := opts.OnDrop
-	opts.OnDrop = func(err error) {
-		_ = s.observe(err) // a refused subscribe: every watcher learns it now
-		if onDrop != nil {
-			onDrop(err)
-		}
-	}
-	// When a stream that was up ends, OpenCode may have died with it: look
-	// at once, not a backoff step later, so that a refusal reaches the
-	// watchers before any of them reads a directory of the next process.
-	alive := func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
-		defer cancel()
-		_, _, _ = s.Detect(ctx)
-	}
-	return stream(ctx, opts, alive, func(ctx context.Context, redetect bool) (feed, identity, error) {
+	opts.defaults()
+	failures, connects := 0, 0
+	for attempt := 0; ; attempt++ {
+		// Every re-subscribe looks at the server again (detects): it may
+		// have moved, or a 2.x service that restarted within one backoff
+		// step answers on the same port with another pid, and only its
+		// identity tells a restart from a hiccup (Detect tells the
+		// watchers).
 		c, id := s.client()
-		if redetect || c == nil {
-			if _, _, err := s.Detect(ctx); err != nil {
-				return feed{}, id, err
+		var err error
+		if attempt > 0 || c == nil {
+			if _, _, err = s.Detect(ctx); err == nil {
+				c, id = s.client()
 			}
-			c, id = s.client()
 		}
-		return c.feed(), id, nil
-	}, fn)
+		lasted, wasUp := time.Duration(0), false
+		if err == nil {
+			lasted, err = subscribe(ctx, c.feed(), opts, func() {
+				wasUp = true
+				connects++
+				if opts.OnConnect != nil {
+					opts.OnConnect(Connected{N: connects, Generation: id.gen, Version: id.version})
+				}
+			}, fn)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = s.observe(err) // a refused subscribe: every watcher learns it now
+		if opts.OnDrop != nil {
+			opts.OnDrop(err)
+		}
+		// When a stream that was up ends, OpenCode may have died with it:
+		// look at once, not a backoff step later, so that a refusal
+		// reaches the watchers before any of them reads a directory of
+		// the next process.
+		if wasUp && !errors.Is(err, ErrRefused) {
+			dctx, cancel := context.WithTimeout(ctx, DetectTimeout)
+			_, _, _ = s.Detect(dctx)
+			cancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		// A subscription that delivered events for stableStream (from
+		// the subscribe to its last event, so a silent one never counts)
+		// starts the backoff again from its first step; one that ends
+		// sooner continues it, so a proxy that drops the stream right
+		// after its first event gets re-subscribes spaced by a growing
+		// delay, not two a second forever.
+		if lasted >= stableStream {
+			failures = 0
+		}
+		failures++
+		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
+		if after, ok := RetryAfter(err); ok {
+			d = max(d, after) // OpenCode said when it may be ready
+		}
+		opts.Log.Debug("event stream ended", "url", Redact(id.url), "err", err, "lasted", lasted, "retry_in", d)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
 }
+
+// stableStream is how long a subscription must have delivered events for
+// the reconnect backoff to start again from its first step.
+const stableStream = 30 * time.Second
 
 // Capabilities reports, for an OpenCode 2 server, the route of each thing
 // the daemon uses, or why it has none for now. A 1.x server: nil.
