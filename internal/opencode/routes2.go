@@ -42,9 +42,6 @@ type Capability struct {
 	Without string `json:"without"`
 }
 
-// Available reports whether the server offers the capability.
-func (c Capability) Available() bool { return c.Missing == "" }
-
 // routesV2 is the route of each capability, in the order Capabilities
 // reports them, and what the daemon does without it.
 var routesV2 = []struct{ name, route, without string }{

@@ -75,8 +75,10 @@ func (c *Client) feed() feed {
 	return feed{client: c, path: "/global/event", parse: ParseEvent, parseHead: ParseEvent, heartbeat: 10 * time.Second}
 }
 
+// The 2.x feed's parser knows the sessions of the process behind it: its
+// memory lasts across re-subscribes, each a detection of its own.
 func (v *ClientV2) feed() feed {
-	return feed{client: v.c, path: "/api/event", parse: v.parseEvent, parseHead: ParseEventV2Head, heartbeat: 15 * time.Second}
+	return feed{client: v.c, path: "/api/event", parse: v.sessions.parse, parseHead: ParseEventV2Head, heartbeat: 15 * time.Second}
 }
 
 // FirstEvent subscribes to the event stream once and returns the type of

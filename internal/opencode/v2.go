@@ -107,12 +107,7 @@ func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]Server
 			}
 		}
 	}
-	v.remember(dir, st)
-	return st, nil
-}
-
-// remember notes whether a status read of dir was empty.
-func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
+	// Whether dir's read was empty, remembered.
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.empty) >= maxRemembered {
@@ -123,6 +118,7 @@ func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
 	} else {
 		delete(v.empty, dir)
 	}
+	return st, nil
 }
 
 func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
