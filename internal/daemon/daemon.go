@@ -321,7 +321,7 @@ func about(client *opencode.Server, noView error) *reconnect.OpenCodeInfo {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, c := range client.Capabilities(ctx) {
-		if !c.Available() {
+		if c.Missing != "" {
 			info.RunsWithout = append(info.RunsWithout, c.Name+" ("+c.Missing+"): "+c.Without)
 		}
 	}

@@ -98,6 +98,9 @@ type Client struct {
 	http     *http.Client // status, health, config
 	long     *http.Client // connect and the event stream
 	timeout  time.Duration
+	// hint, when set, replaces the 1.x fix named for a refused password
+	// (a 2.x client's: hintV2).
+	hint string
 }
 
 // Options configure a Client. Zero fields take the defaults.
@@ -239,16 +242,15 @@ func (c *Client) do(ctx context.Context, hc *http.Client, timeout time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	if err := c.classify(op, status, body, ""); err != nil {
+	if err := c.classify(op, status, body); err != nil {
 		return nil, err
 	}
 	return body, nil
 }
 
 // classify sorts an answer of either generation into nil (2xx) or an
-// *Error. hint, when set, replaces the 1.x fix named for a refused
-// password.
-func (c *Client) classify(op string, status int, body []byte, hint string) error {
+// *Error.
+func (c *Client) classify(op string, status int, body []byte) error {
 	switch {
 	case status >= 200 && status <= 299:
 		return nil
@@ -258,7 +260,7 @@ func (c *Client) classify(op string, status int, body []byte, hint string) error
 		// send them the wrong way.
 		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: hint}
+		return &Error{Op: op, URL: c.URL(), Status: status, kind: ErrUnauthorized, hint: c.hint}
 	case status == http.StatusNotFound:
 		return &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotFound}
 	}
@@ -277,38 +279,12 @@ func (c *Client) unexpected(op string, err error) error {
 // (ErrNotYet, with the status and body). query is the encoded query
 // (dirQuery); reqBody, when set, is sent as JSON.
 func (c *Client) send(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, reqBody []byte) (int, []byte, error) {
-	status, hdr, body, err := c.exchange(ctx, hc, timeout, op, method, escPath, query, reqBody)
-	if err != nil {
-		return 0, nil, err
-	}
-	if d, ok := notYet(status, hdr); ok {
-		return status, body, &Error{Op: op, URL: c.URL(), Status: status, Detail: snippet(body), kind: ErrNotYet, RetryAfter: d}
-	}
-	return status, body, nil
-}
-
-// exchange is send without the reading of "not yet", and with the
-// answer's headers: detection tells a refusal apart by its
-// www-authenticate, and a "not yet" its own way.
-func (c *Client) exchange(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, escPath, query string, reqBody []byte) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	u := *c.base
-	u.RawPath = c.base.EscapedPath() + escPath
-	p, err := url.PathUnescape(u.RawPath)
+	req, err := c.request(ctx, method, escPath, query, "application/json")
 	if err != nil {
-		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
+		return 0, nil, &Error{Op: op, URL: c.URL(), Detail: "bad path: " + err.Error(), kind: ErrUnavailable}
 	}
-	u.Path = p
-	u.RawQuery = query
-	// Built directly rather than with NewRequest: formatting the URL only to
-	// parse it again is a fifth of the client's cost per status read.
-	req := (&http.Request{Method: method, URL: &u, Host: u.Host, Header: http.Header{},
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
-	if c.password != "" {
-		req.SetBasicAuth(c.username, c.password)
-	}
-	req.Header.Set("Accept", "application/json")
 	if reqBody != nil {
 		req.Body = io.NopCloser(bytes.NewReader(reqBody))
 		req.ContentLength = int64(len(reqBody))
@@ -322,17 +298,41 @@ func (c *Client) exchange(ctx context.Context, hc *http.Client, timeout time.Dur
 		if errors.As(err, &tlsErr) && string(tlsErr.RecordHeader[:]) == "HTTP/" {
 			err = http.ErrSchemeMismatch // an https URL of a plain-HTTP server, said as the client says it
 		}
-		return 0, nil, nil, c.transportError(ctx, op, err)
+		return 0, nil, c.transportError(ctx, op, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
+		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "reading body: " + transportDetail(err), kind: ErrUnavailable, cause: ctxErr(ctx, err)}
 	}
 	if len(body) > maxBody {
-		return 0, nil, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
+		return 0, nil, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: "body larger than 4 MiB", kind: ErrUnavailable}
 	}
-	return resp.StatusCode, resp.Header, body, nil
+	if d, ok := notYet(resp.StatusCode, resp.Header); ok {
+		return resp.StatusCode, body, &Error{Op: op, URL: c.URL(), Status: resp.StatusCode, Detail: snippet(body), kind: ErrNotYet, RetryAfter: d}
+	}
+	return resp.StatusCode, body, nil
+}
+
+// request is a request of the route at escPath (escaped, see do) with the
+// encoded query, the credentials and the Accept header.
+func (c *Client) request(ctx context.Context, method, escPath, query, accept string) (*http.Request, error) {
+	u := *c.base
+	u.RawPath = c.base.EscapedPath() + escPath
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return nil, err
+	}
+	u.Path, u.RawQuery = p, query
+	// Built directly rather than with NewRequest: formatting the URL only to
+	// parse it again is a fifth of the client's cost per status read.
+	req := (&http.Request{Method: method, URL: &u, Host: u.Host, Header: http.Header{},
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
+	if c.password != "" {
+		req.SetBasicAuth(c.username, c.password)
+	}
+	req.Header.Set("Accept", accept)
+	return req, nil
 }
 
 // ctxErr prefers the context's reason (a deadline) over a transport message.

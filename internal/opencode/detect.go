@@ -66,27 +66,10 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	if err != nil {
 		return GenUnknown, "", 0, err
 	}
-	// seen is what each probe answered, by the generation that offers
-	// its route: an error names what was tried in the user's terms.
-	var seen1, seen2 []string
-	refused := false
+	// OpenCode 2 starting or stopping (ErrNotYet): every route says so,
+	// and no probe can tell more until it is ready.
 	probe := func(route string) (int, []byte, error) {
-		status, hdr, body, err := c.exchange(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		if d, ok := notYet(status, hdr); ok {
-			// OpenCode 2 starting or stopping: every route says so, and
-			// no probe can tell more until it is ready.
-			return 0, nil, &Error{Op: "GET " + route, URL: c.URL(), Status: status, Detail: "not ready yet: " + snippet(body), kind: ErrNotYet, RetryAfter: d}
-		}
-		if route == "/global/health" {
-			seen1 = append(seen1, fmt.Sprintf("GET %s answered %d", route, status))
-		} else {
-			seen2 = append(seen2, fmt.Sprintf("GET %s answered %d", route, status))
-		}
-		refused = refused || status == http.StatusUnauthorized || status == http.StatusForbidden
-		return status, body, nil
+		return c.send(ctx, c.http, timeout, "GET "+route, "GET", route, "", nil)
 	}
 	status, body, err := probe("/api/info")
 	if err != nil {
@@ -116,6 +99,7 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 			Detail: "OpenCode 2 refused the password", kind: ErrUnauthorized, hint: hintV2}
 	}
 
+	status2 := status
 	status, body, err = probe("/global/health")
 	if err != nil {
 		return GenUnknown, "", 0, err
@@ -137,12 +121,14 @@ func Detect(ctx context.Context, baseURL string, o Options) (Generation, string,
 	}
 
 	kind := ErrUnavailable
-	if refused {
+	if status2 == http.StatusUnauthorized || status2 == http.StatusForbidden {
 		kind = ErrUnauthorized
 	}
+	// What each probe answered, by the generation that offers its route:
+	// the error names what was tried in the user's terms.
 	return GenUnknown, "", 0, &Error{URL: c.URL(), kind: kind,
-		Detail: fmt.Sprintf("it answers, but not (yet) as an OpenCode this daemon knows: asked as OpenCode 1.x (%s) and as 2.x (%s)",
-			strings.Join(seen1, ", "), strings.Join(seen2, ", "))}
+		Detail: fmt.Sprintf("it answers, but not (yet) as an OpenCode this daemon knows: asked as OpenCode 1.x (GET /global/health answered %d) and as 2.x (GET /api/info answered %d)",
+			status, status2)}
 }
 
 // Major is the OpenCode line a version string names: 1 for "1.18.34", 2

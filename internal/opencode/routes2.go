@@ -1,5 +1,7 @@
 package opencode
 
+import "slices"
+
 // The routes of OpenCode 2.1.2 (its description: docs/opencode.md#the-2x-surface-and-its-authentication),
 // the 2.x release the daemon targets. A route that answers 404 without an
 // OpenCode error tag, or 405, is one this server lacks: the capability is
@@ -40,36 +42,20 @@ type Capability struct {
 	Without string `json:"without"`
 }
 
-// Available reports whether the server offers the capability.
-func (c Capability) Available() bool { return c.Missing == "" }
-
-// The routes a ClientV2 uses.
-const (
-	routeInfo       = "/api/info"
-	routeMCP        = "/api/mcp"
-	routeConfigV2   = "/api/config"
-	routeEventV2    = "/api/event"
-	routeLocations  = "/api/debug/location"
-	routeConnectExp = "/api/experimental/mcp/{name}/connect"
-)
-
 // routesV2 is the route of each capability, in the order Capabilities
-// reports them.
-var routesV2 = []struct{ name, method, path string }{
-	{CapVersion, "GET", routeInfo},
-	{CapStatus, "GET", routeMCP},
-	{CapConnect, "POST", routeConnectExp},
-	{CapConfig, "GET", routeConfigV2},
-	{CapEvents, "GET", routeEventV2},
-	{CapLocations, "GET", routeLocations},
+// reports them, and what the daemon does without it.
+var routesV2 = []struct{ name, route, without string }{
+	{CapVersion, "GET /api/info", "the version found at detection is kept"},
+	{CapStatus, "GET /api/mcp", "no MCP server can be checked"},
+	{CapConnect, "POST /api/experimental/mcp/{name}/connect", "no MCP server can be reconnected"},
+	{CapConfig, "GET /api/config", "server kinds unknown: every server is budgeted as local, remote endpoints are not probed, a restarted remote server is not repaired"},
+	{CapEvents, "GET /api/event", "directories are checked on the idle interval only"},
+	{CapLocations, "GET /api/debug/location", "a disposed location cannot be told from a booted one without booting it"},
 }
 
-// What the daemon does without each capability.
-var withoutCap = map[string]string{
-	CapVersion:   "the version found at detection is kept",
-	CapStatus:    "no MCP server can be checked",
-	CapConnect:   "no MCP server can be reconnected",
-	CapConfig:    "server kinds unknown: every server is budgeted as local, remote endpoints are not probed, a restarted remote server is not repaired",
-	CapEvents:    "directories are checked on the idle interval only",
-	CapLocations: "a disposed location cannot be told from a booted one without booting it",
+// routeV2 is the route of capability name, and what the daemon does
+// without it.
+func routeV2(name string) (route, without string) {
+	i := slices.IndexFunc(routesV2, func(r struct{ name, route, without string }) bool { return r.name == name })
+	return routesV2[i].route, routesV2[i].without
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"sync"
@@ -28,8 +27,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	id      identity
-	v1      *Client
-	v2      *ClientV2
+	c       api     // the client of the last detection (nil before one)
 	options Options // the credentials in use (from Discover, or o.Client)
 	// down is set once a request was refused (nothing listened) and
 	// cleared by the next answer: that answer comes from a new process.
@@ -121,14 +119,7 @@ func (s *Server) observe(err error) error {
 	} else {
 		s.notYet = retry{}
 	}
-	var ch Change
-	if s.down {
-		s.down, ch = false, Replaced
-		s.sessions.forget()
-	}
-	watchers := s.watchers
-	s.mu.Unlock()
-	s.tell(watchers, ch, err)
+	s.set(false, false, err)
 	return err
 }
 
@@ -140,21 +131,29 @@ func (s *Server) gone(err error) {
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	s.notYet, s.notYetErr = retry{}, nil
-	var ch Change
-	if !s.down {
-		s.down, ch = true, Gone
-	}
-	watchers := s.watchers
-	s.mu.Unlock()
-	s.tell(watchers, ch, err)
+	s.set(true, false, err)
 }
 
-func (s *Server) tell(watchers []func(Change, error), ch Change, err error) {
-	if ch == 0 {
-		return
+// set records whether the server is down, and tells the watchers the
+// change: Gone when it goes down, Replaced when it answers again or
+// another process answers (other; the sessions were that process's).
+// Called with changeMu and mu held; it releases mu before telling.
+func (s *Server) set(down, other bool, err error) {
+	var ch Change
+	switch {
+	case down && !s.down:
+		ch = Gone
+	case !down && (s.down || other):
+		ch = Replaced
+		s.sessions.forget()
 	}
+	s.down = down
+	watchers := s.watchers
+	s.mu.Unlock()
 	for _, fn := range watchers {
-		fn(ch, err)
+		if ch != 0 {
+			fn(ch, err)
+		}
 	}
 }
 
@@ -241,18 +240,13 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 		return gen, version, s.observe(err)
 	}
 	id := identity{gen: gen, version: version, pid: pid, url: url}
-	var v1 *Client
-	var v2 *ClientV2
-	switch gen {
-	case V1:
-		v1, err = New(url, opts)
-	case V2:
+	var c api
+	if gen == V1 {
+		c, err = New(url, opts)
+	} else {
 		o2 := opts
 		o2.Username = "" // 2.x always authenticates as "opencode"
-		v2, err = newV2(url, o2, s.sessions)
-		if err == nil {
-			v2.SetLog(s.log)
-		}
+		c, err = newV2(url, o2, s.sessions, s.log)
 	}
 	if err != nil {
 		return GenUnknown, "", err
@@ -261,24 +255,16 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 	defer s.changeMu.Unlock()
 	s.mu.Lock()
 	prev := s.id
-	s.id, s.v1, s.v2, s.options = id, v1, v2, opts
+	s.id, s.c, s.options = id, c, opts
+	s.notYet, s.notYetErr = retry{}, nil
+	moved := prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url)
+	if moved {
+		s.log.Info("found opencode", "url", Redact(url), "generation", gen.String(), "version", version)
+	}
 	// Another process answers where the last detection found one: its
 	// instances are not the old one's, even if no request was refused in
 	// between (a 2.x service replaced within one backoff step).
-	other := prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url ||
-		prev.pid != 0 && pid != 0 && prev.pid != pid)
-	var ch Change
-	if other || s.down {
-		s.down, ch = false, Replaced
-		s.sessions.forget() // the sessions of another process
-	}
-	s.notYet, s.notYetErr = retry{}, nil
-	watchers := s.watchers
-	s.mu.Unlock()
-	if prev.gen != GenUnknown && (prev.gen != gen || prev.version != version || prev.url != url) {
-		s.log.Info("found opencode", "url", Redact(url), "generation", gen.String(), "version", version)
-	}
-	s.tell(watchers, ch, nil)
+	s.set(false, moved || prev.pid != 0 && pid != 0 && prev.pid != pid, nil)
 	return gen, version, nil
 }
 
@@ -287,25 +273,22 @@ type api interface {
 	MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error)
 	Connect(ctx context.Context, dir, name string) error
 	MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error)
+	feed() feed
 }
 
-// clients are the clients of the last detection (one of them set, or
-// neither before one succeeded), and what it found.
-func (s *Server) clients() (*Client, *ClientV2, identity) {
+// client is the client of the last detection (nil before one
+// succeeded), and what it found.
+func (s *Server) client() (api, identity) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.v1, s.v2, s.id
+	return s.c, s.id
 }
 
 // current returns the client of the detected generation, detecting first
 // when nothing was found yet.
 func (s *Server) current(ctx context.Context) (api, error) {
-	v1, v2, _ := s.clients()
-	switch {
-	case v1 != nil:
-		return v1, nil
-	case v2 != nil:
-		return v2, nil
+	if c, _ := s.client(); c != nil {
+		return c, nil
 	}
 	if _, _, err := s.Detect(ctx); err != nil {
 		return nil, err
@@ -313,56 +296,44 @@ func (s *Server) current(ctx context.Context) (api, error) {
 	return s.current(ctx)
 }
 
-// currentV2 is the OpenCode 2 client, detecting first when nothing was
-// found yet; nil for 1.x.
-func (s *Server) currentV2(ctx context.Context) (*ClientV2, error) {
+// call runs f with the current client and learns from its outcome.
+func call[T any](s *Server, ctx context.Context, f func(api) (T, error)) (T, error) {
 	c, err := s.current(ctx)
-	v2, _ := c.(*ClientV2)
-	return v2, err
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := f(c)
+	return v, s.observe(err)
 }
 
 // MCPStatus reads the MCP status of dir (which boots dir's instance and
 // starts its MCP servers: call it only for directories in use).
 func (s *Server) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	c, err := s.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := c.MCPStatus(ctx, dir)
-	return st, s.observe(err)
+	return call(s, ctx, func(c api) (map[string]ServerStatus, error) { return c.MCPStatus(ctx, dir) })
 }
 
 // Connect asks OpenCode to connect one MCP server in dir.
 func (s *Server) Connect(ctx context.Context, dir, name string) error {
-	c, err := s.current(ctx)
-	if err != nil {
-		return err
-	}
-	return s.observe(c.Connect(ctx, dir, name))
+	_, err := call(s, ctx, func(c api) (struct{}, error) { return struct{}{}, c.Connect(ctx, dir, name) })
+	return err
 }
 
 // MCPConfig reads the MCP servers configured for dir.
 func (s *Server) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
-	c, err := s.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := c.MCPConfig(ctx, dir)
-	return cfg, s.observe(err)
+	return call(s, ctx, func(c api) (map[string]MCPEntry, error) { return c.MCPConfig(ctx, dir) })
 }
 
 // ShowToast shows t in an attached TUI. OpenCode 2.0.x has no toast route:
 // then it returns ErrNoToast without a request.
 func (s *Server) ShowToast(ctx context.Context, t Toast) error {
-	c, err := s.current(ctx)
-	if err != nil {
-		return err
-	}
-	v1, ok := c.(*Client) // only 1.x has a toast route
-	if !ok {
-		return ErrNoToast
-	}
-	return s.observe(v1.ShowToast(ctx, t))
+	_, err := call(s, ctx, func(c api) (struct{}, error) {
+		if v1, ok := c.(*Client); ok { // only 1.x has a toast route
+			return struct{}{}, v1.ShowToast(ctx, t)
+		}
+		return struct{}{}, ErrNoToast
+	})
+	return err
 }
 
 // Stream follows the server's event stream, whatever its generation (1.x's
@@ -376,47 +347,85 @@ func (s *Server) ShowToast(ctx context.Context, t Toast) error {
 // a new one is told to the watchers (OnChange: Gone, Replaced), before
 // the subscribe that follows it; the stream keeps no copy of it.
 func (s *Server) Stream(ctx context.Context, opts StreamOptions, fn func(Event)) error {
-	onDrop := opts.OnDrop
-	opts.OnDrop = func(err error) {
-		_ = s.observe(err) // a refused subscribe: every watcher learns it now
-		if onDrop != nil {
-			onDrop(err)
-		}
-	}
-	// When a stream that was up ends, OpenCode may have died with it: look
-	// at once, not a backoff step later, so that a refusal reaches the
-	// watchers before any of them reads a directory of the next process.
-	alive := func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, DetectTimeout)
-		defer cancel()
-		_, _, _ = s.Detect(ctx)
-	}
-	return stream(ctx, opts, alive, func(ctx context.Context, redetect bool) (feed, identity, error) {
-		v1, v2, id := s.clients()
-		if redetect || (v1 == nil && v2 == nil) {
-			if _, _, err := s.Detect(ctx); err != nil {
-				return feed{}, id, err
+	opts.defaults()
+	failures, connects := 0, 0
+	for attempt := 0; ; attempt++ {
+		// Every re-subscribe looks at the server again (detects): it may
+		// have moved, or a 2.x service that restarted within one backoff
+		// step answers on the same port with another pid, and only its
+		// identity tells a restart from a hiccup (Detect tells the
+		// watchers).
+		c, id := s.client()
+		var err error
+		if attempt > 0 || c == nil {
+			if _, _, err = s.Detect(ctx); err == nil {
+				c, id = s.client()
 			}
-			v1, v2, id = s.clients()
 		}
-		switch {
-		case v1 != nil:
-			return v1.feed(), id, nil
-		case v2 != nil:
-			return v2.feed(), id, nil
+		lasted, wasUp := time.Duration(0), false
+		if err == nil {
+			lasted, err = subscribe(ctx, c.feed(), opts, func() {
+				wasUp = true
+				connects++
+				if opts.OnConnect != nil {
+					opts.OnConnect(Connected{N: connects, Generation: id.gen, Version: id.version})
+				}
+			}, fn)
 		}
-		return feed{}, id, fmt.Errorf("opencode at %s: no generation detected: %w", Redact(id.url), ErrUnavailable)
-	}, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = s.observe(err) // a refused subscribe: every watcher learns it now
+		if opts.OnDrop != nil {
+			opts.OnDrop(err)
+		}
+		// When a stream that was up ends, OpenCode may have died with it:
+		// look at once, not a backoff step later, so that a refusal
+		// reaches the watchers before any of them reads a directory of
+		// the next process.
+		if wasUp && !errors.Is(err, ErrRefused) {
+			dctx, cancel := context.WithTimeout(ctx, DetectTimeout)
+			_, _, _ = s.Detect(dctx)
+			cancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		// A subscription that delivered events for stableStream (from
+		// the subscribe to its last event, so a silent one never counts)
+		// starts the backoff again from its first step; one that ends
+		// sooner continues it, so a proxy that drops the stream right
+		// after its first event gets re-subscribes spaced by a growing
+		// delay, not two a second forever.
+		if lasted >= stableStream {
+			failures = 0
+		}
+		failures++
+		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
+		if after, ok := RetryAfter(err); ok {
+			d = max(d, after) // OpenCode said when it may be ready
+		}
+		opts.Log.Debug("event stream ended", "url", Redact(id.url), "err", err, "lasted", lasted, "retry_in", d)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
 }
+
+// stableStream is how long a subscription must have delivered events for
+// the reconnect backoff to start again from its first step.
+const stableStream = 30 * time.Second
 
 // Capabilities reports, for an OpenCode 2 server, the route of each thing
 // the daemon uses, or why it has none for now. A 1.x server: nil.
 func (s *Server) Capabilities(ctx context.Context) []Capability {
-	v2, err := s.currentV2(ctx)
-	if err != nil || v2 == nil {
-		return nil
+	c, _ := s.current(ctx)
+	if v2, ok := c.(*ClientV2); ok {
+		return v2.Capabilities()
 	}
-	return v2.Capabilities()
+	return nil
 }
 
 // BootedLocations lists the directories whose locations are booted,
@@ -424,8 +433,9 @@ func (s *Server) Capabilities(ctx context.Context) []Capability {
 // /api/debug/location); known is false where it cannot (1.x, 2.x without
 // that route), and then no request is sent. The engine's LocationLister.
 func (s *Server) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
-	v2, err := s.currentV2(ctx)
-	if err != nil || v2 == nil {
+	c, err := s.current(ctx)
+	v2, ok := c.(*ClientV2)
+	if !ok {
 		return nil, false, err
 	}
 	dirs, known, err = v2.BootedLocations(ctx)

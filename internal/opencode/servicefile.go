@@ -208,9 +208,6 @@ func ParseServiceFile(file string, b []byte) (Service, error) {
 // unreachable URL one matching ErrUnavailable. o supplies the transport
 // and timeouts; its credentials are replaced by s's.
 func (s Service) Verify(ctx context.Context, o Options) (Info, error) {
-	if _, err := NewV2(s.URL, s.Options(o)); err != nil {
-		return Info{}, fmt.Errorf("%s: %w", s.Path, err)
-	}
 	gen, version, pid, err := Detect(ctx, s.URL, s.Options(o))
 	if err != nil {
 		return Info{}, err

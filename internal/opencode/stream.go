@@ -29,13 +29,6 @@ type StreamOptions struct {
 	Handshake time.Duration
 	// Backoff spaces reconnects (default 500ms doubling to 30s, jitter 0.2).
 	Backoff backoff.Policy
-	// Stable is how long a subscription must have delivered events for the
-	// reconnect backoff to start again from its first step (default 30s):
-	// from the subscribe to its last event, so a silent stream never counts.
-	// A subscription that ends sooner continues the backoff, so a proxy
-	// that drops the stream right after its first event gets re-subscribes
-	// spaced by a growing delay, not two a second forever.
-	Stable time.Duration
 	// OnConnect runs after each successful subscribe.
 	OnConnect func(Connected)
 	// OnDrop runs when a subscription or an attempt at one ends, with the
@@ -51,9 +44,6 @@ func (o *StreamOptions) defaults() {
 	}
 	if o.Backoff.Initial <= 0 {
 		o.Backoff = backoff.Policy{Initial: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.2}
-	}
-	if o.Stable <= 0 {
-		o.Stable = 30 * time.Second
 	}
 	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 }
@@ -85,8 +75,10 @@ func (c *Client) feed() feed {
 	return feed{client: c, path: "/global/event", parse: ParseEvent, parseHead: ParseEvent, heartbeat: 10 * time.Second}
 }
 
+// The 2.x feed's parser knows the sessions of the process behind it: its
+// memory lasts across re-subscribes, each a detection of its own.
 func (v *ClientV2) feed() feed {
-	return feed{client: v.c, path: "/api/event", parse: v.parseEvent, parseHead: ParseEventV2Head, heartbeat: 15 * time.Second}
+	return feed{client: v.c, path: "/api/event", parse: v.sessions.parse, parseHead: ParseEventV2Head, heartbeat: 15 * time.Second}
 }
 
 // FirstEvent subscribes to the event stream once and returns the type of
@@ -128,70 +120,6 @@ type identity struct {
 	url     string
 }
 
-// source gives the feed to subscribe to next, and the identity of the
-// process behind it. redetect asks it to look again (every attempt after
-// the first: the server may have moved, restarted, or been replaced by
-// another generation on the same port).
-type source func(ctx context.Context, redetect bool) (feed, identity, error)
-
-// stream is the subscription loop of either generation. alive, when set,
-// is asked at once when a subscription that was up ends (before the
-// backoff's wait): OpenCode may have died with it, and the Server learns
-// it from that request.
-func stream(ctx context.Context, opts StreamOptions, alive func(context.Context), src source, fn func(Event)) error {
-	opts.defaults()
-	log := opts.Log
-	failures, connects := 0, 0
-	for attempt := 0; ; attempt++ {
-		// Every re-subscribe looks at the server again: a 2.x service that
-		// restarted within one backoff step answers on the same port with
-		// another pid, and only its identity tells a restart from a hiccup
-		// (the Server's detection tells its watchers).
-		f, id, err := src(ctx, attempt > 0)
-		lasted := time.Duration(0)
-		wasUp := false
-		if err == nil {
-			lasted, err = subscribe(ctx, f, opts, func() {
-				wasUp = true
-				connects++
-				if opts.OnConnect != nil {
-					opts.OnConnect(Connected{N: connects, Generation: id.gen, Version: id.version})
-				}
-			}, fn)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if opts.OnDrop != nil {
-			opts.OnDrop(err)
-		}
-		if wasUp && alive != nil && !errors.Is(err, ErrRefused) {
-			alive(ctx)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-		}
-		if lasted >= opts.Stable {
-			failures = 0
-		}
-		failures++
-		d := opts.Backoff.Jittered(opts.Backoff.Base(failures))
-		if after, ok := RetryAfter(err); ok {
-			d = max(d, after) // OpenCode said when it may be ready
-		}
-		u := id.url
-		if f.client != nil {
-			u = f.client.URL()
-		}
-		log.Debug("event stream ended", "url", u, "err", err, "lasted", lasted, "retry_in", d)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-		}
-	}
-}
-
 // errSilent ends a subscription that stayed quiet too long.
 var errSilent = errors.New("event stream silent for three heartbeat periods")
 
@@ -205,16 +133,10 @@ func subscribe(ctx context.Context, f feed, opts StreamOptions, connected func()
 	op := "GET " + f.path
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	u := *c.base
-	u.Path = c.base.Path + f.path
-	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	req, err := c.request(ctx, "GET", f.path, "", "text/event-stream")
 	if err != nil {
 		return 0, err
 	}
-	if c.password != "" {
-		req.SetBasicAuth(c.username, c.password)
-	}
-	req.Header.Set("Accept", "text/event-stream")
 
 	// The watchdog ends the request when nothing arrives for too long:
 	// the first event within Handshake (a server that accepts the request

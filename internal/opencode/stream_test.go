@@ -154,7 +154,7 @@ func TestOversizedEventKeepsStream(t *testing.T) {
 
 // A proxy that drops the stream right after server.connected must not get
 // a re-subscribe twice a second forever: the backoff resets only after a
-// subscription delivered events for StreamOptions.Stable. Before the fix
+// subscription delivered events for 30 s. Before the fix
 // any event reset it, and this test saw about 500 subscriptions. Every
 // drop is a hiccup: OpenCode answers throughout, and the Server tells its
 // watchers nothing.
@@ -197,7 +197,7 @@ func TestStreamBackoffGrowsWhenDroppedAtOnce(t *testing.T) {
 	})
 }
 
-// A subscription that delivered events for Stable has earned a fresh
+// A subscription that delivered events for 30 s has earned a fresh
 // backoff: after it drops, the re-subscribe comes within the first step,
 // however many short ones came before.
 func TestStreamBackoffResetsAfterStableStream(t *testing.T) {
@@ -223,7 +223,7 @@ func TestStreamBackoffResetsAfterStableStream(t *testing.T) {
 			}
 		}))
 		defer stopServer()
-		stop := streamRun(c, opencode.StreamOptions{Stable: 45 * time.Second}, func(opencode.Event) {})
+		stop := streamRun(c, opencode.StreamOptions{}, func(opencode.Event) {})
 		time.Sleep(3 * time.Minute)
 		stop()
 		stopServer()

@@ -33,8 +33,8 @@ type ClientV2 struct {
 	// stream: the OpenCode process's, shared by its detections.
 	sessions *sessionDirs
 
-	mu  sync.Mutex
 	log *slog.Logger
+	mu  sync.Mutex
 	// missing holds the "METHOD path" routes that answered 404 (without
 	// an OpenCode error tag) or 405, each asked again after its backoff.
 	missing map[string]*retry
@@ -45,26 +45,18 @@ type ClientV2 struct {
 // NewV2 returns a 2.x client for the server at rawURL. OpenCode 2.x always
 // authenticates as user "opencode": leave Options.Username empty.
 func NewV2(rawURL string, o Options) (*ClientV2, error) {
-	return newV2(rawURL, o, newSessionDirs(maxSessions))
+	return newV2(rawURL, o, newSessionDirs(maxSessions), slog.New(slog.DiscardHandler))
 }
 
-func newV2(rawURL string, o Options, sessions *sessionDirs) (*ClientV2, error) {
+// newV2 is NewV2 with the sessions of the process behind rawURL and where
+// to warn of a route that is missing.
+func newV2(rawURL string, o Options, sessions *sessionDirs, log *slog.Logger) (*ClientV2, error) {
 	c, err := New(rawURL, o)
 	if err != nil {
 		return nil, err
 	}
-	return &ClientV2{c: c, sessions: sessions, log: slog.New(slog.DiscardHandler), missing: map[string]*retry{}, empty: map[string]bool{}}, nil
-}
-
-// SetLog sets where the client warns of a route that is missing (default:
-// nowhere).
-func (v *ClientV2) SetLog(l *slog.Logger) {
-	if l == nil {
-		return
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.log = l
+	c.hint = hintV2
+	return &ClientV2{c: c, sessions: sessions, log: log, missing: map[string]*retry{}, empty: map[string]bool{}}, nil
 }
 
 // URL is the server's base URL, safe to log.
@@ -73,8 +65,6 @@ func (v *ClientV2) URL() string { return v.c.URL() }
 // The operations of the calls, as errors and logs name them.
 const (
 	opMCPStatusV2 = "GET /api/mcp"
-	opConfigV2    = "GET /api/config"
-	opInfoV2      = "GET /api/info"
 	opDocV2       = "GET /openapi.json"
 )
 
@@ -117,12 +107,7 @@ func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]Server
 			}
 		}
 	}
-	v.remember(dir, st)
-	return st, nil
-}
-
-// remember notes whether a status read of dir was empty.
-func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
+	// Whether dir's read was empty, remembered.
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.empty) >= maxRemembered {
@@ -133,22 +118,24 @@ func (v *ClientV2) remember(dir string, st map[string]ServerStatus) {
 	} else {
 		delete(v.empty, dir)
 	}
+	return st, nil
 }
 
 func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	body, _, err := v.getCap(ctx, CapStatus, locQuery(dir))
+	var st map[string]ServerStatus
+	_, err := v.getCap(ctx, CapStatus, locQuery(dir), func(body []byte) error {
+		loc, s, err := ParseStatusV2(body)
+		// A server that did not understand location[directory] answers
+		// for its own working directory: those are not dir's servers, and
+		// acting on them would connect servers in $HOME. Fail loudly.
+		if err == nil && loc != "" && path.Clean(loc) != path.Clean(dir) {
+			err = fmt.Errorf("answered for location %q, not %q: the server ignored location[directory]", loc, dir)
+		}
+		st = s
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	loc, st, err := ParseStatusV2(body)
-	if err != nil {
-		return nil, v.c.unexpected(opMCPStatusV2, err)
-	}
-	// A server that did not understand location[directory] answers for
-	// its own working directory: those are not dir's servers, and acting
-	// on them would connect servers in $HOME. Fail loudly instead.
-	if loc != "" && path.Clean(loc) != path.Clean(dir) {
-		return nil, v.c.unexpected(opMCPStatusV2, fmt.Errorf("answered for location %q, not %q: the server ignored location[directory]", loc, dir))
 	}
 	return st, nil
 }
@@ -165,7 +152,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 	if name == "." || name == ".." {
 		// URL parsers (OpenCode's too) resolve these segments, escaped
 		// or not: the request would reach another route.
-		return &Error{Op: "POST " + routeConnectExp, URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
+		return &Error{Op: "POST /api/experimental/mcp/{name}/connect", URL: v.URL(), Detail: fmt.Sprintf("server name %q cannot be sent in a URL path", name), kind: ErrUnavailable}
 	}
 	_, _, err := v.call(ctx, CapConnect, v.c.long, DefaultConnectTimeout, name, locQuery(dir), func(op string, status int, body []byte) error {
 		if status == http.StatusNotFound && errorTag(body) != tagMCPNotFound {
@@ -174,7 +161,7 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 			// make the engine forget it.
 			return &Error{Op: op, URL: v.URL(), Status: status, Detail: snippet(body), kind: ErrUnavailable}
 		}
-		return v.classify(op, status, body)
+		return v.c.classify(op, status, body)
 	})
 	return err
 }
@@ -185,34 +172,28 @@ func (v *ClientV2) Connect(ctx context.Context, dir, name string) error {
 // the server kinds unknown. Remote headers and local environments are
 // never decoded (they may hold secrets).
 func (v *ClientV2) MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error) {
-	body, _, err := v.getCap(ctx, CapConfig, locQuery(dir))
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := ParseConfigV2(body)
-	if err != nil {
-		return nil, v.c.unexpected(opConfigV2, err)
-	}
-	return cfg, nil
+	var cfg map[string]MCPEntry
+	_, err := v.getCap(ctx, CapConfig, locQuery(dir), func(body []byte) (err error) {
+		cfg, err = ParseConfigV2(body)
+		return err
+	})
+	return cfg, err
 }
 
 // Info reads the server's version and pid (GET /api/info). It boots no
 // location.
 func (v *ClientV2) Info(ctx context.Context) (Info, error) {
-	body, _, err := v.getCap(ctx, CapVersion, "")
-	if err != nil {
-		return Info{}, err
-	}
-	info, err := ParseInfo(body)
-	if err != nil {
-		return Info{}, v.c.unexpected(opInfoV2, err)
-	}
-	return info, nil
+	var info Info
+	_, err := v.getCap(ctx, CapVersion, "", func(body []byte) (err error) {
+		info, err = ParseInfo(body)
+		return err
+	})
+	return info, err
 }
 
 // Doc reads GET /openapi.json, the server's OpenAPI description.
 func (v *ClientV2) Doc(ctx context.Context) ([]byte, error) {
-	return v.get(ctx, opDocV2, "/openapi.json", "")
+	return v.c.do(ctx, v.c.http, v.c.timeout, opDocV2, "GET", "/openapi.json", "", nil)
 }
 
 // LocationListed reports whether dir is among the booted locations locs,
@@ -226,16 +207,12 @@ func LocationListed(locs []string, dir string) bool {
 // booting any (GET /api/debug/location). known is false when the server
 // has no such list.
 func (v *ClientV2) BootedLocations(ctx context.Context) (dirs []string, known bool, err error) {
-	body, gone, err := v.getCap(ctx, CapLocations, "")
+	gone, err := v.getCap(ctx, CapLocations, "", func(body []byte) (err error) {
+		dirs, err = ParseLocationsV2(body)
+		return err
+	})
 	if gone {
 		return nil, false, nil
 	}
-	if err != nil {
-		return nil, true, err
-	}
-	dirs, err = ParseLocationsV2(body)
-	if err != nil {
-		return nil, true, v.c.unexpected("GET "+routeLocations, err)
-	}
-	return dirs, true, nil
+	return dirs, true, err
 }

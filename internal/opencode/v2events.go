@@ -168,11 +168,6 @@ func (s *sessionDirs) forget() {
 	clear(s.byID)
 }
 
-// parseEvent is the parser of this client's event stream: parseEventV2
-// with the directories of the sessions seen on it (the memory is the
-// process's: it lasts across re-subscribes, each a detection of its own).
-func (v *ClientV2) parseEvent(data []byte) (Event, error) { return v.sessions.parse(data) }
-
 // ParseEventV2Head reads what it can of the start of a 2.x event too large
 // to keep (the stream hands over its head): OpenCode puts the type and the
 // location before the data, so an activity event still tells where a

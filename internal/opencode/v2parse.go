@@ -167,8 +167,6 @@ type Info struct {
 	Version string
 	// PID is the server's process id (0 when the route reports none).
 	PID int
-	// URLs are the addresses the server listens on.
-	URLs []string
 }
 
 // ParseInfo decodes the body of GET /api/info. It requires a non-empty
@@ -177,7 +175,6 @@ func ParseInfo(body []byte) (Info, error) {
 	var raw struct {
 		Version *string         `json:"version"`
 		PID     json.RawMessage `json:"pid"`
-		URLs    []string        `json:"urls"`
 	}
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return Info{}, fmt.Errorf("info is not a JSON object: %w", err)
@@ -189,7 +186,7 @@ func ParseInfo(body []byte) (Info, error) {
 	if err := json.Unmarshal(raw.PID, &pid); err != nil || pid <= 0 || int64(int(pid)) != pid {
 		return Info{}, errors.New("info has no integer \"pid\"")
 	}
-	return Info{Version: *raw.Version, PID: int(pid), URLs: raw.URLs}, nil
+	return Info{Version: *raw.Version, PID: int(pid)}, nil
 }
 
 // ParseLocationsV2 decodes GET /api/debug/location: an array of

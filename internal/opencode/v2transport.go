@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -52,12 +51,6 @@ func errorTag(body []byte) string {
 // background service's generated password.
 const hintV2 = "OpenCode 2 takes the password from OPENCODE_PASSWORD, else OPENCODE_SERVER_PASSWORD, else its service.json: run mcp-reconnect without --url and --password to follow the background service, or set --password"
 
-// classify sorts a 2.x answer into nil (2xx) or an *Error, with the 2.x
-// fix for a refused password.
-func (v *ClientV2) classify(op string, status int, body []byte) error {
-	return v.c.classify(op, status, body, hintV2)
-}
-
 // retry is the backoff of something that failed: how often in a row, and
 // when to try it again.
 type retry struct {
@@ -94,7 +87,7 @@ func (v *ClientV2) Capabilities() []Capability {
 	now := time.Now()
 	out := make([]Capability, 0, len(routesV2))
 	for _, r := range routesV2 {
-		c := Capability{Name: r.name, Route: r.method + " " + r.path, Without: withoutCap[r.name]}
+		c := Capability{Name: r.name, Route: r.route, Without: r.without}
 		if m := v.missing[c.Route]; m != nil && now.Before(m.again) {
 			c.Missing = fmt.Sprintf("%s answered 404 (no such route; asked again in %s)", c.Route, m.again.Sub(now).Round(time.Millisecond))
 		}
@@ -109,9 +102,8 @@ func (v *ClientV2) Capabilities() []Capability {
 // daemon runs without, when the route answered as missing (routeMissing)
 // now or within its backoff step.
 func (v *ClientV2) call(ctx context.Context, capName string, hc *http.Client, timeout time.Duration, arg, query string, classify func(op string, status int, body []byte) error) (body []byte, gone bool, err error) {
-	i := slices.IndexFunc(routesV2, func(r struct{ name, method, path string }) bool { return r.name == capName })
-	method, p := routesV2[i].method, routesV2[i].path
-	op := method + " " + p
+	op, without := routeV2(capName)
+	method, p, _ := strings.Cut(op, " ")
 	v.mu.Lock()
 	m := v.missing[op]
 	waiting := m != nil && time.Now().Before(m.again)
@@ -133,7 +125,7 @@ func (v *ClientV2) call(ctx context.Context, capName string, hc *http.Client, ti
 		}
 		v.drop(capName, op, status)
 	}
-	return nil, true, &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no such route (it answered 404 or 405; asked again with backoff): " + withoutCap[capName], kind: ErrUnavailable}
+	return nil, true, &Error{Op: op, URL: v.URL(), Detail: "this OpenCode 2 has no such route (it answered 404 or 405; asked again with backoff): " + without, kind: ErrUnavailable}
 }
 
 // drop leaves a route that answered as missing alone for its next backoff
@@ -146,28 +138,23 @@ func (v *ClientV2) drop(capName, route string, status int) {
 		v.missing[route] = r
 	}
 	in := r.fail(time.Now(), 0)
-	first, log := r.n == 1, v.log
+	first := r.n == 1
 	v.mu.Unlock()
 	if first {
-		log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", route, "status", status, "retry_in", in.Round(time.Millisecond))
+		v.log.Warn("OpenCode 2 route does not exist; asked again with backoff", "url", v.URL(), "capability", capName, "route", route, "status", status, "retry_in", in.Round(time.Millisecond))
 	}
 }
 
-// get is a GET of a 2.x JSON route outside the capabilities; it returns
-// the 2xx body.
-func (v *ClientV2) get(ctx context.Context, op, escPath, query string) ([]byte, error) {
-	status, body, err := v.c.send(ctx, v.c.http, v.c.timeout, op, "GET", escPath, query, nil)
-	if err != nil {
-		return nil, err
+// getCap is a GET of a capability's route, whose 2xx body parse reads
+// (what it cannot read is an unexpected answer). gone is true when the
+// server has no such route (now or since an earlier 404).
+func (v *ClientV2) getCap(ctx context.Context, name, query string, parse func([]byte) error) (gone bool, err error) {
+	body, gone, err := v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.c.classify)
+	if err == nil {
+		if err = parse(body); err != nil {
+			op, _ := routeV2(name)
+			err = v.c.unexpected(op, err)
+		}
 	}
-	if err := v.classify(op, status, body); err != nil {
-		return nil, err
-	}
-	return body, nil
-}
-
-// getCap is a GET of a capability's route. gone is true when the server
-// has no such route (now or since an earlier 404).
-func (v *ClientV2) getCap(ctx context.Context, name, query string) (body []byte, gone bool, err error) {
-	return v.call(ctx, name, v.c.http, v.c.timeout, "", query, v.classify)
+	return gone, err
 }
