@@ -181,8 +181,8 @@ type connectedOC struct {
 	cmd      []string
 }
 
-func (o *connectedOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
-	return map[string]opencode.ServerStatus{"s": {Status: opencode.StatusConnected}}, nil
+func (o *connectedOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
+	return map[string]opencode.MCPServerStatus{"s": {Status: opencode.StatusConnected}}, nil
 }
 
 func (o *connectedOC) Connect(context.Context, string, string) error {
@@ -270,10 +270,10 @@ func (o *respawningOC) setChild(pid int) {
 	}
 }
 
-func (o *respawningOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+func (o *respawningOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return map[string]opencode.ServerStatus{"s": {Status: o.status}}, nil
+	return map[string]opencode.MCPServerStatus{"s": {Status: o.status}}, nil
 }
 
 func (o *respawningOC) Connect(ctx context.Context, _, _ string) error {

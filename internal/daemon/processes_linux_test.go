@@ -97,8 +97,8 @@ type shellOC struct {
 	spawnedPID []int
 }
 
-func (o *shellOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
-	return map[string]opencode.ServerStatus{"s": {Status: opencode.StatusConnected}}, nil
+func (o *shellOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
+	return map[string]opencode.MCPServerStatus{"s": {Status: opencode.StatusConnected}}, nil
 }
 
 func (o *shellOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEntry, error) {

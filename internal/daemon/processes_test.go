@@ -107,8 +107,8 @@ type spawningOC struct {
 	err      error
 }
 
-func (o *spawningOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
-	return map[string]opencode.ServerStatus{"s": {Status: opencode.StatusConnected}}, nil
+func (o *spawningOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
+	return map[string]opencode.MCPServerStatus{"s": {Status: opencode.StatusConnected}}, nil
 }
 
 func (o *spawningOC) MCPConfig(context.Context, string) (map[string]opencode.MCPEntry, error) {
@@ -320,10 +320,10 @@ func writeProcTree(t *testing.T, root string, procs []fakeProc) {
 // directory has the same perDir local servers, all connected.
 type alikeOC struct{ perDir int }
 
-func (o alikeOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
-	out := map[string]opencode.ServerStatus{}
+func (o alikeOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
+	out := map[string]opencode.MCPServerStatus{}
 	for s := range o.perDir {
-		out["s"+strconv.Itoa(s)] = opencode.ServerStatus{Status: opencode.StatusConnected}
+		out["s"+strconv.Itoa(s)] = opencode.MCPServerStatus{Status: opencode.StatusConnected}
 	}
 	return out, nil
 }

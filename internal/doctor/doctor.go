@@ -406,7 +406,7 @@ func streamCheck(ctx context.Context, c client, route string) Check {
 // client is what doctor needs of either generation's client.
 type client interface {
 	URL() string
-	MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error)
+	MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error)
 	FirstEvent(ctx context.Context, wait time.Duration) (string, error)
 	Doc(ctx context.Context) ([]byte, error)
 }

@@ -190,7 +190,7 @@ func TestWriteEscapesControlCharacters(t *testing.T) {
 type urlOnly string
 
 func (u urlOnly) URL() string { return string(u) }
-func (urlOnly) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+func (urlOnly) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
 	return nil, nil
 }
 func (urlOnly) FirstEvent(context.Context, time.Duration) (string, error) { return "", nil }

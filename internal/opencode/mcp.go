@@ -50,8 +50,8 @@ func UserHint(status, name string) string {
 	return ""
 }
 
-// ServerStatus is one MCP server's state as GET /mcp reports it.
-type ServerStatus struct {
+// MCPServerStatus is one MCP server's state as GET /mcp reports it.
+type MCPServerStatus struct {
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
 	// IntegrationID (2.x) is set on remote servers only: OpenCode ties
@@ -70,7 +70,7 @@ func dirQuery(dir string) string { return "directory=" + url.QueryEscape(dir) }
 // MCPStatus reads GET /mcp for dir. Reading it creates dir's instance and
 // starts its MCP servers if they are not running: call it only for
 // directories in use.
-func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
+func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]MCPServerStatus, error) {
 	raw, err := c.do(ctx, c.http, c.timeout, "GET /mcp", "GET", "/mcp", dirQuery(dir), nil)
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (c *Client) MCPStatus(ctx context.Context, dir string) (map[string]ServerSt
 // are shared (intern) rather than copied each time. Keys match as
 // encoding/json matches a struct's fields (case folded); of a repeated
 // key the last counts.
-func ParseStatus(body []byte) (map[string]ServerStatus, error) {
+func ParseStatus(body []byte) (map[string]MCPServerStatus, error) {
 	if !json.Valid(body) {
 		var v any
 		err := json.Unmarshal(body, &v) // for its words: where the text breaks
@@ -108,7 +108,7 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 		return nil, fmt.Errorf("status is not a JSON object of server states: %s", snippet(body))
 	}
 	s.open()
-	out := make(map[string]ServerStatus, 16)
+	out := make(map[string]MCPServerStatus, 16)
 	// missing are the servers whose last entry has no string status (a
 	// repeated key counts by its last entry, as encoding/json counts it).
 	var missing map[string]bool
@@ -134,7 +134,7 @@ func ParseStatus(body []byte) (map[string]ServerStatus, error) {
 			return nil, fmt.Errorf("status is not a JSON object of server states: server %q is %s", name, snippet(s.skip()))
 		}
 		s.open()
-		var st ServerStatus
+		var st MCPServerStatus
 		hasStatus := false
 		for inner := true; ; {
 			k, ok := s.member(&inner)

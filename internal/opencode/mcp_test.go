@@ -83,7 +83,7 @@ func TestStatusReadAllocatesOnlyItsMap(t *testing.T) {
 
 // referenceStatus is ParseStatus as encoding/json decodes it, to check
 // the scanner against.
-func referenceStatus(b []byte) (map[string]opencode.ServerStatus, bool) {
+func referenceStatus(b []byte) (map[string]opencode.MCPServerStatus, bool) {
 	var m map[string]*struct {
 		Status *string         `json:"status"`
 		Error  json.RawMessage `json:"error"`
@@ -91,12 +91,12 @@ func referenceStatus(b []byte) (map[string]opencode.ServerStatus, bool) {
 	if json.Unmarshal(b, &m) != nil || m == nil {
 		return nil, false
 	}
-	out := map[string]opencode.ServerStatus{}
+	out := map[string]opencode.MCPServerStatus{}
 	for name, v := range m {
 		if v == nil || v.Status == nil {
 			return nil, false
 		}
-		st := opencode.ServerStatus{Status: *v.Status}
+		st := opencode.MCPServerStatus{Status: *v.Status}
 		if len(v.Error) > 0 && string(v.Error) != "null" {
 			if json.Unmarshal(v.Error, &st.Error) != nil {
 				st.Error = string(v.Error)

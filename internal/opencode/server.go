@@ -270,7 +270,7 @@ func (s *Server) Detect(ctx context.Context) (Generation, string, error) {
 
 // api is what both generations' clients offer the engine.
 type api interface {
-	MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error)
+	MCPStatus(ctx context.Context, dir string) (map[string]MCPServerStatus, error)
 	Connect(ctx context.Context, dir, name string) error
 	MCPConfig(ctx context.Context, dir string) (map[string]MCPEntry, error)
 	feed() feed
@@ -309,8 +309,8 @@ func call[T any](s *Server, ctx context.Context, f func(api) (T, error)) (T, err
 
 // MCPStatus reads the MCP status of dir (which boots dir's instance and
 // starts its MCP servers: call it only for directories in use).
-func (s *Server) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	return call(s, ctx, func(c api) (map[string]ServerStatus, error) { return c.MCPStatus(ctx, dir) })
+func (s *Server) MCPStatus(ctx context.Context, dir string) (map[string]MCPServerStatus, error) {
+	return call(s, ctx, func(c api) (map[string]MCPServerStatus, error) { return c.MCPStatus(ctx, dir) })
 }
 
 // Connect asks OpenCode to connect one MCP server in dir.

@@ -87,7 +87,7 @@ const maxRemembered = 4096
 // later, unless the directory's previous answer was empty too: right after
 // a boot the list may not be final, and a directory that really has no
 // server costs one read per check, not two.
-func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
+func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]MCPServerStatus, error) {
 	st, err := v.readStatus(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -121,8 +121,8 @@ func (v *ClientV2) MCPStatus(ctx context.Context, dir string) (map[string]Server
 	return st, nil
 }
 
-func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]ServerStatus, error) {
-	var st map[string]ServerStatus
+func (v *ClientV2) readStatus(ctx context.Context, dir string) (map[string]MCPServerStatus, error) {
+	var st map[string]MCPServerStatus
 	_, err := v.getCap(ctx, CapStatus, locQuery(dir), func(body []byte) error {
 		loc, s, err := ParseStatusV2(body)
 		// A server that did not understand location[directory] answers

@@ -34,7 +34,7 @@ func TestParseStatusV2(t *testing.T) {
 	if err != nil || loc != "/Users/me/p" {
 		t.Fatalf("facts example: location %q, err %v", loc, err)
 	}
-	want := map[string]opencode.ServerStatus{"docs": {Status: "connected"}, "gh": {Status: "failed", Error: "Connection closed"}, "lin": {Status: "needs_auth", IntegrationID: "mcp_3f2a9c0d1e2b4a5f"}}
+	want := map[string]opencode.MCPServerStatus{"docs": {Status: "connected"}, "gh": {Status: "failed", Error: "Connection closed"}, "lin": {Status: "needs_auth", IntegrationID: "mcp_3f2a9c0d1e2b4a5f"}}
 	if len(st) != len(want) {
 		t.Fatalf("servers = %v, want %v", st, want)
 	}
@@ -169,7 +169,7 @@ func TestClientV2AgainstFake(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		synctest.Wait() // the outcomes settle at that very instant
 		st, _ = c.MCPStatus(ctx, "/p")
-		if st["ok"].Status != "connected" || st["bad"] != (opencode.ServerStatus{Status: "failed", Error: "Connection refused"}) {
+		if st["ok"].Status != "connected" || st["bad"] != (opencode.MCPServerStatus{Status: "failed", Error: "Connection refused"}) {
 			t.Fatalf("after the pending time: %+v", st)
 		}
 

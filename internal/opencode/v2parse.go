@@ -19,7 +19,7 @@ import (
 // the servers. Anything but that shape is an error: an answer that cannot
 // be understood must never read as "no servers". An integrationID that is
 // not a string is ignored.
-func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatus, err error) {
+func ParseStatusV2(body []byte) (location string, servers map[string]MCPServerStatus, err error) {
 	var raw struct {
 		Location *struct {
 			Directory json.RawMessage `json:"directory"`
@@ -42,7 +42,7 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 	if raw.Location != nil && len(raw.Location.Directory) > 0 && json.Unmarshal(raw.Location.Directory, &location) != nil {
 		return "", nil, errors.New("status location.directory is not a string")
 	}
-	out := make(map[string]ServerStatus, len(*raw.Data))
+	out := make(map[string]MCPServerStatus, len(*raw.Data))
 	for i, item := range *raw.Data {
 		if item == nil || item.Name == nil {
 			return "", nil, fmt.Errorf("status entry %d has no string \"name\"", i)
@@ -50,7 +50,7 @@ func ParseStatusV2(body []byte) (location string, servers map[string]ServerStatu
 		if item.Status == nil || item.Status.Status == nil {
 			return "", nil, fmt.Errorf("status of server %q has no string \"status.status\"", *item.Name)
 		}
-		st := ServerStatus{Status: *item.Status.Status}
+		st := MCPServerStatus{Status: *item.Status.Status}
 		if e := item.Status.Error; len(e) > 0 && string(e) != "null" && json.Unmarshal(e, &st.Error) != nil {
 			st.Error = string(e) // not a string: keep it readable
 		}

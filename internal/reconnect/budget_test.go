@@ -360,7 +360,7 @@ func TestSlotWaitOfProbeAttemptDoesNotReconnectConnectedServer(t *testing.T) {
 
 	// The slot's read shows it connected.
 	e.mu.Lock()
-	connects, _ := e.reconcile(d, map[string]opencode.ServerStatus{"r": {Status: opencode.StatusConnected}}, now.Add(time.Second))
+	connects, _ := e.reconcile(d, map[string]opencode.MCPServerStatus{"r": {Status: opencode.StatusConnected}}, now.Add(time.Second))
 	e.mu.Unlock()
 	if len(connects) != 0 {
 		t.Errorf("a read showing %q connected decided connects %v: a probe's slot wait became a restart repair", "r", connects)
@@ -506,7 +506,7 @@ type refusingOC struct {
 	told   atomic.Bool
 }
 
-func (o *refusingOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (o *refusingOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	if o.refuse.Load() {
 		err := fmt.Errorf("dial tcp 127.0.0.1:4096: connect: connection refused: %w", opencode.ErrRefused)
 		if o.gone != nil && !o.told.Swap(true) {
@@ -824,7 +824,7 @@ type slowReads struct {
 	read map[string]time.Duration // status read duration by directory
 }
 
-func (o *slowReads) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (o *slowReads) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	o.mu.Lock()
 	d := o.read[dir]
 	o.mu.Unlock()

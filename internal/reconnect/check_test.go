@@ -14,23 +14,23 @@ import (
 // steadyOC answers every read with the same ten servers, nine connected
 // and one disabled, without allocating: what the engine itself costs.
 type steadyOC struct {
-	status map[string]opencode.ServerStatus
+	status map[string]opencode.MCPServerStatus
 	config map[string]opencode.MCPEntry
 }
 
 func newSteadyOC() *steadyOC {
-	o := &steadyOC{status: map[string]opencode.ServerStatus{}, config: map[string]opencode.MCPEntry{}}
+	o := &steadyOC{status: map[string]opencode.MCPServerStatus{}, config: map[string]opencode.MCPEntry{}}
 	for i := range 9 {
 		name := fmt.Sprintf("s%d", i)
-		o.status[name] = opencode.ServerStatus{Status: opencode.StatusConnected}
+		o.status[name] = opencode.MCPServerStatus{Status: opencode.StatusConnected}
 		o.config[name] = opencode.MCPEntry{Type: "local", Command: []string{"node", name + ".js"}}
 	}
-	o.status["off"] = opencode.ServerStatus{Status: opencode.StatusDisabled}
+	o.status["off"] = opencode.MCPServerStatus{Status: opencode.StatusDisabled}
 	o.config["off"] = opencode.MCPEntry{Type: "remote", URL: "http://127.0.0.1:1/mcp"}
 	return o
 }
 
-func (o *steadyOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+func (o *steadyOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
 	return o.status, nil
 }
 func (o *steadyOC) Connect(context.Context, string, string) error { return nil }

@@ -35,7 +35,7 @@ import (
 // OpenCode is what the engine needs from an OpenCode server, whatever its
 // generation.
 type OpenCode interface {
-	MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error)
+	MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error)
 	Connect(ctx context.Context, dir, name string) error
 	MCPConfig(ctx context.Context, dir string) (map[string]opencode.MCPEntry, error)
 }

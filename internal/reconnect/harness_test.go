@@ -530,7 +530,7 @@ func noConfigRoute(fake fakeOC) bool {
 // recorded with its (fake) time.
 type ocStub struct {
 	mu       sync.Mutex
-	status   map[string]map[string]opencode.ServerStatus
+	status   map[string]map[string]opencode.MCPServerStatus
 	config   map[string]opencode.MCPEntry
 	delay    map[string]time.Duration // connect duration by server name
 	after    map[string]string        // status a connect leaves, by server name
@@ -546,7 +546,7 @@ type stubCall struct {
 }
 
 func newStub() *ocStub {
-	return &ocStub{status: map[string]map[string]opencode.ServerStatus{}, config: map[string]opencode.MCPEntry{},
+	return &ocStub{status: map[string]map[string]opencode.MCPServerStatus{}, config: map[string]opencode.MCPEntry{},
 		delay: map[string]time.Duration{}, after: map[string]string{}}
 }
 
@@ -554,19 +554,19 @@ func (o *ocStub) set(dir, name, status string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.status[dir] == nil {
-		o.status[dir] = map[string]opencode.ServerStatus{}
+		o.status[dir] = map[string]opencode.MCPServerStatus{}
 	}
-	o.status[dir][name] = opencode.ServerStatus{Status: status}
+	o.status[dir][name] = opencode.MCPServerStatus{Status: status}
 }
 
-func (o *ocStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (o *ocStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls = append(o.calls, stubCall{time.Now(), "status", dir, ""})
 	if o.readErr != nil {
 		return nil, o.readErr
 	}
-	out := map[string]opencode.ServerStatus{}
+	out := map[string]opencode.MCPServerStatus{}
 	for k, v := range o.status[dir] {
 		out[k] = v
 	}
@@ -592,7 +592,7 @@ func (o *ocStub) Connect(ctx context.Context, dir, name string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if st, ok := o.after[name]; ok && o.status[dir] != nil {
-		o.status[dir][name] = opencode.ServerStatus{Status: st}
+		o.status[dir][name] = opencode.MCPServerStatus{Status: st}
 	}
 	return nil
 }

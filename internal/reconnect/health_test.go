@@ -140,7 +140,7 @@ func g1() generation { return generations[0] }
 // whatever its context says: a loop stuck in a call.
 type stuckOC struct{ release chan struct{} }
 
-func (s *stuckOC) MCPStatus(context.Context, string) (map[string]opencode.ServerStatus, error) {
+func (s *stuckOC) MCPStatus(context.Context, string) (map[string]opencode.MCPServerStatus, error) {
 	<-s.release
 	return nil, errors.New("released")
 }
@@ -316,7 +316,7 @@ func (o *slowOC) MCPConfig(ctx context.Context, dir string) (map[string]opencode
 	return o.listingStub.MCPConfig(ctx, dir)
 }
 
-func (o *slowOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (o *slowOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	o.pause(ctx)
 	return o.listingStub.MCPStatus(ctx, dir)
 }

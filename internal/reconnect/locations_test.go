@@ -32,7 +32,7 @@ func (l *listingStub) BootedLocations(context.Context) ([]string, bool, error) {
 	return slices.Clone(l.booted), true, nil
 }
 
-func (l *listingStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (l *listingStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	l.mu.Lock()
 	if !slices.Contains(l.booted, dir) {
 		l.booted = append(l.booted, dir) // reading boots it

@@ -158,7 +158,7 @@ func (e *Engine) SetProcessView(pv ProcessView) {
 // child that the read shows connected now have a successor: the evidence
 // of their dead child is void. It reads the process table, so it runs
 // without Engine.mu.
-func (e *Engine) successors(d *dir, st map[string]opencode.ServerStatus) {
+func (e *Engine) successors(d *dir, st map[string]opencode.MCPServerStatus) {
 	e.mu.Lock()
 	pv := e.procs
 	type dead struct {

@@ -123,7 +123,7 @@ type slowStub struct {
 	delay time.Duration
 }
 
-func (s *slowStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (s *slowStub) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	t := time.NewTimer(s.delay)
 	defer t.Stop()
 	select {

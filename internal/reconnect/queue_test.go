@@ -96,7 +96,7 @@ type prefixSlowOC struct {
 	delay time.Duration
 }
 
-func (o *prefixSlowOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.ServerStatus, error) {
+func (o *prefixSlowOC) MCPStatus(ctx context.Context, dir string) (map[string]opencode.MCPServerStatus, error) {
 	if strings.HasPrefix(dir, o.slow) {
 		t := time.NewTimer(o.delay)
 		defer t.Stop()

@@ -29,7 +29,7 @@ type attempt struct {
 // the events to publish, and (in d.next) when to look again; a server
 // the config did not list makes the next check learn the kinds again.
 // Caller holds Engine.mu.
-func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time.Time) (connects []attempt, evs []Event) {
+func (e *Engine) reconcile(d *dir, st map[string]opencode.MCPServerStatus, now time.Time) (connects []attempt, evs []Event) {
 	e.forgetUnlisted(d, st)
 	next := e.idleAt(now)
 	// In name order (the random draws come in it), sorted in the
@@ -67,7 +67,7 @@ func (e *Engine) reconcile(d *dir, st map[string]opencode.ServerStatus, now time
 // remembered of the server before it.
 type read struct {
 	name string
-	cur  opencode.ServerStatus
+	cur  opencode.MCPServerStatus
 	s    *server
 	// prev is the status the read before showed ("" for a server new to
 	// this directory).
@@ -90,7 +90,7 @@ type outcome struct {
 // forgetUnlisted forgets every server the read no longer lists: it is no
 // longer configured, and starts afresh if it comes back. Caller holds
 // Engine.mu.
-func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
+func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.MCPServerStatus) {
 	for name, s := range d.servers {
 		if _, ok := st[name]; !ok {
 			s.endWatch()
@@ -112,7 +112,7 @@ func (e *Engine) forgetUnlisted(d *dir, st map[string]opencode.ServerStatus) {
 // the read answers (the triggers and a wait for a slot, which this read
 // decides afresh; a pending run; the attempt it confirms). Caller holds
 // Engine.mu.
-func (d *dir) observe(name string, cur opencode.ServerStatus) read {
+func (d *dir) observe(name string, cur opencode.MCPServerStatus) read {
 	s := d.servers[name]
 	if s == nil {
 		s = &server{}
