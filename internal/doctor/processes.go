@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/private"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
+	"github.com/tailscale/hujson"
 )
 
 // The process checks find, on this machine and for this user, MCP
@@ -81,7 +81,8 @@ func configServers(b []byte) map[string]opencode.MCPEntry {
 	var top struct {
 		MCP map[string]json.RawMessage `json:"mcp"`
 	}
-	if json.Unmarshal(standardJSON(b), &top) != nil {
+	b, err := hujson.Standardize(b)
+	if err != nil || json.Unmarshal(b, &top) != nil {
 		return nil
 	}
 	servers := top.MCP
@@ -94,52 +95,6 @@ func configServers(b []byte) map[string]opencode.MCPEntry {
 	out := map[string]opencode.MCPEntry{}
 	for name, raw := range servers {
 		out[name] = opencode.ParseConfigEntry(raw)
-	}
-	return out
-}
-
-// standardJSON turns JSONC into JSON: comments become spaces and a comma
-// before a closing bracket goes. Strings are copied as they are.
-func standardJSON(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	comma := -1 // where the last comma outside a string went, while only space follows it
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case c == '"':
-			j := i + 1
-			for j < len(b) && b[j] != '"' {
-				if b[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			j = min(j, len(b)-1)
-			out, comma = append(out, b[i:j+1]...), -1
-			i = j
-			continue
-		case c == '/' && i+1 < len(b) && b[i+1] == '/':
-			for i < len(b) && b[i] != '\n' {
-				i++
-			}
-			c = ' '
-		case c == '/' && i+1 < len(b) && b[i+1] == '*':
-			end := bytes.Index(b[i+2:], []byte("*/"))
-			if end < 0 {
-				return out // an open comment: not JSONC
-			}
-			i += end + 3
-			c = ' '
-		case (c == '}' || c == ']') && comma >= 0:
-			out[comma] = ' '
-		}
-		switch {
-		case c == ',':
-			comma = len(out)
-		case c != ' ' && c != '\t' && c != '\n' && c != '\r':
-			comma = -1
-		}
-		out = append(out, c)
 	}
 	return out
 }

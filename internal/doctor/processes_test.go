@@ -3,7 +3,6 @@ package doctor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/opencode"
 	"github.com/mcp-reconnect/mcp-reconnect/internal/procview"
@@ -165,17 +164,13 @@ func TestDirConfigReadsTheDirectorysOwnFiles(t *testing.T) {
 	}
 }
 
-// standardJSON leaves JSON as it is, and never panics on anything else.
-func FuzzStandardJSON(f *testing.F) {
+// configServers never panics on anything, JSON with comments or not.
+func FuzzConfigServers(f *testing.F) {
 	f.Add([]byte(`{"mcp":{"servers":{"a":{"type":"remote","url":"http://x",},},},}`))
 	f.Add([]byte("// c\n{/* x */\"mcp\":{\"servers\":{\"type\":\"local\"}}}"))
 	f.Add([]byte(`{"a":"/* not a comment */ // nor this \" , }"}`))
 	f.Add([]byte(`"unterminated \`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out := standardJSON(b)
-		if json.Valid(b) && !bytes.Equal(out, b) {
-			t.Fatalf("JSON %q became %q", b, out)
-		}
 		_ = configServers(b)
 	})
 }
