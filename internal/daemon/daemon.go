@@ -351,17 +351,20 @@ func (w *watched) detect(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// PhysicalDirs makes every directory its PhysicalDir.
+// PhysicalDirs makes every directory its PhysicalDir: those it could,
+// and an error naming each it could not.
 func PhysicalDirs(dirs []string) ([]string, error) {
 	out := make([]string, 0, len(dirs))
+	var errs []error
 	for _, d := range dirs {
 		p, err := PhysicalDir(d)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // PhysicalDir is the directory a TUI started in d would name: absolute,

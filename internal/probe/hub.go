@@ -149,6 +149,7 @@ func (h *Hub) run(ctx context.Context, rawURL string, sh *shared) {
 // failure, not at the eased-off pace of another's older one).
 func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared) {
 	since, wasUp := time.Now(), false
+	next := since.Add(Interval(0)) // the next probe
 	timer := time.NewTimer(Interval(0))
 	defer timer.Stop()
 	for {
@@ -156,12 +157,18 @@ func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared) {
 		case <-ctx.Done():
 			return
 		case <-sh.joined:
+			// Sooner, never later: subscribers joining every second do not
+			// hold the probe off.
 			since = time.Now()
-			timer.Reset(Interval(0))
+			if soon := since.Add(Interval(0)); soon.Before(next) {
+				next = soon
+				timer.Reset(Interval(0))
+			}
 			continue
 		case <-timer.C:
 		}
 		if !h.p.limit.Allow() {
+			next = time.Now().Add(Interval(0) / 4)
 			timer.Reset(Interval(0) / 4)
 			continue
 		}
@@ -177,7 +184,8 @@ func (h *Hub) reach(ctx context.Context, rawURL string, sh *shared) {
 			since = now
 		}
 		wasUp = up
-		timer.Reset(Interval(now.Sub(since)))
+		next = now.Add(Interval(now.Sub(since)))
+		timer.Reset(next.Sub(now))
 		var told []*sub
 		h.mu.Lock()
 		for s := range sh.subs {

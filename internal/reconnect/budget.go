@@ -114,6 +114,7 @@ func (s *Share) Waiting(kinds uint8) {
 	b := s.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	left := false
 	for i, kind := range [2]uint8{slotLocal, slotRemote} {
 		in := slices.Contains(b.line[i], s)
 		switch {
@@ -121,6 +122,15 @@ func (s *Share) Waiting(kinds uint8) {
 			b.line[i] = append(b.line[i], s)
 		case kinds&kind == 0 && in:
 			b.line[i] = slices.DeleteFunc(b.line[i], func(w *Share) bool { return w == s })
+			left = true
+		}
+	}
+	if left { // the next engine in line may take a slot now: as a release
+		for sh := range b.shares {
+			select {
+			case sh.freed <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -934,3 +934,50 @@ func TestSlotReleasedToAWaitingDirectoryOfAnotherServerIsNotTakenByALaterOne(t *
 		}
 	})
 }
+
+// A directory disarmed while it waits in the line for a slot leaves the
+// budget's line with it: another server's directory that waits behind it
+// gets the next released slot, not its idle re-check.
+func TestDirectoryDisarmedInTheSlotLineLeavesItToTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		cfg := noJitter()
+		cfg.MaxConcurrent = 1
+		budget := NewBudget(cfg.MaxConcurrent)
+		a, b := newStub(), newStub()
+		a.config["a"] = opencode.MCPEntry{Type: "local"}
+		a.after["a"] = "connected"
+		a.set("/a", "a", "failed")
+		for _, n := range []string{"x", "y"} {
+			b.config[n] = opencode.MCPEntry{Type: "local"}
+			b.after[n] = "connected"
+		}
+		b.set("/x", "x", "failed")
+		b.delay["x"] = 10 * time.Second // holds the daemon's only local slot from 1 s to 11 s
+		b.set("/y", "y", "failed")
+		ea, err := New(cfg, a, Options{Budget: budget, URL: "http://a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := New(cfg, b, Options{Budget: budget, URL: "http://b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopA, stopB := runEngine(ea), runEngine(eb)
+		defer stopB()
+		defer stopA()
+		synctest.Wait()
+		_ = eb.Arm("/x", ArmedByFlag)
+		time.Sleep(500 * time.Millisecond)
+		_ = ea.Arm("/a", ArmedByFlag) // waits for a slot from 1.5 s: server A heads the line
+		time.Sleep(500 * time.Millisecond)
+		_ = eb.Arm("/y", ArmedByFlag) // waits behind it from 2 s
+		time.Sleep(3 * time.Second)
+		ea.Disarm("/a", "test")
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		if got := b.connectTimes("/y", "y", start); len(got) == 0 || got[0] > 12*time.Second {
+			t.Fatalf("/y, waiting behind a disarmed directory of another server, connected at %v; want at the release at 11 s", got)
+		}
+	})
+}

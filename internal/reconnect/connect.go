@@ -98,7 +98,16 @@ func (e *Engine) othersWait(d *dir, kind uint8) bool {
 	if kind == slotLocal && e.woken[0] > 0 || kind == slotRemote && e.woken[1] > 0 {
 		return true // d is not woken (its caller's condition): another is
 	}
-	return slices.ContainsFunc(e.slotLine, func(w *dir) bool { return w != d && w.slotKinds&kind != 0 })
+	return slices.ContainsFunc(e.slotLine, func(w *dir) bool { return w != d && e.inLine(w)&kind != 0 })
+}
+
+// inLine is the kinds of slot w waits for in slotLine: none once it was
+// disarmed (its context ended). Caller holds Engine.mu.
+func (e *Engine) inLine(w *dir) uint8 {
+	if e.dirs[w.path] != w || w.ctx.Err() != nil {
+		return 0
+	}
+	return w.slotKinds
 }
 
 // slotFreed wakes the first directory in slotLine that waits for a kind
@@ -117,10 +126,10 @@ func (e *Engine) slotFreed() {
 	woken := free == 0
 	e.slotLine = slices.DeleteFunc(e.slotLine, func(d *dir) bool {
 		switch {
-		case d.slotKinds == 0 || e.dirs[d.path] != d:
+		case e.inLine(d) == 0:
 			return true // no longer waiting
-		case woken || d.slotKinds&free == 0:
-			return false
+		case woken || d.slotWoken != 0 || d.slotKinds&free == 0:
+			return false // a woken one's turn is not over: it keeps its place
 		}
 		woken = true
 		d.slotKinds, d.slotWoken = 0, d.slotKinds
@@ -140,9 +149,7 @@ func (e *Engine) slotFreed() {
 func (e *Engine) tellWaiting() {
 	var kinds uint8
 	for _, d := range e.slotLine {
-		if e.dirs[d.path] == d {
-			kinds |= d.slotKinds
-		}
+		kinds |= e.inLine(d)
 	}
 	if e.woken[0] > 0 {
 		kinds |= slotLocal

@@ -195,7 +195,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for _, d := range e.dirs {
 		e.stopLocked(d)
 	}
-	e.dirs, e.slotLine = map[string]*dir{}, nil
+	e.dirs, e.slotLine, e.woken = map[string]*dir{}, nil, [2]int{}
 	e.budget.Waiting(0)
 	e.metrics.ArmedDirectories.Set(0)
 	e.mu.Unlock()
@@ -278,6 +278,8 @@ func (e *Engine) stopLocked(d *dir) {
 	if d.slotWoken != 0 {
 		e.unwake(d)
 		e.slotFreed() // the slot it was woken for goes to the next
+	} else if d.slotKinds != 0 {
+		e.tellWaiting() // it leaves the line (inLine): the budget's too
 	}
 	e.q.forget(d.path)
 	for _, s := range d.servers {
